@@ -1,0 +1,337 @@
+package domain
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// JobStatus is a job's current state: always a fold of its events.
+type JobStatus string
+
+// Job statuses. A job starts SUBMITTED; the terminal ones never change again.
+const (
+	StatusNone             JobStatus = ""
+	StatusSubmitted        JobStatus = "SUBMITTED"
+	StatusAwaitingApproval JobStatus = "AWAITING_APPROVAL"
+	StatusDelivered        JobStatus = "DELIVERED"
+	StatusTimeout          JobStatus = "TIMEOUT"
+	StatusSuccess          JobStatus = "SUCCESS"
+	StatusFailed           JobStatus = "FAILED"
+	StatusDeadLetter       JobStatus = "DEAD_LETTER"
+	StatusCancelled        JobStatus = "CANCELLED"
+	StatusRejected         JobStatus = "REJECTED"
+)
+
+// JobStatuses lists every status a job can be in, including StatusNone (a
+// stream with no events yet), for exhaustive tests.
+var JobStatuses = []JobStatus{
+	StatusNone, StatusSubmitted, StatusAwaitingApproval, StatusDelivered,
+	StatusTimeout, StatusSuccess, StatusFailed, StatusDeadLetter,
+	StatusCancelled, StatusRejected,
+}
+
+// Terminal reports whether a job in status s is finished for good.
+func (s JobStatus) Terminal() bool {
+	switch s {
+	case StatusSuccess, StatusFailed, StatusDeadLetter, StatusCancelled, StatusRejected:
+		return true
+	}
+	return false
+}
+
+// ErrIllegalTransition is returned (wrapped in a *TransitionError) when an
+// event may not follow a job's current status.
+var ErrIllegalTransition = errors.New("illegal job transition")
+
+// TransitionError says which event was refused in which status.
+type TransitionError struct {
+	From  JobStatus
+	Event EventType
+}
+
+func (e *TransitionError) Error() string {
+	from := string(e.From)
+	if from == "" {
+		from = "(new)"
+	}
+	return fmt.Sprintf("%s after %s: %v", e.Event, from, ErrIllegalTransition)
+}
+
+// Unwrap lets errors.Is find ErrIllegalTransition.
+func (e *TransitionError) Unwrap() error { return ErrIllegalTransition }
+
+// transitions is the one table of allowed (status, event) pairs and the
+// status each leads to. Whatever is not here is illegal.
+var transitions = map[JobStatus]map[EventType]JobStatus{
+	StatusNone: {
+		EventSubmitted: StatusSubmitted,
+	},
+	StatusSubmitted: {
+		EventAwaitingApproval: StatusAwaitingApproval,
+		EventRouted:           StatusSubmitted,
+		EventDelivered:        StatusDelivered,
+		EventAttemptFailed:    StatusSubmitted,
+		EventDeadLetter:       StatusDeadLetter,
+		EventCancelled:        StatusCancelled,
+		EventResultDuplicate:  StatusSubmitted,
+	},
+	StatusAwaitingApproval: {
+		EventApproved:  StatusSubmitted,
+		EventRejected:  StatusRejected,
+		EventCancelled: StatusCancelled,
+	},
+	StatusDelivered: {
+		EventSuccess:         StatusSuccess,
+		EventFailed:          StatusFailed,
+		EventAttemptFailed:   StatusSubmitted, // a business failure that will be retried
+		EventTimeout:         StatusTimeout,
+		EventCancelled:       StatusCancelled,
+		EventResultDuplicate: StatusDelivered,
+	},
+	StatusTimeout: {
+		EventRouted:          StatusSubmitted,
+		EventAttemptFailed:   StatusSubmitted,
+		EventDeadLetter:      StatusDeadLetter,
+		EventCancelled:       StatusCancelled,
+		EventResultDuplicate: StatusTimeout,
+	},
+}
+
+func init() {
+	// Terminal statuses accept only bookkeeping: recorded duplicates and
+	// the caller-callback outcome. Their status never changes.
+	for _, s := range JobStatuses {
+		if s.Terminal() {
+			transitions[s] = map[EventType]JobStatus{
+				EventResultDuplicate: s,
+				EventCallbackSent:    s,
+				EventCallbackFailed:  s,
+			}
+		}
+	}
+}
+
+// Transition returns the status that event t leads to from status from, or a
+// *TransitionError wrapping ErrIllegalTransition.
+func Transition(from JobStatus, t EventType) (JobStatus, error) {
+	to, ok := transitions[from][t]
+	if !ok {
+		return from, &TransitionError{From: from, Event: t}
+	}
+	return to, nil
+}
+
+// Priority is a job's lane.
+type Priority string
+
+// Priorities, highest first.
+const (
+	PriorityHigh   Priority = "high"
+	PriorityNormal Priority = "normal"
+	PriorityLow    Priority = "low"
+)
+
+// Constraints narrow which agents may take a job.
+type Constraints struct {
+	Version  string `json:"version,omitempty"`
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// Submitted is the data of a SUBMITTED event: everything the caller asked for.
+type Submitted struct {
+	JobID          string          `json:"job_id"`
+	Namespace      string          `json:"namespace"`
+	Capability     string          `json:"capability"`
+	Hint           string          `json:"hint,omitempty"`
+	Payload        json.RawMessage `json:"payload"`
+	Priority       Priority        `json:"priority"`
+	TimeoutMS      int             `json:"timeout_ms"`
+	MaxAttempts    int             `json:"max_attempts"`
+	CallbackURL    string          `json:"callback_url,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	ParentJobID    string          `json:"parent_job_id,omitempty"`
+	RootJobID      string          `json:"root_job_id,omitempty"`
+	Constraints    Constraints     `json:"constraints,omitzero"`
+	RetryOnFailed  bool            `json:"retry_on_failed,omitempty"`
+	ReplayOf       string          `json:"replay_of,omitempty"`
+}
+
+// Routed is the data of a ROUTED event: which agent got the attempt and why.
+type Routed struct {
+	Attempt int             `json:"attempt"`
+	AgentID string          `json:"agent_id"`
+	Route   json.RawMessage `json:"route,omitempty"`
+}
+
+// Delivered is the data of a DELIVERED event.
+type Delivered struct {
+	Attempt   int       `json:"attempt"`
+	AgentID   string    `json:"agent_id"`
+	Deadline  time.Time `json:"deadline"`
+	Async     bool      `json:"async"`
+	LatencyMS float64   `json:"latency_ms"`
+}
+
+// AttemptFailed is the data of an ATTEMPT_FAILED event: an attempt that did
+// not produce a usable answer and will be retried (or dead-lettered).
+type AttemptFailed struct {
+	Attempt int       `json:"attempt"`
+	AgentID string    `json:"agent_id,omitempty"`
+	Reason  string    `json:"reason"`
+	Error   string    `json:"error,omitempty"`
+	BizCode string    `json:"biz_code,omitempty"`
+	RetryAt time.Time `json:"retry_at,omitzero"`
+}
+
+// Outcome is the data of a SUCCESS or FAILED event.
+type Outcome struct {
+	Attempt   int             `json:"attempt"`
+	AgentID   string          `json:"agent_id"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	BizCode   string          `json:"biz_code,omitempty"`
+	LatencyMS float64         `json:"latency_ms"`
+}
+
+// TimedOut is the data of a TIMEOUT event.
+type TimedOut struct {
+	Attempt  int       `json:"attempt"`
+	AgentID  string    `json:"agent_id"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// DeadLettered is the data of a DEAD_LETTER event.
+type DeadLettered struct {
+	Attempts int    `json:"attempts"`
+	Reason   string `json:"reason"`
+}
+
+// Cancelled is the data of CANCELLED, APPROVED and REJECTED events.
+type Cancelled struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ResultDuplicate is the data of a RESULT_DUPLICATE event: a result that was
+// recorded and changed nothing.
+type ResultDuplicate struct {
+	Attempt int             `json:"attempt"`
+	Status  JobStatus       `json:"status"`
+	Reason  string          `json:"reason"`
+	Result  json.RawMessage `json:"result,omitempty"`
+}
+
+// CallbackOutcome is the data of CALLBACK_DELIVERED and CALLBACK_FAILED.
+type CallbackOutcome struct {
+	Attempt    int    `json:"attempt"`
+	StatusCode int    `json:"status_code,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Final      bool   `json:"final,omitempty"`
+}
+
+// Job is the state of one job: the fold of its stream.
+type Job struct {
+	Submitted
+
+	Status    JobStatus
+	Version   int       // stream version of the last applied event
+	Attempts  int       // attempts started (ROUTED events)
+	AgentID   string    // agent of the latest attempt
+	Delivered bool      // the latest attempt reached its agent and awaits a result
+	Deadline  time.Time // result deadline of the latest delivered attempt
+	Result    json.RawMessage
+	BizCode   string
+	Error     string
+
+	CallbackAcked bool
+	Callbacks     int
+}
+
+// Apply folds one event into the job. It refuses, without changing j, an
+// event that may not follow the current status (ErrIllegalTransition) or
+// whose data does not decode.
+func (j *Job) Apply(e Event) error {
+	to, err := Transition(j.Status, e.Type)
+	if err != nil {
+		return err
+	}
+	next := *j
+	if err := next.applyData(e); err != nil {
+		return fmt.Errorf("apply %s: %w", e.Type, err)
+	}
+	next.Status = to
+	next.Version++
+	*j = next
+	return nil
+}
+
+func (j *Job) applyData(e Event) error {
+	switch e.Type {
+	case EventSubmitted:
+		return json.Unmarshal(e.Data, &j.Submitted)
+	case EventRouted:
+		var d Routed
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Attempts, j.AgentID, j.Delivered = d.Attempt, d.AgentID, false
+	case EventDelivered:
+		var d Delivered
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Delivered, j.Deadline = true, d.Deadline
+	case EventAttemptFailed:
+		var d AttemptFailed
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Delivered, j.Error, j.BizCode = false, d.Reason, d.BizCode
+		if d.Error != "" {
+			j.Error = d.Reason + ": " + d.Error
+		}
+	case EventSuccess, EventFailed:
+		var d Outcome
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Delivered, j.Result, j.BizCode, j.Error = false, d.Result, d.BizCode, ""
+	case EventTimeout:
+		j.Delivered, j.Error = false, "timeout"
+	case EventDeadLetter:
+		var d DeadLettered
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Error = d.Reason
+	case EventCancelled, EventRejected:
+		var d Cancelled
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Delivered, j.Error = false, d.Reason
+	case EventCallbackSent:
+		j.Callbacks++
+		j.CallbackAcked = true
+	case EventCallbackFailed:
+		j.Callbacks++
+	}
+	return nil
+}
+
+// FoldJob replays a job's events in stream order.
+func FoldJob(events []Event) (Job, error) {
+	var j Job
+	for i, e := range events {
+		if err := j.Apply(e); err != nil {
+			return j, fmt.Errorf("event %d of job %s: %w", i+1, j.JobID, err)
+		}
+	}
+	return j, nil
+}
+
+// JobStreamPrefix starts the stream id of every job.
+const JobStreamPrefix = "job:"
+
+// JobStream is the event stream of job id.
+func JobStream(id string) string { return JobStreamPrefix + id }

@@ -1,0 +1,98 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Cursor is a place in the global log: the (transaction id, position) of
+// the last event read. The zero Cursor is the start of the log.
+//
+// The log's order is (transaction id, position), not position alone:
+// positions are handed out when an event is inserted, but transactions
+// commit in another order, so a reader that went by position alone would
+// skip an event whose transaction committed after a later position was
+// read. Reading only below pg_snapshot_xmin and in transaction id order
+// closes that gap without a global lock on append.
+type Cursor struct {
+	TxID     uint64
+	Position int64
+}
+
+// ReadAll returns up to limit events after cursor, in log order, from
+// transactions that have all finished: an event that commits later is
+// still after the cursor and is read then, exactly once.
+func (s *Store) ReadAll(ctx context.Context, q Querier, after Cursor, limit int) ([]Record, error) {
+	if q == nil {
+		q = s.pool
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := q.Query(ctx, `
+		SELECT `+recordColumns+`
+		FROM events
+		WHERE (tx_id, position) > ($1::text::xid8, $2)
+		  AND tx_id < pg_snapshot_xmin(pg_current_snapshot())
+		ORDER BY tx_id, position
+		LIMIT $3`, strconv.FormatUint(after.TxID, 10), after.Position, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read log after %d: %w", after.Position, err)
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read log after %d: %w", after.Position, err)
+	}
+	return recs, nil
+}
+
+// CursorAt returns the cursor just after the event at position, so that
+// clients can resume with the position of the last event they received.
+// Position 0 is the start of the log; an unknown position is ErrNotFound.
+func (s *Store) CursorAt(ctx context.Context, position int64) (Cursor, error) {
+	if position == 0 {
+		return Cursor{}, nil
+	}
+	var txid string
+	err := s.pool.QueryRow(ctx, `SELECT tx_id::text FROM events WHERE position = $1`, position).Scan(&txid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, ErrNotFound)
+	}
+	if err != nil {
+		return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, err)
+	}
+	id, _ := strconv.ParseUint(txid, 10, 64)
+	return Cursor{TxID: id, Position: position}, nil
+}
+
+// NotifyChannel is the PostgreSQL channel on which commits are announced.
+const NotifyChannel = "agentreach_events"
+
+// RunNotifier turns Committed calls into NOTIFYs on NotifyChannel until ctx
+// ends. The NOTIFY is sent after the commit and outside the appending
+// transaction, because a NOTIFY inside it would serialise every commit on
+// PostgreSQL's notification queue lock; bursts collapse into one message.
+func (s *Store) RunNotifier(ctx context.Context, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.pokes:
+		}
+		if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil && ctx.Err() == nil {
+			logger.Warn("notify readers of the event log", "err", err)
+			// Readers also poll, so a lost notification only delays them.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Projection folds the log into a read model. Apply and Reset run inside
+// the projector's transaction, the same one that moves the checkpoint, so a
+// read model is never ahead of or behind its checkpoint.
+type Projection interface {
+	// Name identifies the projection's checkpoint; it never changes.
+	Name() string
+	// Apply folds a batch of events, in log order, into the read model.
+	Apply(ctx context.Context, tx pgx.Tx, batch []Record) error
+	// Reset empties the read model before a rebuild from position 0.
+	Reset(ctx context.Context, tx pgx.Tx) error
+}
+
+// Projector keeps projections up to date with the log.
+type Projector struct {
+	store       *Store
+	logger      *slog.Logger
+	projections []Projection
+
+	// BatchSize is how many events one transaction folds (default 500).
+	BatchSize int
+	// PollInterval bounds how stale a projection gets when a notification
+	// is lost (default 1 s).
+	PollInterval time.Duration
+}
+
+// NewProjector returns a projector for projections over store's log.
+func NewProjector(store *Store, logger *slog.Logger, projections ...Projection) *Projector {
+	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 500, PollInterval: time.Second}
+}
+
+// Projections returns the projections the projector keeps.
+func (p *Projector) Projections() []Projection { return p.projections }
+
+// Step folds at most one batch into proj and returns how many events it
+// folded. Several processes may step the same projection: the checkpoint
+// row's lock makes them take turns, and each starts where the last left off.
+func (p *Projector) Step(ctx context.Context, proj Projection) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
+		cur, err := lockCheckpoint(ctx, tx, proj.Name())
+		if err != nil {
+			return err
+		}
+		batch, err := p.store.ReadAll(ctx, tx, cur, p.BatchSize)
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		if err := proj.Apply(ctx, tx, batch); err != nil {
+			return fmt.Errorf("projection %s at position %d: %w", proj.Name(), batch[0].Position, err)
+		}
+		last := batch[len(batch)-1]
+		_, err = tx.Exec(ctx, `UPDATE projection_checkpoints
+			SET tx_id = $2::text::xid8, position = $3, events = events + $4, updated_at = now()
+			WHERE name = $1`, proj.Name(), strconv.FormatUint(last.TxID, 10), last.Position, len(batch))
+		n = len(batch)
+		return err
+	})
+	return n, err
+}
+
+func lockCheckpoint(ctx context.Context, tx pgx.Tx, name string) (Cursor, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO projection_checkpoints (name) VALUES ($1) ON CONFLICT DO NOTHING`, name); err != nil {
+		return Cursor{}, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	var cur Cursor
+	var txid string
+	err := tx.QueryRow(ctx, `SELECT tx_id::text, position FROM projection_checkpoints WHERE name = $1 FOR UPDATE`, name).Scan(&txid, &cur.Position)
+	if err != nil {
+		return Cursor{}, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	cur.TxID, _ = strconv.ParseUint(txid, 10, 64)
+	return cur, nil
+}
+
+// CatchUp steps every projection until none has anything left to fold, and
+// returns how many events were folded in all.
+func (p *Projector) CatchUp(ctx context.Context) (int, error) {
+	total := 0
+	for _, proj := range p.projections {
+		for {
+			n, err := p.Step(ctx, proj)
+			if err != nil {
+				return total, err
+			}
+			total += n
+			if n == 0 {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// Rebuild empties proj's read model and folds the whole log into it again,
+// calling progress (if not nil) after each batch with the events folded so
+// far and the log's size. Readers of the read model see it refill.
+func (p *Projector) Rebuild(ctx context.Context, proj Projection, progress func(done, total int64)) (int64, error) {
+	var total int64
+	err := pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
+		if _, err := lockCheckpoint(ctx, tx, proj.Name()); err != nil {
+			return err
+		}
+		if err := proj.Reset(ctx, tx); err != nil {
+			return fmt.Errorf("reset projection %s: %w", proj.Name(), err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE projection_checkpoints SET tx_id = '0', position = 0, events = 0, updated_at = now() WHERE name = $1`, proj.Name()); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&total)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
+	}
+	var done int64
+	for {
+		n, err := p.Step(ctx, proj)
+		if err != nil {
+			return done, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
+		}
+		done += int64(n)
+		if progress != nil && n > 0 {
+			progress(done, max(total, done))
+		}
+		if n == 0 {
+			return done, nil
+		}
+	}
+}
+
+// Run keeps the projections caught up until ctx ends. It wakes on NOTIFY
+// from RunNotifier and polls every PollInterval in case a notification was
+// lost. Errors are logged and retried after a pause; Run returns nil when
+// ctx ends.
+func (p *Projector) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := p.listen(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.logger.Warn("projector: restarting", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+func (p *Projector) listen(ctx context.Context) error {
+	conn, err := p.store.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+		return err
+	}
+	defer func() {
+		_, _ = conn.Exec(context.Background(), "UNLISTEN *")
+	}()
+	for {
+		if _, err := p.CatchUp(ctx); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, p.PollInterval)
+		_, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+}
+
+// Lag returns, per projection, how many events of the log it has not
+// folded yet.
+func (p *Projector) Lag(ctx context.Context) (map[string]int64, error) {
+	out := make(map[string]int64, len(p.projections))
+	for _, proj := range p.projections {
+		var lag int64
+		err := p.store.pool.QueryRow(ctx, `
+			SELECT count(*) FROM events e
+			WHERE (e.tx_id, e.position) > coalesce(
+				(SELECT (c.tx_id, c.position) FROM projection_checkpoints c WHERE c.name = $1),
+				('0'::xid8, 0::bigint))`, proj.Name()).Scan(&lag)
+		if err != nil {
+			return nil, fmt.Errorf("lag of %s: %w", proj.Name(), err)
+		}
+		out[proj.Name()] = lag
+	}
+	return out, nil
+}

@@ -1,0 +1,225 @@
+package eventstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// Expected versions with a special meaning for Append.
+const (
+	// Any appends at the end of the stream whatever its version.
+	Any = -1
+	// NoStream expects the stream to have no events yet.
+	NoStream = 0
+)
+
+// ErrConflict is returned (wrapped in a *ConflictError) when a stream's
+// version is not the one the appender expected.
+var ErrConflict = errors.New("stream version conflict")
+
+// ErrNotFound is returned when a stream or position does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ConflictError says which stream was appended to with which stale version.
+type ConflictError struct {
+	Stream   string
+	Expected int
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("append to stream %s at version %d: %v", e.Stream, e.Expected, ErrConflict)
+}
+
+// Unwrap lets errors.Is find ErrConflict.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Querier is what the store needs to read: a pool, a connection or a tx.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Record is a stored event: the event plus where it sits in the log.
+type Record struct {
+	Position   int64
+	TxID       uint64
+	StreamID   string
+	Version    int
+	Type       domain.EventType
+	Data       json.RawMessage
+	Metadata   domain.Metadata
+	RecordedAt time.Time
+}
+
+// Event returns the domain event the record holds.
+func (r Record) Event() domain.Event {
+	return domain.Event{Type: r.Type, Data: r.Data, Metadata: r.Metadata}
+}
+
+// Cursor returns the place in the global log just after r.
+func (r Record) Cursor() Cursor { return Cursor{TxID: r.TxID, Position: r.Position} }
+
+// Store appends to and reads the event log.
+type Store struct {
+	pool  *pgxpool.Pool
+	pokes chan struct{}
+}
+
+// New returns a Store on pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, pokes: make(chan struct{}, 1)}
+}
+
+// Pool returns the store's pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+const appendSQL = `
+WITH cur AS (SELECT coalesce(max(version), 0) AS v FROM events WHERE stream_id = $1)
+INSERT INTO events (stream_id, version, type, data, metadata)
+SELECT $1, cur.v + u.ord, u.t, u.d::jsonb, u.m::jsonb
+FROM cur, unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(t, d, m, ord)
+WHERE $2 < 0 OR cur.v = $2
+ORDER BY u.ord
+RETURNING position, tx_id::text, version, recorded_at`
+
+// AppendTx appends evs to stream inside tx, expecting the stream to be at
+// version expected (or Any, or NoStream). It returns the stored records. A
+// stale expected version gives a *ConflictError wrapping ErrConflict; the
+// caller should then roll tx back, reload and decide again. The events are
+// visible to others once tx commits; call Committed after that to wake
+// readers promptly.
+func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, stream string, expected int, evs ...domain.Event) ([]Record, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	types := make([]string, len(evs))
+	datas := make([]string, len(evs))
+	metas := make([]string, len(evs))
+	for i, e := range evs {
+		types[i] = string(e.Type)
+		datas[i] = string(e.Data)
+		if len(e.Data) == 0 {
+			datas[i] = "{}"
+		}
+		md, err := json.Marshal(e.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("append to stream %s: encode metadata: %w", stream, err)
+		}
+		metas[i] = string(md)
+	}
+	rows, err := tx.Query(ctx, appendSQL, stream, expected, types, datas, metas)
+	if err != nil {
+		return nil, translate(stream, expected, err)
+	}
+	out := make([]Record, 0, len(evs))
+	for rows.Next() {
+		var r Record
+		var txid string
+		if err := rows.Scan(&r.Position, &txid, &r.Version, &r.RecordedAt); err != nil {
+			rows.Close()
+			return nil, translate(stream, expected, err)
+		}
+		r.TxID, _ = strconv.ParseUint(txid, 10, 64)
+		e := evs[len(out)]
+		r.StreamID, r.Type, r.Data, r.Metadata = stream, e.Type, e.Data, e.Metadata
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(stream, expected, err)
+	}
+	if len(out) == 0 {
+		return nil, &ConflictError{Stream: stream, Expected: expected}
+	}
+	return out, nil
+}
+
+// translate maps driver errors to the store's kinds, by SQLSTATE and
+// constraint name, never by message text.
+func translate(stream string, expected int, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "events_stream_version_key" {
+		return &ConflictError{Stream: stream, Expected: expected}
+	}
+	return fmt.Errorf("append to stream %s: %w", stream, err)
+}
+
+// Append appends evs to stream in a transaction of its own, then wakes
+// readers. See AppendTx.
+func (s *Store) Append(ctx context.Context, stream string, expected int, evs ...domain.Event) ([]Record, error) {
+	var out []Record
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.AppendTx(ctx, tx, stream, expected, evs...)
+		return err
+	})
+	return out, err
+}
+
+// InTx runs fn in a transaction, commits it when fn returns nil (rolls back
+// otherwise) and then wakes readers of the log.
+func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	if err := pgx.BeginFunc(ctx, s.pool, fn); err != nil {
+		return err
+	}
+	s.Committed()
+	return nil
+}
+
+// Committed tells the store that events were committed, so that a notifier
+// (RunNotifier) wakes every reader, in this process or another. It never
+// blocks; many calls close together make one notification.
+func (s *Store) Committed() {
+	select {
+	case s.pokes <- struct{}{}:
+	default:
+	}
+}
+
+const recordColumns = `position, tx_id::text, stream_id, version, type, data, metadata, recorded_at`
+
+func scanRecords(rows pgx.Rows) ([]Record, error) {
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		var r Record
+		var txid, typ string
+		var md []byte
+		if err := rows.Scan(&r.Position, &txid, &r.StreamID, &r.Version, &typ, &r.Data, &md, &r.RecordedAt); err != nil {
+			return nil, err
+		}
+		r.TxID, _ = strconv.ParseUint(txid, 10, 64)
+		r.Type = domain.EventType(typ)
+		if err := json.Unmarshal(md, &r.Metadata); err != nil {
+			return nil, fmt.Errorf("event %d: decode metadata: %w", r.Position, err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ReadStream returns a stream's events in version order; an unknown stream
+// has none (no error).
+func (s *Store) ReadStream(ctx context.Context, q Querier, stream string) ([]Record, error) {
+	if q == nil {
+		q = s.pool
+	}
+	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 ORDER BY version`, stream)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	return recs, nil
+}

@@ -1,0 +1,288 @@
+package eventstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/pgtest"
+)
+
+func setup(t *testing.T) (*eventstore.Store, context.Context) {
+	t.Helper()
+	return eventstore.New(pgtest.NewPool(t)), context.Background()
+}
+
+func ev(t domain.EventType, n int) domain.Event {
+	return domain.NewEvent(t, map[string]int{"n": n}, domain.Metadata{TraceID: "trace-1", Actor: "test", CausationID: "c-1"})
+}
+
+func TestAppendAndReadStream(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+
+	recs, err := s.Append(ctx, "job:a", eventstore.NoStream, ev("A", 1), ev("B", 2))
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Equal(t, []int{1, 2}, []int{recs[0].Version, recs[1].Version})
+	require.Less(t, recs[0].Position, recs[1].Position)
+
+	_, err = s.Append(ctx, "job:a", 2, ev("C", 3))
+	require.NoError(t, err)
+
+	got, err := s.ReadStream(ctx, nil, "job:a")
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for i, r := range got {
+		require.Equal(t, i+1, r.Version)
+		require.Equal(t, "job:a", r.StreamID)
+		require.Equal(t, domain.Metadata{TraceID: "trace-1", Actor: "test", CausationID: "c-1"}, r.Metadata)
+		require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, i+1), string(r.Data))
+	}
+
+	// Stale, future and "no stream" expectations are all conflicts.
+	for _, expected := range []int{1, 5, eventstore.NoStream} {
+		_, err = s.Append(ctx, "job:a", expected, ev("X", 0))
+		require.ErrorIs(t, err, eventstore.ErrConflict, "expected %d", expected)
+		var ce *eventstore.ConflictError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "job:a", ce.Stream)
+	}
+	recs, err = s.Append(ctx, "job:a", eventstore.Any, ev("D", 4))
+	require.NoError(t, err)
+	require.Equal(t, 4, recs[0].Version)
+
+	none, err := s.ReadStream(ctx, nil, "job:missing")
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+// TestConcurrentAppendsToOneStream races 50 writers for each version of one
+// stream: each version is won exactly once, versions are gap-free, and every
+// loser gets the conflict error.
+func TestConcurrentAppendsToOneStream(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	const writers, rounds = 50, 4
+
+	for round := range rounds {
+		var (
+			wg        sync.WaitGroup
+			mu        sync.Mutex
+			winners   []int
+			conflicts int
+			others    []error
+		)
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := s.Append(ctx, "job:race", round, ev("RACE", w))
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					winners = append(winners, w)
+				case errors.Is(err, eventstore.ErrConflict):
+					conflicts++
+				default:
+					others = append(others, err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		require.Empty(t, others)
+		require.Len(t, winners, 1, "round %d", round)
+		require.Equal(t, writers-1, conflicts, "round %d", round)
+	}
+
+	got, err := s.ReadStream(ctx, nil, "job:race")
+	require.NoError(t, err)
+	require.Len(t, got, rounds)
+	for i, r := range got {
+		require.Equal(t, i+1, r.Version, "gap-free versions")
+	}
+}
+
+func TestEventsAreImmutable(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.Append(ctx, "job:i", eventstore.NoStream, ev("A", 1))
+	require.NoError(t, err)
+
+	for _, stmt := range []string{
+		`UPDATE events SET type = 'B'`,
+		`UPDATE events SET data = '{}' WHERE stream_id = 'job:i'`,
+		`DELETE FROM events`,
+		`DELETE FROM events WHERE stream_id = 'job:i'`,
+		`TRUNCATE events`,
+	} {
+		_, err := s.Pool().Exec(ctx, stmt)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, stmt)
+		require.Equal(t, "23001", pgErr.Code, stmt) // restrict_violation
+	}
+	got, err := s.ReadStream(ctx, nil, "job:i")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, domain.EventType("A"), got[0].Type)
+}
+
+func readAllFrom(t *testing.T, s *eventstore.Store, cur *eventstore.Cursor) []eventstore.Record {
+	t.Helper()
+	recs, err := s.ReadAll(context.Background(), nil, *cur, 1000)
+	require.NoError(t, err)
+	if len(recs) > 0 {
+		*cur = recs[len(recs)-1].Cursor()
+	}
+	return recs
+}
+
+// readN reads from cur until n events have arrived. Transaction ids are
+// cluster-wide, so a transaction of a parallel test in another database can
+// hold the snapshot's xmin back for a moment: the reader then sees events
+// later, never fewer and never twice.
+func readN(t *testing.T, s *eventstore.Store, cur *eventstore.Cursor, n int) []eventstore.Record {
+	t.Helper()
+	var got []eventstore.Record
+	deadline := time.Now().Add(15 * time.Second)
+	for len(got) < n {
+		require.True(t, time.Now().Before(deadline), "read %d of %d events before the deadline", len(got), n)
+		recs := readAllFrom(t, s, cur)
+		if len(recs) == 0 {
+			runtime.Gosched()
+			time.Sleep(5 * time.Millisecond) // poll interval while waiting on the condition, not synchronisation
+		}
+		got = append(got, recs...)
+	}
+	require.Len(t, got, n, "no more than expected")
+	return got
+}
+
+// TestReadAllNeverSkipsLateCommit holds an append transaction open while a
+// later one commits. The reader moves past the later event (its position is
+// higher), and still receives the late one once it commits, exactly once.
+func TestReadAllNeverSkipsLateCommit(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.Append(ctx, "job:first", eventstore.NoStream, ev("FIRST", 0))
+	require.NoError(t, err)
+
+	// txB takes its transaction id first, txA second; then txA appends
+	// (the lower position) and stays open while txB appends and commits.
+	txB, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer txB.Rollback(ctx) //nolint:errcheck
+	_, err = txB.Exec(ctx, `SELECT pg_current_xact_id()`)
+	require.NoError(t, err)
+	txA, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer txA.Rollback(ctx) //nolint:errcheck
+	lateRecs, err := s.AppendTx(ctx, txA, "job:late", eventstore.NoStream, ev("LATE", 1))
+	require.NoError(t, err)
+	laterRecs, err := s.AppendTx(ctx, txB, "job:later", eventstore.NoStream, ev("LATER", 2))
+	require.NoError(t, err)
+	require.NoError(t, txB.Commit(ctx))
+	require.Less(t, lateRecs[0].Position, laterRecs[0].Position)
+
+	var cur eventstore.Cursor
+	got := readN(t, s, &cur, 2)
+	require.Equal(t, []string{"job:first", "job:later"}, streams(got))
+	require.Equal(t, laterRecs[0].Position, cur.Position, "the reader moved past the late event's position")
+
+	// A naive reader by position alone would now skip the late event.
+	var naive int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE position > $1`, cur.Position).Scan(&naive))
+	require.Zero(t, naive)
+
+	require.NoError(t, txA.Commit(ctx))
+	got = readN(t, s, &cur, 1)
+	require.Equal(t, []string{"job:late"}, streams(got))
+	require.Empty(t, readAllFrom(t, s, &cur), "exactly once")
+}
+
+// TestReadAllWaitsForOpenTransaction: while an older transaction is open,
+// later commits are held back, then all arrive in order, each once.
+func TestReadAllWaitsForOpenTransaction(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	txA, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer txA.Rollback(ctx) //nolint:errcheck
+	_, err = s.AppendTx(ctx, txA, "job:open", eventstore.NoStream, ev("OPEN", 1))
+	require.NoError(t, err)
+	for i := range 5 {
+		_, err := s.Append(ctx, fmt.Sprintf("job:c%d", i), eventstore.NoStream, ev("C", i))
+		require.NoError(t, err)
+	}
+	var cur eventstore.Cursor
+	require.Empty(t, readAllFrom(t, s, &cur))
+	require.NoError(t, txA.Commit(ctx))
+	got := readN(t, s, &cur, 6)
+	require.Equal(t, []string{"job:open", "job:c0", "job:c1", "job:c2", "job:c3", "job:c4"}, streams(got))
+	require.Empty(t, readAllFrom(t, s, &cur))
+
+	// The public cursor is a position: resuming from any returned position
+	// yields exactly the rest.
+	c2, err := s.CursorAt(ctx, got[2].Position)
+	require.NoError(t, err)
+	rest, err := s.ReadAll(ctx, nil, c2, 100)
+	require.NoError(t, err)
+	require.Equal(t, streams(got[3:]), streams(rest))
+	_, err = s.CursorAt(ctx, 999999)
+	require.ErrorIs(t, err, eventstore.ErrNotFound)
+}
+
+func TestReadAllBatchesInOrder(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	const n = 250
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.Append(ctx, fmt.Sprintf("job:%d", i), eventstore.NoStream, ev("E", i))
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	var cur eventstore.Cursor
+	deadline := time.Now().Add(15 * time.Second)
+	for len(seen) < n {
+		require.True(t, time.Now().Before(deadline), "read %d of %d", len(seen), n)
+		recs, err := s.ReadAll(ctx, nil, cur, 7)
+		require.NoError(t, err)
+		if len(recs) == 0 {
+			time.Sleep(5 * time.Millisecond) // poll interval while waiting on the condition
+			continue
+		}
+		for _, r := range recs {
+			require.False(t, seen[r.Position], "position %d read twice", r.Position)
+			seen[r.Position] = true
+		}
+		cur = recs[len(recs)-1].Cursor()
+	}
+	require.Len(t, seen, n)
+}
+
+func streams(recs []eventstore.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = r.StreamID
+	}
+	return out
+}

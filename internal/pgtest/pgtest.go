@@ -1,0 +1,153 @@
+// Package pgtest gives each test its own PostgreSQL database, cloned from a
+// migrated template, so tests run in parallel against the real server and
+// leave nothing behind.
+package pgtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	arsql "github.com/agentreach/agentreach/sql"
+)
+
+// AdminURL is the maintenance connection: PGTEST_ADMIN_URL, or the local
+// server as the postgres user.
+func AdminURL() string {
+	if u := os.Getenv("PGTEST_ADMIN_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// templateName names the template by a hash of the schema, so a changed
+// migration gets a fresh template and parallel test binaries share one.
+func templateName() string {
+	h := sha256.New()
+	for _, m := range arsql.Migrations() {
+		fmt.Fprintf(h, "%d %s\n%s\n", m.Version, m.Name, m.SQL)
+	}
+	return "agentreach_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+var (
+	templateOnce sync.Once
+	templateErr  error
+)
+
+// lockKey serialises template creation across test binaries.
+const lockKey int64 = 0x7067746573740001
+
+func ensureTemplate(ctx context.Context) (string, error) {
+	name := templateName()
+	templateOnce.Do(func() {
+		templateErr = func() error {
+			admin, err := pgx.Connect(ctx, AdminURL())
+			if err != nil {
+				return fmt.Errorf("connect %s: %w", AdminURL(), err)
+			}
+			defer admin.Close(ctx)
+			if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+				return err
+			}
+			defer admin.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey) //nolint:errcheck
+			var ok bool
+			if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", name).Scan(&ok); err != nil {
+				return err
+			}
+			if ok {
+				return nil
+			}
+			// A half-made template from a crashed run is dropped and made again.
+			if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+				return err
+			}
+			if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+				return err
+			}
+			pool, err := pgxpool.New(ctx, withDatabase(AdminURL(), name))
+			if err != nil {
+				return err
+			}
+			err = arsql.Migrate(ctx, pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			pool.Close()
+			if err != nil {
+				return err
+			}
+			_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH is_template true")
+			return err
+		}()
+	})
+	return name, templateErr
+}
+
+// withDatabase swaps the database name in a postgres:// URL.
+func withDatabase(raw, db string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		panic("pgtest: bad admin URL: " + err.Error())
+	}
+	u.Path = "/" + db
+	return u.String()
+}
+
+// NewDatabase creates a migrated database for one test and drops it when the
+// test ends. It returns the database's URL.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	tmpl, err := ensureTemplate(context.Background())
+	require.NoError(t, err, "pgtest: template database (is PostgreSQL running on 127.0.0.1:5432?)")
+	return createDatabase(t, " TEMPLATE "+pgx.Identifier{tmpl}.Sanitize())
+}
+
+// NewEmptyDatabase creates an empty (unmigrated) database for one test, for
+// tests of migration itself, and drops it at the end.
+func NewEmptyDatabase(t testing.TB) string {
+	t.Helper()
+	return createDatabase(t, "")
+}
+
+func createDatabase(t testing.TB, clause string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := "agentreach_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	admin, err := pgx.Connect(ctx, AdminURL())
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+clause)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), AdminURL())
+		if err != nil {
+			t.Errorf("pgtest: drop %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop %s: %v", name, err)
+		}
+	})
+	return withDatabase(AdminURL(), name)
+}
+
+// NewPool returns a pool on a fresh migrated database, closed at test end.
+func NewPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}

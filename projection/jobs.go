@@ -1,0 +1,122 @@
+package projection
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// Jobs keeps the jobs table: each job's current status, for listing and
+// filtering. It folds with domain.Job, the same rules the writers use.
+type Jobs struct{}
+
+// Name implements eventstore.Projection.
+func (Jobs) Name() string { return "jobs" }
+
+// Reset implements eventstore.Projection.
+func (Jobs) Reset(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `TRUNCATE jobs`)
+	return err
+}
+
+type jobRow struct {
+	job         domain.Job
+	traceID     string
+	submittedAt time.Time
+	updatedAt   time.Time
+	finishedAt  *time.Time
+}
+
+// Apply implements eventstore.Projection: one read and one batched write per
+// batch of events, whatever its size.
+func (Jobs) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) error {
+	var ids []string
+	seen := map[string]bool{}
+	for _, r := range batch {
+		id, ok := strings.CutPrefix(r.StreamID, domain.JobStreamPrefix)
+		if ok && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := loadJobRows(ctx, tx, ids)
+	if err != nil {
+		return err
+	}
+	for _, r := range batch {
+		id, ok := strings.CutPrefix(r.StreamID, domain.JobStreamPrefix)
+		if !ok {
+			continue
+		}
+		row := rows[id]
+		if row == nil {
+			row = &jobRow{submittedAt: r.RecordedAt}
+			rows[id] = row
+		}
+		if r.Version <= row.job.Version {
+			continue // already folded (never happens with a correct checkpoint)
+		}
+		if err := row.job.Apply(r.Event()); err != nil {
+			return fmt.Errorf("job %s version %d: %w", id, r.Version, err)
+		}
+		if row.traceID == "" {
+			row.traceID = r.Metadata.TraceID
+		}
+		row.updatedAt = r.RecordedAt
+		if row.job.Status.Terminal() && row.finishedAt == nil {
+			t := r.RecordedAt
+			row.finishedAt = &t
+		}
+	}
+	b := &pgx.Batch{}
+	for id, row := range rows {
+		j := row.job
+		b.Queue(`INSERT INTO jobs (job_id, namespace, capability, status, agent_id, attempts, max_attempts,
+				priority, biz_code, error, trace_id, parent_job_id, root_job_id, version,
+				submitted_at, updated_at, finished_at)
+			VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''),
+				nullif($12, '')::uuid, nullif($13, '')::uuid, $14, $15, $16, $17)
+			ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, agent_id = excluded.agent_id,
+				attempts = excluded.attempts, biz_code = excluded.biz_code, error = excluded.error,
+				version = excluded.version, updated_at = excluded.updated_at, finished_at = excluded.finished_at`,
+			id, j.Namespace, j.Capability, string(j.Status), j.AgentID, j.Attempts, j.MaxAttempts,
+			string(j.Priority), j.BizCode, j.Error, row.traceID, j.ParentJobID, j.RootJobID, j.Version,
+			row.submittedAt, row.updatedAt, row.finishedAt)
+	}
+	return tx.SendBatch(ctx, b).Close()
+}
+
+func loadJobRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*jobRow, error) {
+	rows, err := tx.Query(ctx, `SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
+			max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
+			coalesce(parent_job_id::text, ''), coalesce(root_job_id::text, ''), version,
+			submitted_at, updated_at, finished_at
+		FROM jobs WHERE job_id = ANY($1::uuid[])`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load jobs: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]*jobRow, len(ids))
+	for rows.Next() {
+		var id, status, priority string
+		row := &jobRow{}
+		j := &row.job
+		if err := rows.Scan(&id, &j.Namespace, &j.Capability, &status, &j.AgentID, &j.Attempts,
+			&j.MaxAttempts, &priority, &j.BizCode, &j.Error, &row.traceID,
+			&j.ParentJobID, &j.RootJobID, &j.Version, &row.submittedAt, &row.updatedAt, &row.finishedAt); err != nil {
+			return nil, fmt.Errorf("load jobs: %w", err)
+		}
+		j.JobID, j.Status, j.Priority = id, domain.JobStatus(status), domain.Priority(priority)
+		out[id] = row
+	}
+	return out, rows.Err()
+}

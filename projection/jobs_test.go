@@ -1,0 +1,142 @@
+package projection_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/projection"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// appendJob writes a plausible job life of the given shape.
+func appendJob(t *testing.T, s *eventstore.Store, shape int) string {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7()).String()
+	md := domain.Metadata{TraceID: "trace-" + id[:8], Actor: "test"}
+	evs := []domain.Event{domain.NewEvent(domain.EventSubmitted, domain.Submitted{
+		JobID: id, Namespace: "default", Capability: fmt.Sprintf("cap.%d", shape%3),
+		Payload: json.RawMessage(`{}`), Priority: domain.PriorityNormal, MaxAttempts: 3, TimeoutMS: 1000,
+	}, md)}
+	routed := func(n int, agent string) domain.Event {
+		return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: n, AgentID: agent}, md)
+	}
+	switch shape % 4 {
+	case 0: // inline success
+		evs = append(evs, routed(1, "a1"),
+			domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: 1, AgentID: "a1"}, md),
+			domain.NewEvent(domain.EventSuccess, domain.Outcome{Attempt: 1, AgentID: "a1", Result: json.RawMessage(`1`)}, md))
+	case 1: // retried then business failure
+		evs = append(evs, routed(1, "a1"),
+			domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: 1, AgentID: "a1", Reason: "http_503"}, md),
+			routed(2, "a2"),
+			domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: 2, AgentID: "a2"}, md),
+			domain.NewEvent(domain.EventFailed, domain.Outcome{Attempt: 2, AgentID: "a2", BizCode: "bad_input"}, md))
+	case 2: // timeout then dead letter
+		evs = append(evs, routed(1, "a3"),
+			domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: 1, AgentID: "a3"}, md),
+			domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: 1, AgentID: "a3"}, md),
+			domain.NewEvent(domain.EventDeadLetter, domain.DeadLettered{Attempts: 1, Reason: "timeout"}, md))
+	case 3: // still in flight
+		evs = append(evs, routed(1, "a1"))
+	}
+	// Split the life over two transactions so batches cut through jobs.
+	half := len(evs) / 2
+	_, err := s.Append(context.Background(), domain.JobStream(id), eventstore.NoStream, evs[:half]...)
+	require.NoError(t, err)
+	_, err = s.Append(context.Background(), domain.JobStream(id), half, evs[half:]...)
+	require.NoError(t, err)
+	return id
+}
+
+type jobsRow struct {
+	ID, Namespace, Capability, Status, Agent, BizCode, Error, Trace string
+	Attempts, Version                                            int
+	Finished                                                     bool
+}
+
+func dumpJobs(t *testing.T, s *eventstore.Store) []jobsRow {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `SELECT job_id::text, namespace, capability, status,
+		coalesce(agent_id, ''), coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
+		attempts, version, finished_at IS NOT NULL FROM jobs ORDER BY job_id`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobsRow, error) {
+		var j jobsRow
+		err := r.Scan(&j.ID, &j.Namespace, &j.Capability, &j.Status, &j.Agent, &j.BizCode, &j.Error, &j.Trace, &j.Attempts, &j.Version, &j.Finished)
+		return j, err
+	})
+	require.NoError(t, err)
+	return out
+}
+
+func waitCaughtUp(t *testing.T, p *eventstore.Projector) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		lag, err := p.Lag(context.Background())
+		require.NoError(t, err)
+		if lag["jobs"] == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "projector still %d events behind", lag["jobs"])
+		time.Sleep(10 * time.Millisecond) // poll interval while waiting on the condition
+	}
+}
+
+// TestJobsProjectionLiveAndRebuild keeps the projection live (woken by
+// NOTIFY, with polling set far away), then rebuilds it from position 0 and
+// compares it row for row with the live one.
+func TestJobsProjectionLiveAndRebuild(t *testing.T) {
+	t.Parallel()
+	s := eventstore.New(pgtest.NewPool(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := eventstore.NewProjector(s, quiet(), projection.Jobs{})
+	p.BatchSize = 7
+	p.PollInterval = time.Hour // only NOTIFY can wake it in time
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	go s.RunNotifier(ctx, quiet())
+
+	ids := map[string]int{}
+	for i := range 40 {
+		ids[appendJob(t, s, i)] = i
+	}
+	waitCaughtUp(t, p)
+	live := dumpJobs(t, s)
+	require.Len(t, live, 40)
+	want := map[int]string{0: "SUCCESS", 1: "FAILED", 2: "DEAD_LETTER", 3: "SUBMITTED"}
+	for _, r := range live {
+		shape := ids[r.ID]
+		require.Equal(t, want[shape%4], r.Status, "job %s shape %d", r.ID, shape)
+		require.Equal(t, r.Status != "SUBMITTED", r.Finished)
+		require.Equal(t, "trace-"+r.ID[:8], r.Trace)
+	}
+
+	cancel()
+	<-done
+	var progressCalls int
+	n, err := p.Rebuild(context.Background(), projection.Jobs{}, func(done, total int64) {
+		progressCalls++
+		require.LessOrEqual(t, done, total)
+	})
+	require.NoError(t, err)
+	var events int64
+	require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&events))
+	require.Equal(t, events, n)
+	require.Greater(t, progressCalls, 1)
+	require.Equal(t, live, dumpJobs(t, s))
+}

@@ -1,0 +1,167 @@
+package sql
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrateLockKey is the advisory lock that serialises migrations across
+// processes: the bytes of "agntrch1".
+const migrateLockKey int64 = 0x61676e7472636831
+
+// Migration is one embedded schema file.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations returns the embedded migrations in order. Files are named
+// NNNN_name.sql; a malformed name is a build mistake and panics.
+func Migrations() []Migration {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	var out []Migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			panic("sql: migration file name must be NNNN_name.sql: " + e.Name())
+		}
+		body, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Version < out[k].Version })
+	return out
+}
+
+// LatestVersion is the version of the newest embedded migration.
+func LatestVersion() int {
+	ms := Migrations()
+	return ms[len(ms)-1].Version
+}
+
+// Migrate applies every outstanding migration, ours and River's, holding a
+// session advisory lock so that concurrent callers wait for each other. Each
+// of our migrations runs in its own transaction with its bookkeeping row.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: acquire connection: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
+		return fmt.Errorf("migrate: take advisory lock: %w", err)
+	}
+	defer func() {
+		// A fresh context: the lock must be released even when ctx is done.
+		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", migrateLockKey)
+	}()
+
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS agentreach_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("migrate: create bookkeeping table: %w", err)
+	}
+	current, err := currentVersion(ctx, conn.Conn())
+	if err != nil {
+		return err
+	}
+	for _, m := range Migrations() {
+		if m.Version <= current {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO agentreach_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: apply %04d_%s: %w", m.Version, m.Name, err)
+		}
+		logger.Info("migration applied", "version", m.Version, "name", m.Name)
+	}
+
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("migrate: river migrator: %w", err)
+	}
+	res, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: river: %w", err)
+	}
+	for _, v := range res.Versions {
+		logger.Info("river migration applied", "version", v.Version)
+	}
+	return nil
+}
+
+func currentVersion(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int, error) {
+	var v int
+	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM agentreach_migrations").Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}
+
+// ErrNotMigrated is returned by Check when the database's schema is behind.
+var ErrNotMigrated = errors.New("database schema is not current")
+
+// Check reports whether the database is reachable and fully migrated, ours
+// and River's; it is what readiness means. It returns ErrNotMigrated
+// (wrapped) when a migration is outstanding.
+func Check(ctx context.Context, pool *pgxpool.Pool) error {
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('agentreach_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("check schema: %w", err)
+	}
+	if !exists {
+		return fmt.Errorf("%w: no migrations applied", ErrNotMigrated)
+	}
+	v, err := currentVersion(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if want := LatestVersion(); v < want {
+		return fmt.Errorf("%w: at %d, want %d", ErrNotMigrated, v, want)
+	}
+	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return fmt.Errorf("check river schema: %w", err)
+	}
+	res, err := migrator.Validate(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("check river schema: %w", err)
+	}
+	if !res.OK {
+		return fmt.Errorf("%w: river: %s", ErrNotMigrated, strings.Join(res.Messages, "; "))
+	}
+	return nil
+}

@@ -63,8 +63,8 @@ func appendJob(t *testing.T, s *eventstore.Store, shape int) string {
 
 type jobsRow struct {
 	ID, Namespace, Capability, Status, Agent, BizCode, Error, Trace string
-	Attempts, Version                                            int
-	Finished                                                     bool
+	Attempts, Version                                               int
+	Finished                                                        bool
 }
 
 func dumpJobs(t *testing.T, s *eventstore.Store) []jobsRow {

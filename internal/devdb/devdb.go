@@ -245,3 +245,19 @@ func closeConn(conn *pgx.Conn) {
 	defer cancel()
 	_ = conn.Close(ctx)
 }
+
+// DataDir is the private cluster's data folder, or "" for the other sources.
+func (d *DB) DataDir() string {
+	if d == nil || d.priv == nil {
+		return ""
+	}
+	return d.priv.dataDir
+}
+
+// PID is the private cluster's postmaster process id, or 0.
+func (d *DB) PID() int {
+	if d == nil || d.priv == nil {
+		return 0
+	}
+	return d.priv.pid
+}

@@ -1,0 +1,38 @@
+# Agent-Reach. `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+PKGS := ./...
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: help build run test test-short bench lint fmt vet tidy clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build bin/agentreach
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/agentreach ./cmd/agentreach
+
+run: build ## zero-setup dev server: finds or starts PostgreSQL, migrates, serves on 127.0.0.1:8080
+	./bin/agentreach dev
+
+test: ## every test, against the real PostgreSQL (each test gets its own database)
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+test-short: ## quick run without -count=1
+	$(GO) test -short $(PKGS)
+
+bench: ## microbenchmarks (router, event store)
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+lint: fmt vet ## gofmt check and go vet
+
+fmt: ## fail if gofmt would change a file
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+clean: ## remove build output
+	rm -rf bin

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/httpapi"
+	"github.com/agentreach/agentreach/projection"
+	arsql "github.com/agentreach/agentreach/sql"
+)
+
+// App is one running Agent-Reach process: the HTTP API, the projector and
+// the notifier, on one database.
+type App struct {
+	cfg    Config
+	logger *slog.Logger
+
+	pool      *pgxpool.Pool
+	store     *eventstore.Store
+	projector *eventstore.Projector
+	server    *http.Server
+	listener  net.Listener
+
+	migrated atomic.Bool
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// NewApp returns an App that Start will bring up.
+func NewApp(cfg Config, logger *slog.Logger) *App {
+	return &App{cfg: cfg, logger: logger}
+}
+
+// Start listens at once (so /healthz answers and /readyz says why it is not
+// ready), then migrates in the background, retrying until the database
+// answers, and starts the workers once the schema is current.
+func (a *App) Start(ctx context.Context) error {
+	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database URL: %w", err)
+	}
+	if a.cfg.MaxConns > 0 {
+		pcfg.MaxConns = int32(a.cfg.MaxConns)
+	}
+	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg) // connects lazily
+	if err != nil {
+		return fmt.Errorf("database pool: %w", err)
+	}
+	a.store = eventstore.New(a.pool)
+	a.projector = eventstore.NewProjector(a.store, a.logger, projection.Jobs{})
+
+	a.listener, err = net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		a.pool.Close()
+		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+	}
+	handler := httpapi.New(httpapi.Deps{
+		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, Version: version,
+	})
+	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a.cancel = cancel
+	a.goRun(func() {
+		if err := a.server.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.logger.Error("http server stopped", "err", err)
+		}
+	})
+	a.goRun(func() { a.background(runCtx) })
+	return nil
+}
+
+func (a *App) goRun(fn func()) {
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); fn() }()
+}
+
+func (a *App) background(ctx context.Context) {
+	for attempt := 1; ; attempt++ {
+		err := arsql.Migrate(ctx, a.pool, a.logger)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.logger.Warn("database not ready, retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)):
+		}
+	}
+	a.migrated.Store(true)
+	a.logger.Info("schema is current")
+	a.goRun(func() { a.store.RunNotifier(ctx, a.logger) })
+	a.goRun(func() { _ = a.projector.Run(ctx) })
+}
+
+func (a *App) ready(ctx context.Context) error {
+	if !a.migrated.Load() {
+		return errors.New("migrations are not applied yet")
+	}
+	return arsql.Check(ctx, a.pool)
+}
+
+// URL is the base URL the API listens on.
+func (a *App) URL() string {
+	addr := a.listener.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
+}
+
+// Close stops accepting requests, lets running ones finish (within ctx),
+// stops the background work and closes the pool.
+func (a *App) Close(ctx context.Context) error {
+	var err error
+	if a.server != nil {
+		err = a.server.Shutdown(ctx)
+	}
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.wg.Wait()
+	if a.pool != nil {
+		a.pool.Close()
+	}
+	return err
+}

@@ -1,0 +1,260 @@
+// Command agentreach is the Agent-Reach service and its tools.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/internal/devdb"
+	arsql "github.com/agentreach/agentreach/sql"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `agentreach: the reach layer for multi-agent systems
+
+Usage:
+  agentreach serve     run the service against DATABASE_URL
+  agentreach dev       zero-setup: find or start a PostgreSQL, migrate, serve
+  agentreach migrate   apply database migrations and exit
+  agentreach version   print the version
+
+Run "agentreach COMMAND -h" for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	m := NewMain()
+	if err := m.Run(ctx, os.Args[1:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "agentreach:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+func exitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
+		return 2
+	}
+	return 1
+}
+
+var errUsage = errors.New("usage")
+
+// Main is the program, testable in process: tests set Stdout, Stderr and
+// Getenv, call Run in a goroutine and wait on Started.
+type Main struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+
+	started chan struct{}
+	app     *App
+	db      *devdb.DB
+}
+
+// NewMain returns a Main wired to the process's streams and environment.
+func NewMain() *Main {
+	return &Main{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, started: make(chan struct{})}
+}
+
+// Started is closed once serve or dev is listening.
+func (m *Main) Started() <-chan struct{} { return m.started }
+
+// URL is the base URL of the running API (after Started).
+func (m *Main) URL() string { return m.app.URL() }
+
+// Run runs the command named by args[0]; serve and dev block until ctx ends.
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, usage)
+		return errUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return m.runServe(ctx, rest)
+	case "dev":
+		return m.runDev(ctx, rest)
+	case "migrate":
+		return m.runMigrate(ctx, rest)
+	case "version":
+		fmt.Fprintln(m.Stdout, "agentreach", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(m.Stdout, usage)
+		return nil
+	default:
+		fmt.Fprintf(m.Stderr, "unknown command %q\n\n%s", cmd, usage)
+		return errUsage
+	}
+}
+
+// Config is the service's configuration, from flags over environment over
+// defaults.
+type Config struct {
+	DatabaseURL string
+	Addr        string
+	MaxConns    int
+	LogLevel    string
+	LogFormat   string
+}
+
+func (m *Main) env(name, def string) string {
+	if v := m.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
+	fs.StringVar(&cfg.DatabaseURL, "database-url", m.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	fs.StringVar(&cfg.Addr, "addr", m.env("AGENTREACH_ADDR", defAddr), "listen address (env AGENTREACH_ADDR)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default: pgx's, max(4, cores))")
+	fs.StringVar(&cfg.LogLevel, "log-level", m.env("AGENTREACH_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENTREACH_LOG_LEVEL)")
+	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")
+}
+
+func (m *Main) newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentreach "+name, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	return fs
+}
+
+func (m *Main) logger(cfg Config) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", cfg.LogLevel, err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch cfg.LogFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(m.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(m.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", cfg.LogFormat)
+}
+
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/agentreach?sslmode=disable"
+
+func (m *Main) runServe(ctx context.Context, args []string) error {
+	var cfg Config
+	fs := m.newFlagSet("serve")
+	m.commonFlags(fs, &cfg, ":8080")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = defaultDatabaseURL
+	}
+	logger, err := m.logger(cfg)
+	if err != nil {
+		return err
+	}
+	return m.serve(ctx, cfg, logger)
+}
+
+func (m *Main) serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	m.app = NewApp(cfg, logger)
+	if err := m.app.Start(ctx); err != nil {
+		return err
+	}
+	logger.Info("agentreach listening", "url", m.app.URL(), "version", version)
+	close(m.started)
+	<-ctx.Done()
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return m.app.Close(sctx)
+}
+
+func (m *Main) runDev(ctx context.Context, args []string) error {
+	var cfg Config
+	var localAddr, dataDir string
+	fs := m.newFlagSet("dev")
+	m.commonFlags(fs, &cfg, "127.0.0.1:8080")
+	fs.StringVar(&localAddr, "local-addr", m.env("AGENTREACH_DEV_LOCAL_ADDR", devdb.DefaultLocalAddr), "where to look for a running PostgreSQL (env AGENTREACH_DEV_LOCAL_ADDR)")
+	fs.StringVar(&dataDir, "data-dir", m.Getenv("AGENTREACH_DEV_DATA_DIR"), "keep a private cluster's data here (default: a temporary folder removed on exit)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logger, err := m.logger(cfg)
+	if err != nil {
+		return err
+	}
+	db, err := devdb.Open(ctx, devdb.Options{DatabaseURL: cfg.DatabaseURL, LocalAddr: localAddr, DataDir: dataDir, Logger: logger})
+	if err != nil {
+		return err
+	}
+	m.db = db
+	defer func() {
+		if err := db.Close(); err != nil {
+			logger.Error("stop private PostgreSQL", "err", err)
+		}
+	}()
+	cfg.DatabaseURL = db.DSN
+	m.app = NewApp(cfg, logger)
+	if err := m.app.Start(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, `
+Agent-Reach dev is running.
+  API:       %[1]s/v1
+  Health:    %[1]s/healthz   Ready: %[1]s/readyz
+  Database:  %[2]s (%[3]s)
+Press Ctrl-C to stop.
+`, m.app.URL(), redact(db.DSN), db.Source)
+	close(m.started)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return m.app.Close(sctx)
+}
+
+// redact hides a password in a connection URL before it is printed.
+func redact(dsn string) string {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil || cfg.ConnConfig.Password == "" {
+		return dsn
+	}
+	return strings.Replace(dsn, ":"+cfg.ConnConfig.Password+"@", ":***@", 1)
+}
+
+func (m *Main) runMigrate(ctx context.Context, args []string) error {
+	var cfg Config
+	fs := m.newFlagSet("migrate")
+	m.commonFlags(fs, &cfg, "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = defaultDatabaseURL
+	}
+	logger, err := m.logger(cfg)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := arsql.Migrate(ctx, pool, logger); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "schema is at version %d\n", arsql.LatestVersion())
+	return nil
+}

@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// Code is a stable, machine-readable error code of the API.
+type Code string
+
+// The API's error codes (API.md).
+const (
+	CodeInvalidArgument  Code = "invalid_argument"
+	CodeUnauthenticated  Code = "unauthenticated"
+	CodePermissionDenied Code = "permission_denied"
+	CodeNotFound         Code = "not_found"
+	CodeConflict         Code = "conflict"
+	CodePayloadTooLarge  Code = "payload_too_large"
+	CodeFanoutExceeded   Code = "fanout_exceeded"
+	CodeRateLimited      Code = "rate_limited"
+	CodeUnavailable      Code = "unavailable"
+	CodeInternal         Code = "internal"
+)
+
+// statusOf is the one place where error codes meet HTTP statuses.
+var statusOf = map[Code]int{
+	CodeInvalidArgument:  http.StatusBadRequest,
+	CodeUnauthenticated:  http.StatusUnauthorized,
+	CodePermissionDenied: http.StatusForbidden,
+	CodeNotFound:         http.StatusNotFound,
+	CodeConflict:         http.StatusConflict,
+	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
+	CodeFanoutExceeded:   http.StatusUnprocessableEntity,
+	CodeRateLimited:      http.StatusTooManyRequests,
+	CodeUnavailable:      http.StatusServiceUnavailable,
+	CodeInternal:         http.StatusInternalServerError,
+}
+
+// Error is an API error: a code, a message for people and, for bad input,
+// the field at fault.
+type Error struct {
+	Code       Code
+	Message    string
+	Field      string
+	RetryAfter int // seconds, for rate_limited and unavailable
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s (field %s)", e.Code, e.Message, e.Field)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Invalid returns an invalid_argument error naming field.
+func Invalid(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFound returns a not_found error.
+func NotFound(format string, args ...any) *Error {
+	return &Error{Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// toAPIError classifies any error: API errors as they are, the store's kinds
+// by errors.Is, anything else as internal (its text is logged, not shown).
+func toAPIError(err error) *Error {
+	var apiErr *Error
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.Is(err, eventstore.ErrNotFound):
+		return &Error{Code: CodeNotFound, Message: "not found"}
+	case errors.Is(err, eventstore.ErrConflict):
+		return &Error{Code: CodeConflict, Message: "concurrent change, try again"}
+	}
+	var maxErr *http.MaxBytesError
+	if errors.As(err, &maxErr) {
+		return &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}
+	}
+	return &Error{Code: CodeInternal, Message: "internal error"}
+}
+
+// errorMiddleware writes the error body for the last error a handler
+// recorded with c.Error.
+func errorMiddleware(logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Next()
+		if len(c.Errors) == 0 || c.Writer.Written() {
+			return
+		}
+		err := c.Errors.Last().Err
+		apiErr := toAPIError(err)
+		status := statusOf[apiErr.Code]
+		if status >= 500 {
+			logger.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method, "path", c.FullPath(), "err", err)
+		}
+		if apiErr.RetryAfter > 0 {
+			c.Header("Retry-After", strconv.Itoa(apiErr.RetryAfter))
+		}
+		c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, Field: apiErr.Field}})
+	}
+}

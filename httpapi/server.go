@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// Deps is what the API needs from the rest of the program.
+type Deps struct {
+	Pool   *pgxpool.Pool
+	Store  *eventstore.Store
+	Logger *slog.Logger
+	// Ready reports whether the service can take traffic: database
+	// reachable and schema current. Nil means always ready.
+	Ready func(ctx context.Context) error
+	// Version is reported by /healthz.
+	Version string
+}
+
+// Server holds the API's handlers.
+type Server struct {
+	deps Deps
+}
+
+// New returns the HTTP handler of the whole API.
+func New(deps Deps) *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{deps: deps}
+	r := gin.New()
+	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, rec any) {
+		deps.Logger.ErrorContext(c.Request.Context(), "panic in handler", "panic", rec, "path", c.FullPath())
+		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: CodeInternal, Message: "internal error"}})
+	}))
+	r.Use(logMiddleware(deps.Logger), errorMiddleware(deps.Logger))
+	r.NoRoute(func(c *gin.Context) { _ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path)) })
+
+	r.GET("/healthz", s.healthz)
+	r.GET("/readyz", s.readyz)
+	v1 := r.Group("/v1")
+	v1.GET("/events", s.listEvents)
+	return r
+}
+
+func logMiddleware(logger *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		if c.FullPath() == "/healthz" || c.FullPath() == "/readyz" {
+			return
+		}
+		logger.DebugContext(c.Request.Context(), "http request", "method", c.Request.Method, "path", c.Request.URL.Path,
+			"status", c.Writer.Status(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
+	}
+}
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok", "version": s.deps.Version})
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if s.deps.Ready != nil {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.deps.Ready(ctx); err != nil {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "reason": err.Error()})
+			return
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+type eventResponse struct {
+	Position   int64     `json:"position"`
+	StreamID   string    `json:"stream_id"`
+	Version    int       `json:"version"`
+	Type       string    `json:"type"`
+	Data       any       `json:"data"`
+	Metadata   any       `json:"metadata"`
+	RecordedAt time.Time `json:"recorded_at"`
+}
+
+func toEventResponse(r eventstore.Record) eventResponse {
+	return eventResponse{Position: r.Position, StreamID: r.StreamID, Version: r.Version, Type: string(r.Type),
+		Data: rawJSON(r.Data), Metadata: r.Metadata, RecordedAt: r.RecordedAt.UTC()}
+}
+
+type rawJSON []byte
+
+// MarshalJSON returns the stored JSON as it is.
+func (r rawJSON) MarshalJSON() ([]byte, error) {
+	if len(r) == 0 {
+		return []byte("null"), nil
+	}
+	return r, nil
+}
+
+// listEvents serves the global log: GET /v1/events?after=POSITION&limit=N.
+// after is the position of the last event the client received; the log's
+// order is commit-safe (see eventstore.Cursor), so resuming from it never
+// skips an event that committed late.
+func (s *Server) listEvents(c *gin.Context) {
+	after, err := queryInt(c, "after", 0, 0, 1<<62)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	limit, err := queryInt(c, "limit", 100, 1, 1000)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	cur, err := s.deps.Store.CursorAt(c.Request.Context(), after)
+	if errors.Is(err, eventstore.ErrNotFound) {
+		_ = c.Error(Invalid("after", "after must be the position of an event you received, or 0"))
+		return
+	} else if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	recs, err := s.deps.Store.ReadAll(c.Request.Context(), nil, cur, int(limit))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	out := make([]eventResponse, len(recs))
+	for i, r := range recs {
+		out[i] = toEventResponse(r)
+	}
+	next := after
+	if len(recs) > 0 {
+		next = recs[len(recs)-1].Position
+	}
+	c.JSON(http.StatusOK, gin.H{"events": out, "next_after": next})
+}
+
+func queryInt(c *gin.Context, name string, def, lo, hi int64) (int64, error) {
+	raw, ok := c.GetQuery(name)
+	if !ok || raw == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || v < lo || v > hi {
+		return 0, Invalid(name, "%s must be an integer between %d and %d", name, lo, hi)
+	}
+	return v, nil
+}

@@ -110,12 +110,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	if err != nil {
 		return fmt.Errorf("migrate: river migrator: %w", err)
 	}
-	res, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
-	if err != nil {
+	// River logs each version it applies through logger.
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("migrate: river: %w", err)
-	}
-	for _, v := range res.Versions {
-		logger.Info("river migration applied", "version", v.Version)
 	}
 	return nil
 }

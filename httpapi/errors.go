@@ -9,7 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/registry"
 )
 
 // Code is a stable, machine-readable error code of the API.
@@ -83,9 +85,18 @@ type errorDetail struct {
 // by errors.Is, anything else as internal (its text is logged, not shown).
 func toAPIError(err error) *Error {
 	var apiErr *Error
+	var fieldErr *domain.FieldError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
+	case errors.As(err, &fieldErr):
+		return &Error{Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Field + " " + fieldErr.Message}
+	case errors.Is(err, registry.ErrUnauthenticated):
+		return &Error{Code: CodeUnauthenticated, Message: "agent token missing or invalid (Authorization: Bearer <token>)"}
+	case errors.Is(err, registry.ErrGone):
+		return &Error{Code: CodeNotFound, Message: "agent is offline: register again"}
+	case errors.Is(err, registry.ErrNotFound):
+		return &Error{Code: CodeNotFound, Message: "agent not found: register it"}
 	case errors.Is(err, eventstore.ErrNotFound):
 		return &Error{Code: CodeNotFound, Message: "not found"}
 	case errors.Is(err, eventstore.ErrConflict):

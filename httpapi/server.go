@@ -2,23 +2,29 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/registry"
 )
 
 // Deps is what the API needs from the rest of the program.
 type Deps struct {
-	Pool   *pgxpool.Pool
-	Store  *eventstore.Store
-	Logger *slog.Logger
+	Pool     *pgxpool.Pool
+	Store    *eventstore.Store
+	Registry *registry.Registry
+	Logger   *slog.Logger
 	// Ready reports whether the service can take traffic: database
 	// reachable and schema current. Nil means always ready.
 	Ready func(ctx context.Context) error
@@ -40,14 +46,54 @@ func New(deps Deps) *gin.Engine {
 		deps.Logger.ErrorContext(c.Request.Context(), "panic in handler", "panic", rec, "path", c.FullPath())
 		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: CodeInternal, Message: "internal error"}})
 	}))
-	r.Use(logMiddleware(deps.Logger), errorMiddleware(deps.Logger))
+	r.Use(logMiddleware(deps.Logger), errorMiddleware(deps.Logger), bodyLimit)
 	r.NoRoute(func(c *gin.Context) { _ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path)) })
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	v1 := r.Group("/v1")
 	v1.GET("/events", s.listEvents)
+	v1.POST("/agents", s.registerAgent)
+	v1.GET("/agents", s.listAgents)
+	v1.GET("/agents/:agent_id", s.getAgent)
+	v1.DELETE("/agents/:agent_id", s.deleteAgent)
+	v1.PUT("/agents/:agent_id/heartbeat", s.heartbeat)
+	v1.POST("/agents/:agent_id/offline", s.offline)
+	v1.GET("/route", s.route)
 	return r
+}
+
+// maxBody bounds every request body; larger ones get 413.
+const maxBody = 2 << 20
+
+func bodyLimit(c *gin.Context) {
+	if c.Request.Body != nil {
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
+	}
+	c.Next()
+}
+
+// meta is the metadata of the events a request causes: its trace and the
+// actor it acts for.
+func (s *Server) meta(c *gin.Context, actor string) domain.Metadata {
+	return domain.Metadata{TraceID: traceID(c), Actor: actor}
+}
+
+// traceID is the request's W3C trace id, from its traceparent header, or a
+// fresh one.
+func traceID(c *gin.Context) string {
+	if v, ok := c.Get("trace_id"); ok {
+		return v.(string)
+	}
+	id := ""
+	if tp := c.GetHeader("traceparent"); len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
+		id = tp[3:35]
+	}
+	if id == "" || strings.Trim(id, "0") == "" {
+		id = newTraceID()
+	}
+	c.Set("trace_id", id)
+	return id
 }
 
 func logMiddleware(logger *slog.Logger) gin.HandlerFunc {
@@ -152,4 +198,10 @@ func queryInt(c *gin.Context, name string, def, lo, hi int64) (int64, error) {
 		return 0, Invalid(name, "%s must be an integer between %d and %d", name, lo, hi)
 	}
 	return v, nil
+}
+
+func newTraceID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

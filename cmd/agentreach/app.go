@@ -11,11 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/httpapi"
+	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/projection"
+	"github.com/agentreach/agentreach/registry"
 	arsql "github.com/agentreach/agentreach/sql"
 )
 
@@ -28,12 +32,15 @@ type App struct {
 	pool      *pgxpool.Pool
 	store     *eventstore.Store
 	projector *eventstore.Projector
+	registry  *registry.Registry
+	river     *river.Client[pgx.Tx]
 	server    *http.Server
 	listener  net.Listener
 
-	migrated atomic.Bool
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	migrated     atomic.Bool
+	riverStarted atomic.Bool
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // NewApp returns an App that Start will bring up.
@@ -58,6 +65,15 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.store = eventstore.New(a.pool)
 	a.projector = eventstore.NewProjector(a.store, a.logger, projection.Jobs{})
+	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
+	workers := river.NewWorkers()
+	a.registry.AddWorkers(workers)
+	a.river, err = jobs.NewClient(a.pool, a.logger, workers, jobs.ClientConfig{PeriodicJobs: a.registry.PeriodicJobs(), TestOnly: a.cfg.TestOnly})
+	if err != nil {
+		a.pool.Close()
+		return err
+	}
+	a.registry.SetClient(a.river)
 
 	a.listener, err = net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
@@ -65,7 +81,7 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
 	}
 	handler := httpapi.New(httpapi.Deps{
-		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, Version: version,
+		Pool: a.pool, Store: a.store, Registry: a.registry, Logger: a.logger, Ready: a.ready, Version: version,
 	})
 	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 
@@ -105,6 +121,12 @@ func (a *App) background(ctx context.Context) {
 	a.logger.Info("schema is current")
 	a.goRun(func() { a.store.RunNotifier(ctx, a.logger) })
 	a.goRun(func() { _ = a.projector.Run(ctx) })
+	a.goRun(func() { a.registry.Run(ctx) })
+	if err := a.river.Start(ctx); err != nil {
+		a.logger.Error("start River", "err", err)
+		return
+	}
+	a.riverStarted.Store(true)
 }
 
 func (a *App) ready(ctx context.Context) error {
@@ -130,6 +152,11 @@ func (a *App) Close(ctx context.Context) error {
 	var err error
 	if a.server != nil {
 		err = a.server.Shutdown(ctx)
+	}
+	if a.riverStarted.Load() {
+		if rerr := a.river.Stop(ctx); rerr != nil {
+			a.logger.Warn("stop River", "err", rerr)
+		}
 	}
 	if a.cancel != nil {
 		a.cancel()

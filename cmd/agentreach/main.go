@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentreach/agentreach/internal/devdb"
+	"github.com/agentreach/agentreach/registry"
 	arsql "github.com/agentreach/agentreach/sql"
 )
 
@@ -110,6 +111,8 @@ type Config struct {
 	MaxConns    int
 	LogLevel    string
 	LogFormat   string
+	Registry    registry.Config
+	TestOnly    bool
 }
 
 func (m *Main) env(name, def string) string {

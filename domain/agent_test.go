@@ -1,0 +1,279 @@
+package domain_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+var allAgentStates = []domain.AgentState{
+	domain.AgentProbing, domain.AgentHealthy, domain.AgentSuspect,
+	domain.AgentDown, domain.AgentDraining, domain.AgentOffline,
+}
+
+var allAgentSignals = []domain.AgentSignal{
+	domain.SignalRegistered, domain.SignalProbeSucceeded, domain.SignalProbeFailed,
+	domain.SignalHeartbeat, domain.SignalHeartbeatLate, domain.SignalLeaseExpired,
+	domain.SignalBreakerOpened, domain.SignalBreakerClosed, domain.SignalOffline,
+	domain.SignalDeregistered,
+}
+
+// TestAgentTransitionExhaustive checks every (state, signal) pair against a
+// table written out by hand, so a change to the state machine must be made
+// twice to pass. A missing entry means the pair is illegal.
+func TestAgentTransitionExhaustive(t *testing.T) {
+	t.Parallel()
+	const (
+		P  = domain.AgentProbing
+		H  = domain.AgentHealthy
+		S  = domain.AgentSuspect
+		D  = domain.AgentDown
+		Dr = domain.AgentDraining
+		O  = domain.AgentOffline
+	)
+	want := map[domain.AgentState]map[domain.AgentSignal]domain.AgentState{
+		P: {
+			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: P,
+			domain.SignalHeartbeat: P, domain.SignalHeartbeatLate: P, domain.SignalLeaseExpired: D,
+			domain.SignalBreakerOpened: P, domain.SignalBreakerClosed: P, domain.SignalOffline: O,
+			domain.SignalDeregistered: Dr,
+		},
+		H: {
+			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: S,
+			domain.SignalHeartbeat: H, domain.SignalHeartbeatLate: S, domain.SignalLeaseExpired: D,
+			domain.SignalBreakerOpened: S, domain.SignalBreakerClosed: H, domain.SignalOffline: O,
+			domain.SignalDeregistered: Dr,
+		},
+		S: {
+			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: S,
+			domain.SignalHeartbeat: H, domain.SignalHeartbeatLate: S, domain.SignalLeaseExpired: D,
+			domain.SignalBreakerOpened: S, domain.SignalBreakerClosed: H, domain.SignalOffline: O,
+			domain.SignalDeregistered: Dr,
+		},
+		D: {
+			domain.SignalRegistered: P, domain.SignalHeartbeat: P, domain.SignalHeartbeatLate: D,
+			domain.SignalLeaseExpired: D, domain.SignalBreakerOpened: D, domain.SignalBreakerClosed: D,
+			domain.SignalOffline: O, domain.SignalDeregistered: Dr,
+		},
+		Dr: {
+			domain.SignalRegistered: P, domain.SignalHeartbeat: Dr, domain.SignalHeartbeatLate: Dr,
+			domain.SignalLeaseExpired: Dr, domain.SignalBreakerOpened: Dr, domain.SignalBreakerClosed: Dr,
+			domain.SignalOffline: O, domain.SignalDeregistered: Dr,
+		},
+		O: {
+			domain.SignalRegistered: P, domain.SignalOffline: O, domain.SignalDeregistered: O,
+		},
+		// An agent never seen before only registers (or is told to stay away).
+		"": {
+			domain.SignalRegistered: P, domain.SignalOffline: O,
+		},
+	}
+	for from, row := range want {
+		for _, sig := range allAgentSignals {
+			got, err := domain.AgentTransition(from, sig)
+			to, legal := row[sig]
+			if legal {
+				require.NoError(t, err, "%s in %s", sig, from)
+				require.Equal(t, to, got, "%s in %s", sig, from)
+				continue
+			}
+			require.Error(t, err, "%s in %s", sig, from)
+			require.True(t, errors.Is(err, domain.ErrIllegalAgentTransition), "%s in %s: %v", sig, from, err)
+			var te *domain.AgentTransitionError
+			require.ErrorAs(t, err, &te)
+			require.Equal(t, from, te.From)
+			require.Equal(t, sig, te.Signal)
+			require.Equal(t, from, got, "an illegal signal leaves the state as it was")
+		}
+	}
+	require.Len(t, want, len(allAgentStates)+1, "every state has a row")
+
+	_, err := domain.AgentTransition(domain.AgentHealthy, "no_such_signal")
+	require.ErrorIs(t, err, domain.ErrIllegalAgentTransition)
+	_, err = domain.AgentTransition(domain.AgentOffline, domain.SignalHeartbeat)
+	require.EqualError(t, err, "heartbeat in OFFLINE: illegal agent transition")
+}
+
+func TestAgentStateRoutable(t *testing.T) {
+	t.Parallel()
+	for _, s := range append(allAgentStates, "") {
+		want := s == domain.AgentHealthy || s == domain.AgentSuspect
+		require.Equal(t, want, s.Routable(), s)
+	}
+}
+
+func TestEvaluateLease(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	const ttl = 30 * time.Second
+	lease := func(s domain.AgentState, probeOK bool) domain.AgentLease {
+		return domain.AgentLease{State: s, RegisteredAt: t0.Add(-time.Hour), LastSeen: t0, TTL: ttl, ProbeOK: probeOK}
+	}
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	cfg := domain.DefaultLeaseConfig()
+	cases := []struct {
+		name string
+		l    domain.AgentLease
+		now  time.Time
+		cfg  domain.LeaseConfig
+		want domain.AgentState
+	}{
+		{"healthy fresh", lease(domain.AgentHealthy, true), at(0), cfg, domain.AgentHealthy},
+		{"healthy at exactly half ttl", lease(domain.AgentHealthy, true), at(15 * time.Second), cfg, domain.AgentHealthy},
+		{"suspect just past half ttl", lease(domain.AgentHealthy, true), at(15*time.Second + time.Nanosecond), cfg, domain.AgentSuspect},
+		{"suspect at exactly ttl", lease(domain.AgentHealthy, true), at(ttl), cfg, domain.AgentSuspect},
+		{"down just past ttl", lease(domain.AgentHealthy, true), at(ttl + time.Nanosecond), cfg, domain.AgentDown},
+		{"suspect recovers on fresh heartbeat", lease(domain.AgentSuspect, true), at(time.Second), cfg, domain.AgentHealthy},
+		{"suspect expires", lease(domain.AgentSuspect, true), at(time.Minute), cfg, domain.AgentDown},
+		{"future last seen counts as fresh", lease(domain.AgentHealthy, true), at(-time.Minute), cfg, domain.AgentHealthy},
+
+		{"probing without probe stays", lease(domain.AgentProbing, false), at(20 * time.Second), cfg, domain.AgentProbing},
+		{"probing without probe expires", lease(domain.AgentProbing, false), at(ttl + time.Nanosecond), cfg, domain.AgentDown},
+		{"probing with probe is healthy", lease(domain.AgentProbing, true), at(time.Second), cfg, domain.AgentHealthy},
+		{"probing with probe but late is suspect", lease(domain.AgentProbing, true), at(20 * time.Second), cfg, domain.AgentSuspect},
+
+		{"down stays down while expired", lease(domain.AgentDown, true), at(ttl + time.Second), cfg, domain.AgentDown},
+		{"down with fresh heartbeat must probe again", lease(domain.AgentDown, true), at(time.Second), cfg, domain.AgentProbing},
+
+		{"draining ignores the clock", lease(domain.AgentDraining, true), at(time.Hour), cfg, domain.AgentDraining},
+		{"offline ignores the clock", lease(domain.AgentOffline, true), at(0), cfg, domain.AgentOffline},
+
+		{"fraction 0.8 keeps healthy at 0.8", lease(domain.AgentHealthy, true), at(24 * time.Second), domain.LeaseConfig{SuspectAfterFraction: 0.8}, domain.AgentHealthy},
+		{"fraction 0.8 suspect past it", lease(domain.AgentHealthy, true), at(24*time.Second + 1), domain.LeaseConfig{SuspectAfterFraction: 0.8}, domain.AgentSuspect},
+		{"fraction 1 never suspect", lease(domain.AgentHealthy, true), at(ttl), domain.LeaseConfig{SuspectAfterFraction: 1}, domain.AgentHealthy},
+		{"zero fraction means default", lease(domain.AgentHealthy, true), at(16 * time.Second), domain.LeaseConfig{}, domain.AgentSuspect},
+		{"zero fraction default keeps healthy", lease(domain.AgentHealthy, true), at(15 * time.Second), domain.LeaseConfig{}, domain.AgentHealthy},
+		{"NaN fraction means default", lease(domain.AgentHealthy, true), at(16 * time.Second), domain.LeaseConfig{SuspectAfterFraction: math.NaN()}, domain.AgentSuspect},
+		{"fraction above 1 means default", lease(domain.AgentHealthy, true), at(16 * time.Second), domain.LeaseConfig{SuspectAfterFraction: 2}, domain.AgentSuspect},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, domain.EvaluateLease(tc.l, tc.now, tc.cfg))
+		})
+	}
+}
+
+// TestEvaluateLeaseAgreesWithTransitions checks that whatever EvaluateLease
+// decides, the transition table allows through the signal a reaper would send.
+func TestEvaluateLeaseAgreesWithTransitions(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	const ttl = 10 * time.Second
+	signalFor := map[domain.AgentState]domain.AgentSignal{
+		domain.AgentDown:    domain.SignalLeaseExpired,
+		domain.AgentSuspect: domain.SignalHeartbeatLate,
+		domain.AgentHealthy: domain.SignalHeartbeat,
+		domain.AgentProbing: domain.SignalHeartbeat,
+	}
+	for _, s := range allAgentStates {
+		for _, ok := range []bool{false, true} {
+			for d := time.Duration(0); d <= 2*ttl; d += time.Second {
+				l := domain.AgentLease{State: s, LastSeen: t0, TTL: ttl, ProbeOK: ok}
+				next := domain.EvaluateLease(l, t0.Add(d), domain.DefaultLeaseConfig())
+				if next == s {
+					continue
+				}
+				from := s
+				if s == domain.AgentProbing && ok {
+					// The probe already succeeded: the agent is HEALTHY first.
+					from = domain.AgentHealthy
+					if next == from {
+						continue
+					}
+				}
+				got, err := domain.AgentTransition(from, signalFor[next])
+				require.NoError(t, err, "%s -> %s after %s", s, next, d)
+				require.Equal(t, next, got, "%s after %s", s, d)
+			}
+		}
+	}
+}
+
+func TestAgentLeaseExpired(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	l := domain.AgentLease{LastSeen: t0, TTL: time.Second}
+	require.False(t, l.Expired(t0.Add(time.Second)))
+	require.True(t, l.Expired(t0.Add(time.Second+1)))
+}
+
+func TestApplyAgentSignal(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	cfg := domain.DefaultLeaseConfig()
+
+	l, err := domain.ApplyAgentSignal(domain.AgentLease{TTL: 10 * time.Second}, domain.SignalRegistered, at(0))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentLease{State: domain.AgentProbing, RegisteredAt: at(0), LastSeen: at(0), TTL: 10 * time.Second}, l)
+
+	l, err = domain.ApplyAgentSignal(l, domain.SignalHeartbeat, at(3))
+	require.NoError(t, err)
+	require.Equal(t, at(3), l.LastSeen)
+	require.Equal(t, domain.AgentProbing, domain.EvaluateLease(l, at(4), cfg))
+
+	l, err = domain.ApplyAgentSignal(l, domain.SignalProbeSucceeded, at(4))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentHealthy, l.State)
+	require.True(t, l.ProbeOK)
+
+	l, err = domain.ApplyAgentSignal(l, domain.SignalLeaseExpired, at(20))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentDown, l.State)
+
+	// Back from DOWN: PROBING again, and the old probe no longer counts.
+	l, err = domain.ApplyAgentSignal(l, domain.SignalHeartbeat, at(21))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentProbing, l.State)
+	require.False(t, l.ProbeOK)
+	require.Equal(t, at(21), l.LastSeen)
+	require.Equal(t, domain.AgentProbing, domain.EvaluateLease(l, at(22), cfg))
+
+	off, err := domain.ApplyAgentSignal(l, domain.SignalOffline, at(22))
+	require.NoError(t, err)
+	same, err := domain.ApplyAgentSignal(off, domain.SignalHeartbeat, at(23))
+	require.ErrorIs(t, err, domain.ErrIllegalAgentTransition)
+	require.Equal(t, off, same, "an illegal signal leaves the lease as it was")
+
+	// A restart while HEALTHY forgets the probe.
+	h := domain.AgentLease{State: domain.AgentHealthy, ProbeOK: true, TTL: time.Second}
+	h, err = domain.ApplyAgentSignal(h, domain.SignalRegistered, at(30))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentProbing, h.State)
+	require.False(t, h.ProbeOK)
+	require.Equal(t, at(30), h.RegisteredAt)
+}
+
+func TestSelfPreservation(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		total, lapsing int
+		threshold      float64
+		want           bool
+	}{
+		{0, 0, 0.5, false},
+		{1, 1, 0.5, false}, // a lone agent lapsing is just that agent
+		{2, 1, 0.5, false}, // exactly half is not more than half
+		{2, 2, 0.5, true},
+		{4, 2, 0.5, false},
+		{4, 3, 0.5, true},
+		{10, 5, 0.5, false},
+		{10, 6, 0.5, true},
+		{10, 6, 0, true},  // zero means the default
+		{10, 5, 0, false}, // zero means the default
+		{10, 6, math.NaN(), true},
+		{10, 3, 0.25, true},
+		{10, 2, 0.25, false},
+		{10, 10, 1, false}, // a threshold of 1 never triggers
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, domain.SelfPreservation(tc.total, tc.lapsing, tc.threshold),
+			"total=%d lapsing=%d threshold=%v", tc.total, tc.lapsing, tc.threshold)
+	}
+}

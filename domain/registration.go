@@ -1,0 +1,223 @@
+package domain
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Agent event types, on the agent's own stream: the registry's audit trail.
+const (
+	EventAgentRegistered   EventType = "AGENT_REGISTERED"
+	EventAgentStateChanged EventType = "AGENT_STATE_CHANGED"
+	EventAgentDeregistered EventType = "AGENT_DEREGISTERED"
+	// EventSelfPreservation goes on the namespace's registry stream when
+	// most of its agents lapse in one sweep and the sweep holds off.
+	EventSelfPreservation EventType = "SELF_PRESERVATION"
+)
+
+// AgentStreamPrefix starts the stream id of every agent.
+const AgentStreamPrefix = "agent:"
+
+// AgentStream is the event stream of agent id.
+func AgentStream(id string) string { return AgentStreamPrefix + id }
+
+// RegistryStream is the stream of registry-wide facts of a namespace.
+func RegistryStream(namespace string) string { return "registry:" + namespace }
+
+// Protocols an agent can speak.
+const (
+	ProtocolHTTP = "http"
+	ProtocolA2A  = "a2a"
+)
+
+// Registration limits and defaults.
+const (
+	DefaultNamespace      = "default"
+	DefaultTTLSeconds     = 30
+	MinTTLSeconds         = 5
+	MaxTTLSeconds         = 3600
+	DefaultWeight         = 50
+	MaxCapabilities       = 64
+	MaxAliases            = 64
+	MaxCapabilityLength   = 128
+	MaxMaxConcurrent      = 100000
+	DefaultRolloutPercent = 100
+)
+
+// AgentRegistration is what an agent says about itself when it registers.
+type AgentRegistration struct {
+	AgentID        string         `json:"agent_id"`
+	Namespace      string         `json:"namespace"`
+	Capabilities   []string       `json:"capabilities"`
+	Aliases        []string       `json:"aliases,omitempty"`
+	Endpoint       string         `json:"endpoint"`
+	HealthURL      string         `json:"health_url,omitempty"`
+	Protocol       string         `json:"protocol"`
+	Weight         int            `json:"weight"`
+	MaxConcurrent  int            `json:"max_concurrent"`
+	Version        string         `json:"version,omitempty"`
+	RolloutPercent int            `json:"rollout_percent"`
+	TTLSeconds     int            `json:"ttl_seconds"`
+	Context        map[string]any `json:"context,omitempty"`
+	Metadata       map[string]any `json:"metadata,omitempty"`
+}
+
+// AgentRegistered is the data of an AGENT_REGISTERED event.
+type AgentRegistered struct {
+	AgentRegistration
+	InstanceID string `json:"instance_id"`
+	Restart    bool   `json:"restart"`
+}
+
+// AgentStateChanged is the data of an AGENT_STATE_CHANGED event.
+type AgentStateChanged struct {
+	From   AgentState  `json:"from"`
+	To     AgentState  `json:"to"`
+	Signal AgentSignal `json:"signal"`
+	Reason string      `json:"reason,omitempty"`
+}
+
+// SelfPreservationEntered is the data of a SELF_PRESERVATION event.
+type SelfPreservationEntered struct {
+	Namespace string `json:"namespace"`
+	Total     int    `json:"total"`
+	Lapsing   int    `json:"lapsing"`
+}
+
+// FieldError is bad input: which field, and what is wrong with it.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+var (
+	agentIDRe    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	namespaceRe  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	capabilityRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*([.:/][A-Za-z0-9][A-Za-z0-9_-]*)*$`)
+)
+
+// ValidCapability reports whether c is a well-formed capability: segments of
+// letters, digits, '_' and '-', joined by '.', ':' or '/', at most 128
+// characters; for example "document:parse:ocr" or "weather.forecast".
+func ValidCapability(c string) bool {
+	return len(c) <= MaxCapabilityLength && capabilityRe.MatchString(c)
+}
+
+// ValidNamespace reports whether ns is a well-formed namespace: lower-case
+// letters, digits, '_' and '-', starting with a letter or digit, at most 63.
+func ValidNamespace(ns string) bool { return namespaceRe.MatchString(ns) }
+
+// ValidAgentID reports whether id is a well-formed agent id: letters,
+// digits, '.', '_', ':' and '-', starting with a letter or digit, at most 128.
+func ValidAgentID(id string) bool { return agentIDRe.MatchString(id) }
+
+// ValidateHTTPURL checks that raw is an absolute http(s) URL with a host.
+func ValidateHTTPURL(field, raw string) *FieldError {
+	if raw == "" {
+		return fieldErr(field, "is required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		return fieldErr(field, "must be an absolute http or https URL")
+	}
+	if u.User != nil {
+		return fieldErr(field, "must not carry credentials")
+	}
+	if len(raw) > 2048 {
+		return fieldErr(field, "must be at most 2048 characters")
+	}
+	return nil
+}
+
+// Normalize fills defaults and checks every field, returning the first
+// problem as a *FieldError. It changes r only by filling defaults and
+// dropping duplicate capabilities and aliases.
+func (r *AgentRegistration) Normalize() error {
+	if !ValidAgentID(r.AgentID) {
+		return fieldErr("agent_id", "must be 1-128 letters, digits, '.', '_', ':' or '-', starting with a letter or digit")
+	}
+	if r.Namespace == "" {
+		r.Namespace = DefaultNamespace
+	}
+	if !ValidNamespace(r.Namespace) {
+		return fieldErr("namespace", "must be 1-63 lower-case letters, digits, '_' or '-'")
+	}
+	if len(r.Capabilities) == 0 {
+		return fieldErr("capabilities", "must list at least one capability")
+	}
+	if len(r.Capabilities) > MaxCapabilities {
+		return fieldErr("capabilities", "must list at most %d capabilities", MaxCapabilities)
+	}
+	r.Capabilities = dedupe(r.Capabilities)
+	for _, c := range r.Capabilities {
+		if !ValidCapability(c) {
+			return fieldErr("capabilities", "%q is not a capability: use segments of letters, digits, '_' or '-' joined by '.', ':' or '/' (at most %d characters), e.g. document:parse:ocr", c, MaxCapabilityLength)
+		}
+	}
+	if len(r.Aliases) > MaxAliases {
+		return fieldErr("aliases", "must list at most %d aliases", MaxAliases)
+	}
+	r.Aliases = dedupe(r.Aliases)
+	for _, a := range r.Aliases {
+		if strings.TrimSpace(a) == "" || len(a) > MaxCapabilityLength {
+			return fieldErr("aliases", "each alias must be 1-%d characters", MaxCapabilityLength)
+		}
+	}
+	if err := ValidateHTTPURL("endpoint", r.Endpoint); err != nil {
+		return err
+	}
+	if r.HealthURL != "" {
+		if err := ValidateHTTPURL("health_url", r.HealthURL); err != nil {
+			return err
+		}
+	}
+	switch r.Protocol {
+	case "":
+		r.Protocol = ProtocolHTTP
+	case ProtocolHTTP, ProtocolA2A:
+	default:
+		return fieldErr("protocol", "must be http or a2a")
+	}
+	if r.Weight == 0 {
+		r.Weight = DefaultWeight
+	}
+	if r.Weight < 1 || r.Weight > 100 {
+		return fieldErr("weight", "must be between 1 and 100")
+	}
+	if r.MaxConcurrent < 0 || r.MaxConcurrent > MaxMaxConcurrent {
+		return fieldErr("max_concurrent", "must be between 0 (unlimited) and %d", MaxMaxConcurrent)
+	}
+	if len(r.Version) > 64 {
+		return fieldErr("version", "must be at most 64 characters")
+	}
+	if r.RolloutPercent < 0 || r.RolloutPercent > 100 {
+		return fieldErr("rollout_percent", "must be between 0 and 100")
+	}
+	if r.TTLSeconds == 0 {
+		r.TTLSeconds = DefaultTTLSeconds
+	}
+	if r.TTLSeconds < MinTTLSeconds || r.TTLSeconds > MaxTTLSeconds {
+		return fieldErr("ttl_seconds", "must be between %d and %d", MinTTLSeconds, MaxTTLSeconds)
+	}
+	return nil
+}
+
+func dedupe(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := in[:0:0]
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

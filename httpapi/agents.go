@@ -1,0 +1,306 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/registry"
+)
+
+type registerRequest struct {
+	AgentID        string         `json:"agent_id"`
+	Namespace      string         `json:"namespace"`
+	Capabilities   []string       `json:"capabilities"`
+	Aliases        []string       `json:"aliases"`
+	Endpoint       string         `json:"endpoint"`
+	HealthURL      string         `json:"health_url"`
+	Protocol       string         `json:"protocol"`
+	Weight         *int           `json:"weight"`
+	MaxConcurrent  int            `json:"max_concurrent"`
+	Version        string         `json:"version"`
+	RolloutPercent *int           `json:"rollout_percent"`
+	TTLSeconds     int            `json:"ttl_seconds"`
+	Context        map[string]any `json:"context"`
+	Metadata       map[string]any `json:"metadata"`
+}
+
+type breakerResponse struct {
+	State     string     `json:"state"`
+	ErrorRate float64    `json:"error_rate"`
+	Attempts  int        `json:"attempts"`
+	OpenedAt  *time.Time `json:"opened_at,omitempty"`
+	RetryAt   *time.Time `json:"retry_at,omitempty"`
+}
+
+type agentResponse struct {
+	AgentID          string          `json:"agent_id"`
+	Namespace        string          `json:"namespace"`
+	Capabilities     []string        `json:"capabilities"`
+	Aliases          []string        `json:"aliases"`
+	Endpoint         string          `json:"endpoint"`
+	HealthURL        string          `json:"health_url,omitempty"`
+	Protocol         string          `json:"protocol"`
+	Weight           int             `json:"weight"`
+	MaxConcurrent    int             `json:"max_concurrent"`
+	Version          string          `json:"version"`
+	RolloutPercent   int             `json:"rollout_percent"`
+	TTLSeconds       int             `json:"ttl_seconds"`
+	Context          map[string]any  `json:"context"`
+	Metadata         map[string]any  `json:"metadata"`
+	State            string          `json:"state"`
+	InstanceID       string          `json:"instance_id"`
+	RegisteredAt     time.Time       `json:"registered_at"`
+	LastHeartbeatAt  time.Time       `json:"last_heartbeat_at"`
+	LeaseExpiresAt   time.Time       `json:"lease_expires_at"`
+	StateChangedAt   time.Time       `json:"state_changed_at"`
+	InFlight         int             `json:"in_flight"`
+	Breaker          breakerResponse `json:"breaker"`
+	Token            string          `json:"token,omitempty"`
+	HeartbeatEveryMS int64           `json:"heartbeat_interval_ms"`
+}
+
+func (s *Server) agentResponse(a *registry.Agent) agentResponse {
+	snap := s.deps.Registry.Snapshot()
+	b := snap.Breaker(a.AgentID)
+	br := breakerResponse{State: string(b.State), ErrorRate: b.ErrorRate, Attempts: b.Attempts}
+	if !b.OpenedAt.IsZero() {
+		br.OpenedAt, br.RetryAt = &b.OpenedAt, &b.RetryAt
+	}
+	return agentResponse{
+		AgentID: a.AgentID, Namespace: a.Namespace, Capabilities: nonNil(a.Capabilities), Aliases: nonNil(a.Aliases),
+		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, Weight: a.Weight,
+		MaxConcurrent: a.MaxConcurrent, Version: a.Version, RolloutPercent: a.RolloutPercent, TTLSeconds: a.TTLSeconds,
+		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), InstanceID: a.InstanceID,
+		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
+		StateChangedAt: a.StateChangedAt.UTC(), InFlight: max(snap.InFlight(a.AgentID), a.ReportedInFlight), Breaker: br,
+		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3,
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNilMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// bindJSON decodes a JSON body strictly: unknown fields and trailing data
+// are errors that name what is wrong.
+func bindJSON(c *gin.Context, into any, required bool) error {
+	if c.Request.Body == nil || c.Request.ContentLength == 0 && !required {
+		if required {
+			return Invalid("body", "a JSON body is required")
+		}
+		return nil
+	}
+	dec := json.NewDecoder(c.Request.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return decodeError(err, required)
+	}
+	if dec.More() {
+		return Invalid("body", "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error, required bool) error {
+	var typeErr *json.UnmarshalTypeError
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxErr):
+		return err
+	case errors.As(err, &typeErr):
+		return Invalid(typeErr.Field, "%s must be a JSON %s", typeErr.Field, typeErr.Type.String())
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return Invalid(field, "unknown field %q", field)
+	case err.Error() == "EOF":
+		if !required {
+			return nil
+		}
+		return Invalid("body", "a JSON body is required")
+	}
+	return Invalid("body", "body is not valid JSON: %v", err)
+}
+
+func (s *Server) registerAgent(c *gin.Context) {
+	var req registerRequest
+	if err := bindJSON(c, &req, true); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	reg := domain.AgentRegistration{
+		AgentID: req.AgentID, Namespace: req.Namespace, Capabilities: req.Capabilities, Aliases: req.Aliases,
+		Endpoint: req.Endpoint, HealthURL: req.HealthURL, Protocol: req.Protocol, MaxConcurrent: req.MaxConcurrent,
+		Version: req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
+		Context: req.Context, Metadata: req.Metadata, Weight: domain.DefaultWeight,
+	}
+	if req.Weight != nil {
+		reg.Weight = *req.Weight
+		if reg.Weight == 0 {
+			reg.Weight = -1 // an explicit 0 is out of range, not "default"
+		}
+	}
+	if req.RolloutPercent != nil {
+		reg.RolloutPercent = *req.RolloutPercent
+	}
+	a, token, err := s.deps.Registry.Register(c.Request.Context(), reg, s.meta(c, "agent:"+req.AgentID))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	resp := s.agentResponse(a)
+	resp.Token = token
+	c.JSON(http.StatusCreated, resp)
+}
+
+func bearer(c *gin.Context) string {
+	h := c.GetHeader("Authorization")
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
+}
+
+type heartbeatRequest struct {
+	InFlight *int           `json:"in_flight"`
+	Context  map[string]any `json:"context"`
+}
+
+type heartbeatResponse struct {
+	AgentID          string    `json:"agent_id"`
+	State            string    `json:"state"`
+	LeaseExpiresAt   time.Time `json:"lease_expires_at"`
+	HeartbeatEveryMS int64     `json:"heartbeat_interval_ms"`
+}
+
+func (s *Server) heartbeat(c *gin.Context) {
+	var req heartbeatRequest
+	if err := bindJSON(c, &req, false); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if req.InFlight != nil && *req.InFlight < 0 {
+		_ = c.Error(Invalid("in_flight", "in_flight must not be negative"))
+		return
+	}
+	id := c.Param("agent_id")
+	a, err := s.deps.Registry.Heartbeat(c.Request.Context(), id, bearer(c), req.InFlight, req.Context, s.meta(c, "agent:"+id))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, heartbeatResponse{AgentID: a.AgentID, State: string(a.State), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
+		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3})
+}
+
+type offlineRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) offline(c *gin.Context) {
+	var req offlineRequest
+	if err := bindJSON(c, &req, false); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	id := c.Param("agent_id")
+	a, err := s.deps.Registry.Offline(c.Request.Context(), id, bearer(c), req.Reason, s.meta(c, "agent:"+id))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, s.agentResponse(a))
+}
+
+func (s *Server) listAgents(c *gin.Context) {
+	f := registry.ListFilter{Namespace: c.Query("namespace"), Capability: c.Query("capability"), State: domain.AgentState(strings.ToUpper(c.Query("state")))}
+	if f.Namespace != "" && !domain.ValidNamespace(f.Namespace) {
+		_ = c.Error(Invalid("namespace", "not a namespace"))
+		return
+	}
+	switch f.State {
+	case "", domain.AgentProbing, domain.AgentHealthy, domain.AgentSuspect, domain.AgentDown, domain.AgentDraining, domain.AgentOffline:
+	default:
+		_ = c.Error(Invalid("state", "state must be one of PROBING, HEALTHY, SUSPECT, DOWN, DRAINING, OFFLINE"))
+		return
+	}
+	agents, err := s.deps.Registry.List(c.Request.Context(), f)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	out := make([]agentResponse, len(agents))
+	for i, a := range agents {
+		out[i] = s.agentResponse(a)
+	}
+	c.JSON(http.StatusOK, gin.H{"agents": out})
+}
+
+func (s *Server) getAgent(c *gin.Context) {
+	a, err := s.deps.Registry.Get(c.Request.Context(), c.Param("agent_id"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, s.agentResponse(a))
+}
+
+func (s *Server) deleteAgent(c *gin.Context) {
+	id := c.Param("agent_id")
+	if err := s.deps.Registry.Deregister(c.Request.Context(), id, s.meta(c, "operator")); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+type routeResponse struct {
+	Capability    string                  `json:"capability"`
+	Namespace     string                  `json:"namespace"`
+	Chosen        string                  `json:"chosen"`
+	Candidates    []domain.RouteCandidate `json:"candidates"`
+	Rejected      []domain.RouteRejection `json:"rejected"`
+	AllAtCapacity bool                    `json:"all_at_capacity"`
+	SnapshotAt    time.Time               `json:"snapshot_at"`
+}
+
+func (s *Server) route(c *gin.Context) {
+	req := domain.RouteRequest{
+		JobID: c.Query("job_id"), Namespace: c.DefaultQuery("namespace", domain.DefaultNamespace),
+		Capability: c.Query("capability"), Hint: c.Query("hint"), Version: c.Query("version"), Protocol: c.Query("protocol"),
+	}
+	if !domain.ValidCapability(req.Capability) {
+		_ = c.Error(Invalid("capability", "capability is required and must be well-formed, e.g. document:parse:ocr"))
+		return
+	}
+	if !domain.ValidNamespace(req.Namespace) {
+		_ = c.Error(Invalid("namespace", "not a namespace"))
+		return
+	}
+	res := s.deps.Registry.Snapshot().Route(req)
+	c.JSON(http.StatusOK, routeResponse{Capability: req.Capability, Namespace: req.Namespace, Chosen: res.Chosen,
+		Candidates: nonNilSlice(res.Candidates), Rejected: nonNilSlice(res.Rejected), AllAtCapacity: res.AllAtCapacity,
+		SnapshotAt: s.deps.Registry.Snapshot().LoadedAt()})
+}
+
+func nonNilSlice[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

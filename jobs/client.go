@@ -1,0 +1,55 @@
+package jobs
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// ClientConfig tunes the River client.
+type ClientConfig struct {
+	// Queues maps queue names to worker counts; nil gives DefaultQueues.
+	Queues map[string]int
+	// PeriodicJobs are run by the elected leader only.
+	PeriodicJobs []*river.PeriodicJob
+	// TestOnly turns off River's start-up jitter, for tests.
+	TestOnly bool
+}
+
+// DefaultQueues are the queues and worker counts of one process.
+func DefaultQueues() map[string]int {
+	return map[string]int{river.QueueDefault: 10, "registry": 10}
+}
+
+// NewClient returns a River client on pool running workers. Start it once
+// the schema is migrated.
+func NewClient(pool *pgxpool.Pool, logger *slog.Logger, workers *river.Workers, cfg ClientConfig) (*river.Client[pgx.Tx], error) {
+	queues := cfg.Queues
+	if queues == nil {
+		queues = DefaultQueues()
+	}
+	qc := make(map[string]river.QueueConfig, len(queues))
+	for name, n := range queues {
+		qc[name] = river.QueueConfig{MaxWorkers: n}
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:       logger,
+		Queues:       qc,
+		Workers:      workers,
+		PeriodicJobs: cfg.PeriodicJobs,
+		TestOnly:     cfg.TestOnly,
+		// Dispatch and probes are latency-sensitive: fetch soon after an
+		// insert, and poll often when a notification is missed.
+		FetchCooldown:     20 * time.Millisecond,
+		FetchPollInterval: 200 * time.Millisecond,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return client, nil
+}

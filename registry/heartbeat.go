@@ -1,0 +1,104 @@
+package registry
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// heartbeatBuffer collects heartbeats between flushes: for each agent only
+// the latest one matters.
+type heartbeatBuffer struct {
+	mu      sync.Mutex
+	pending map[string]heartbeat
+}
+
+type heartbeat struct {
+	at       time.Time
+	inFlight *int
+}
+
+func newHeartbeatBuffer() *heartbeatBuffer {
+	return &heartbeatBuffer{pending: map[string]heartbeat{}}
+}
+
+func (b *heartbeatBuffer) add(id string, at time.Time, inFlight *int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if prev, ok := b.pending[id]; ok && inFlight == nil {
+		inFlight = prev.inFlight
+	}
+	b.pending[id] = heartbeat{at: at, inFlight: inFlight}
+}
+
+// forget drops a buffered heartbeat of an agent that registered again: it
+// belonged to the previous instance.
+func (b *heartbeatBuffer) forget(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.pending, id)
+}
+
+// overlay shows a heartbeat that is not written yet on a.
+func (b *heartbeatBuffer) overlay(a *Agent) {
+	b.mu.Lock()
+	hb, ok := b.pending[a.AgentID]
+	b.mu.Unlock()
+	if !ok || !hb.at.After(a.LastSeenAt) {
+		return
+	}
+	a.LastSeenAt = hb.at
+	a.LeaseExpiresAt = hb.at.Add(time.Duration(a.TTLSeconds) * time.Second)
+	if hb.inFlight != nil {
+		a.ReportedInFlight = *hb.inFlight
+	}
+}
+
+func (b *heartbeatBuffer) take() map[string]heartbeat {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.pending
+	b.pending = map[string]heartbeat{}
+	return out
+}
+
+// flushHeartbeats writes every buffered heartbeat in one statement. A
+// heartbeat never moves last_seen_at backwards, and never touches an agent
+// that registered again since (its instance changed: the sweep judges the
+// new instance by its own registration time).
+func (r *Registry) flushHeartbeats(ctx context.Context) error {
+	batch := r.heartbeats.take()
+	if len(batch) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(batch))
+	ats := make([]time.Time, 0, len(batch))
+	inflight := make([]*int32, 0, len(batch))
+	for id, hb := range batch {
+		ids = append(ids, id)
+		ats = append(ats, hb.at)
+		var n *int32
+		if hb.inFlight != nil {
+			v := int32(*hb.inFlight)
+			n = &v
+		}
+		inflight = append(inflight, n)
+	}
+	_, err := r.pool.Exec(ctx, `
+		UPDATE agents a SET last_seen_at = v.at,
+			lease_expires_at = v.at + a.ttl_seconds * interval '1 second',
+			reported_in_flight = coalesce(v.in_flight, a.reported_in_flight)
+		FROM unnest($1::text[], $2::timestamptz[], $3::int[]) AS v(id, at, in_flight)
+		WHERE a.agent_id = v.id AND v.at > a.last_seen_at AND NOT a.deregistered`, ids, ats, inflight)
+	if err != nil {
+		// Put them back: the next flush retries, keeping the newest.
+		for id, hb := range batch {
+			r.heartbeats.mu.Lock()
+			if cur, ok := r.heartbeats.pending[id]; !ok || cur.at.Before(hb.at) {
+				r.heartbeats.pending[id] = hb
+			}
+			r.heartbeats.mu.Unlock()
+		}
+	}
+	return err
+}

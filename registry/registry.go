@@ -1,0 +1,534 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// Errors the registry returns; callers match them with errors.Is.
+var (
+	// ErrNotFound: no such agent, or it was deregistered.
+	ErrNotFound = errors.New("agent not found")
+	// ErrUnauthenticated: the agent token is missing or wrong.
+	ErrUnauthenticated = errors.New("agent token missing or invalid")
+	// ErrGone: the agent is OFFLINE and must register again.
+	ErrGone = errors.New("agent is offline: register again")
+)
+
+// NotifyChannel is the PostgreSQL channel on which registry changes are
+// announced, so every process refreshes its snapshot.
+const NotifyChannel = "agentreach_agents"
+
+// Config tunes the registry.
+type Config struct {
+	Lease   domain.LeaseConfig
+	Breaker domain.BreakerConfig
+	Route   domain.RouteConfig
+	// SelfPreservation is the share of a namespace's agents that may lapse in
+	// one sweep before the sweep holds off (default 0.5).
+	SelfPreservation float64
+	// SweepInterval is how often leases are evaluated (default 1 s).
+	SweepInterval time.Duration
+	// RefreshInterval bounds the snapshot's staleness when a notification is
+	// lost (default 1 s).
+	RefreshInterval time.Duration
+	// HeartbeatFlush is how long heartbeats are buffered before one batched
+	// write (default 200 ms).
+	HeartbeatFlush time.Duration
+	// ProbeTimeout bounds one probe request (default 2 s).
+	ProbeTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Lease == (domain.LeaseConfig{}) {
+		c.Lease = domain.DefaultLeaseConfig()
+	}
+	if c.Breaker == (domain.BreakerConfig{}) {
+		c.Breaker = domain.DefaultBreakerConfig()
+	}
+	if c.Route == (domain.RouteConfig{}) {
+		c.Route = domain.DefaultRouteConfig()
+	}
+	if c.SelfPreservation == 0 {
+		c.SelfPreservation = domain.DefaultSelfPreservationThreshold
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = time.Second
+	}
+	if c.RefreshInterval <= 0 {
+		c.RefreshInterval = time.Second
+	}
+	if c.HeartbeatFlush <= 0 {
+		c.HeartbeatFlush = 200 * time.Millisecond
+	}
+	if c.ProbeTimeout <= 0 {
+		c.ProbeTimeout = 2 * time.Second
+	}
+	return c
+}
+
+// Registry is the agent registry of one process.
+type Registry struct {
+	pool   *pgxpool.Pool
+	store  *eventstore.Store
+	logger *slog.Logger
+	cfg    Config
+	now    func() time.Time
+	http   *http.Client
+
+	snap       *Snapshot
+	heartbeats *heartbeatBuffer
+	pokes      chan struct{}
+	client     *river.Client[pgx.Tx]
+
+	mu         sync.Mutex
+	preserving map[string]bool // namespaces in self-preservation, as this process saw
+}
+
+// SetClient gives the registry the River client it inserts probes with.
+// It must be called before Register; the client is built after the
+// registry because the client needs the registry's workers.
+func (r *Registry) SetClient(c *river.Client[pgx.Tx]) { r.client = c }
+
+// New returns a Registry. Start its background work with Run.
+func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg Config) *Registry {
+	cfg = cfg.withDefaults()
+	r := &Registry{
+		pool: pool, store: store, logger: logger, cfg: cfg, now: time.Now,
+		http:  &http.Client{Timeout: cfg.ProbeTimeout},
+		pokes: make(chan struct{}, 1), preserving: map[string]bool{},
+	}
+	r.snap = newSnapshot(r)
+	r.heartbeats = newHeartbeatBuffer()
+	return r
+}
+
+// Config returns the registry's configuration, defaults filled in.
+func (r *Registry) Config() Config { return r.cfg }
+
+// Snapshot returns the in-memory view of the registry.
+func (r *Registry) Snapshot() *Snapshot { return r.snap }
+
+// Agent is an agent as the registry knows it.
+type Agent struct {
+	domain.AgentRegistration
+	State            domain.AgentState
+	InstanceID       string
+	ProbeOK          bool
+	ReportedInFlight int
+	RegisteredAt     time.Time
+	LastSeenAt       time.Time
+	LeaseExpiresAt   time.Time
+	StateChangedAt   time.Time
+	StreamVersion    int
+	Deregistered     bool
+	tokenHash        []byte
+}
+
+func (a *Agent) lease() domain.AgentLease {
+	return domain.AgentLease{State: a.State, RegisteredAt: a.RegisteredAt, LastSeen: a.LastSeenAt,
+		TTL: time.Duration(a.TTLSeconds) * time.Second, ProbeOK: a.ProbeOK}
+}
+
+// newToken returns a fresh agent token and its hash. The token is shown
+// once, to the agent; only the hash is stored.
+func newToken() (token string, hash []byte) {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	token = "art_" + base64.RawURLEncoding.EncodeToString(b)
+	return token, hashToken(token)
+}
+
+func hashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// tokenMatches compares in constant time.
+func tokenMatches(token string, hash []byte) bool {
+	return token != "" && subtle.ConstantTimeCompare(hashToken(token), hash) == 1
+}
+
+const agentColumns = `agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
+	weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
+	probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+	stream_version, deregistered`
+
+func scanAgent(row pgx.Row) (*Agent, error) {
+	var a Agent
+	var state string
+	var ctxJSON, mdJSON []byte
+	err := row.Scan(&a.AgentID, &a.Namespace, &a.Capabilities, &a.Aliases, &a.Endpoint, &a.HealthURL, &a.Protocol,
+		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
+		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
+		&a.StreamVersion, &a.Deregistered)
+	if err != nil {
+		return nil, err
+	}
+	a.State = domain.AgentState(state)
+	_ = json.Unmarshal(ctxJSON, &a.Context)
+	_ = json.Unmarshal(mdJSON, &a.Metadata)
+	return &a, nil
+}
+
+func (r *Registry) load(ctx context.Context, q eventstore.Querier, id string, forUpdate bool) (*Agent, error) {
+	sql := `SELECT ` + agentColumns + ` FROM agents WHERE agent_id = $1`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	a, err := scanAgent(q.QueryRow(ctx, sql, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load agent %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// Get returns an agent; a deregistered one is ErrNotFound.
+func (r *Registry) Get(ctx context.Context, id string) (*Agent, error) {
+	a, err := r.load(ctx, r.pool, id, false)
+	if err != nil {
+		return nil, err
+	}
+	if a.Deregistered {
+		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
+	}
+	r.heartbeats.overlay(a)
+	return a, nil
+}
+
+// ListFilter narrows List; empty fields match everything.
+type ListFilter struct {
+	Namespace  string
+	Capability string
+	State      domain.AgentState
+}
+
+// List returns the registered agents that match f, by agent id.
+func (r *Registry) List(ctx context.Context, f ListFilter) ([]*Agent, error) {
+	rows, err := r.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents
+		WHERE NOT deregistered
+		  AND ($1 = '' OR namespace = $1)
+		  AND ($2 = '' OR capabilities @> ARRAY[$2])
+		  AND ($3 = '' OR state = $3)
+		ORDER BY agent_id LIMIT 10000`, f.Namespace, f.Capability, string(f.State))
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	var out []*Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		r.heartbeats.overlay(a)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// Register registers an agent, or re-registers it (a restart: a new
+// instance). The agent starts PROBING and gets no work until a probe of its
+// health URL succeeds. It returns the agent and its new token; an earlier
+// token stops working.
+func (r *Registry) Register(ctx context.Context, reg domain.AgentRegistration, md domain.Metadata) (*Agent, string, error) {
+	if err := reg.Normalize(); err != nil {
+		return nil, "", err
+	}
+	token, hash := newToken()
+	now := r.now().UTC()
+	instance := uuid.Must(uuid.NewV7()).String()
+	var out *Agent
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
+		prev, err := r.load(ctx, tx, reg.AgentID, true)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		version, from := 0, domain.AgentState("")
+		if prev != nil {
+			version, from = prev.StreamVersion, prev.State
+		}
+		to, _ := domain.AgentTransition(from, domain.SignalRegistered)
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(reg.AgentID), version,
+			domain.NewEvent(domain.EventAgentRegistered, domain.AgentRegistered{AgentRegistration: reg, InstanceID: instance, Restart: prev != nil}, md),
+			domain.NewEvent(domain.EventAgentStateChanged, domain.AgentStateChanged{From: from, To: to, Signal: domain.SignalRegistered}, md))
+		if err != nil {
+			return err
+		}
+		ctxJSON, _ := json.Marshal(orEmpty(reg.Context))
+		mdJSON, _ := json.Marshal(orEmpty(reg.Metadata))
+		lease := now.Add(time.Duration(reg.TTLSeconds) * time.Second)
+		_, err = tx.Exec(ctx, `INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health_url, protocol,
+				weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id,
+				probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+				stream_version, deregistered)
+			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+				false, 0, $17, $18, $18, $19, $18, $20, false)
+			ON CONFLICT (agent_id) DO UPDATE SET namespace = excluded.namespace, capabilities = excluded.capabilities,
+				aliases = excluded.aliases, endpoint = excluded.endpoint, health_url = excluded.health_url,
+				protocol = excluded.protocol, weight = excluded.weight, max_concurrent = excluded.max_concurrent,
+				version = excluded.version, rollout_percent = excluded.rollout_percent, ttl_seconds = excluded.ttl_seconds,
+				context = excluded.context, metadata = excluded.metadata, state = excluded.state,
+				instance_id = excluded.instance_id, probe_ok = false, reported_in_flight = 0,
+				token_hash = excluded.token_hash, registered_at = excluded.registered_at,
+				last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
+				state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
+				deregistered = false`,
+			reg.AgentID, reg.Namespace, reg.Capabilities, orEmptySlice(reg.Aliases), reg.Endpoint, reg.HealthURL, reg.Protocol,
+			reg.Weight, reg.MaxConcurrent, reg.Version, reg.RolloutPercent, reg.TTLSeconds, ctxJSON, mdJSON, string(to), instance,
+			hash, now, lease, recs[len(recs)-1].Version)
+		if err != nil {
+			return fmt.Errorf("register agent %s: %w", reg.AgentID, err)
+		}
+		if err := r.enqueueProbeTx(ctx, tx, reg.AgentID, instance); err != nil {
+			return err
+		}
+		out, err = r.load(ctx, tx, reg.AgentID, false)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	r.heartbeats.forget(reg.AgentID)
+	r.changed(ctx)
+	return out, token, nil
+}
+
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func orEmptySlice(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Authenticate checks an agent's token against its current one.
+func (r *Registry) Authenticate(ctx context.Context, id, token string) (*Agent, error) {
+	a := r.snap.agent(id)
+	if a == nil {
+		var err error
+		if a, err = r.load(ctx, r.pool, id, false); err != nil {
+			return nil, err
+		}
+	}
+	if a.Deregistered {
+		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
+	}
+	if !tokenMatches(token, a.tokenHash) {
+		// The snapshot may hold the token of an earlier registration.
+		fresh, err := r.load(ctx, r.pool, id, false)
+		if err != nil {
+			return nil, err
+		}
+		if !tokenMatches(token, fresh.tokenHash) {
+			return nil, fmt.Errorf("agent %s: %w", id, ErrUnauthenticated)
+		}
+		a = fresh
+	}
+	return a, nil
+}
+
+// Heartbeat renews an agent's lease. inFlight is what the agent reports it
+// holds (nil: unchanged). It answers ErrNotFound for an unknown agent and
+// ErrGone for an OFFLINE one, both of which mean "register again". The write
+// is buffered (see Config.HeartbeatFlush); a change of context is written at
+// once, as an event, because the router reads it.
+func (r *Registry) Heartbeat(ctx context.Context, id, token string, inFlight *int, agentCtx map[string]any, md domain.Metadata) (*Agent, error) {
+	a, err := r.Authenticate(ctx, id, token)
+	if err != nil {
+		return nil, err
+	}
+	if a.State == domain.AgentOffline {
+		return nil, fmt.Errorf("agent %s: %w", id, ErrGone)
+	}
+	now := r.now().UTC()
+	if agentCtx != nil && !jsonEqual(agentCtx, a.Context) {
+		if err := r.setContext(ctx, id, agentCtx, md); err != nil {
+			return nil, err
+		}
+	}
+	r.heartbeats.add(id, now, inFlight)
+	a.LastSeenAt = now
+	a.LeaseExpiresAt = now.Add(time.Duration(a.TTLSeconds) * time.Second)
+	return a, nil
+}
+
+func jsonEqual(a, b map[string]any) bool {
+	x, _ := json.Marshal(orEmpty(a))
+	y, _ := json.Marshal(orEmpty(b))
+	return string(x) == string(y)
+}
+
+// EventAgentContextChanged records a change of an agent's context (for
+// example accepting: false), which the router honours.
+const EventAgentContextChanged domain.EventType = "AGENT_CONTEXT_CHANGED"
+
+func (r *Registry) setContext(ctx context.Context, id string, agentCtx map[string]any, md domain.Metadata) error {
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
+		a, err := r.load(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(id), a.StreamVersion,
+			domain.NewEvent(EventAgentContextChanged, map[string]any{"from": orEmpty(a.Context), "to": agentCtx}, md))
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(agentCtx)
+		_, err = tx.Exec(ctx, `UPDATE agents SET context = $2, stream_version = $3 WHERE agent_id = $1`, id, b, recs[0].Version)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set context of agent %s: %w", id, err)
+	}
+	r.changed(ctx)
+	return nil
+}
+
+// Offline takes an agent out of routing at once (graceful shutdown).
+func (r *Registry) Offline(ctx context.Context, id, token, reason string, md domain.Metadata) (*Agent, error) {
+	if _, err := r.Authenticate(ctx, id, token); err != nil {
+		return nil, err
+	}
+	return r.signal(ctx, id, "", domain.SignalOffline, reason, md)
+}
+
+// Deregister removes an agent from the registry; its stream stays as the
+// audit trail, and the same agent_id may register again.
+func (r *Registry) Deregister(ctx context.Context, id string, md domain.Metadata) error {
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
+		a, err := r.load(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		if a.Deregistered {
+			return fmt.Errorf("agent %s: %w", id, ErrNotFound)
+		}
+		evs := []domain.Event{domain.NewEvent(domain.EventAgentDeregistered, map[string]any{"agent_id": id}, md)}
+		if a.State != domain.AgentOffline {
+			evs = append(evs, domain.NewEvent(domain.EventAgentStateChanged,
+				domain.AgentStateChanged{From: a.State, To: domain.AgentOffline, Signal: domain.SignalOffline, Reason: "deregistered"}, md))
+		}
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(id), a.StreamVersion, evs...)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE agents SET deregistered = true, state = $2, state_changed_at = $3, stream_version = $4
+			WHERE agent_id = $1`, id, string(domain.AgentOffline), r.now().UTC(), recs[len(recs)-1].Version)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.changed(ctx)
+	return nil
+}
+
+// signal applies one life-cycle signal to an agent in its own transaction.
+// With instance set, a signal about an earlier instance is dropped. An
+// illegal pair is dropped too (a stale fact), returning the agent unchanged.
+func (r *Registry) signal(ctx context.Context, id, instance string, sig domain.AgentSignal, reason string, md domain.Metadata) (*Agent, error) {
+	var out *Agent
+	changed := false
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
+		a, err := r.load(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		out = a
+		if a.Deregistered || (instance != "" && a.InstanceID != instance) {
+			return nil
+		}
+		lease, err := domain.ApplyAgentSignal(a.lease(), sig, r.now().UTC())
+		if errors.Is(err, domain.ErrIllegalAgentTransition) || lease.State == a.State && lease.ProbeOK == a.ProbeOK {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out, err = r.applyStateTx(ctx, tx, a, lease, sig, reason, md)
+		changed = err == nil
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		r.changed(ctx)
+	}
+	return out, nil
+}
+
+// applyStateTx records a state change: the event and the row, in tx.
+func (r *Registry) applyStateTx(ctx context.Context, tx pgx.Tx, a *Agent, lease domain.AgentLease, sig domain.AgentSignal, reason string, md domain.Metadata) (*Agent, error) {
+	version := a.StreamVersion
+	if lease.State != a.State {
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(a.AgentID), a.StreamVersion,
+			domain.NewEvent(domain.EventAgentStateChanged, domain.AgentStateChanged{From: a.State, To: lease.State, Signal: sig, Reason: reason}, md))
+		if err != nil {
+			return nil, err
+		}
+		version = recs[0].Version
+	}
+	now := r.now().UTC()
+	_, err := tx.Exec(ctx, `UPDATE agents SET state = $2, probe_ok = $3, stream_version = $4,
+			state_changed_at = CASE WHEN state = $2 THEN state_changed_at ELSE $5 END
+		WHERE agent_id = $1`, a.AgentID, string(lease.State), lease.ProbeOK, version, now)
+	if err != nil {
+		return nil, fmt.Errorf("update agent %s: %w", a.AgentID, err)
+	}
+	if lease.State != a.State {
+		r.logger.InfoContext(ctx, "agent state changed", "agent_id", a.AgentID, "from", a.State, "to", lease.State, "signal", sig, "reason", reason)
+	}
+	b := *a
+	b.State, b.ProbeOK, b.StreamVersion = lease.State, lease.ProbeOK, version
+	return &b, nil
+}
+
+// changed refreshes this process's snapshot now and tells the others.
+func (r *Registry) changed(ctx context.Context) {
+	if err := r.snap.Refresh(ctx); err != nil {
+		r.logger.Warn("refresh registry snapshot", "err", err)
+	}
+	select {
+	case r.pokes <- struct{}{}:
+	default:
+	}
+}
+
+// enqueueProbeTx inserts the probe of one agent instance in tx; a probe
+// already queued for it is not duplicated.
+func (r *Registry) enqueueProbeTx(ctx context.Context, tx pgx.Tx, agentID, instance string) error {
+	_, err := r.client.InsertTx(ctx, tx, ProbeArgs{AgentID: agentID, InstanceID: instance}, nil)
+	if err != nil {
+		return fmt.Errorf("enqueue probe of agent %s: %w", agentID, err)
+	}
+	return nil
+}

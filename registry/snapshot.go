@@ -1,0 +1,161 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// Snapshot is the router's in-memory view of every agent, rebuilt from the
+// database on every registry change (NOTIFY) and at least every
+// Config.RefreshInterval, so it is never staler than that interval plus
+// one refresh query. Every process builds its own from the same rows, so
+// they agree within that bound.
+type Snapshot struct {
+	r *Registry
+
+	refreshMu sync.Mutex // one refresh at a time
+
+	mu       sync.RWMutex
+	agents   map[string]*Agent
+	breakers map[string]domain.BreakerStatus
+	inFlight map[string]int
+	index    *domain.RouteIndex
+	loadedAt time.Time
+}
+
+func newSnapshot(r *Registry) *Snapshot {
+	return &Snapshot{r: r, agents: map[string]*Agent{}, index: domain.NewRouteIndex(nil)}
+}
+
+// Refresh reloads the snapshot from the database.
+func (s *Snapshot) Refresh(ctx context.Context) error {
+	s.refreshMu.Lock()
+	defer s.refreshMu.Unlock()
+	r := s.r
+	now := r.now().UTC()
+
+	rows, err := r.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents WHERE NOT deregistered`)
+	if err != nil {
+		return fmt.Errorf("snapshot: load agents: %w", err)
+	}
+	agents := map[string]*Agent{}
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("snapshot: load agents: %w", err)
+		}
+		r.heartbeats.overlay(a)
+		agents[a.AgentID] = a
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("snapshot: load agents: %w", err)
+	}
+
+	// Attempts of the breaker's window plus its cool-down, so that an
+	// opening and its cool-down are never forgotten (see EvaluateBreaker).
+	horizon := r.cfg.Breaker.Window + r.cfg.Breaker.CoolDown
+	samples := map[string][]domain.AttemptSample{}
+	var id string
+	var smp domain.AttemptSample
+	rows, err = r.pool.Query(ctx, `SELECT agent_id, at, ok FROM agent_attempts WHERE at > $1 ORDER BY at`, now.Add(-horizon))
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&id, &smp.At, &smp.OK}, func() error {
+			samples[id] = append(samples[id], smp)
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot: load attempts: %w", err)
+	}
+
+	inFlight := map[string]int{}
+	var n int
+	rows, err = r.pool.Query(ctx, `SELECT agent_id, count(*) FROM jobs WHERE status = 'DELIVERED' AND agent_id IS NOT NULL GROUP BY agent_id`)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error {
+			inFlight[id] = n
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot: load in-flight: %w", err)
+	}
+
+	breakers := make(map[string]domain.BreakerStatus, len(agents))
+	view := make([]domain.RouteAgent, 0, len(agents))
+	for id, a := range agents {
+		b := domain.EvaluateBreaker(samples[id], now, r.cfg.Breaker)
+		breakers[id] = b
+		n := max(inFlight[id], a.ReportedInFlight)
+		inFlight[id] = n
+		// The state is the sweep's: it writes lease changes every
+		// SweepInterval and may hold them back in self-preservation.
+		state := a.State
+		view = append(view, domain.RouteAgent{
+			ID: id, Namespace: a.Namespace, Capabilities: a.Capabilities, Aliases: a.Aliases,
+			Protocol: a.Protocol, Version: a.Version, Weight: a.Weight, MaxConcurrent: a.MaxConcurrent,
+			InFlight: n, RolloutPercent: a.RolloutPercent, Context: a.Context, State: state,
+			Breaker: b.State, FailureRate: b.ErrorRate, RecentAttempts: b.Attempts,
+		})
+	}
+	index := domain.NewRouteIndex(view)
+
+	s.mu.Lock()
+	s.agents, s.breakers, s.inFlight, s.index, s.loadedAt = agents, breakers, inFlight, index, now
+	s.mu.Unlock()
+	return nil
+}
+
+// agent returns a copy of the snapshot's agent id, or nil.
+func (s *Snapshot) agent(id string) *Agent {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	a, ok := s.agents[id]
+	if !ok {
+		return nil
+	}
+	c := *a
+	return &c
+}
+
+// Breaker returns an agent's breaker as of the last refresh.
+func (s *Snapshot) Breaker(id string) domain.BreakerStatus {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if b, ok := s.breakers[id]; ok {
+		return b
+	}
+	return domain.BreakerStatus{State: domain.BreakerClosed}
+}
+
+// InFlight returns how many jobs an agent holds, as of the last refresh.
+func (s *Snapshot) InFlight(id string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.inFlight[id]
+}
+
+// LoadedAt is when the snapshot was last refreshed.
+func (s *Snapshot) LoadedAt() time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.loadedAt
+}
+
+// Route ranks the agents for req with the registry's scoring; every term of
+// every candidate is in the result.
+func (s *Snapshot) Route(req domain.RouteRequest) domain.RouteResult {
+	s.mu.RLock()
+	ix := s.index
+	s.mu.RUnlock()
+	return ix.Route(req, s.r.cfg.Route, rand.IntN)
+}

@@ -1,0 +1,313 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// ProbeArgs is the River job that probes one agent instance: a GET of its
+// health_url (or, without one, its endpoint) that must answer 2xx within
+// Config.ProbeTimeout. A success moves PROBING to HEALTHY.
+type ProbeArgs struct {
+	AgentID    string `json:"agent_id" river:"unique"`
+	InstanceID string `json:"instance_id" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (ProbeArgs) Kind() string { return "agent_probe" }
+
+// pendingStates are the states in which a unique job blocks a duplicate: a
+// finished one does not, so the next probe or sweep can be queued.
+var pendingStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+}
+
+// InsertOpts implements river.JobArgsWithInsertOpts: one probe per
+// instance at a time, on the registry's queue.
+func (ProbeArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 30,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+}
+
+// QueueRegistry is the River queue of probes and sweeps, apart from job
+// dispatch so a flood of jobs never delays a lease decision.
+const QueueRegistry = "registry"
+
+type probeWorker struct {
+	river.WorkerDefaults[ProbeArgs]
+	r *Registry
+}
+
+// NextRetry backs off 1 s, 2 s, 4 s … up to 30 s: a probe that fails is an
+// agent still starting up, and it should be admitted soon after it is ready.
+func (w *probeWorker) NextRetry(job *river.Job[ProbeArgs]) time.Time {
+	d := time.Second << min(job.Attempt-1, 5)
+	return time.Now().Add(min(d, 30*time.Second))
+}
+
+func (w *probeWorker) Timeout(*river.Job[ProbeArgs]) time.Duration { return 2 * w.r.cfg.ProbeTimeout }
+
+func (w *probeWorker) Work(ctx context.Context, job *river.Job[ProbeArgs]) error {
+	a, err := w.r.load(ctx, w.r.pool, job.Args.AgentID, false)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if a.Deregistered || a.InstanceID != job.Args.InstanceID || a.State != domain.AgentProbing || a.ProbeOK {
+		return nil // a stale probe: the agent moved on
+	}
+	if err := w.r.probe(ctx, a); err != nil {
+		return fmt.Errorf("probe agent %s: %w", a.AgentID, err)
+	}
+	md := domain.Metadata{Actor: "registry", CausationID: fmt.Sprintf("river:%d", job.ID)}
+	_, err = w.r.signal(ctx, a.AgentID, a.InstanceID, domain.SignalProbeSucceeded, "probe answered 2xx", md)
+	return err
+}
+
+func (r *Registry) probe(ctx context.Context, a *Agent) error {
+	target := a.HealthURL
+	if target == "" {
+		target = a.Endpoint
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ProbeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Reach-Probe", "1")
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("GET %s answered %d", target, resp.StatusCode)
+	}
+	return nil
+}
+
+// SweepArgs is the periodic River job that judges every lease.
+type SweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (SweepArgs) Kind() string { return "agent_sweep" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: one sweep at a time.
+func (SweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+}
+
+type sweepWorker struct {
+	river.WorkerDefaults[SweepArgs]
+	r *Registry
+}
+
+func (w *sweepWorker) Work(ctx context.Context, job *river.Job[SweepArgs]) error {
+	_, err := w.r.Sweep(ctx)
+	return err
+}
+
+// AddWorkers registers the registry's River workers.
+func (r *Registry) AddWorkers(workers *river.Workers) {
+	river.AddWorker(workers, &probeWorker{r: r})
+	river.AddWorker(workers, &sweepWorker{r: r})
+}
+
+// PeriodicJobs returns the registry's periodic River jobs (the sweep).
+func (r *Registry) PeriodicJobs() []*river.PeriodicJob {
+	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(r.cfg.SweepInterval),
+		func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+		&river.PeriodicJobOpts{ID: "agent_sweep", RunOnStart: true})}
+}
+
+// SweepReport says what one sweep changed.
+type SweepReport struct {
+	Changed          int
+	ProbesQueued     int
+	SelfPreservation []string // namespaces held back this sweep
+}
+
+// Sweep judges every lease at once: HEALTHY agents late with heartbeats
+// become SUSPECT, expired leases DOWN, DOWN agents that heartbeat again
+// PROBING, and every PROBING agent has a probe queued. All in one
+// transaction; agents locked by a concurrent change are left for the next
+// sweep. If more than Config.SelfPreservation of a namespace's live agents
+// would go DOWN at once, none of them does (the likelier cause is our own
+// network), and a SELF_PRESERVATION event records it once per episode.
+func (r *Registry) Sweep(ctx context.Context) (SweepReport, error) {
+	var rep SweepReport
+	if err := r.flushHeartbeats(ctx); err != nil {
+		r.logger.Warn("flush heartbeats before sweep", "err", err)
+	}
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
+		rep = SweepReport{}
+		rows, err := tx.Query(ctx, `SELECT `+agentColumns+` FROM agents
+			WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY agent_id FOR UPDATE SKIP LOCKED`)
+		if err != nil {
+			return err
+		}
+		var agents []*Agent
+		for rows.Next() {
+			a, err := scanAgent(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			agents = append(agents, a)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		now := r.now().UTC()
+		type change struct {
+			a  *Agent
+			to domain.AgentState
+		}
+		byNS := map[string][]change{}
+		live := map[string]int{}
+		for _, a := range agents {
+			to := domain.EvaluateLease(a.lease(), now, r.cfg.Lease)
+			if a.State != domain.AgentDown && a.State != domain.AgentDraining {
+				live[a.Namespace]++
+			}
+			if to != a.State {
+				byNS[a.Namespace] = append(byNS[a.Namespace], change{a, to})
+			}
+		}
+		var probes []river.InsertManyParams
+		for ns, changes := range byNS {
+			lapsing := 0
+			for _, c := range changes {
+				if c.to == domain.AgentDown {
+					lapsing++
+				}
+			}
+			hold := lapsing > 0 && domain.SelfPreservation(live[ns], lapsing, r.cfg.SelfPreservation)
+			if err := r.trackSelfPreservation(ctx, tx, ns, hold); err != nil {
+				return err
+			}
+			if hold {
+				rep.SelfPreservation = append(rep.SelfPreservation, ns)
+				if err := r.recordSelfPreservation(ctx, tx, ns, live[ns], lapsing); err != nil {
+					return err
+				}
+			}
+			for _, c := range changes {
+				if hold && c.to == domain.AgentDown {
+					continue
+				}
+				sig := sweepSignal(c.a.State, c.to)
+				lease := c.a.lease()
+				lease.State = c.to
+				if c.to == domain.AgentProbing {
+					lease.ProbeOK = false
+				}
+				if _, err := r.applyStateTx(ctx, tx, c.a, lease, sig, "lease sweep", domain.Metadata{Actor: "registry"}); err != nil {
+					return err
+				}
+				rep.Changed++
+				if c.to == domain.AgentProbing {
+					c.a.State = domain.AgentProbing
+				}
+			}
+		}
+		for _, a := range agents {
+			if a.State == domain.AgentProbing && !a.ProbeOK {
+				probes = append(probes, river.InsertManyParams{Args: ProbeArgs{AgentID: a.AgentID, InstanceID: a.InstanceID}})
+			}
+		}
+		if len(probes) > 0 {
+			res, err := r.client.InsertManyTx(ctx, tx, probes)
+			if err != nil {
+				return fmt.Errorf("queue probes: %w", err)
+			}
+			for _, x := range res {
+				if !x.UniqueSkippedAsDuplicate {
+					rep.ProbesQueued++
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("sweep: %w", err)
+	}
+	if rep.Changed > 0 {
+		r.changed(ctx)
+	}
+	return rep, nil
+}
+
+// sweepSignal names the signal a lease change stands for, for the event.
+func sweepSignal(from, to domain.AgentState) domain.AgentSignal {
+	switch {
+	case to == domain.AgentDown:
+		return domain.SignalLeaseExpired
+	case to == domain.AgentSuspect:
+		return domain.SignalHeartbeatLate
+	default:
+		return domain.SignalHeartbeat
+	}
+}
+
+// EventSelfPreservationEnded closes a self-preservation episode.
+const EventSelfPreservationEnded domain.EventType = "SELF_PRESERVATION_ENDED"
+
+// trackSelfPreservation closes an episode this process saw begin once a
+// sweep of the namespace changes agents without holding back.
+func (r *Registry) trackSelfPreservation(ctx context.Context, tx pgx.Tx, ns string, hold bool) error {
+	r.mu.Lock()
+	was := r.preserving[ns]
+	if hold {
+		r.preserving[ns] = true
+	} else {
+		delete(r.preserving, ns)
+	}
+	r.mu.Unlock()
+	if hold || !was {
+		return nil
+	}
+	r.logger.Info("registry self-preservation ended", "namespace", ns)
+	_, err := r.store.AppendTx(ctx, tx, domain.RegistryStream(ns), eventstore.Any,
+		domain.NewEvent(EventSelfPreservationEnded, map[string]string{"namespace": ns}, domain.Metadata{Actor: "registry"}))
+	return err
+}
+
+// recordSelfPreservation appends SELF_PRESERVATION to the namespace's
+// registry stream unless the episode is already recorded: the last event
+// there is SELF_PRESERVATION and no agent of the namespace went DOWN since.
+func (r *Registry) recordSelfPreservation(ctx context.Context, tx pgx.Tx, ns string, total, lapsing int) error {
+	r.logger.Warn("registry self-preservation: most agents lapsed at once; not marking them DOWN",
+		"namespace", ns, "agents", total, "lapsing", lapsing)
+	stream := domain.RegistryStream(ns)
+	var version int
+	var last string
+	err := tx.QueryRow(ctx, `SELECT version, type FROM events WHERE stream_id = $1 ORDER BY version DESC LIMIT 1`, stream).Scan(&version, &last)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if last == string(domain.EventSelfPreservation) {
+		return nil
+	}
+	_, err = r.store.AppendTx(ctx, tx, stream, version, domain.NewEvent(domain.EventSelfPreservation,
+		domain.SelfPreservationEntered{Namespace: ns, Total: total, Lapsing: lapsing}, domain.Metadata{Actor: "registry"}))
+	return err
+}

@@ -532,3 +532,41 @@ func (r *Registry) enqueueProbeTx(ctx context.Context, tx pgx.Tx, agentID, insta
 	}
 	return nil
 }
+
+// Recent is what happened to an agent's attempts lately, read from the log.
+type Recent struct {
+	Window    string  `json:"window"`
+	Routed    int     `json:"routed"`
+	Attempted int     `json:"attempted"`
+	Delivered int     `json:"delivered"`
+	Succeeded int     `json:"succeeded"`
+	Failed    int     `json:"failed"`
+	TimedOut  int     `json:"timed_out"`
+	ReachRate float64 `json:"reach_rate"`
+	Success   float64 `json:"success_rate"`
+}
+
+// RecentActivity counts an agent's routed attempts and their outcomes over
+// the last window, straight from the event log.
+func (r *Registry) RecentActivity(ctx context.Context, id string, window time.Duration) (Recent, error) {
+	rec := Recent{Window: window.String()}
+	err := r.pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE type = 'ROUTED'),
+		       count(*) FILTER (WHERE type = 'DELIVERED'),
+		       count(*) FILTER (WHERE type = 'SUCCESS'),
+		       count(*) FILTER (WHERE type = 'FAILED'),
+		       count(*) FILTER (WHERE type = 'TIMEOUT')
+		FROM events
+		WHERE type IN ('ROUTED', 'DELIVERED', 'SUCCESS', 'FAILED', 'TIMEOUT')
+		  AND recorded_at > $2 AND data->>'agent_id' = $1`, id, r.now().Add(-window)).
+		Scan(&rec.Routed, &rec.Delivered, &rec.Succeeded, &rec.Failed, &rec.TimedOut)
+	if err != nil {
+		return rec, fmt.Errorf("recent activity of agent %s: %w", id, err)
+	}
+	rec.Attempted = rec.Routed
+	if rec.Attempted > 0 {
+		rec.ReachRate = float64(rec.Delivered) / float64(rec.Attempted)
+		rec.Success = float64(rec.Succeeded) / float64(rec.Attempted)
+	}
+	return rec, nil
+}

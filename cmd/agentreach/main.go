@@ -30,6 +30,9 @@ Usage:
   agentreach serve     run the service against DATABASE_URL
   agentreach dev       zero-setup: find or start a PostgreSQL, migrate, serve
   agentreach migrate   apply database migrations and exit
+  agentreach agents    list registered agents (--json)
+  agentreach dig ID    everything about one agent: state, lease, breaker, route hits (--json)
+  agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
   agentreach version   print the version
 
 Run "agentreach COMMAND -h" for a command's flags.
@@ -91,6 +94,12 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runDev(ctx, rest)
 	case "migrate":
 		return m.runMigrate(ctx, rest)
+	case "agents":
+		return m.runAgents(ctx, rest)
+	case "dig":
+		return m.runDig(ctx, rest)
+	case "mock-agent":
+		return m.runMockAgent(ctx, rest)
 	case "version":
 		fmt.Fprintln(m.Stdout, "agentreach", version)
 		return nil

@@ -1,0 +1,265 @@
+package registry
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/pgtest"
+)
+
+// clock is a settable clock for the registry.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type bundle struct {
+	r     *Registry
+	clock *clock
+	ctx   context.Context
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	r := New(pool, store, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{}) // insert-only
+	require.NoError(t, err)
+	r.SetClient(client)
+	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	r.now = c.now
+	return &bundle{r: r, clock: c, ctx: context.Background()}
+}
+
+func (b *bundle) register(t *testing.T, id string, ttl int, endpoint string) (*Agent, string) {
+	t.Helper()
+	a, token, err := b.r.Register(b.ctx, domain.AgentRegistration{
+		AgentID: id, Capabilities: []string{"doc:parse"}, Endpoint: endpoint, TTLSeconds: ttl, RolloutPercent: 100,
+	}, domain.Metadata{Actor: "test"})
+	require.NoError(t, err)
+	return a, token
+}
+
+func (b *bundle) state(t *testing.T, id string) domain.AgentState {
+	t.Helper()
+	a, err := b.r.load(b.ctx, b.r.pool, id, false)
+	require.NoError(t, err)
+	return a.State
+}
+
+func (b *bundle) events(t *testing.T, stream string) []domain.EventType {
+	t.Helper()
+	recs, err := b.r.store.ReadStream(b.ctx, nil, stream)
+	require.NoError(t, err)
+	var out []domain.EventType
+	for _, r := range recs {
+		out = append(out, r.Type)
+	}
+	return out
+}
+
+func (b *bundle) prove(t *testing.T, id string) {
+	t.Helper()
+	a, err := b.r.load(b.ctx, b.r.pool, id, false)
+	require.NoError(t, err)
+	_, err = b.r.signal(b.ctx, id, a.InstanceID, domain.SignalProbeSucceeded, "test", domain.Metadata{})
+	require.NoError(t, err)
+}
+
+func (b *bundle) sweep(t *testing.T) SweepReport {
+	t.Helper()
+	rep, err := b.r.Sweep(b.ctx)
+	require.NoError(t, err)
+	return rep
+}
+
+func TestLeaseLifecycleWithSweep(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, token := b.register(t, "a1", 10, "http://127.0.0.1:1/")
+	require.Equal(t, domain.AgentProbing, b.state(t, "a1"))
+	b.prove(t, "a1")
+	require.Equal(t, domain.AgentHealthy, b.state(t, "a1"))
+
+	b.clock.advance(4 * time.Second)
+	b.sweep(t)
+	require.Equal(t, domain.AgentHealthy, b.state(t, "a1"), "within half the TTL")
+
+	b.clock.advance(2 * time.Second) // 6 s > TTL/2
+	b.sweep(t)
+	require.Equal(t, domain.AgentSuspect, b.state(t, "a1"))
+
+	_, err := b.r.Heartbeat(b.ctx, "a1", token, nil, nil, domain.Metadata{})
+	require.NoError(t, err)
+	b.sweep(t) // flushes the buffered heartbeat first
+	require.Equal(t, domain.AgentHealthy, b.state(t, "a1"))
+
+	b.clock.advance(11 * time.Second)
+	rep := b.sweep(t)
+	require.Equal(t, domain.AgentDown, b.state(t, "a1"))
+	require.Empty(t, rep.SelfPreservation, "a lone agent lapsing is just that agent")
+
+	// Back from the dead: it must prove itself again.
+	_, err = b.r.Heartbeat(b.ctx, "a1", token, nil, nil, domain.Metadata{})
+	require.NoError(t, err)
+	b.sweep(t)
+	require.Equal(t, domain.AgentProbing, b.state(t, "a1"))
+	b.sweep(t)
+	var probes int
+	require.NoError(t, b.r.pool.QueryRow(b.ctx, `SELECT count(*) FROM river_job
+		WHERE kind = 'agent_probe' AND args->>'agent_id' = 'a1' AND state = 'available'`).Scan(&probes))
+	require.Equal(t, 1, probes, "one probe per instance at a time")
+
+	require.Equal(t, []domain.EventType{
+		domain.EventAgentRegistered, domain.EventAgentStateChanged, // → PROBING
+		domain.EventAgentStateChanged, // → HEALTHY (probe)
+		domain.EventAgentStateChanged, // → SUSPECT
+		domain.EventAgentStateChanged, // → HEALTHY
+		domain.EventAgentStateChanged, // → DOWN
+		domain.EventAgentStateChanged, // → PROBING
+	}, b.events(t, domain.AgentStream("a1")))
+}
+
+func TestSelfPreservation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tokens := map[string]string{}
+	for _, id := range []string{"s1", "s2", "s3", "s4"} {
+		_, tokens[id] = b.register(t, id, 10, "http://127.0.0.1:1/")
+		b.prove(t, id)
+	}
+	b.clock.advance(11 * time.Second)
+	_, err := b.r.Heartbeat(b.ctx, "s1", tokens["s1"], nil, nil, domain.Metadata{})
+	require.NoError(t, err)
+
+	rep := b.sweep(t)
+	require.Equal(t, []string{"default"}, rep.SelfPreservation)
+	for _, id := range []string{"s2", "s3", "s4"} {
+		require.NotEqual(t, domain.AgentDown, b.state(t, id), "%s must not be marked DOWN", id)
+	}
+	b.sweep(t)
+	require.Equal(t, []domain.EventType{domain.EventSelfPreservation}, b.events(t, domain.RegistryStream("default")),
+		"recorded once per episode, not once per sweep")
+
+	// The others come back: the episode ends.
+	for _, id := range []string{"s2", "s3", "s4"} {
+		_, err := b.r.Heartbeat(b.ctx, id, tokens[id], nil, nil, domain.Metadata{})
+		require.NoError(t, err)
+	}
+	b.clock.advance(6 * time.Second) // s1..s4 late: SUSPECT, a change without lapsing
+	require.Empty(t, b.sweep(t).SelfPreservation)
+	require.Equal(t, []domain.EventType{domain.EventSelfPreservation, EventSelfPreservationEnded},
+		b.events(t, domain.RegistryStream("default")))
+}
+
+func TestProbeAdmitsOnlyHealthyInstance(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var healthy atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "1", r.Header.Get("X-Reach-Probe"))
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+
+	a, _ := b.register(t, "p1", 10, srv.URL)
+	require.NoError(t, b.r.snap.Refresh(b.ctx))
+	res := b.r.snap.Route(domain.RouteRequest{Namespace: "default", Capability: "doc:parse"})
+	require.Empty(t, res.Chosen, "PROBING gets no traffic")
+	require.Equal(t, domain.RouteRejectState, res.Rejected[0].Reason)
+
+	w := &probeWorker{r: b.r}
+	job := &river.Job[ProbeArgs]{JobRow: &rivertype.JobRow{ID: 1}, Args: ProbeArgs{AgentID: "p1", InstanceID: a.InstanceID}}
+	require.Error(t, w.Work(b.ctx, job), "a failing health URL fails the probe (River retries it)")
+	require.Equal(t, domain.AgentProbing, b.state(t, "p1"))
+
+	healthy.Store(true)
+	require.NoError(t, w.Work(b.ctx, job))
+	require.Equal(t, domain.AgentHealthy, b.state(t, "p1"))
+	res = b.r.snap.Route(domain.RouteRequest{Namespace: "default", Capability: "doc:parse"})
+	require.Equal(t, "p1", res.Chosen)
+
+	// A stale probe of the old instance changes nothing after a restart.
+	b.register(t, "p1", 10, srv.URL)
+	require.NoError(t, w.Work(b.ctx, job))
+	require.Equal(t, domain.AgentProbing, b.state(t, "p1"))
+}
+
+func TestHeartbeatAuthAndOffline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, token := b.register(t, "h1", 10, "http://127.0.0.1:1/")
+	_, err := b.r.Heartbeat(b.ctx, "h1", "art_wrong", nil, nil, domain.Metadata{})
+	require.ErrorIs(t, err, ErrUnauthenticated)
+	_, err = b.r.Heartbeat(b.ctx, "nobody", token, nil, nil, domain.Metadata{})
+	require.ErrorIs(t, err, ErrNotFound)
+
+	// A re-registration replaces the token.
+	_, token2 := b.register(t, "h1", 10, "http://127.0.0.1:1/")
+	_, err = b.r.Heartbeat(b.ctx, "h1", token, nil, nil, domain.Metadata{})
+	require.ErrorIs(t, err, ErrUnauthenticated)
+
+	// A context change is an event the router honours at once.
+	b.prove(t, "h1")
+	_, err = b.r.Heartbeat(b.ctx, "h1", token2, nil, map[string]any{"accepting": false}, domain.Metadata{})
+	require.NoError(t, err)
+	res := b.r.snap.Route(domain.RouteRequest{Namespace: "default", Capability: "doc:parse"})
+	require.Empty(t, res.Chosen)
+	require.Equal(t, domain.RouteRejectNotAccepting, res.Rejected[0].Reason)
+
+	_, err = b.r.Offline(b.ctx, "h1", token2, "bye", domain.Metadata{})
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentOffline, b.state(t, "h1"))
+	_, err = b.r.Heartbeat(b.ctx, "h1", token2, nil, nil, domain.Metadata{})
+	require.ErrorIs(t, err, ErrGone)
+
+	require.NoError(t, b.r.Deregister(b.ctx, "h1", domain.Metadata{}))
+	_, err = b.r.Get(b.ctx, "h1")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, b.r.Deregister(b.ctx, "h1", domain.Metadata{}), ErrNotFound)
+}
+
+func TestBreakerFromAttempts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.register(t, "b1", 10, "http://127.0.0.1:1/")
+	b.prove(t, "b1")
+	now := b.clock.now()
+	batch := &pgx.Batch{}
+	for i := range 12 {
+		batch.Queue(`INSERT INTO agent_attempts (agent_id, at, ok) VALUES ('b1', $1, $2)`, now.Add(time.Duration(i-20)*time.Second), i%2 == 0)
+	}
+	require.NoError(t, b.r.pool.SendBatch(b.ctx, batch).Close())
+	require.NoError(t, b.r.snap.Refresh(b.ctx))
+	require.Equal(t, domain.BreakerOpen, b.r.snap.Breaker("b1").State)
+	res := b.r.snap.Route(domain.RouteRequest{Namespace: "default", Capability: "doc:parse"})
+	require.Empty(t, res.Chosen)
+	require.Equal(t, domain.RouteRejectBreakerOpen, res.Rejected[0].Reason)
+}

@@ -1,0 +1,382 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Registration is what the agent tells the registry about itself. Endpoint
+// is filled in by the SDK from the address it listens on unless set.
+type Registration struct {
+	AgentID        string         `json:"agent_id"`
+	Namespace      string         `json:"namespace,omitempty"`
+	Capabilities   []string       `json:"capabilities"`
+	Aliases        []string       `json:"aliases,omitempty"`
+	Endpoint       string         `json:"endpoint"`
+	HealthURL      string         `json:"health_url,omitempty"`
+	Protocol       string         `json:"protocol,omitempty"`
+	Weight         int            `json:"weight,omitempty"`
+	MaxConcurrent  int            `json:"max_concurrent,omitempty"`
+	Version        string         `json:"version,omitempty"`
+	RolloutPercent *int           `json:"rollout_percent,omitempty"`
+	TTLSeconds     int            `json:"ttl_seconds,omitempty"`
+	Context        map[string]any `json:"context,omitempty"`
+	Metadata       map[string]any `json:"metadata,omitempty"`
+}
+
+// Delivery is one attempt of a job, as Agent-Reach sends it.
+type Delivery struct {
+	JobID      string          `json:"job_id"`
+	TraceID    string          `json:"trace_id"`
+	Capability string          `json:"capability"`
+	Payload    json.RawMessage `json:"payload"`
+	Attempt    int             `json:"attempt"`
+	Deadline   time.Time       `json:"deadline"`
+	ResultURL  string          `json:"result_url"`
+}
+
+// Result is the outcome of a job: SUCCESS with a result, or FAILED (a
+// business failure: the work ran and could not be done) with a biz_code.
+type Result struct {
+	Status  string `json:"status"`
+	Result  any    `json:"result,omitempty"`
+	BizCode string `json:"biz_code,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+}
+
+// Success is a SUCCESS result.
+func Success(result any) Result { return Result{Status: "SUCCESS", Result: result} }
+
+// Failure is a FAILED result with a business code.
+func Failure(bizCode string, detail any) Result {
+	return Result{Status: "FAILED", BizCode: bizCode, Result: detail}
+}
+
+// ErrAccepted, returned by a Handler, answers the delivery with 202: the
+// agent took the work and will call Agent.Report before the deadline.
+var ErrAccepted = errors.New("accepted: result follows")
+
+// ErrRefused, returned by a Handler, answers 503: the attempt was not
+// taken, and Agent-Reach tries again, possibly with another agent.
+var ErrRefused = errors.New("refused")
+
+// Handler does the work of one delivery and returns its result inline, or
+// ErrAccepted to report later, or ErrRefused. Any other error answers 500,
+// which Agent-Reach treats as a delivery that did not happen.
+type Handler func(ctx context.Context, d Delivery) (Result, error)
+
+// Config tunes an Agent.
+type Config struct {
+	// ServerURL is Agent-Reach's base URL, e.g. http://127.0.0.1:8080.
+	ServerURL string
+	// Addr is where deliveries are served (default 127.0.0.1:0).
+	Addr string
+	// AdvertiseURL is the endpoint registered, when the agent is reached
+	// at another address than it listens on (default http://<listener>/).
+	AdvertiseURL string
+	// StartJitter is the largest random wait before registering
+	// (default 10 s; negative: none).
+	StartJitter time.Duration
+	// HTTPClient talks to Agent-Reach (default: 10 s timeout).
+	HTTPClient *http.Client
+	// Logger (default: discard).
+	Logger *slog.Logger
+}
+
+// Agent is one running agent.
+type Agent struct {
+	cfg     Config
+	reg     Registration
+	handler Handler
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	token    string
+	interval time.Duration
+
+	inFlight   atomic.Int64
+	registered chan struct{}
+	regOnce    sync.Once
+	listener   net.Listener
+}
+
+// New returns an Agent; Run starts it.
+func New(cfg Config, reg Registration, h Handler) *Agent {
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.StartJitter == 0 {
+		cfg.StartJitter = 10 * time.Second
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.ServerURL = strings.TrimRight(cfg.ServerURL, "/")
+	return &Agent{cfg: cfg, reg: reg, handler: h, log: cfg.Logger, registered: make(chan struct{})}
+}
+
+// Registered is closed once the first registration succeeded.
+func (a *Agent) Registered() <-chan struct{} { return a.registered }
+
+// Endpoint is the URL deliveries are served at (after Run has started
+// listening; see Registered).
+func (a *Agent) Endpoint() string {
+	if a.cfg.AdvertiseURL != "" {
+		return a.cfg.AdvertiseURL
+	}
+	return "http://" + a.listener.Addr().String() + "/"
+}
+
+// InFlight is how many deliveries the agent holds now.
+func (a *Agent) InFlight() int { return int(a.inFlight.Load()) }
+
+// Run serves deliveries, registers and heartbeats until ctx ends, then goes
+// offline and stops serving. It returns nil after a graceful stop.
+func (a *Agent) Run(ctx context.Context) error {
+	l, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("sdk: listen on %s: %w", a.cfg.Addr, err)
+	}
+	a.listener = l
+	if a.reg.Endpoint == "" {
+		a.reg.Endpoint = a.Endpoint()
+	}
+	srv := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(l) }()
+
+	if a.cfg.StartJitter > 0 {
+		wait := rand.N(a.cfg.StartJitter)
+		a.log.Info("sdk: start-up jitter before registering", "wait", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); a.heartbeatLoop(ctx) }()
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("sdk: serve: %w", err)
+	}
+	<-hbDone
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if a.currentToken() != "" {
+		if err := a.call(octx, http.MethodPost, "/v1/agents/"+a.reg.AgentID+"/offline", map[string]string{"reason": "shutdown"}, nil); err != nil {
+			a.log.Warn("sdk: going offline", "err", err)
+		}
+	}
+	return srv.Shutdown(octx)
+}
+
+// heartbeatLoop registers, then heartbeats every interval the registry
+// asks for; a 404 means the registry forgot us (or we went offline): it
+// registers again. It runs on its own goroutine, so slow work never delays
+// a heartbeat.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		if a.currentToken() == "" {
+			if err := a.register(ctx); err != nil {
+				a.log.Warn("sdk: register", "err", err)
+				sleep(ctx, backoff)
+				backoff = min(backoff*2, 10*time.Second)
+				continue
+			}
+			backoff = 200 * time.Millisecond
+		}
+		sleep(ctx, a.heartbeatInterval())
+		if ctx.Err() != nil {
+			return
+		}
+		n := a.InFlight()
+		var resp struct {
+			HeartbeatEveryMS int64 `json:"heartbeat_interval_ms"`
+		}
+		err := a.call(ctx, http.MethodPut, "/v1/agents/"+a.reg.AgentID+"/heartbeat", map[string]any{"in_flight": n}, &resp)
+		var se *StatusError
+		switch {
+		case errors.As(err, &se) && (se.Status == http.StatusNotFound || se.Status == http.StatusUnauthorized):
+			a.log.Info("sdk: registry does not know this agent any more; registering again", "status", se.Status)
+			a.setToken("", 0)
+		case err != nil:
+			a.log.Warn("sdk: heartbeat", "err", err)
+		case resp.HeartbeatEveryMS > 0:
+			a.mu.Lock()
+			a.interval = time.Duration(resp.HeartbeatEveryMS) * time.Millisecond
+			a.mu.Unlock()
+		}
+	}
+}
+
+func (a *Agent) register(ctx context.Context) error {
+	var resp struct {
+		Token            string `json:"token"`
+		HeartbeatEveryMS int64  `json:"heartbeat_interval_ms"`
+	}
+	if err := a.call(ctx, http.MethodPost, "/v1/agents", a.reg, &resp); err != nil {
+		return err
+	}
+	a.setToken(resp.Token, time.Duration(resp.HeartbeatEveryMS)*time.Millisecond)
+	a.log.Info("sdk: registered", "agent_id", a.reg.AgentID, "endpoint", a.reg.Endpoint)
+	a.regOnce.Do(func() { close(a.registered) })
+	return nil
+}
+
+func (a *Agent) setToken(t string, every time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.token = t
+	if every > 0 {
+		a.interval = every
+	}
+}
+
+func (a *Agent) currentToken() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.token
+}
+
+func (a *Agent) heartbeatInterval() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.interval <= 0 {
+		return 10 * time.Second
+	}
+	return a.interval
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// StatusError is a non-2xx answer of Agent-Reach.
+type StatusError struct {
+	Status int
+	Body   string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("agent-reach answered %d: %s", e.Status, e.Body)
+}
+
+func (a *Agent) call(ctx context.Context, method, path string, body, into any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.cfg.ServerURL+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t := a.currentToken(); t != "" {
+		req.Header.Set("Authorization", "Bearer "+t)
+	}
+	resp, err := a.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode/100 != 2 {
+		return &StatusError{Status: resp.StatusCode, Body: string(rb)}
+	}
+	if into != nil && len(rb) > 0 {
+		return json.Unmarshal(rb, into)
+	}
+	return nil
+}
+
+// Report sends the outcome of an accepted (202) delivery to its result URL.
+func (a *Agent) Report(ctx context.Context, d Delivery, r Result) error {
+	defer a.inFlight.Add(-1)
+	r.Attempt = d.Attempt
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ResultURL, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+a.currentToken())
+	resp, err := a.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("sdk: report result of job %s: %w", d.JobID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		rb, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return &StatusError{Status: resp.StatusCode, Body: string(rb)}
+	}
+	return nil
+}
+
+// ServeHTTP answers probes (GET) and deliveries (POST).
+func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+		return
+	case http.MethodPost:
+	default:
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	var d Delivery
+	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&d); err != nil {
+		http.Error(w, "bad delivery: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx := r.Context()
+	if !d.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Deadline)
+		defer cancel()
+	}
+	a.inFlight.Add(1)
+	res, err := a.handler(ctx, d)
+	switch {
+	case errors.Is(err, ErrAccepted):
+		w.WriteHeader(http.StatusAccepted) // in flight until Report
+		return
+	case errors.Is(err, ErrRefused):
+		a.inFlight.Add(-1)
+		http.Error(w, "refused", http.StatusServiceUnavailable)
+		return
+	case err != nil:
+		a.inFlight.Add(-1)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	a.inFlight.Add(-1)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res)
+}

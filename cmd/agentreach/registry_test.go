@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/sdk"
+)
+
+// TestMain lets the test binary stand in for the agentreach binary: a test
+// starts a real agent process by re-executing itself with
+// AGENTREACH_TEST_MAIN=1 and agentreach's arguments.
+func TestMain(m *testing.M) {
+	if os.Getenv("AGENTREACH_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// startProcess runs `agentreach args...` as a child process.
+func startProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "AGENTREACH_TEST_MAIN=1")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_, _ = cmd.Process.Wait()
+	})
+	return cmd, out
+}
+
+// service starts Agent-Reach in process on a fresh database.
+func service(t *testing.T) (*running, string) {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t)
+	r := start(t, map[string]string{"DATABASE_URL": dsn}, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	waitReady(t, r.m.URL())
+	return r, dsn
+}
+
+type agentJSON struct {
+	AgentID string `json:"agent_id"`
+	State   string `json:"state"`
+	Token   string `json:"token"`
+}
+
+func agentState(t *testing.T, base, id string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/v1/agents/" + id)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return "NOT_FOUND"
+	}
+	var a agentJSON
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&a))
+	return a.State
+}
+
+func waitState(t *testing.T, base, id, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := agentState(t, base, id)
+		if got == want {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "agent %s is %s, want %s within %s", id, got, want, within)
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+}
+
+type routeJSON struct {
+	Chosen     string `json:"chosen"`
+	Candidates []struct {
+		AgentID string  `json:"agent_id"`
+		Score   float64 `json:"score"`
+		Terms   []struct {
+			Name  string  `json:"name"`
+			Value float64 `json:"value"`
+		} `json:"terms"`
+	} `json:"candidates"`
+	Rejected []struct {
+		AgentID string `json:"agent_id"`
+		Reason  string `json:"reason"`
+	} `json:"rejected"`
+}
+
+func route(t *testing.T, base, capability string) routeJSON {
+	t.Helper()
+	var rj routeJSON
+	getJSON(t, base+"/v1/route?capability="+capability, http.StatusOK, &rj)
+	return rj
+}
+
+func rejection(rj routeJSON, id string) string {
+	for _, r := range rj.Rejected {
+		if r.AgentID == id {
+			return r.Reason
+		}
+	}
+	return ""
+}
+
+// TestKilledAgentGoesDownLiveAgentKeepsRouting: a real agent process is
+// SIGKILLed and becomes DOWN once its lease runs out, while a live agent of
+// the same capability keeps first place in routing; a graceful shutdown
+// takes the agent out at once.
+func TestKilledAgentGoesDownLiveAgentKeepsRouting(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	const capability = "document:parse:ocr"
+
+	live := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1},
+		sdk.Registration{AgentID: "live", Capabilities: []string{capability}, TTLSeconds: 5},
+		func(context.Context, sdk.Delivery) (sdk.Result, error) { return sdk.Success("ok"), nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	liveDone := make(chan error, 1)
+	go func() { liveDone <- live.Run(ctx) }()
+
+	doomed, doomedOut := startProcess(t, "mock-agent", "--server", base, "--id", "doomed", "--capability", capability,
+		"--ttl", "5", "--weight", "100")
+	graceful, _ := startProcess(t, "mock-agent", "--server", base, "--id", "graceful", "--capability", capability, "--ttl", "5")
+
+	for _, id := range []string{"live", "doomed", "graceful"} {
+		waitState(t, base, id, "HEALTHY", 20*time.Second)
+	}
+	require.Contains(t, doomedOut.String(), "mock-agent doomed registered")
+	rj := route(t, base, capability)
+	require.Len(t, rj.Candidates, 3)
+
+	require.NoError(t, doomed.Process.Signal(syscall.SIGKILL))
+	_, _ = doomed.Process.Wait()
+	killedAt := time.Now()
+	waitState(t, base, "doomed", "DOWN", 15*time.Second)
+	require.GreaterOrEqual(t, time.Since(killedAt), 2*time.Second, "DOWN only after the lease ran out")
+
+	require.NoError(t, graceful.Process.Signal(syscall.SIGTERM))
+	_, err := graceful.Process.Wait()
+	require.NoError(t, err)
+	require.Equal(t, "OFFLINE", agentState(t, base, "graceful"), "a graceful shutdown takes effect at once")
+
+	rj = route(t, base, capability)
+	require.Equal(t, "live", rj.Chosen)
+	require.Equal(t, "live", rj.Candidates[0].AgentID)
+	require.Len(t, rj.Candidates, 1)
+	require.Equal(t, "state_not_routable", rejection(rj, "doomed"))
+	require.Equal(t, "state_not_routable", rejection(rj, "graceful"))
+	require.Equal(t, "exact_capability", rj.Candidates[0].Terms[0].Name)
+
+	cancel()
+	require.NoError(t, <-liveDone)
+	waitState(t, base, "live", "OFFLINE", 5*time.Second)
+}
+
+// TestReregisteredAgentWaitsForProbe: an agent that registers again is
+// PROBING and gets no routing until its probe succeeds.
+func TestReregisteredAgentWaitsForProbe(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	healthy := make(chan bool, 1)
+	healthy <- false
+	health := newSwitchServer(t, healthy)
+
+	body := fmt.Sprintf(`{"agent_id":"re-1","capabilities":["weather.forecast"],"endpoint":%q,"health_url":%q,"ttl_seconds":30}`,
+		health.URL+"/work", health.URL+"/health")
+	var a agentJSON
+	postJSON(t, base+"/v1/agents", body, http.StatusCreated, &a)
+	require.Equal(t, "PROBING", a.State)
+	require.True(t, strings.HasPrefix(a.Token, "art_"))
+
+	// Several probes fail meanwhile; the agent gets no traffic.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		rj := route(t, base, "weather.forecast")
+		require.Empty(t, rj.Chosen)
+		require.Equal(t, "state_not_routable", rejection(rj, "re-1"))
+		time.Sleep(100 * time.Millisecond) // sampling the route while probes fail
+	}
+	<-healthy
+	healthy <- true
+	waitState(t, base, "re-1", "HEALTHY", 20*time.Second)
+	require.Equal(t, "re-1", route(t, base, "weather.forecast").Chosen)
+
+	// A restart: PROBING again at once, no routing until the probe passes.
+	<-healthy
+	healthy <- false
+	postJSON(t, base+"/v1/agents", body, http.StatusCreated, &a)
+	require.Equal(t, "PROBING", a.State)
+	require.Empty(t, route(t, base, "weather.forecast").Chosen)
+	<-healthy
+	healthy <- true
+	waitState(t, base, "re-1", "HEALTHY", 20*time.Second)
+	require.Equal(t, "re-1", route(t, base, "weather.forecast").Chosen)
+}
+
+func newSwitchServer(t *testing.T, healthy chan bool) *httpTestServer {
+	t.Helper()
+	return newHTTPTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok := <-healthy
+		healthy <- ok
+		if r.URL.Path == "/health" && ok {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+}
+
+func postJSON(t *testing.T, url, body string, wantStatus int, into any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, wantStatus, resp.StatusCode, string(b))
+	if into != nil {
+		require.NoError(t, json.Unmarshal(b, into), string(b))
+	}
+}
+
+// TestBadRegistrations: each bad registration gets 400 invalid_argument
+// naming the field, and nothing is written.
+func TestBadRegistrations(t *testing.T) {
+	t.Parallel()
+	svc, dsn := service(t)
+	base := svc.m.URL()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	counts := func() (events, agents, jobs int) {
+		require.NoError(t, pool.QueryRow(context.Background(),
+			`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM agents), (SELECT count(*) FROM river_job WHERE kind = 'agent_probe')`).
+			Scan(&events, &agents, &jobs))
+		return
+	}
+	good := map[string]any{"agent_id": "ok-1", "capabilities": []string{"doc:parse"}, "endpoint": "http://127.0.0.1:9/x"}
+	with := func(k string, v any) string {
+		m := map[string]any{}
+		for kk, vv := range good {
+			m[kk] = vv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	cases := []struct {
+		name, body, field string
+	}{
+		{"no agent_id", with("agent_id", nil), "agent_id"},
+		{"bad agent_id", with("agent_id", "has space"), "agent_id"},
+		{"long agent_id", with("agent_id", strings.Repeat("a", 129)), "agent_id"},
+		{"no capabilities", with("capabilities", nil), "capabilities"},
+		{"empty capabilities", with("capabilities", []string{}), "capabilities"},
+		{"bad capability", with("capabilities", []string{"doc parse"}), "capabilities"},
+		{"capability wrong type", with("capabilities", "doc:parse"), "capabilities"},
+		{"no endpoint", with("endpoint", nil), "endpoint"},
+		{"endpoint not a URL", with("endpoint", "not a url"), "endpoint"},
+		{"endpoint ftp", with("endpoint", "ftp://host/x"), "endpoint"},
+		{"endpoint with credentials", with("endpoint", "http://u:p@host/x"), "endpoint"},
+		{"bad health_url", with("health_url", "nope"), "health_url"},
+		{"bad protocol", with("protocol", "grpc"), "protocol"},
+		{"weight 0", with("weight", 0), "weight"},
+		{"weight 101", with("weight", 101), "weight"},
+		{"max_concurrent negative", with("max_concurrent", -1), "max_concurrent"},
+		{"rollout 101", with("rollout_percent", 101), "rollout_percent"},
+		{"ttl too small", with("ttl_seconds", 1), "ttl_seconds"},
+		{"ttl too big", with("ttl_seconds", 999999), "ttl_seconds"},
+		{"bad namespace", with("namespace", "Not OK"), "namespace"},
+		{"unknown field", with("colour", "red"), "colour"},
+		{"not JSON", `{"agent_id":`, "body"},
+		{"empty body", ``, "body"},
+		{"trailing data", with("agent_id", "x") + `{}`, "body"},
+	}
+	e0, a0, j0 := counts()
+	for _, tc := range cases {
+		var body struct {
+			Error struct {
+				Code, Field, Message string
+			} `json:"error"`
+		}
+		postJSON(t, base+"/v1/agents", tc.body, http.StatusBadRequest, &body)
+		require.Equal(t, "invalid_argument", body.Error.Code, tc.name)
+		require.Equal(t, tc.field, body.Error.Field, tc.name+": "+body.Error.Message)
+		require.NotEmpty(t, body.Error.Message, tc.name)
+		e, a, j := counts()
+		require.Equal(t, []int{e0, a0, j0}, []int{e, a, j}, "%s wrote something", tc.name)
+	}
+
+	// Too large a body is 413.
+	resp, err := http.Post(base+"/v1/agents", "application/json", bytes.NewReader(bytes.Repeat([]byte(" "), 3<<20)))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+
+	// And the good one is accepted.
+	postJSON(t, base+"/v1/agents", with("agent_id", "ok-1"), http.StatusCreated, nil)
+	e, a, j := counts()
+	require.Equal(t, []int{e0 + 2, a0 + 1, j0 + 1}, []int{e, a, j})
+}

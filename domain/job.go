@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -155,6 +156,8 @@ type Submitted struct {
 	RootJobID      string          `json:"root_job_id,omitempty"`
 	Constraints    Constraints     `json:"constraints,omitzero"`
 	RetryOnFailed  bool            `json:"retry_on_failed,omitempty"`
+	BackoffBaseMS  int             `json:"backoff_base_ms"`
+	BackoffMaxMS   int             `json:"backoff_max_ms"`
 	ReplayOf       string          `json:"replay_of,omitempty"`
 }
 
@@ -199,6 +202,7 @@ type TimedOut struct {
 	Attempt  int       `json:"attempt"`
 	AgentID  string    `json:"agent_id"`
 	Deadline time.Time `json:"deadline"`
+	RetryAt  time.Time `json:"retry_at,omitzero"`
 }
 
 // DeadLettered is the data of a DEAD_LETTER event.
@@ -243,9 +247,19 @@ type Job struct {
 	BizCode   string
 	Error     string
 
-	CallbackAcked bool
-	Callbacks     int
+	CallbackAcked  bool
+	CallbackGaveUp bool // the last callback attempt failed
+	Callbacks      int
+
+	// AttemptAgents maps each attempt number to the agent it was routed to.
+	AttemptAgents map[int]string
+	// LastFailedAgent is the agent of the latest attempt that failed or
+	// timed out: the router prefers another one next time.
+	LastFailedAgent string
 }
+
+// CanRetry reports whether another attempt is allowed.
+func (j *Job) CanRetry() bool { return j.Attempts < j.MaxAttempts }
 
 // Apply folds one event into the job. It refuses, without changing j, an
 // event that may not follow the current status (ErrIllegalTransition) or
@@ -275,6 +289,12 @@ func (j *Job) applyData(e Event) error {
 			return err
 		}
 		j.Attempts, j.AgentID, j.Delivered = d.Attempt, d.AgentID, false
+		if j.AttemptAgents == nil {
+			j.AttemptAgents = map[int]string{}
+		} else {
+			j.AttemptAgents = maps.Clone(j.AttemptAgents)
+		}
+		j.AttemptAgents[d.Attempt] = d.AgentID
 	case EventDelivered:
 		var d Delivered
 		if err := json.Unmarshal(e.Data, &d); err != nil {
@@ -287,6 +307,9 @@ func (j *Job) applyData(e Event) error {
 			return err
 		}
 		j.Delivered, j.Error, j.BizCode = false, d.Reason, d.BizCode
+		if d.AgentID != "" {
+			j.LastFailedAgent = d.AgentID
+		}
 		if d.Error != "" {
 			j.Error = d.Reason + ": " + d.Error
 		}
@@ -297,7 +320,11 @@ func (j *Job) applyData(e Event) error {
 		}
 		j.Delivered, j.Result, j.BizCode, j.Error = false, d.Result, d.BizCode, ""
 	case EventTimeout:
-		j.Delivered, j.Error = false, "timeout"
+		var d TimedOut
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Delivered, j.Error, j.LastFailedAgent = false, "timeout", d.AgentID
 	case EventDeadLetter:
 		var d DeadLettered
 		if err := json.Unmarshal(e.Data, &d); err != nil {
@@ -314,7 +341,12 @@ func (j *Job) applyData(e Event) error {
 		j.Callbacks++
 		j.CallbackAcked = true
 	case EventCallbackFailed:
+		var d CallbackOutcome
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
 		j.Callbacks++
+		j.CallbackGaveUp = d.Final
 	}
 	return nil
 }

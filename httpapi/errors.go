@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -97,6 +98,14 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodeNotFound, Message: "agent is offline: register again"}
 	case errors.Is(err, registry.ErrNotFound):
 		return &Error{Code: CodeNotFound, Message: "agent not found: register it"}
+	case errors.Is(err, jobs.ErrNotFound):
+		return &Error{Code: CodeNotFound, Message: "job not found"}
+	case errors.Is(err, jobs.ErrConflict):
+		return &Error{Code: CodeConflict, Message: err.Error()}
+	case errors.Is(err, jobs.ErrFanout):
+		return &Error{Code: CodeFanoutExceeded, Field: "parent_job_id", Message: err.Error()}
+	case errors.Is(err, jobs.ErrForbidden):
+		return &Error{Code: CodePermissionDenied, Message: "this token does not belong to the agent of that attempt"}
 	case errors.Is(err, eventstore.ErrNotFound):
 		return &Error{Code: CodeNotFound, Message: "not found"}
 	case errors.Is(err, eventstore.ErrConflict):

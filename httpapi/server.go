@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -24,6 +25,7 @@ type Deps struct {
 	Pool     *pgxpool.Pool
 	Store    *eventstore.Store
 	Registry *registry.Registry
+	Jobs     *jobs.Service
 	Logger   *slog.Logger
 	// Ready reports whether the service can take traffic: database
 	// reachable and schema current. Nil means always ready.
@@ -60,6 +62,14 @@ func New(deps Deps) *gin.Engine {
 	v1.PUT("/agents/:agent_id/heartbeat", s.heartbeat)
 	v1.POST("/agents/:agent_id/offline", s.offline)
 	v1.GET("/route", s.route)
+	v1.POST("/jobs", s.submitJob)
+	v1.GET("/jobs", s.listJobs)
+	v1.GET("/jobs/:job_id", s.getJob)
+	v1.GET("/jobs/:job_id/events", s.jobEvents)
+	v1.POST("/jobs/:job_id/result", s.reportResult)
+	v1.POST("/jobs/:job_id/cancel", s.cancelJob)
+	v1.POST("/jobs/:job_id/replay", s.replayJob)
+	v1.GET("/callbacks/secret", s.callbackSecret)
 	return r
 }
 

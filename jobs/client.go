@@ -23,7 +23,15 @@ type ClientConfig struct {
 
 // DefaultQueues are the queues and worker counts of one process.
 func DefaultQueues() map[string]int {
-	return map[string]int{river.QueueDefault: 10, "registry": 10}
+	return map[string]int{
+		river.QueueDefault:  2,
+		"registry":          10,
+		QueueDispatchHigh:   40,
+		QueueDispatchNormal: 40,
+		QueueDispatchLow:    20,
+		QueueCallbacks:      20,
+		QueueSweeps:         2,
+	}
 }
 
 // NewClient returns a River client on pool running workers. Start it once

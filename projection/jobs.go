@@ -71,7 +71,9 @@ func (Jobs) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) err
 		if row.traceID == "" {
 			row.traceID = r.Metadata.TraceID
 		}
-		row.updatedAt = r.RecordedAt
+		if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed && r.Type != domain.EventResultDuplicate {
+			row.updatedAt = r.RecordedAt
+		}
 		if row.job.Status.Terminal() && row.finishedAt == nil {
 			t := r.RecordedAt
 			row.finishedAt = &t
@@ -82,15 +84,16 @@ func (Jobs) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) err
 		j := row.job
 		b.Queue(`INSERT INTO jobs (job_id, namespace, capability, status, agent_id, attempts, max_attempts,
 				priority, biz_code, error, trace_id, parent_job_id, root_job_id, version,
-				submitted_at, updated_at, finished_at)
+				submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of)
 			VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''),
-				nullif($12, '')::uuid, nullif($13, '')::uuid, $14, $15, $16, $17)
+				nullif($12, '')::uuid, nullif($13, '')::uuid, $14, $15, $16, $17, nullif($18, ''), $19, nullif($20, '')::uuid)
 			ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, agent_id = excluded.agent_id,
 				attempts = excluded.attempts, biz_code = excluded.biz_code, error = excluded.error,
-				version = excluded.version, updated_at = excluded.updated_at, finished_at = excluded.finished_at`,
+				version = excluded.version, updated_at = excluded.updated_at, finished_at = excluded.finished_at,
+				callback_done = excluded.callback_done`,
 			id, j.Namespace, j.Capability, string(j.Status), j.AgentID, j.Attempts, j.MaxAttempts,
 			string(j.Priority), j.BizCode, j.Error, row.traceID, j.ParentJobID, j.RootJobID, j.Version,
-			row.submittedAt, row.updatedAt, row.finishedAt)
+			row.submittedAt, row.updatedAt, row.finishedAt, j.CallbackURL, j.CallbackAcked || j.CallbackGaveUp, j.ReplayOf)
 	}
 	return tx.SendBatch(ctx, b).Close()
 }
@@ -99,7 +102,7 @@ func loadJobRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*jobR
 	rows, err := tx.Query(ctx, `SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
 			max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
 			coalesce(parent_job_id::text, ''), coalesce(root_job_id::text, ''), version,
-			submitted_at, updated_at, finished_at
+			submitted_at, updated_at, finished_at, coalesce(callback_url, ''), callback_done, coalesce(replay_of::text, '')
 		FROM jobs WHERE job_id = ANY($1::uuid[])`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load jobs: %w", err)
@@ -112,7 +115,8 @@ func loadJobRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*jobR
 		j := &row.job
 		if err := rows.Scan(&id, &j.Namespace, &j.Capability, &status, &j.AgentID, &j.Attempts,
 			&j.MaxAttempts, &priority, &j.BizCode, &j.Error, &row.traceID,
-			&j.ParentJobID, &j.RootJobID, &j.Version, &row.submittedAt, &row.updatedAt, &row.finishedAt); err != nil {
+			&j.ParentJobID, &j.RootJobID, &j.Version, &row.submittedAt, &row.updatedAt, &row.finishedAt,
+			&j.CallbackURL, &j.CallbackAcked, &j.ReplayOf); err != nil {
 			return nil, fmt.Errorf("load jobs: %w", err)
 		}
 		j.JobID, j.Status, j.Priority = id, domain.JobStatus(status), domain.Priority(priority)

@@ -143,6 +143,10 @@ type Agent struct {
 	tokenHash        []byte
 }
 
+// SigningKey is the key that signs deliveries to the agent: the SHA-256 of
+// its token, which the agent can compute and the registry stores.
+func (a *Agent) SigningKey() []byte { return a.tokenHash }
+
 func (a *Agent) lease() domain.AgentLease {
 	return domain.AgentLease{State: a.State, RegisteredAt: a.RegisteredAt, LastSeen: a.LastSeenAt,
 		TTL: time.Duration(a.TTLSeconds) * time.Second, ProbeOK: a.ProbeOK}

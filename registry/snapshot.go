@@ -115,7 +115,9 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// agent returns a copy of the snapshot's agent id, or nil.
+// Agent returns a copy of the snapshot's agent id, or nil.
+func (s *Snapshot) Agent(id string) *Agent { return s.agent(id) }
+
 func (s *Snapshot) agent(id string) *Agent {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

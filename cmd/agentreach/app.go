@@ -33,6 +33,7 @@ type App struct {
 	store     *eventstore.Store
 	projector *eventstore.Projector
 	registry  *registry.Registry
+	jobs      *jobs.Service
 	river     *river.Client[pgx.Tx]
 	server    *http.Server
 	listener  net.Listener
@@ -66,22 +67,27 @@ func (a *App) Start(ctx context.Context) error {
 	a.store = eventstore.New(a.pool)
 	a.projector = eventstore.NewProjector(a.store, a.logger, projection.Jobs{})
 	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
+	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
 	workers := river.NewWorkers()
 	a.registry.AddWorkers(workers)
-	a.river, err = jobs.NewClient(a.pool, a.logger, workers, jobs.ClientConfig{PeriodicJobs: a.registry.PeriodicJobs(), TestOnly: a.cfg.TestOnly})
+	a.jobs.AddWorkers(workers)
+	a.river, err = jobs.NewClient(a.pool, a.logger, workers, jobs.ClientConfig{
+		PeriodicJobs: append(a.registry.PeriodicJobs(), a.jobs.PeriodicJobs()...), TestOnly: a.cfg.TestOnly})
 	if err != nil {
 		a.pool.Close()
 		return err
 	}
 	a.registry.SetClient(a.river)
+	a.jobs.SetClient(a.river)
 
 	a.listener, err = net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
 		a.pool.Close()
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
 	}
+	a.jobs.SetPublicURL(a.URL())
 	handler := httpapi.New(httpapi.Deps{
-		Pool: a.pool, Store: a.store, Registry: a.registry, Logger: a.logger, Ready: a.ready, Version: version,
+		Pool: a.pool, Store: a.store, Registry: a.registry, Jobs: a.jobs, Logger: a.logger, Ready: a.ready, Version: version,
 	})
 	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 

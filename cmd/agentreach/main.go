@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentreach/agentreach/internal/devdb"
+	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 	arsql "github.com/agentreach/agentreach/sql"
 )
@@ -121,6 +122,7 @@ type Config struct {
 	LogLevel    string
 	LogFormat   string
 	Registry    registry.Config
+	Jobs        jobs.Config
 	TestOnly    bool
 }
 
@@ -136,6 +138,8 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.StringVar(&cfg.Addr, "addr", m.env("AGENTREACH_ADDR", defAddr), "listen address (env AGENTREACH_ADDR)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default: pgx's, max(4, cores))")
 	fs.StringVar(&cfg.LogLevel, "log-level", m.env("AGENTREACH_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENTREACH_LOG_LEVEL)")
+	fs.StringVar(&cfg.Jobs.PublicURL, "public-url", m.Getenv("AGENTREACH_PUBLIC_URL"), "base URL agents reach this service at, for result_url (env AGENTREACH_PUBLIC_URL; default: the listen address)")
+	fs.StringVar(&cfg.Jobs.CallbackSecret, "callback-secret", m.Getenv("AGENTREACH_CALLBACK_SECRET"), "whsec_... secret that signs callbacks (env AGENTREACH_CALLBACK_SECRET; default: one kept in the database)")
 	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")
 }
 

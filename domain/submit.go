@@ -1,0 +1,104 @@
+package domain
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
+
+// DefaultMaxPayloadBytes bounds a job's payload unless configured otherwise.
+const DefaultMaxPayloadBytes = 1 << 20
+
+// NormalizeSubmission fills the defaults of a submission and checks every
+// field, returning the first problem as a *FieldError. JobID, RootJobID and
+// ReplayOf are the caller's to set and are not checked here.
+func NormalizeSubmission(s *Submitted, maxPayload int) error {
+	if s.Namespace == "" {
+		s.Namespace = DefaultNamespace
+	}
+	if !ValidNamespace(s.Namespace) {
+		return fieldErr("namespace", "must be 1-63 lower-case letters, digits, '_' or '-'")
+	}
+	if s.Capability == "" {
+		return fieldErr("capability", "is required")
+	}
+	if !ValidCapability(s.Capability) {
+		return fieldErr("capability", "must be segments of letters, digits, '_' or '-' joined by '.', ':' or '/', e.g. document:parse:ocr")
+	}
+	if len(s.Hint) > 1024 {
+		return fieldErr("hint", "must be at most 1024 characters")
+	}
+	p := bytes.TrimSpace(s.Payload)
+	if len(p) == 0 || bytes.Equal(p, []byte("null")) {
+		return fieldErr("payload", "is required (any JSON value but null)")
+	}
+	if !json.Valid(p) {
+		return fieldErr("payload", "must be valid JSON")
+	}
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayloadBytes
+	}
+	if len(p) > maxPayload {
+		return fieldErr("payload", "must be at most %d bytes, got %d", maxPayload, len(p))
+	}
+	s.Payload = p
+	switch s.Priority {
+	case "":
+		s.Priority = PriorityNormal
+	case PriorityHigh, PriorityNormal, PriorityLow:
+	default:
+		return fieldErr("priority", "must be high, normal or low")
+	}
+	if s.TimeoutMS == 0 {
+		s.TimeoutMS = int(DefaultTimeout / time.Millisecond)
+	}
+	if s.TimeoutMS < int(MinTimeout/time.Millisecond) || s.TimeoutMS > int(MaxTimeout/time.Millisecond) {
+		return fieldErr("timeout_ms", "must be between %d and %d", MinTimeout/time.Millisecond, MaxTimeout/time.Millisecond)
+	}
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = DefaultMaxAttempts
+	}
+	if s.MaxAttempts < 1 || s.MaxAttempts > MaxMaxAttempts {
+		return fieldErr("max_attempts", "must be between 1 and %d", MaxMaxAttempts)
+	}
+	if s.BackoffBaseMS == 0 {
+		s.BackoffBaseMS = int(DefaultBackoffBase / time.Millisecond)
+	}
+	if s.BackoffBaseMS < int(MinBackoffBase/time.Millisecond) || s.BackoffBaseMS > int(MaxBackoffMax/time.Millisecond) {
+		return fieldErr("backoff_base_ms", "must be between %d and %d", MinBackoffBase/time.Millisecond, MaxBackoffMax/time.Millisecond)
+	}
+	if s.BackoffMaxMS == 0 {
+		s.BackoffMaxMS = max(int(DefaultBackoffMax/time.Millisecond), s.BackoffBaseMS)
+	}
+	if s.BackoffMaxMS < s.BackoffBaseMS || s.BackoffMaxMS > int(MaxBackoffMax/time.Millisecond) {
+		return fieldErr("backoff_max_ms", "must be between backoff_base_ms and %d", MaxBackoffMax/time.Millisecond)
+	}
+	if s.CallbackURL != "" {
+		if err := ValidateHTTPURL("callback_url", s.CallbackURL); err != nil {
+			return err
+		}
+	}
+	switch s.Constraints.Protocol {
+	case "", ProtocolHTTP, ProtocolA2A:
+	default:
+		return fieldErr("constraints.protocol", "must be http or a2a")
+	}
+	if len(s.Constraints.Version) > 64 {
+		return fieldErr("constraints.version", "must be at most 64 characters")
+	}
+	if len(s.IdempotencyKey) > 255 {
+		return fieldErr("Idempotency-Key", "must be at most 255 characters")
+	}
+	return nil
+}
+
+// Timeout is the job's per-attempt deadline.
+func (s *Submitted) Timeout() time.Duration { return time.Duration(s.TimeoutMS) * time.Millisecond }
+
+// BackoffBase is the wait before the first retry.
+func (s *Submitted) BackoffBase() time.Duration {
+	return time.Duration(s.BackoffBaseMS) * time.Millisecond
+}
+
+// BackoffMax caps the wait between retries.
+func (s *Submitted) BackoffMax() time.Duration { return time.Duration(s.BackoffMaxMS) * time.Millisecond }

@@ -1,0 +1,226 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs"
+)
+
+type submitRequest struct {
+	Capability    string             `json:"capability"`
+	Payload       json.RawMessage    `json:"payload"`
+	Namespace     string             `json:"namespace"`
+	Hint          string             `json:"hint"`
+	Priority      string             `json:"priority"`
+	TimeoutMS     int                `json:"timeout_ms"`
+	MaxAttempts   int                `json:"max_attempts"`
+	CallbackURL   string             `json:"callback_url"`
+	ParentJobID   string             `json:"parent_job_id"`
+	Constraints   domain.Constraints `json:"constraints"`
+	RetryOnFailed bool               `json:"retry_on_failed"`
+	BackoffBaseMS int                `json:"backoff_base_ms"`
+	BackoffMaxMS  int                `json:"backoff_max_ms"`
+}
+
+type submitResponse struct {
+	JobID   string `json:"job_id"`
+	Status  string `json:"status"`
+	TraceID string `json:"trace_id"`
+}
+
+func (s *Server) submitJob(c *gin.Context) {
+	var req submitRequest
+	if err := bindJSON(c, &req, true); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	sub := domain.Submitted{
+		Namespace: req.Namespace, Capability: req.Capability, Hint: req.Hint, Payload: req.Payload,
+		Priority: domain.Priority(req.Priority), TimeoutMS: req.TimeoutMS, MaxAttempts: req.MaxAttempts,
+		CallbackURL: req.CallbackURL, ParentJobID: req.ParentJobID, Constraints: req.Constraints,
+		RetryOnFailed: req.RetryOnFailed, BackoffBaseMS: req.BackoffBaseMS, BackoffMaxMS: req.BackoffMaxMS,
+		IdempotencyKey: c.GetHeader("Idempotency-Key"),
+	}
+	res, err := s.deps.Jobs.Submit(c.Request.Context(), sub, s.meta(c, "caller"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.Header("Location", "/v1/jobs/"+res.JobID)
+	c.JSON(http.StatusAccepted, submitResponse{JobID: res.JobID, Status: string(res.Status), TraceID: res.TraceID})
+}
+
+type jobResponse struct {
+	JobID       string          `json:"job_id"`
+	Namespace   string          `json:"namespace"`
+	Status      string          `json:"status"`
+	Capability  string          `json:"capability"`
+	AgentID     string          `json:"agent_id,omitempty"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    string          `json:"priority"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	BizCode     string          `json:"biz_code,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	TraceID     string          `json:"trace_id"`
+	ParentJobID string          `json:"parent_job_id,omitempty"`
+	RootJobID   string          `json:"root_job_id,omitempty"`
+	ReplayOf    string          `json:"replay_of,omitempty"`
+	Callback    *callbackState  `json:"callback,omitempty"`
+	SubmittedAt time.Time       `json:"submitted_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+}
+
+type callbackState struct {
+	URL          string `json:"url"`
+	Acknowledged bool   `json:"acknowledged"`
+	Attempts     int    `json:"attempts"`
+	GaveUp       bool   `json:"gave_up"`
+}
+
+func toJobResponse(l *jobs.Loaded) jobResponse {
+	r := jobResponse{JobID: l.JobID, Namespace: l.Namespace, Status: string(l.Status), Capability: l.Capability,
+		AgentID: l.AgentID, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts, Priority: string(l.Priority),
+		Result: l.Result, BizCode: l.BizCode, Error: l.Error, TraceID: l.TraceID, ParentJobID: l.ParentJobID,
+		RootJobID: l.RootJobID, ReplayOf: l.ReplayOf, SubmittedAt: l.SubmittedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC()}
+	if !l.FinishedAt.IsZero() {
+		t := l.FinishedAt.UTC()
+		r.FinishedAt = &t
+	}
+	if l.CallbackURL != "" {
+		r.Callback = &callbackState{URL: l.CallbackURL, Acknowledged: l.CallbackAcked, Attempts: l.Callbacks, GaveUp: l.CallbackGaveUp}
+	}
+	return r
+}
+
+func (s *Server) getJob(c *gin.Context) {
+	l, err := s.deps.Jobs.Load(c.Request.Context(), nil, c.Param("job_id"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, toJobResponse(l))
+}
+
+func (s *Server) jobEvents(c *gin.Context) {
+	l, err := s.deps.Jobs.Load(c.Request.Context(), nil, c.Param("job_id"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	out := make([]eventResponse, len(l.Records))
+	for i, r := range l.Records {
+		out[i] = toEventResponse(r)
+	}
+	c.JSON(http.StatusOK, gin.H{"job_id": l.JobID, "events": out})
+}
+
+func (s *Server) listJobs(c *gin.Context) {
+	limit, err := queryInt(c, "limit", 50, 1, 500)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	f := jobs.ListFilter{Namespace: c.Query("namespace"), Status: domain.JobStatus(strings.ToUpper(c.Query("status"))),
+		Capability: c.Query("capability"), AgentID: c.Query("agent_id"), Before: c.Query("cursor"), Limit: int(limit)}
+	if f.Before != "" {
+		if _, err := uuid.Parse(f.Before); err != nil {
+			_ = c.Error(Invalid("cursor", "cursor must be the next_cursor of an earlier page"))
+			return
+		}
+	}
+	if f.Status != "" && !validStatus(f.Status) {
+		_ = c.Error(Invalid("status", "unknown status %q", f.Status))
+		return
+	}
+	list, err := s.deps.Jobs.List(c.Request.Context(), f)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	next := ""
+	if len(list) == f.Limit {
+		next = list[len(list)-1].JobID
+	}
+	if list == nil {
+		list = []jobs.Summary{}
+	}
+	c.JSON(http.StatusOK, gin.H{"jobs": list, "next_cursor": next})
+}
+
+func validStatus(st domain.JobStatus) bool {
+	for _, s := range domain.JobStatuses {
+		if s == st && s != domain.StatusNone {
+			return true
+		}
+	}
+	return false
+}
+
+type resultRequest struct {
+	Status  string          `json:"status"`
+	Result  json.RawMessage `json:"result"`
+	BizCode string          `json:"biz_code"`
+	Attempt int             `json:"attempt"`
+}
+
+func (s *Server) reportResult(c *gin.Context) {
+	var req resultRequest
+	if err := bindJSON(c, &req, true); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	recorded, l, err := s.deps.Jobs.ReportResult(c.Request.Context(), c.Param("job_id"), bearer(c),
+		jobs.ResultReport{Status: domain.JobStatus(req.Status), Result: req.Result, BizCode: req.BizCode, Attempt: req.Attempt},
+		s.meta(c, "agent"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"recorded": recorded, "job": toJobResponse(l)})
+}
+
+type cancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) cancelJob(c *gin.Context) {
+	var req cancelRequest
+	if err := bindJSON(c, &req, false); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	l, err := s.deps.Jobs.Cancel(c.Request.Context(), c.Param("job_id"), req.Reason, s.meta(c, "caller"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, toJobResponse(l))
+}
+
+func (s *Server) replayJob(c *gin.Context) {
+	res, err := s.deps.Jobs.Replay(c.Request.Context(), c.Param("job_id"), s.meta(c, "caller"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.Header("Location", "/v1/jobs/"+res.JobID)
+	c.JSON(http.StatusAccepted, gin.H{"job_id": res.JobID, "status": res.Status, "trace_id": res.TraceID, "replay_of": c.Param("job_id")})
+}
+
+func (s *Server) callbackSecret(c *gin.Context) {
+	secret, err := s.deps.Jobs.CallbackSecret(c.Request.Context())
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"secret": secret, "scheme": "Standard Webhooks: v1 HMAC-SHA256 over id.timestamp.body"})
+}

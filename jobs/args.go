@@ -1,0 +1,107 @@
+package jobs
+
+import (
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// River queues. Each priority lane has its own queue and workers, so a
+// flood of low-priority jobs never takes the workers of high ones.
+const (
+	QueueDispatchHigh   = "dispatch_high"
+	QueueDispatchNormal = "dispatch_normal"
+	QueueDispatchLow    = "dispatch_low"
+	QueueCallbacks      = "callbacks"
+	QueueSweeps         = "sweeps"
+)
+
+// laneQueue is the dispatch queue of a priority.
+func laneQueue(p domain.Priority) string {
+	switch p {
+	case domain.PriorityHigh:
+		return QueueDispatchHigh
+	case domain.PriorityLow:
+		return QueueDispatchLow
+	}
+	return QueueDispatchNormal
+}
+
+// lanePriority is River's priority (1 highest) of a lane, which orders jobs
+// within a queue too.
+func lanePriority(p domain.Priority) int {
+	switch p {
+	case domain.PriorityHigh:
+		return 1
+	case domain.PriorityLow:
+		return 3
+	}
+	return 2
+}
+
+// pendingStates are the states in which a unique job blocks a duplicate.
+var pendingStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+}
+
+// DispatchArgs is the River job that makes one attempt of a job: route,
+// deliver, record. One per (job, attempt): a duplicate insert is skipped,
+// and a dispatch for an attempt that already started does nothing.
+type DispatchArgs struct {
+	JobID   string `json:"job_id" river:"unique"`
+	Attempt int    `json:"attempt" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (DispatchArgs) Kind() string { return "dispatch_job" }
+
+func dispatchOpts(p domain.Priority) *river.InsertOpts {
+	return &river.InsertOpts{Queue: laneQueue(p), Priority: lanePriority(p), MaxAttempts: 25,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+}
+
+// CallbackArgs is the River job that tells the caller a job finished.
+type CallbackArgs struct {
+	JobID string `json:"job_id" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (CallbackArgs) Kind() string { return "callback_job" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (CallbackArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueCallbacks, MaxAttempts: CallbackMaxAttempts,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+}
+
+// CallbackMaxAttempts is how many times a callback is tried before it is
+// recorded as finally failed (about 2 h with the backoff of callbackRetry).
+const CallbackMaxAttempts = 12
+
+// DeadlineSweepArgs is the periodic job that times out attempts past their
+// deadline.
+type DeadlineSweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (DeadlineSweepArgs) Kind() string { return "deadline_sweep" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (DeadlineSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueSweeps, MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+}
+
+// RepairSweepArgs is the periodic job that re-enqueues what went missing:
+// dispatches of open jobs and callbacks of finished ones.
+type RepairSweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (RepairSweepArgs) Kind() string { return "repair_sweep" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (RepairSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueSweeps, MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+}

@@ -1,0 +1,126 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// CallbackBody is what the caller's callback_url receives (API.md).
+type CallbackBody struct {
+	JobID      string           `json:"job_id"`
+	Status     domain.JobStatus `json:"status"`
+	Result     json.RawMessage  `json:"result,omitempty"`
+	BizCode    string           `json:"biz_code,omitempty"`
+	Error      string           `json:"error,omitempty"`
+	Attempts   int              `json:"attempts"`
+	AgentID    string           `json:"agent_id,omitempty"`
+	FinishedAt time.Time        `json:"finished_at"`
+	TraceID    string           `json:"trace_id,omitempty"`
+}
+
+type callbackWorker struct {
+	river.WorkerDefaults[CallbackArgs]
+	s *Service
+}
+
+// NextRetry backs off 1 s, 2 s, 4 s … up to 30 min, with jitter.
+func (w *callbackWorker) NextRetry(job *river.Job[CallbackArgs]) time.Time {
+	d := min(time.Second<<min(job.Attempt-1, 20), 30*time.Minute)
+	return time.Now().Add(time.Duration(float64(d) * (0.75 + 0.5*rand.Float64())))
+}
+
+func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { return 30 * time.Second }
+
+// Work posts the terminal outcome to the caller, signed in the Standard
+// Webhooks style, and records CALLBACK_DELIVERED on a 2xx, CALLBACK_FAILED
+// otherwise (then River retries it, until CallbackMaxAttempts).
+func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
+	s := w.s
+	l, err := s.Load(ctx, nil, job.Args.JobID)
+	if errors.Is(err, ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	if err != nil {
+		return err
+	}
+	if !l.Status.Terminal() || l.CallbackURL == "" || l.CallbackAcked {
+		return nil
+	}
+	secret, err := s.CallbackSecret(ctx)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
+		Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
+	code, postErr := s.postCallback(ctx, l, secret, body)
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
+	ok := postErr == nil && code/100 == 2
+	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, job.Args.JobID)
+		if err != nil || l.CallbackAcked {
+			return err
+		}
+		if ok {
+			return s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventCallbackSent,
+				domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code}, md))
+		}
+		co := domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code, Final: job.Attempt >= job.MaxAttempts}
+		if postErr != nil {
+			co.Error = postErr.Error()
+		}
+		return s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventCallbackFailed, co, md))
+	})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if postErr != nil {
+			return fmt.Errorf("callback to %s: %w", l.CallbackURL, postErr)
+		}
+		return fmt.Errorf("callback to %s answered %d", l.CallbackURL, code)
+	}
+	return nil
+}
+
+func (s *Service) postCallback(ctx context.Context, l *Loaded, secret string, body []byte) (int, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return 0, fmt.Errorf("callback secret is not whsec_<base64>: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.CallbackURL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	id := "msg_" + l.JobID
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("webhook-id", id)
+	req.Header.Set("webhook-timestamp", ts)
+	req.Header.Set("webhook-signature", "v1,"+Sign(key, id, ts, body))
+	req.Header.Set("traceparent", Traceparent(l.TraceID))
+	req.Header.Set("X-Reach-Job-Id", l.JobID)
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,310 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/registry"
+)
+
+type dispatchWorker struct {
+	river.WorkerDefaults[DispatchArgs]
+	s *Service
+}
+
+// Timeout: none from River; every delivery carries the attempt's deadline.
+func (w *dispatchWorker) Timeout(*river.Job[DispatchArgs]) time.Duration { return -1 }
+
+// Work makes one attempt: route, record ROUTED, deliver without holding a
+// transaction, then record the outcome and complete the River job in one
+// transaction. A dispatch whose attempt already started, or whose job
+// moved on, does nothing.
+func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
+	s := w.s
+	l, err := s.Load(ctx, nil, job.Args.JobID)
+	if errors.Is(err, ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	if err != nil {
+		return err
+	}
+	attempt := job.Args.Attempt
+	if attempt != l.Attempts+1 || (l.Status != domain.StatusSubmitted && l.Status != domain.StatusTimeout) ||
+		(l.Attempts > 0 && l.lastIsRouted(l.Attempts)) {
+		return nil // stale: this attempt started already, or the job moved on
+	}
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: fmt.Sprintf("river:%d", job.ID)}
+	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
+		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol}
+	if l.LastFailedAgent != "" {
+		req.Exclude = []string{l.LastFailedAgent}
+	}
+	route := s.registry.Snapshot().Route(req)
+	if route.Chosen == "" && route.AllAtCapacity {
+		return river.JobSnooze(s.cfg.CapacityWait) // waits for a slot, spends no attempt
+	}
+	routeJSON, _ := json.Marshal(route)
+	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: attempt, AgentID: route.Chosen, Route: routeJSON}, md)
+	now := s.now().UTC()
+
+	var agent *registry.Agent
+	if route.Chosen != "" {
+		agent = s.registry.Snapshot().Agent(route.Chosen)
+	}
+	if agent == nil {
+		reason := fmt.Sprintf("no routable agent offers %s in namespace %s", l.Capability, l.Namespace)
+		return s.store.InTx(ctx, func(tx pgx.Tx) error {
+			after := *l
+			if err := after.Job.Apply(routed); err != nil {
+				return err
+			}
+			evs, fx := s.failAttempt(&after, func(at time.Time) domain.Event {
+				return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, Reason: "no_agent", Error: reason, RetryAt: at}, md)
+			}, 0, now, md, "no_agent")
+			if err := s.appendTx(ctx, tx, l, fx, append([]domain.Event{routed}, evs...)...); err != nil {
+				return err
+			}
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		})
+	}
+
+	deadline := now.Add(l.Timeout())
+	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+		return s.appendTx(ctx, tx, l, sideEffects{timer: &timer{attempt: attempt, agentID: agent.AgentID, phase: "routed",
+			due: deadline.Add(s.cfg.LostAfter)}}, routed)
+	})
+	if err != nil {
+		return err // River retries; the next run reloads and sees whether the attempt started
+	}
+
+	start := time.Now()
+	out := s.deliver(ctx, agent, l, attempt, deadline)
+	latency := time.Since(start)
+	s.logger.DebugContext(ctx, "delivery", "job_id", l.JobID, "trace_id", l.TraceID, "agent_id", agent.AgentID,
+		"attempt", attempt, "outcome", out.kind, "reason", out.reason, "latency_ms", latency.Milliseconds())
+
+	return s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, job.Args.JobID)
+		if err != nil {
+			return err
+		}
+		now := s.now().UTC()
+		if !l.lastIsRouted(attempt) {
+			// The job moved on while we delivered: a result came through
+			// result_url, the attempt was declared lost, or it was cancelled.
+			if out.kind == outcomeResult && l.Status != domain.StatusNone {
+				if err := s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+					Attempt: attempt, Status: out.status, Reason: "late", Result: out.result}, md)); err != nil {
+					return err
+				}
+			}
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		}
+		evs, fx := s.outcomeOf(l, out, deadline, latency, now, md)
+		if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
+			return err
+		}
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+}
+
+// outcomeOf turns what the delivery saw into the attempt's events.
+func (s *Service) outcomeOf(l *Loaded, out outcome, deadline time.Time, latency time.Duration, now time.Time, md domain.Metadata) ([]domain.Event, sideEffects) {
+	attempt, agentID := l.Attempts, l.AgentID
+	delivered := domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: attempt, AgentID: agentID, Deadline: deadline,
+		Async: out.kind == outcomeAccepted, LatencyMS: float64(latency.Microseconds()) / 1000}, md)
+	switch out.kind {
+	case outcomeResult:
+		afterDelivered := *l
+		_ = afterDelivered.Job.Apply(delivered)
+		evs, fx := s.outcomeEvents(&afterDelivered, out.status, out.result, out.bizCode, latency, now, md)
+		return append([]domain.Event{delivered}, evs...), fx
+	case outcomeAccepted:
+		return []domain.Event{delivered}, sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: deadline}}
+	case outcomeHung:
+		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
+			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: agentID, Deadline: deadline, RetryAt: at}, md)
+		}, 0, now, md, "timeout")
+		fx.sample = &sample{agentID: agentID, at: now, ok: false}
+		return append([]domain.Event{delivered}, evs...), fx
+	}
+	evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
+		return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: agentID,
+			Reason: out.reason, Error: out.errText, RetryAt: at}, md)
+	}, out.retryAfter, now, md, out.reason)
+	fx.sample = &sample{agentID: agentID, at: now, ok: false}
+	return evs, fx
+}
+
+type outcomeKind string
+
+const (
+	outcomeResult   outcomeKind = "result"   // 200 with SUCCESS or FAILED
+	outcomeAccepted outcomeKind = "accepted" // 202: the result comes later
+	outcomeHung     outcomeKind = "hung"     // delivered, no answer by the deadline
+	outcomeFailed   outcomeKind = "failed"   // not delivered
+)
+
+type outcome struct {
+	kind       outcomeKind
+	status     domain.JobStatus
+	result     json.RawMessage
+	bizCode    string
+	reason     string
+	errText    string
+	retryAfter time.Duration
+}
+
+// Envelope is what an agent receives for one attempt (API.md).
+type Envelope struct {
+	JobID      string          `json:"job_id"`
+	TraceID    string          `json:"trace_id"`
+	Capability string          `json:"capability"`
+	Payload    json.RawMessage `json:"payload"`
+	Attempt    int             `json:"attempt"`
+	Deadline   time.Time       `json:"deadline"`
+	ResultURL  string          `json:"result_url"`
+}
+
+// maxAgentAnswer bounds an agent's inline answer.
+const maxAgentAnswer = 16 << 20
+
+// deliver POSTs the envelope to the agent and classifies what happened. It
+// waits for an answer until the attempt's deadline.
+func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) outcome {
+	body, _ := json.Marshal(Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
+		Attempt: attempt, Deadline: deadline, ResultURL: s.cfg.PublicURL + "/v1/jobs/" + l.JobID + "/result"})
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var wrote bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) { wrote = info.Err == nil },
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		return outcome{kind: outcomeFailed, reason: "bad_endpoint", errText: err.Error()}
+	}
+	msgID := l.JobID + "." + strconv.Itoa(attempt)
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", Traceparent(l.TraceID))
+	req.Header.Set("X-Reach-Job-Id", l.JobID)
+	req.Header.Set("X-Reach-Attempt", strconv.Itoa(attempt))
+	req.Header.Set("webhook-id", msgID)
+	req.Header.Set("webhook-timestamp", ts)
+	req.Header.Set("webhook-signature", "v1,"+Sign(a.SigningKey(), msgID, ts, body))
+
+	resp, err := s.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil && wrote {
+			return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
+		}
+		return outcome{kind: outcomeFailed, reason: classifyNetErr(err, ctx), errText: err.Error()}
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return outcome{kind: outcomeHung, reason: "timeout", errText: "answer not complete by the deadline"}
+		}
+		return outcome{kind: outcomeFailed, reason: "connection_error", errText: err.Error()}
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		var r struct {
+			Status  string          `json:"status"`
+			Result  json.RawMessage `json:"result"`
+			BizCode string          `json:"biz_code"`
+		}
+		if len(answer) > maxAgentAnswer || json.Unmarshal(answer, &r) != nil || (r.Status != "SUCCESS" && r.Status != "FAILED") {
+			return outcome{kind: outcomeFailed, reason: "bad_response",
+				errText: `a 200 answer must be JSON {"status": "SUCCESS"|"FAILED", "result": ..., "biz_code": ...} of at most 16 MiB`}
+		}
+		return outcome{kind: outcomeResult, status: domain.JobStatus(r.Status), result: r.Result, bizCode: r.BizCode}
+	case resp.StatusCode == http.StatusAccepted:
+		return outcome{kind: outcomeAccepted}
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return outcome{kind: outcomeFailed, reason: "http_429", errText: "agent is rate limiting",
+			retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+	default:
+		return outcome{kind: outcomeFailed, reason: "http_" + strconv.Itoa(resp.StatusCode), errText: truncate(string(answer), 256)}
+	}
+}
+
+func classifyNetErr(err error, ctx context.Context) string {
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	case ctx.Err() != nil:
+		return "timeout"
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return "connection_error"
+	}
+	return "connection_error"
+}
+
+// parseRetryAfter reads seconds or an HTTP date; anything else is zero. It
+// is capped at an hour.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil && n > 0 {
+		return min(time.Duration(n)*time.Second, time.Hour)
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return min(t.Sub(now), time.Hour)
+	}
+	return 0
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Sign is the Standard Webhooks signature of a message: base64 of
+// HMAC-SHA256 over "id.timestamp.body".
+func Sign(key []byte, id, ts string, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + ts + "."))
+	mac.Write(body)
+	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// Traceparent is a W3C traceparent header for traceID with a fresh span id.
+func Traceparent(traceID string) string {
+	if len(traceID) != 32 {
+		sum := sha256.Sum256([]byte(traceID))
+		traceID = hex.EncodeToString(sum[:16])
+	}
+	span := make([]byte, 8)
+	_, _ = rand.Read(span)
+	return "00-" + traceID + "-" + hex.EncodeToString(span) + "-01"
+}

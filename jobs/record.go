@@ -1,0 +1,134 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// sideEffects are the writes that go with a batch of job events, in the
+// same transaction: the attempt's timer, the agent's attempt sample, the
+// next attempt's dispatch, and the caller's callback.
+type sideEffects struct {
+	timer      *timer
+	clearTimer bool
+	sample     *sample
+	dispatch   *nextDispatch
+	// callback queues the caller's callback if the events end the job.
+	callback bool
+}
+
+type timer struct {
+	attempt int
+	agentID string
+	phase   string // "routed" or "delivered"
+	due     time.Time
+}
+
+type sample struct {
+	agentID string
+	at      time.Time
+	ok      bool
+}
+
+type nextDispatch struct {
+	attempt int
+	at      time.Time
+}
+
+// appendTx validates evs against the job's state machine by folding them
+// onto a copy, appends them at the job's version, and writes their side
+// effects, all in tx. On success l holds the new state.
+func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEffects, evs ...domain.Event) error {
+	j := l.Job
+	for _, e := range evs {
+		if err := j.Apply(e); err != nil {
+			return fmt.Errorf("job %s: %w", l.JobID, err)
+		}
+	}
+	if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(l.JobID), l.Version, evs...); err != nil {
+		return err
+	}
+	if fx.clearTimer {
+		if _, err := tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, l.JobID); err != nil {
+			return fmt.Errorf("clear timer of job %s: %w", l.JobID, err)
+		}
+	}
+	if t := fx.timer; t != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
+				phase = excluded.phase, due_at = excluded.due_at`, l.JobID, t.attempt, t.agentID, t.phase, t.due); err != nil {
+			return fmt.Errorf("set timer of job %s: %w", l.JobID, err)
+		}
+	}
+	if smp := fx.sample; smp != nil && smp.agentID != "" {
+		if _, err := tx.Exec(ctx, `INSERT INTO agent_attempts (agent_id, at, ok) VALUES ($1, $2, $3)`, smp.agentID, smp.at, smp.ok); err != nil {
+			return fmt.Errorf("record attempt of agent %s: %w", smp.agentID, err)
+		}
+	}
+	if d := fx.dispatch; d != nil {
+		opts := dispatchOpts(j.Priority)
+		opts.ScheduledAt = d.at
+		if _, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: l.JobID, Attempt: d.attempt}, opts); err != nil {
+			return fmt.Errorf("enqueue attempt %d of job %s: %w", d.attempt, l.JobID, err)
+		}
+	}
+	if fx.callback && j.Status.Terminal() && j.CallbackURL != "" {
+		if _, err := s.client.InsertTx(ctx, tx, CallbackArgs{JobID: l.JobID}, nil); err != nil {
+			return fmt.Errorf("enqueue callback of job %s: %w", l.JobID, err)
+		}
+	}
+	l.Job = j
+	return nil
+}
+
+// failAttempt decides what follows an attempt that produced no usable
+// answer: a retry after backoff (preferring another agent), or, with no
+// attempts left, the dead letter. failure builds the attempt's own event
+// (ATTEMPT_FAILED or TIMEOUT) with the retry time, zero when there is none;
+// retryAfter is the agent's Retry-After, if any.
+func (s *Service) failAttempt(l *Loaded, failure func(retryAt time.Time) domain.Event, retryAfter time.Duration, now time.Time, md domain.Metadata, reason string) ([]domain.Event, sideEffects) {
+	fx := sideEffects{clearTimer: true, callback: true}
+	if l.Attempts < l.MaxAttempts {
+		wait := domain.RetryAfter(domain.Backoff(l.Attempts+1, l.BackoffBase(), l.BackoffMax(), rand.Float64()), retryAfter)
+		at := now.Add(wait)
+		fx.dispatch = &nextDispatch{attempt: l.Attempts + 1, at: at}
+		return []domain.Event{failure(at)}, fx
+	}
+	return []domain.Event{failure(time.Time{}),
+		domain.NewEvent(domain.EventDeadLetter, domain.DeadLettered{Attempts: l.Attempts, Reason: reason}, md)}, fx
+}
+
+// outcomeEvents turns an agent's answer for the current, delivered attempt
+// into events: SUCCESS or FAILED, or, for a FAILED that the caller asked to
+// retry while attempts are left, ATTEMPT_FAILED and a new attempt.
+func (s *Service) outcomeEvents(l *Loaded, status domain.JobStatus, result []byte, bizCode string, latency time.Duration, now time.Time, md domain.Metadata) ([]domain.Event, sideEffects) {
+	out := domain.Outcome{Attempt: l.Attempts, AgentID: l.AgentID, Result: result, BizCode: bizCode,
+		LatencyMS: float64(latency.Microseconds()) / 1000}
+	smp := &sample{agentID: l.AgentID, at: now, ok: true}
+	if status == domain.StatusFailed && l.RetryOnFailed && l.CanRetry() {
+		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
+			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: l.Attempts, AgentID: l.AgentID,
+				Reason: "business_failure", BizCode: bizCode, RetryAt: at}, md)
+		}, 0, now, md, "business_failure")
+		fx.sample = smp
+		return evs, fx
+	}
+	t := domain.EventSuccess
+	if status == domain.StatusFailed {
+		t = domain.EventFailed
+	}
+	return []domain.Event{domain.NewEvent(t, out, md)}, sideEffects{clearTimer: true, sample: smp, callback: true}
+}
+
+// lastIsRouted reports whether the job's latest event is the ROUTED of
+// attempt: the attempt is under way and nothing has been recorded of it.
+func (l *Loaded) lastIsRouted(attempt int) bool {
+	last := l.Records[len(l.Records)-1]
+	return last.Type == domain.EventRouted && l.Attempts == attempt
+}

@@ -1,0 +1,108 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// ResultReport is an agent's report of an attempt's outcome.
+type ResultReport struct {
+	Status  domain.JobStatus
+	Result  json.RawMessage
+	BizCode string
+	// Attempt is the attempt reported on; 0 means the job's latest.
+	Attempt int
+}
+
+// Recorded says what a result report did.
+type Recorded string
+
+// What a result report can do to a job.
+const (
+	// RecordedOutcome: the report decided the attempt.
+	RecordedOutcome Recorded = "outcome"
+	// RecordedDuplicate: the attempt was already decided (or is not the
+	// latest); the report is kept in the log and changes nothing.
+	RecordedDuplicate Recorded = "duplicate"
+)
+
+// ReportResult records an agent's result for an attempt of a job. token
+// must be the token of the agent the attempt was routed to. A result for
+// the latest, delivered attempt decides it; anything else (a second result,
+// a result after TIMEOUT, a result for an earlier attempt) is recorded as
+// RESULT_DUPLICATE and changes nothing.
+func (s *Service) ReportResult(ctx context.Context, id, token string, rep ResultReport, md domain.Metadata) (Recorded, *Loaded, error) {
+	if rep.Status != domain.StatusSuccess && rep.Status != domain.StatusFailed {
+		return "", nil, &domain.FieldError{Field: "status", Message: "must be SUCCESS or FAILED"}
+	}
+	if len(rep.BizCode) > 128 {
+		return "", nil, &domain.FieldError{Field: "biz_code", Message: "must be at most 128 characters"}
+	}
+	if len(rep.Result) > 0 && !json.Valid(rep.Result) {
+		return "", nil, &domain.FieldError{Field: "result", Message: "must be valid JSON"}
+	}
+	if len(rep.Result) > s.cfg.MaxPayloadBytes {
+		return "", nil, &domain.FieldError{Field: "result", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes)}
+	}
+	l, err := s.Load(ctx, nil, id)
+	if err != nil {
+		return "", nil, err
+	}
+	attempt := rep.Attempt
+	if attempt == 0 {
+		attempt = l.Attempts
+	}
+	agentID := l.AttemptAgents[attempt]
+	if agentID == "" {
+		return "", nil, &domain.FieldError{Field: "attempt", Message: fmt.Sprintf("job %s has no attempt %d at an agent", id, attempt)}
+	}
+	if _, err := s.registry.Authenticate(ctx, agentID, token); err != nil {
+		return "", nil, fmt.Errorf("attempt %d of job %s belongs to agent %s: %w", attempt, id, agentID, ErrForbidden)
+	}
+	md.Actor = "agent:" + agentID
+	var recorded Recorded
+	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		now := s.now().UTC()
+		latest := attempt == l.Attempts
+		switch {
+		case latest && l.Status == domain.StatusDelivered:
+			recorded = RecordedOutcome
+			evs, fx := s.outcomeEvents(l, rep.Status, rep.Result, rep.BizCode, 0, now, md)
+			return s.appendTx(ctx, tx, l, fx, evs...)
+		case latest && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt):
+			// The result beat the dispatcher's record of the 202.
+			recorded = RecordedOutcome
+			delivered := domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: attempt, AgentID: agentID,
+				Deadline: now, Async: true}, md)
+			after := *l
+			if err := after.Job.Apply(delivered); err != nil {
+				return err
+			}
+			evs, fx := s.outcomeEvents(&after, rep.Status, rep.Result, rep.BizCode, 0, now, md)
+			return s.appendTx(ctx, tx, l, fx, append([]domain.Event{delivered}, evs...)...)
+		}
+		recorded = RecordedDuplicate
+		reason := "late"
+		if l.Status.Terminal() && latest {
+			reason = "duplicate"
+		} else if !latest {
+			reason = "stale_attempt"
+		}
+		return s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+			Attempt: attempt, Status: rep.Status, Reason: reason, Result: rep.Result}, md))
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	l, err = s.Load(ctx, nil, id)
+	return recorded, l, err
+}

@@ -1,0 +1,445 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/registry"
+)
+
+// Errors the service returns; callers match them with errors.Is.
+var (
+	// ErrNotFound: no such job (or not in the caller's namespace).
+	ErrNotFound = errors.New("job not found")
+	// ErrConflict: the request contradicts the job's state or an earlier
+	// request (a reused Idempotency-Key with another body, cancelling a
+	// finished job, replaying one that is not dead-lettered).
+	ErrConflict = errors.New("conflict")
+	// ErrFanout: the job's root already has the most descendants allowed.
+	ErrFanout = errors.New("fan-out limit exceeded")
+	// ErrForbidden: an agent reported on a job attempt that is not its own.
+	ErrForbidden = errors.New("not this agent's job")
+)
+
+// Config tunes delivery.
+type Config struct {
+	// MaxPayloadBytes bounds a job's payload (default 1 MiB).
+	MaxPayloadBytes int
+	// MaxFanout is how many descendants a root job may have (default 15).
+	MaxFanout int
+	// LostAfter is how long past an attempt's deadline a routed attempt
+	// that never recorded an outcome (its dispatcher died) is declared lost
+	// and retried (default 10 s).
+	LostAfter time.Duration
+	// DeadlineSweepInterval is how often deadlines are checked (1 s).
+	DeadlineSweepInterval time.Duration
+	// RepairSweepInterval is how often missing River jobs are looked for (30 s).
+	RepairSweepInterval time.Duration
+	// RepairAfter is how long an open job must have been quiet before the
+	// repair sweep looks at it (default 30 s).
+	RepairAfter time.Duration
+	// PublicURL is this service's base URL as agents reach it, for
+	// result_url. Required.
+	PublicURL string
+	// CallbackSecret signs caller callbacks ("whsec_..."); empty means the
+	// secret kept in the database, created on first use.
+	CallbackSecret string
+	// CapacityWait is how long a job waits when every candidate agent is at
+	// capacity before it is routed again, spending no attempt (250 ms).
+	CapacityWait time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxPayloadBytes <= 0 {
+		c.MaxPayloadBytes = domain.DefaultMaxPayloadBytes
+	}
+	if c.MaxFanout <= 0 {
+		c.MaxFanout = domain.DefaultMaxFanout
+	}
+	if c.LostAfter <= 0 {
+		c.LostAfter = 10 * time.Second
+	}
+	if c.DeadlineSweepInterval <= 0 {
+		c.DeadlineSweepInterval = time.Second
+	}
+	if c.RepairSweepInterval <= 0 {
+		c.RepairSweepInterval = 30 * time.Second
+	}
+	if c.RepairAfter <= 0 {
+		c.RepairAfter = 30 * time.Second
+	}
+	if c.CapacityWait <= 0 {
+		c.CapacityWait = 250 * time.Millisecond
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	return c
+}
+
+// Service submits jobs and runs their delivery.
+type Service struct {
+	pool     *pgxpool.Pool
+	store    *eventstore.Store
+	registry *registry.Registry
+	logger   *slog.Logger
+	cfg      Config
+	client   *river.Client[pgx.Tx]
+	http     *http.Client
+	now      func() time.Time
+}
+
+// NewService returns a Service. Call SetClient before use.
+func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Registry, logger *slog.Logger, cfg Config) *Service {
+	transport := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1000,
+		MaxIdleConnsPerHost: 100,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &Service{pool: pool, store: store, registry: reg, logger: logger, cfg: cfg.withDefaults(),
+		http: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // deliveries never follow redirects
+		}},
+		now: time.Now}
+}
+
+// SetClient gives the service its River client (built after the service,
+// because the client needs the service's workers).
+func (s *Service) SetClient(c *river.Client[pgx.Tx]) { s.client = c }
+
+// SetPublicURL sets the base URL agents post results to, once the
+// listener's address is known.
+func (s *Service) SetPublicURL(u string) {
+	if s.cfg.PublicURL == "" {
+		s.cfg.PublicURL = strings.TrimRight(u, "/")
+	}
+}
+
+// Config returns the service's configuration, defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
+
+// AddWorkers registers the delivery workers.
+func (s *Service) AddWorkers(workers *river.Workers) {
+	river.AddWorker(workers, &dispatchWorker{s: s})
+	river.AddWorker(workers, &callbackWorker{s: s})
+	river.AddWorker(workers, &deadlineSweepWorker{s: s})
+	river.AddWorker(workers, &repairSweepWorker{s: s})
+}
+
+// PeriodicJobs returns the compensation sweeps.
+func (s *Service) PeriodicJobs() []*river.PeriodicJob {
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(s.cfg.DeadlineSweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return DeadlineSweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "deadline_sweep", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(s.cfg.RepairSweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return RepairSweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "repair_sweep", RunOnStart: true}),
+	}
+}
+
+// Loaded is a job folded from its stream, with the times of its events.
+type Loaded struct {
+	domain.Job
+	TraceID     string
+	SubmittedAt time.Time
+	UpdatedAt   time.Time
+	FinishedAt  time.Time
+	Records     []eventstore.Record
+}
+
+// Load folds a job's stream; ErrNotFound if it has none.
+func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*Loaded, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	}
+	recs, err := s.store.ReadStream(ctx, q, domain.JobStream(id))
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
+	l := &Loaded{Records: recs, TraceID: recs[0].Metadata.TraceID, SubmittedAt: recs[0].RecordedAt}
+	for _, r := range recs {
+		if err := l.Job.Apply(r.Event()); err != nil {
+			return nil, fmt.Errorf("fold job %s: %w", id, err)
+		}
+		if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed {
+			l.UpdatedAt = r.RecordedAt
+		}
+		if l.Status.Terminal() && l.FinishedAt.IsZero() {
+			l.FinishedAt = r.RecordedAt
+		}
+	}
+	return l, nil
+}
+
+// SubmitResult is the answer to a submit.
+type SubmitResult struct {
+	JobID   string
+	TraceID string
+	Status  domain.JobStatus
+	// Existing is true when an earlier submit with the same
+	// Idempotency-Key created the job.
+	Existing bool
+}
+
+// Submit validates a job, dedupes it on its idempotency key, checks the
+// fan-out of its root, and appends SUBMITTED with the River dispatch job in
+// one transaction. When it returns without error the job is committed.
+func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
+	if err := domain.NormalizeSubmission(&sub, s.cfg.MaxPayloadBytes); err != nil {
+		return SubmitResult{}, err
+	}
+	if sub.ParentJobID != "" {
+		if _, err := uuid.Parse(sub.ParentJobID); err != nil {
+			return SubmitResult{}, &domain.FieldError{Field: "parent_job_id", Message: "must be a job id"}
+		}
+	}
+	sub.JobID = uuid.Must(uuid.NewV7()).String()
+	hash := requestHash(sub)
+	var res SubmitResult
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		if sub.IdempotencyKey != "" {
+			existing, err := s.claimKey(ctx, tx, sub, hash)
+			if err != nil || existing != nil {
+				if existing != nil {
+					res = *existing
+				}
+				return err
+			}
+		}
+		if sub.ParentJobID != "" {
+			if err := s.countDescendant(ctx, tx, &sub); err != nil {
+				return err
+			}
+		}
+		if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(sub.JobID), eventstore.NoStream,
+			domain.NewEvent(domain.EventSubmitted, sub, md)); err != nil {
+			return err
+		}
+		if _, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: sub.JobID, Attempt: 1}, dispatchOpts(sub.Priority)); err != nil {
+			return fmt.Errorf("enqueue dispatch: %w", err)
+		}
+		res = SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: domain.StatusSubmitted}
+		return nil
+	})
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	return res, nil
+}
+
+// requestHash identifies what a submit asked for, to tell a retry of the
+// same submit from another request reusing its Idempotency-Key.
+func requestHash(sub domain.Submitted) []byte {
+	sub.JobID = ""
+	b, _ := json.Marshal(sub)
+	h := sha256.Sum256(b)
+	return h[:]
+}
+
+// claimKey records the idempotency key for this submit, or returns the job
+// an earlier submit with the same key created (ErrConflict if its request
+// differs). A concurrent submit with the same key waits on the key's row.
+func (s *Service) claimKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted, hash []byte) (*SubmitResult, error) {
+	tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (namespace, key, job_id, request_hash)
+		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, sub.Namespace, sub.IdempotencyKey, sub.JobID, hash)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency key: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil, nil
+	}
+	var jobID string
+	var prev []byte
+	if err := tx.QueryRow(ctx, `SELECT job_id::text, request_hash FROM idempotency_keys WHERE namespace = $1 AND key = $2`,
+		sub.Namespace, sub.IdempotencyKey).Scan(&jobID, &prev); err != nil {
+		return nil, fmt.Errorf("idempotency key: %w", err)
+	}
+	if string(prev) != string(hash) {
+		return nil, fmt.Errorf("Idempotency-Key %q was used for another request (job %s): %w", sub.IdempotencyKey, jobID, ErrConflict)
+	}
+	l, err := s.Load(ctx, tx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return &SubmitResult{JobID: jobID, TraceID: l.TraceID, Status: l.Status, Existing: true}, nil
+}
+
+// countDescendant finds the job's root through its parent and counts the
+// job against it: more than MaxFanout descendants is ErrFanout.
+func (s *Service) countDescendant(ctx context.Context, tx pgx.Tx, sub *domain.Submitted) error {
+	parent, err := s.Load(ctx, tx, sub.ParentJobID)
+	if errors.Is(err, ErrNotFound) || err == nil && parent.Namespace != sub.Namespace {
+		return &domain.FieldError{Field: "parent_job_id", Message: "no such job in namespace " + sub.Namespace}
+	}
+	if err != nil {
+		return err
+	}
+	sub.RootJobID = parent.RootJobID
+	if sub.RootJobID == "" {
+		sub.RootJobID = parent.JobID
+	}
+	var n int
+	err = tx.QueryRow(ctx, `INSERT INTO job_roots (root_job_id, descendants) VALUES ($1, 1)
+		ON CONFLICT (root_job_id) DO UPDATE SET descendants = job_roots.descendants + 1
+		RETURNING descendants`, sub.RootJobID).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("count descendants of %s: %w", sub.RootJobID, err)
+	}
+	if n > s.cfg.MaxFanout {
+		return fmt.Errorf("root job %s already has %d descendants, the most allowed: %w", sub.RootJobID, s.cfg.MaxFanout, ErrFanout)
+	}
+	return nil
+}
+
+// ListFilter narrows List.
+type ListFilter struct {
+	Namespace  string
+	Status     domain.JobStatus
+	Capability string
+	AgentID    string
+	// Before is the cursor: jobs older than this job id.
+	Before string
+	Limit  int
+}
+
+// Summary is one job in a list, from the jobs read model.
+type Summary struct {
+	JobID       string     `json:"job_id"`
+	Namespace   string     `json:"namespace"`
+	Capability  string     `json:"capability"`
+	Status      string     `json:"status"`
+	AgentID     string     `json:"agent_id,omitempty"`
+	Attempts    int        `json:"attempts"`
+	MaxAttempts int        `json:"max_attempts"`
+	Priority    string     `json:"priority"`
+	BizCode     string     `json:"biz_code,omitempty"`
+	Error       string     `json:"error,omitempty"`
+	TraceID     string     `json:"trace_id,omitempty"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// List returns jobs newest first, from the jobs read model (which trails
+// the log by the projector's lag, normally milliseconds).
+func (s *Service) List(ctx context.Context, f ListFilter) ([]Summary, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	rows, err := s.pool.Query(ctx, `SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
+			max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
+			submitted_at, updated_at, finished_at
+		FROM jobs
+		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR status = $2) AND ($3 = '' OR capability = $3)
+		  AND ($4 = '' OR agent_id = $4) AND ($5 = '' OR job_id < $5::uuid)
+		ORDER BY job_id DESC LIMIT $6`, f.Namespace, string(f.Status), f.Capability, f.AgentID, f.Before, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
+		var x Summary
+		err := r.Scan(&x.JobID, &x.Namespace, &x.Capability, &x.Status, &x.AgentID, &x.Attempts, &x.MaxAttempts,
+			&x.Priority, &x.BizCode, &x.Error, &x.TraceID, &x.SubmittedAt, &x.UpdatedAt, &x.FinishedAt)
+		return x, err
+	})
+}
+
+// Cancel ends a job that is not terminal. A job already at an agent is
+// not recalled; its late result will be recorded as a duplicate.
+func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*Loaded, error) {
+	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if l.Status.Terminal() {
+			return fmt.Errorf("job %s is already %s: %w", id, l.Status, ErrConflict)
+		}
+		if reason == "" {
+			reason = "cancelled by " + md.Actor
+		}
+		return s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
+			domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: reason}, md))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Load(ctx, nil, id)
+}
+
+// Replay submits a dead-lettered job again as a new job (a new attempt
+// series) that names the old one in replay_of. The old job stays
+// DEAD_LETTER: a terminal status never changes.
+func (s *Service) Replay(ctx context.Context, id string, md domain.Metadata) (SubmitResult, error) {
+	l, err := s.Load(ctx, nil, id)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	if l.Status != domain.StatusDeadLetter {
+		return SubmitResult{}, fmt.Errorf("job %s is %s; only DEAD_LETTER jobs can be replayed: %w", id, l.Status, ErrConflict)
+	}
+	sub := l.Submitted
+	sub.ReplayOf, sub.IdempotencyKey, sub.ParentJobID, sub.RootJobID = id, "", "", ""
+	return s.Submit(ctx, sub, md)
+}
+
+// retryConflict runs fn in a transaction, again (up to 5 times) when a
+// concurrent append to the same stream wins: fn reloads and decides anew.
+func (s *Service) retryConflict(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	var err error
+	for range 5 {
+		err = s.store.InTx(ctx, fn)
+		if !errors.Is(err, eventstore.ErrConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+// CallbackSecret returns the secret that signs caller callbacks, creating
+// it on first use unless configured.
+func (s *Service) CallbackSecret(ctx context.Context) (string, error) {
+	if s.cfg.CallbackSecret != "" {
+		return s.cfg.CallbackSecret, nil
+	}
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	fresh := "whsec_" + base64.StdEncoding.EncodeToString(b)
+	var secret string
+	err := s.pool.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO signing_secrets (name, secret) VALUES ('callbacks', $1) ON CONFLICT DO NOTHING RETURNING secret)
+		SELECT secret FROM ins UNION ALL SELECT secret FROM signing_secrets WHERE name = 'callbacks' LIMIT 1`, fresh).Scan(&secret)
+	if err != nil {
+		return "", fmt.Errorf("callback secret: %w", err)
+	}
+	return secret, nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+var _ = isUniqueViolation

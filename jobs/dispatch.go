@@ -61,7 +61,15 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 	route := s.registry.Snapshot().Route(req)
 	if route.Chosen == "" && route.AllAtCapacity {
-		return river.JobSnooze(s.cfg.CapacityWait) // waits for a slot, spends no attempt
+		// Wait for a slot, spending no attempt: the deadline sweep brings
+		// the same attempt back when the timer is due.
+		return s.store.InTx(ctx, func(tx pgx.Tx) error {
+			if err := s.setTimerTx(ctx, tx, l.JobID, timer{attempt: attempt, phase: "retry", due: s.now().Add(s.cfg.CapacityWait)}); err != nil {
+				return err
+			}
+			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+			return err
+		})
 	}
 	routeJSON, _ := json.Marshal(route)
 	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: attempt, AgentID: route.Chosen, Route: routeJSON}, md)

@@ -60,10 +60,8 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 		}
 	}
 	if t := fx.timer; t != nil {
-		if _, err := tx.Exec(ctx, `INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
-				phase = excluded.phase, due_at = excluded.due_at`, l.JobID, t.attempt, t.agentID, t.phase, t.due); err != nil {
-			return fmt.Errorf("set timer of job %s: %w", l.JobID, err)
+		if err := s.setTimerTx(ctx, tx, l.JobID, *t); err != nil {
+			return err
 		}
 	}
 	if smp := fx.sample; smp != nil && smp.agentID != "" {
@@ -72,10 +70,11 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 		}
 	}
 	if d := fx.dispatch; d != nil {
-		opts := dispatchOpts(j.Priority)
-		opts.ScheduledAt = d.at
-		if _, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: l.JobID, Attempt: d.attempt}, opts); err != nil {
-			return fmt.Errorf("enqueue attempt %d of job %s: %w", d.attempt, l.JobID, err)
+		// A retry waits on the job's timer rather than as a scheduled River
+		// job: River promotes scheduled jobs every 5 s, the deadline sweep
+		// every DeadlineSweepInterval (1 s).
+		if err := s.setTimerTx(ctx, tx, l.JobID, timer{attempt: d.attempt, phase: "retry", due: d.at}); err != nil {
+			return err
 		}
 	}
 	if fx.callback && j.Status.Terminal() && j.CallbackURL != "" {
@@ -84,6 +83,16 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 		}
 	}
 	l.Job = j
+	return nil
+}
+
+func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t timer) error {
+	_, err := tx.Exec(ctx, `INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
+			phase = excluded.phase, due_at = excluded.due_at`, jobID, t.attempt, t.agentID, t.phase, t.due)
+	if err != nil {
+		return fmt.Errorf("set timer of job %s: %w", jobID, err)
+	}
 	return nil
 }
 

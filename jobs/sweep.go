@@ -52,11 +52,12 @@ func (w *deadlineSweepWorker) Work(ctx context.Context, _ *river.Job[DeadlineSwe
 	return err
 }
 
-// SweepDeadlines ends every attempt whose timer is due: a delivered
-// attempt with no result by its deadline gets TIMEOUT, and a routed attempt
-// whose dispatcher never recorded an outcome (it died) is lost; either is
-// retried or dead-lettered. Each job is decided in its own transaction with
-// its timer, so the sweep is idempotent and safe to run anywhere.
+// SweepDeadlines acts on every due timer: a retry whose wait is over gets
+// its dispatch; a delivered attempt with no result by its deadline gets
+// TIMEOUT; a routed attempt whose dispatcher never recorded an outcome (it
+// died) is lost. Timed-out and lost attempts are retried or dead-lettered.
+// Each job is decided in its own transaction with its timer, so the sweep
+// is idempotent and safe to run anywhere.
 func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 	rep := SweepReport{Sweep: "deadline"}
 	rows, err := s.pool.Query(ctx, `SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500`, s.now().UTC())
@@ -108,6 +109,14 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"}
 	switch {
+	case phase == "retry" && !l.Status.Terminal() && l.Attempts == attempt-1:
+		if _, err := tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, id); err != nil {
+			return "", err
+		}
+		if _, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: id, Attempt: attempt}, dispatchOpts(l.Priority)); err != nil {
+			return "", fmt.Errorf("enqueue attempt %d: %w", attempt, err)
+		}
+		return "retry", nil
 	case phase == "delivered" && l.Status == domain.StatusDelivered && l.Attempts == attempt:
 		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: l.AgentID, Deadline: due, RetryAt: at}, md)

@@ -66,6 +66,10 @@ type Main struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 
+	// Tune, if set, adjusts the configuration of serve and dev after the
+	// flags are parsed (tests use it to shorten intervals).
+	Tune func(*Config)
+
 	started chan struct{}
 	app     *App
 	db      *devdb.DB
@@ -184,6 +188,9 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 }
 
 func (m *Main) serve(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	if m.Tune != nil {
+		m.Tune(&cfg)
+	}
 	m.app = NewApp(cfg, logger)
 	if err := m.app.Start(ctx); err != nil {
 		return err
@@ -222,6 +229,9 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		}
 	}()
 	cfg.DatabaseURL = db.DSN
+	if m.Tune != nil {
+		m.Tune(&cfg)
+	}
 	m.app = NewApp(cfg, logger)
 	if err := m.app.Start(ctx); err != nil {
 		return err

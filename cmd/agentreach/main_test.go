@@ -54,8 +54,15 @@ type running struct {
 // start runs the program in process with env as its whole environment.
 func start(t *testing.T, env map[string]string, args ...string) *running {
 	t.Helper()
+	return startTuned(t, env, nil, args...)
+}
+
+// startTuned is start with a configuration hook.
+func startTuned(t *testing.T, env map[string]string, tune func(*Config), args ...string) *running {
+	t.Helper()
 	out := &syncBuffer{}
 	m := NewMain()
+	m.Tune = tune
 	m.Stdout, m.Stderr = out, out
 	m.Getenv = func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())

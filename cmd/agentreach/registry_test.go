@@ -47,13 +47,23 @@ func startProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
 	return cmd, out
 }
 
-// service starts Agent-Reach in process on a fresh database.
+// service starts Agent-Reach in process on a fresh database, with the
+// sweeps tuned for tests.
 func service(t *testing.T) (*running, string) {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t)
-	r := start(t, map[string]string{"DATABASE_URL": dsn}, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	r := startTuned(t, map[string]string{"DATABASE_URL": dsn}, fastSweeps, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	waitReady(t, r.m.URL())
 	return r, dsn
+}
+
+// fastSweeps shortens the compensation sweeps so tests see them act.
+func fastSweeps(c *Config) {
+	c.Jobs.RepairSweepInterval = time.Second
+	c.Jobs.RepairAfter = 2 * time.Second
+	c.Jobs.LostAfter = 2 * time.Second
+	c.Jobs.DeadlineSweepInterval = 200 * time.Millisecond
+	c.TestOnly = true
 }
 
 type agentJSON struct {

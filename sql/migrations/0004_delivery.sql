@@ -15,14 +15,15 @@ CREATE TABLE job_roots (
     descendants integer NOT NULL
 );
 
--- The timer of each job's attempt in progress: when the attempt must have
--- an outcome. Written in the same transaction as the event that starts or
--- ends the attempt; the deadline sweep reads due rows. Not the log.
+-- Each open job's timer: when its attempt in progress must have an outcome
+-- (routed, delivered), or when its next attempt is due (retry). Written in
+-- the same transaction as the event that sets it; the deadline sweep reads
+-- due rows. Not the log.
 CREATE TABLE job_timers (
     job_id   uuid        PRIMARY KEY,
     attempt  integer     NOT NULL,
     agent_id text        NOT NULL,
-    phase    text        NOT NULL CHECK (phase IN ('routed', 'delivered')),
+    phase    text        NOT NULL CHECK (phase IN ('routed', 'delivered', 'retry')),
     due_at   timestamptz NOT NULL
 );
 

@@ -101,4 +101,6 @@ func (s *Submitted) BackoffBase() time.Duration {
 }
 
 // BackoffMax caps the wait between retries.
-func (s *Submitted) BackoffMax() time.Duration { return time.Duration(s.BackoffMaxMS) * time.Millisecond }
+func (s *Submitted) BackoffMax() time.Duration {
+	return time.Duration(s.BackoffMaxMS) * time.Millisecond
+}

@@ -19,6 +19,9 @@ type ClientConfig struct {
 	PeriodicJobs []*river.PeriodicJob
 	// TestOnly turns off River's start-up jitter, for tests.
 	TestOnly bool
+	// RescueAfter is how long a job may run before River rescues it as
+	// stuck (its process died); it must exceed every worker's timeout.
+	RescueAfter time.Duration
 }
 
 // DefaultQueues are the queues and worker counts of one process.
@@ -51,6 +54,9 @@ func NewClient(pool *pgxpool.Pool, logger *slog.Logger, workers *river.Workers, 
 		Workers:      workers,
 		PeriodicJobs: cfg.PeriodicJobs,
 		TestOnly:     cfg.TestOnly,
+		// Workers set their own timeouts; RescueAfter covers the longest.
+		JobTimeout:           time.Minute,
+		RescueStuckJobsAfter: max(cfg.RescueAfter, 2*time.Minute),
 		// Dispatch and probes are latency-sensitive: fetch soon after an
 		// insert, and poll often when a notification is missed.
 		FetchCooldown:     20 * time.Millisecond,

@@ -32,8 +32,11 @@ type dispatchWorker struct {
 	s *Service
 }
 
-// Timeout: none from River; every delivery carries the attempt's deadline.
-func (w *dispatchWorker) Timeout(*river.Job[DispatchArgs]) time.Duration { return -1 }
+// Timeout bounds one dispatch: the longest inline wait and some slack for
+// the database. The delivery itself carries the attempt's deadline.
+func (w *dispatchWorker) Timeout(*river.Job[DispatchArgs]) time.Duration {
+	return w.s.cfg.InlineWait + 30*time.Second
+}
 
 // Work makes one attempt: route, record ROUTED, deliver without holding a
 // transaction, then record the outcome and complete the River job in one
@@ -205,7 +208,11 @@ const maxAgentAnswer = 16 << 20
 func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) outcome {
 	body, _ := json.Marshal(Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
 		Attempt: attempt, Deadline: deadline, ResultURL: s.cfg.PublicURL + "/v1/jobs/" + l.JobID + "/result"})
-	ctx, cancel := context.WithDeadline(ctx, deadline)
+	wait := deadline
+	if capped := time.Now().Add(s.cfg.InlineWait); capped.Before(deadline) {
+		wait = capped
+	}
+	ctx, cancel := context.WithDeadline(ctx, wait)
 	defer cancel()
 	var wrote bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -227,6 +234,11 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 
 	resp, err := s.http.Do(req)
 	if err != nil {
+		if ctx.Err() != nil && wrote && wait.Before(deadline) {
+			// Past the longest inline wait: the agent has the job; its
+			// result must come through result_url by the deadline.
+			return outcome{kind: outcomeAccepted}
+		}
 		if ctx.Err() != nil && wrote {
 			return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
 		}

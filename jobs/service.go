@@ -65,7 +65,16 @@ type Config struct {
 	// CapacityWait is how long a job waits when every candidate agent is at
 	// capacity before it is routed again, spending no attempt (250 ms).
 	CapacityWait time.Duration
+	// InlineWait bounds how long a delivery waits for an inline answer
+	// (default 5 min). An attempt whose deadline is further away and whose
+	// agent has not answered by then counts as delivered: the agent must
+	// post its result to result_url before the deadline.
+	InlineWait time.Duration
 }
+
+// RescueAfter is how long a River job may run before River rescues it
+// (after a crash): above the longest inline wait.
+func (c Config) RescueAfter() time.Duration { return c.withDefaults().InlineWait + time.Minute }
 
 func (c Config) withDefaults() Config {
 	if c.MaxPayloadBytes <= 0 {
@@ -88,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CapacityWait <= 0 {
 		c.CapacityWait = 250 * time.Millisecond
+	}
+	if c.InlineWait <= 0 {
+		c.InlineWait = 5 * time.Minute
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	return c

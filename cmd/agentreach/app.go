@@ -72,7 +72,8 @@ func (a *App) Start(ctx context.Context) error {
 	a.registry.AddWorkers(workers)
 	a.jobs.AddWorkers(workers)
 	a.river, err = jobs.NewClient(a.pool, a.logger, workers, jobs.ClientConfig{
-		PeriodicJobs: append(a.registry.PeriodicJobs(), a.jobs.PeriodicJobs()...), TestOnly: a.cfg.TestOnly})
+		PeriodicJobs: append(a.registry.PeriodicJobs(), a.jobs.PeriodicJobs()...), TestOnly: a.cfg.TestOnly,
+		RescueAfter: a.jobs.Config().RescueAfter()})
 	if err != nil {
 		a.pool.Close()
 		return err

@@ -144,7 +144,23 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.StringVar(&cfg.LogLevel, "log-level", m.env("AGENTREACH_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENTREACH_LOG_LEVEL)")
 	fs.StringVar(&cfg.Jobs.PublicURL, "public-url", m.Getenv("AGENTREACH_PUBLIC_URL"), "base URL agents reach this service at, for result_url (env AGENTREACH_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&cfg.Jobs.CallbackSecret, "callback-secret", m.Getenv("AGENTREACH_CALLBACK_SECRET"), "whsec_... secret that signs callbacks (env AGENTREACH_CALLBACK_SECRET; default: one kept in the database)")
+	fs.DurationVar(&cfg.Jobs.DeadlineSweepInterval, "deadline-sweep-interval", envDuration(m, "AGENTREACH_DEADLINE_SWEEP_INTERVAL"), "how often timeouts and due retries are acted on (env AGENTREACH_DEADLINE_SWEEP_INTERVAL; default 1s)")
+	fs.DurationVar(&cfg.Jobs.LostAfter, "lost-after", envDuration(m, "AGENTREACH_LOST_AFTER"), "how long past its deadline an attempt without an outcome is declared lost (env AGENTREACH_LOST_AFTER; default 10s)")
 	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")
+}
+
+// envDuration reads a duration from the environment; unset or malformed is
+// zero (the default), and a malformed one is reported.
+func envDuration(m *Main, name string) time.Duration {
+	v := m.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "agentreach: ignoring %s=%q: %v\n", name, v, err)
+	}
+	return d
 }
 
 func (m *Main) newFlagSet(name string) *flag.FlagSet {

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/jobs"
+)
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// serveProcess runs `agentreach serve` as a child process on addr.
+func serveProcess(t *testing.T, dsn, addr string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd, out := startProcess(t, "serve", "--addr", addr, "--database-url", dsn, "--log-level", "warn",
+		"--deadline-sweep-interval", "200ms", "--lost-after", "2s")
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "serve did not get ready:\n%s", out.String())
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	return cmd, base
+}
+
+// TestCrashConsistency SIGKILLs the service while jobs are in flight,
+// starts it again on the same database, and checks that every accepted job
+// reaches a terminal state with a valid event sequence.
+func TestCrashConsistency(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	addr := freePort(t)
+	first, base := serveProcess(t, dsn, addr)
+
+	// An inline agent that takes a moment, and an async one whose result
+	// post is retried until the service answers again.
+	newTestAgent(t, base, "slow", "t.crash", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+		time.Sleep(150 * time.Millisecond) // the agent's simulated work
+		answer("SUCCESS", "")(w, env)
+	})
+	var asyncAgent *testAgent
+	asyncAgent = newTestAgent(t, base, "async", "t.crash", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+		w.WriteHeader(http.StatusAccepted)
+		go func() {
+			for i := 0; i < 100 && time.Now().Before(env.Deadline); i++ {
+				body := fmt.Sprintf(`{"status":"SUCCESS","result":{"async":true},"attempt":%d}`, env.Attempt)
+				req, _ := http.NewRequest(http.MethodPost, env.ResultURL, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+asyncAgent.token)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+					if resp.StatusCode < 500 {
+						return
+					}
+				}
+				time.Sleep(100 * time.Millisecond) // the agent's own retry pause
+			}
+		}()
+	})
+
+	var (
+		mu       sync.Mutex
+		accepted []string
+	)
+	ctx, stopSubmitting := context.WithCancel(context.Background())
+	submitted := make(chan struct{})
+	go func() {
+		defer close(submitted)
+		for i := 0; ctx.Err() == nil && i < 400; i++ {
+			resp, err := http.Post(base+"/v1/jobs", "application/json", strings.NewReader(
+				fmt.Sprintf(`{"capability":"t.crash","payload":{"i":%d},"timeout_ms":3000,"max_attempts":6,"backoff_base_ms":200}`, i)))
+			if err != nil {
+				time.Sleep(20 * time.Millisecond) // the service is down: a caller retries later
+				continue
+			}
+			var out struct {
+				JobID string `json:"job_id"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusAccepted {
+				mu.Lock()
+				accepted = append(accepted, out.JobID)
+				mu.Unlock()
+			}
+			time.Sleep(10 * time.Millisecond) // a steady stream of submits
+		}
+	}()
+
+	// Kill once jobs are both finished and in flight.
+	pool, err := pgxpool.New(context.Background(), dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var finished, open int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT
+			count(*) FILTER (WHERE type IN ('SUCCESS', 'DEAD_LETTER')), count(*) FILTER (WHERE type = 'ROUTED')
+			FROM events`).Scan(&finished, &open))
+		if finished >= 20 && open > finished {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no work in flight to crash into")
+		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	_ = first.Wait()
+
+	serveProcess(t, dsn, addr) // same address: agents and result URLs stay valid
+	time.Sleep(300 * time.Millisecond) // let a few submits land on the new process
+	stopSubmitting()
+	<-submitted
+
+	mu.Lock()
+	ids := append([]string(nil), accepted...)
+	mu.Unlock()
+	require.Greater(t, len(ids), 30)
+	store := eventstore.New(pool)
+	deadline = time.Now().Add(90 * time.Second)
+	for _, id := range ids {
+		for {
+			recs, err := store.ReadStream(context.Background(), nil, domain.JobStream(id))
+			require.NoError(t, err)
+			require.NotEmpty(t, recs, "accepted job %s was lost", id)
+			evs := make([]domain.Event, len(recs))
+			for i, r := range recs {
+				require.Equal(t, i+1, r.Version)
+				evs[i] = r.Event()
+			}
+			j, err := domain.FoldJob(evs)
+			require.NoError(t, err, "job %s has an invalid event sequence", id)
+			if j.Status.Terminal() {
+				successes := 0
+				for _, e := range evs {
+					if e.Type == domain.EventSuccess {
+						successes++
+					}
+				}
+				require.LessOrEqual(t, successes, 1)
+				if j.Status == domain.StatusDeadLetter {
+					require.Equal(t, j.MaxAttempts, j.Attempts, "DEAD_LETTER only after max_attempts")
+				}
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "job %s still %s after the restart", id, j.Status)
+			time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+		}
+	}
+	var lost, timeouts, statuses string
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM events WHERE type = 'ATTEMPT_FAILED' AND data->>'reason' = 'dispatcher_lost')::text,
+		(SELECT count(*) FROM events WHERE type = 'TIMEOUT')::text,
+		(SELECT string_agg(type || '=' || n, ' ') FROM (SELECT type, count(*) n FROM events GROUP BY type ORDER BY type) x)`).
+		Scan(&lost, &timeouts, &statuses))
+	t.Logf("%d jobs accepted; recovered %s lost attempts and %s timeouts; events: %s", len(ids), lost, timeouts, statuses)
+}

@@ -3,6 +3,9 @@ package sdk
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +97,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger (default: discard).
 	Logger *slog.Logger
+	// SkipVerify accepts deliveries without checking their signature.
+	SkipVerify bool
 }
 
 // Agent is one running agent.
@@ -350,8 +356,19 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	if err != nil {
+		http.Error(w, "read delivery: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !a.cfg.SkipVerify {
+		if err := VerifyDelivery(a.currentToken(), r.Header, body, time.Now()); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+	}
 	var d Delivery
-	if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&d); err != nil {
+	if err := json.Unmarshal(body, &d); err != nil {
 		http.Error(w, "bad delivery: "+err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -379,4 +396,38 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.inFlight.Add(-1)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(res)
+}
+
+// ErrBadSignature is returned by VerifyDelivery for a delivery that was not
+// signed with this agent's key, or whose timestamp is too old or too new.
+var ErrBadSignature = errors.New("delivery signature does not verify")
+
+// VerifyDelivery checks the Standard Webhooks signature Agent-Reach puts on
+// every delivery: HMAC-SHA256 over "webhook-id.webhook-timestamp.body",
+// keyed with the SHA-256 of the agent's token, within five minutes of now.
+func VerifyDelivery(token string, h http.Header, body []byte, now time.Time) error {
+	if token == "" {
+		return fmt.Errorf("%w: the agent is not registered yet", ErrBadSignature)
+	}
+	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || id == "" {
+		return fmt.Errorf("%w: missing webhook-id or webhook-timestamp", ErrBadSignature)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
+		return fmt.Errorf("%w: timestamp outside five minutes", ErrBadSignature)
+	}
+	key := sha256.Sum256([]byte(token))
+	mac := hmac.New(sha256.New, key[:])
+	mac.Write([]byte(id + "." + ts + "."))
+	mac.Write(body)
+	want := mac.Sum(nil)
+	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
+		v, b64, ok := strings.Cut(sig, ",")
+		got, err := base64.StdEncoding.DecodeString(b64)
+		if ok && v == "v1" && err == nil && hmac.Equal(got, want) {
+			return nil
+		}
+	}
+	return ErrBadSignature
 }

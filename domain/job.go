@@ -168,7 +168,8 @@ type Routed struct {
 	Route   json.RawMessage `json:"route,omitempty"`
 }
 
-// Delivered is the data of a DELIVERED event.
+// Delivered is the data of a DELIVERED event. LatencyMS is the delivery's
+// HTTP round trip.
 type Delivered struct {
 	Attempt   int       `json:"attempt"`
 	AgentID   string    `json:"agent_id"`
@@ -188,7 +189,8 @@ type AttemptFailed struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
-// Outcome is the data of a SUCCESS or FAILED event.
+// Outcome is the data of a SUCCESS or FAILED event. LatencyMS is the time
+// from the attempt's ROUTED to its outcome (time to result).
 type Outcome struct {
 	Attempt   int             `json:"attempt"`
 	AgentID   string          `json:"agent_id"`
@@ -209,6 +211,8 @@ type TimedOut struct {
 type DeadLettered struct {
 	Attempts int    `json:"attempts"`
 	Reason   string `json:"reason"`
+	// AgentID is the agent of the last attempt, if it had one.
+	AgentID string `json:"agent_id,omitempty"`
 }
 
 // Cancelled is the data of CANCELLED, APPROVED and REJECTED events.

@@ -12,6 +12,10 @@ const (
 	EventAgentRegistered   EventType = "AGENT_REGISTERED"
 	EventAgentStateChanged EventType = "AGENT_STATE_CHANGED"
 	EventAgentDeregistered EventType = "AGENT_DEREGISTERED"
+	// EventHealthDegraded and EventHealthRecovered mark an agent crossing
+	// the alert thresholds, once per crossing.
+	EventHealthDegraded  EventType = "HEALTH_DEGRADED"
+	EventHealthRecovered EventType = "HEALTH_RECOVERED"
 	// EventSelfPreservation goes on the namespace's registry stream when
 	// most of its agents lapse in one sweep and the sweep holds off.
 	EventSelfPreservation EventType = "SELF_PRESERVATION"

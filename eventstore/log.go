@@ -96,3 +96,61 @@ func (s *Store) RunNotifier(ctx context.Context, logger *slog.Logger) {
 		}
 	}
 }
+
+// Subscribe returns a channel that receives a signal soon after events are
+// committed, by this process or another (RunListener must be running), and
+// a function that ends the subscription. Signals are coalesced: a reader
+// should read the log until it is empty after each one.
+func (s *Store) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.subMu.Lock()
+	s.subs[ch] = struct{}{}
+	s.subMu.Unlock()
+	return ch, func() {
+		s.subMu.Lock()
+		delete(s.subs, ch)
+		s.subMu.Unlock()
+	}
+}
+
+func (s *Store) broadcast() {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// RunListener LISTENs for commits on NotifyChannel and signals every
+// subscriber, until ctx ends.
+func (s *Store) RunListener(ctx context.Context, logger *slog.Logger) {
+	for ctx.Err() == nil {
+		err := func() error {
+			conn, err := s.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+				return err
+			}
+			defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *") }()
+			for {
+				if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+					return err
+				}
+				s.broadcast()
+			}
+		}()
+		if ctx.Err() == nil {
+			logger.Warn("event log listener restarting", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}

@@ -175,13 +175,38 @@ func (p *Projector) listen(ctx context.Context) error {
 		if _, err := p.CatchUp(ctx); err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, p.PollInterval)
+		// Events committed but not yet readable (an older transaction
+		// anywhere in the cluster holds the horizon back) bring no new
+		// notification: look again soon instead of waiting for one.
+		wait := p.PollInterval
+		if behind, err := p.behind(ctx); err != nil {
+			return err
+		} else if behind {
+			wait = min(wait, 25*time.Millisecond)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		_, err := conn.Conn().WaitForNotification(wctx)
 		cancel()
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 	}
+}
+
+// behind reports whether any projection has committed events after its
+// checkpoint.
+func (p *Projector) behind(ctx context.Context) (bool, error) {
+	for _, proj := range p.projections {
+		var b bool
+		err := p.store.pool.QueryRow(ctx, `
+			SELECT EXISTS (SELECT 1 FROM events e WHERE (e.tx_id, e.position) > coalesce(
+				(SELECT (c.tx_id, c.position) FROM projection_checkpoints c WHERE c.name = $1), ('0'::xid8, 0::bigint)))`,
+			proj.Name()).Scan(&b)
+		if err != nil || b {
+			return b, err
+		}
+	}
+	return false, nil
 }
 
 // Lag returns, per projection, how many events of the log it has not

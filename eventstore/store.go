@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,11 +74,14 @@ func (r Record) Cursor() Cursor { return Cursor{TxID: r.TxID, Position: r.Positi
 type Store struct {
 	pool  *pgxpool.Pool
 	pokes chan struct{}
+
+	subMu sync.Mutex
+	subs  map[chan struct{}]struct{}
 }
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, pokes: make(chan struct{}, 1)}
+	return &Store{pool: pool, pokes: make(chan struct{}, 1), subs: map[chan struct{}]struct{}{}}
 }
 
 // Pool returns the store's pool.

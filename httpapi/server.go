@@ -55,6 +55,8 @@ func New(deps Deps) *gin.Engine {
 	r.GET("/readyz", s.readyz)
 	v1 := r.Group("/v1")
 	v1.GET("/events", s.listEvents)
+	v1.GET("/events/stream", s.eventStream)
+	v1.GET("/metrics/agents", s.agentMetrics)
 	v1.POST("/agents", s.registerAgent)
 	v1.GET("/agents", s.listAgents)
 	v1.GET("/agents/:agent_id", s.getAgent)

@@ -151,7 +151,7 @@ func (s *Service) outcomeOf(l *Loaded, out outcome, deadline time.Time, latency 
 	case outcomeResult:
 		afterDelivered := *l
 		_ = afterDelivered.Job.Apply(delivered)
-		evs, fx := s.outcomeEvents(&afterDelivered, out.status, out.result, out.bizCode, latency, now, md)
+		evs, fx := s.outcomeEvents(&afterDelivered, out.status, out.result, out.bizCode, now, md)
 		return append([]domain.Event{delivered}, evs...), fx
 	case outcomeAccepted:
 		return []domain.Event{delivered}, sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: deadline}}

@@ -110,15 +110,15 @@ func (s *Service) failAttempt(l *Loaded, failure func(retryAt time.Time) domain.
 		return []domain.Event{failure(at)}, fx
 	}
 	return []domain.Event{failure(time.Time{}),
-		domain.NewEvent(domain.EventDeadLetter, domain.DeadLettered{Attempts: l.Attempts, Reason: reason}, md)}, fx
+		domain.NewEvent(domain.EventDeadLetter, domain.DeadLettered{Attempts: l.Attempts, Reason: reason, AgentID: l.AgentID}, md)}, fx
 }
 
 // outcomeEvents turns an agent's answer for the current, delivered attempt
 // into events: SUCCESS or FAILED, or, for a FAILED that the caller asked to
 // retry while attempts are left, ATTEMPT_FAILED and a new attempt.
-func (s *Service) outcomeEvents(l *Loaded, status domain.JobStatus, result []byte, bizCode string, latency time.Duration, now time.Time, md domain.Metadata) ([]domain.Event, sideEffects) {
+func (s *Service) outcomeEvents(l *Loaded, status domain.JobStatus, result []byte, bizCode string, now time.Time, md domain.Metadata) ([]domain.Event, sideEffects) {
 	out := domain.Outcome{Attempt: l.Attempts, AgentID: l.AgentID, Result: result, BizCode: bizCode,
-		LatencyMS: float64(latency.Microseconds()) / 1000}
+		LatencyMS: float64(now.Sub(l.RoutedAt).Microseconds()) / 1000}
 	smp := &sample{agentID: l.AgentID, at: now, ok: true}
 	if status == domain.StatusFailed && l.RetryOnFailed && l.CanRetry() {
 		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {

@@ -76,7 +76,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 		switch {
 		case latest && l.Status == domain.StatusDelivered:
 			recorded = RecordedOutcome
-			evs, fx := s.outcomeEvents(l, rep.Status, rep.Result, rep.BizCode, 0, now, md)
+			evs, fx := s.outcomeEvents(l, rep.Status, rep.Result, rep.BizCode, now, md)
 			return s.appendTx(ctx, tx, l, fx, evs...)
 		case latest && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt):
 			// The result beat the dispatcher's record of the 202.
@@ -87,7 +87,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 			if err := after.Job.Apply(delivered); err != nil {
 				return err
 			}
-			evs, fx := s.outcomeEvents(&after, rep.Status, rep.Result, rep.BizCode, 0, now, md)
+			evs, fx := s.outcomeEvents(&after, rep.Status, rep.Result, rep.BizCode, now, md)
 			return s.appendTx(ctx, tx, l, fx, append([]domain.Event{delivered}, evs...)...)
 		}
 		recorded = RecordedDuplicate

@@ -175,7 +175,9 @@ type Loaded struct {
 	SubmittedAt time.Time
 	UpdatedAt   time.Time
 	FinishedAt  time.Time
-	Records     []eventstore.Record
+	// RoutedAt is when the latest attempt was routed.
+	RoutedAt time.Time
+	Records  []eventstore.Record
 }
 
 // Load folds a job's stream; ErrNotFound if it has none.
@@ -197,6 +199,9 @@ func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*L
 		}
 		if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed {
 			l.UpdatedAt = r.RecordedAt
+		}
+		if r.Type == domain.EventRouted {
+			l.RoutedAt = r.RecordedAt
 		}
 		if l.Status.Terminal() && l.FinishedAt.IsZero() {
 			l.FinishedAt = r.RecordedAt

@@ -1,3 +1,11 @@
 // Package projection holds Agent-Reach's read models: folds of the event
 // log kept by eventstore.Projector, each rebuildable from position 0.
 package projection
+
+import "github.com/agentreach/agentreach/eventstore"
+
+// All returns every projection Agent-Reach keeps, in the order they are
+// stepped.
+func All() []eventstore.Projection {
+	return []eventstore.Projection{Jobs{}, AgentStats{}}
+}

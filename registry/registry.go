@@ -55,6 +55,8 @@ type Config struct {
 	HeartbeatFlush time.Duration
 	// ProbeTimeout bounds one probe request (default 2 s).
 	ProbeTimeout time.Duration
+	// HealthInterval is how often health alerts are judged (default 10 s).
+	HealthInterval time.Duration
 }
 
 func (c Config) withDefaults() Config {

@@ -77,6 +77,23 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 		return fmt.Errorf("snapshot: load attempts: %w", err)
 	}
 
+	// Recent outcomes from the health projection feed the router's
+	// failure term: an agent whose success collapses loses traffic.
+	type recent struct{ attempted, succeeded int }
+	recents := map[string]recent{}
+	var rc recent
+	rows, err = r.pool.Query(ctx, `SELECT agent_id, sum(attempted)::int, sum(succeeded)::int FROM agent_stats_minute
+		WHERE bucket >= date_trunc('minute', $1::timestamptz) - interval '5 minutes' GROUP BY agent_id`, now)
+	if err == nil {
+		_, err = pgx.ForEachRow(rows, []any{&id, &rc.attempted, &rc.succeeded}, func() error {
+			recents[id] = rc
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot: load recent health: %w", err)
+	}
+
 	inFlight := map[string]int{}
 	var n int
 	rows, err = r.pool.Query(ctx, `SELECT agent_id, count(*) FROM jobs WHERE status = 'DELIVERED' AND agent_id IS NOT NULL GROUP BY agent_id`)
@@ -100,11 +117,15 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 		// The state is the sweep's: it writes lease changes every
 		// SweepInterval and may hold them back in self-preservation.
 		state := a.State
+		failureRate, attempts := b.ErrorRate, b.Attempts
+		if rc, ok := recents[id]; ok && rc.attempted > 0 {
+			failureRate, attempts = 1-float64(rc.succeeded)/float64(rc.attempted), rc.attempted
+		}
 		view = append(view, domain.RouteAgent{
 			ID: id, Namespace: a.Namespace, Capabilities: a.Capabilities, Aliases: a.Aliases,
 			Protocol: a.Protocol, Version: a.Version, Weight: a.Weight, MaxConcurrent: a.MaxConcurrent,
 			InFlight: n, RolloutPercent: a.RolloutPercent, Context: a.Context, State: state,
-			Breaker: b.State, FailureRate: b.ErrorRate, RecentAttempts: b.Attempts,
+			Breaker: b.State, FailureRate: failureRate, RecentAttempts: attempts,
 		})
 	}
 	index := domain.NewRouteIndex(view)

@@ -128,13 +128,20 @@ func (w *sweepWorker) Work(ctx context.Context, job *river.Job[SweepArgs]) error
 func (r *Registry) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &probeWorker{r: r})
 	river.AddWorker(workers, &sweepWorker{r: r})
+	river.AddWorker(workers, &healthSweepWorker{r: r})
 }
 
-// PeriodicJobs returns the registry's periodic River jobs (the sweep).
+// PeriodicJobs returns the registry's periodic River jobs: the lease sweep
+// and the health sweep.
 func (r *Registry) PeriodicJobs() []*river.PeriodicJob {
-	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(r.cfg.SweepInterval),
-		func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
-		&river.PeriodicJobOpts{ID: "agent_sweep", RunOnStart: true})}
+	return []*river.PeriodicJob{
+		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.SweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "agent_sweep", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.healthInterval()),
+			func() (river.JobArgs, *river.InsertOpts) { return HealthSweepArgs{}, nil },
+			&river.PeriodicJobOpts{ID: "health_sweep", RunOnStart: true}),
+	}
 }
 
 // SweepReport says what one sweep changed.

@@ -65,7 +65,7 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("database pool: %w", err)
 	}
 	a.store = eventstore.New(a.pool)
-	a.projector = eventstore.NewProjector(a.store, a.logger, projection.Jobs{})
+	a.projector = eventstore.NewProjector(a.store, a.logger, projection.All()...)
 	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
 	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
 	workers := river.NewWorkers()
@@ -127,6 +127,7 @@ func (a *App) background(ctx context.Context) {
 	a.migrated.Store(true)
 	a.logger.Info("schema is current")
 	a.goRun(func() { a.store.RunNotifier(ctx, a.logger) })
+	a.goRun(func() { a.store.RunListener(ctx, a.logger) })
 	a.goRun(func() { _ = a.projector.Run(ctx) })
 	a.goRun(func() { a.registry.Run(ctx) })
 	if err := a.river.Start(ctx); err != nil {

@@ -1,0 +1,108 @@
+// Package health reads Agent-Reach's health analytics: the reach_health
+// views over the agent_stats projection (see sql/migrations/0005_health.sql).
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// Windows are the windows the views offer.
+var Windows = []string{"1m", "5m", "1h", "24h"}
+
+// ErrUnknownWindow is returned for a window the views do not offer.
+var ErrUnknownWindow = errors.New("window must be one of 1m, 5m, 1h, 24h")
+
+// AgentHealth is one agent's figures over one window.
+type AgentHealth struct {
+	Window        string   `json:"window"`
+	Namespace     string   `json:"namespace"`
+	AgentID       string   `json:"agent_id"`
+	Attempted     int      `json:"attempted"`
+	Delivered     int      `json:"delivered"`
+	Succeeded     int      `json:"succeeded"`
+	Failed        int      `json:"failed"`
+	TimedOut      int      `json:"timed_out"`
+	DeadLettered  int      `json:"dead_lettered"`
+	ReachRate     *float64 `json:"reach_rate"`
+	SuccessRate   *float64 `json:"success_rate"`
+	HealthScore   *float64 `json:"health_score"`
+	LatencyP50MS  *float64 `json:"latency_p50_ms"`
+	LatencyP95MS  *float64 `json:"latency_p95_ms"`
+	LatencyP99MS  *float64 `json:"latency_p99_ms"`
+	DeliveryP50MS *float64 `json:"delivery_p50_ms"`
+	DeliveryP95MS *float64 `json:"delivery_p95_ms"`
+}
+
+func validWindow(w string) bool {
+	for _, x := range Windows {
+		if x == w {
+			return true
+		}
+	}
+	return false
+}
+
+// Agents returns every agent's figures over window, optionally of one
+// namespace, by agent id.
+func Agents(ctx context.Context, q eventstore.Querier, window, namespace string) ([]AgentHealth, error) {
+	if !validWindow(window) {
+		return nil, ErrUnknownWindow
+	}
+	rows, err := q.Query(ctx, `SELECT "window", namespace, agent_id, attempted, delivered, succeeded, failed, timed_out,
+			dead_lettered, reach_rate, success_rate, health_score, latency_p50_ms, latency_p95_ms, latency_p99_ms,
+			delivery_p50_ms, delivery_p95_ms
+		FROM reach_health WHERE "window" = $1 AND ($2 = '' OR namespace = $2) ORDER BY agent_id`, window, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("read reach_health: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AgentHealth, error) {
+		var h AgentHealth
+		err := r.Scan(&h.Window, &h.Namespace, &h.AgentID, &h.Attempted, &h.Delivered, &h.Succeeded, &h.Failed, &h.TimedOut,
+			&h.DeadLettered, &h.ReachRate, &h.SuccessRate, &h.HealthScore, &h.LatencyP50MS, &h.LatencyP95MS, &h.LatencyP99MS,
+			&h.DeliveryP50MS, &h.DeliveryP95MS)
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read reach_health: %w", err)
+	}
+	return out, nil
+}
+
+// Judge returns, for every agent with enough attempts in the alert window
+// (health_settings), whether it is below a threshold. Agents without
+// enough attempts are absent: there is no evidence either way.
+func Judge(ctx context.Context, q eventstore.Querier) (map[string]Verdict, error) {
+	rows, err := q.Query(ctx, `SELECT r.agent_id, r.attempted, coalesce(r.reach_rate, 0), coalesce(r.success_rate, 0),
+			(r.reach_rate < h.reach_alert OR r.success_rate < h.success_alert), h.alert_window
+		FROM reach_health r CROSS JOIN health_settings h
+		WHERE r."window" = h.alert_window AND r.attempted >= h.alert_min_attempts`)
+	if err != nil {
+		return nil, fmt.Errorf("judge health: %w", err)
+	}
+	out := map[string]Verdict{}
+	var id string
+	var v Verdict
+	_, err = pgx.ForEachRow(rows, []any{&id, &v.Attempted, &v.ReachRate, &v.SuccessRate, &v.Below, &v.Window}, func() error {
+		out[id] = v
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("judge health: %w", err)
+	}
+	return out, nil
+}
+
+// Verdict is one agent's standing against the alert thresholds.
+type Verdict struct {
+	Window      string  `json:"window"`
+	Attempted   int     `json:"attempted"`
+	ReachRate   float64 `json:"reach_rate"`
+	SuccessRate float64 `json:"success_rate"`
+	Below       bool    `json:"below"`
+}

@@ -1,0 +1,112 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/health"
+)
+
+// HealthSweepArgs is the periodic job that raises and clears health alerts.
+type HealthSweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (HealthSweepArgs) Kind() string { return "health_sweep" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (HealthSweepArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+}
+
+type healthSweepWorker struct {
+	river.WorkerDefaults[HealthSweepArgs]
+	r *Registry
+}
+
+func (w *healthSweepWorker) Work(ctx context.Context, _ *river.Job[HealthSweepArgs]) error {
+	_, err := w.r.HealthSweep(ctx)
+	return err
+}
+
+// HealthReport says which alerts one health sweep raised and cleared.
+type HealthReport struct {
+	Degraded  []string
+	Recovered []string
+}
+
+// HealthSweep compares every agent with the alert thresholds of
+// health_settings over the alert window and appends HEALTH_DEGRADED when an
+// agent falls below them, HEALTH_RECOVERED when one with enough attempts is
+// above them again: once per crossing, however often it runs. An agent with
+// too few attempts in the window keeps its standing.
+func (r *Registry) HealthSweep(ctx context.Context) (HealthReport, error) {
+	var rep HealthReport
+	verdicts, err := health.Judge(ctx, r.pool)
+	if err != nil {
+		return rep, err
+	}
+	err = r.store.InTx(ctx, func(tx pgx.Tx) error {
+		rep = HealthReport{}
+		rows, err := tx.Query(ctx, `SELECT agent_id, health_degraded, stream_version FROM agents
+			WHERE NOT deregistered ORDER BY agent_id FOR UPDATE SKIP LOCKED`)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			id       string
+			degraded bool
+			version  int
+		}
+		var agents []row
+		var a row
+		if _, err := pgx.ForEachRow(rows, []any{&a.id, &a.degraded, &a.version}, func() error {
+			agents = append(agents, a)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, a := range agents {
+			v, ok := verdicts[a.id]
+			if !ok || v.Below == a.degraded {
+				continue
+			}
+			t := domain.EventHealthRecovered
+			if v.Below {
+				t = domain.EventHealthDegraded
+				rep.Degraded = append(rep.Degraded, a.id)
+			} else {
+				rep.Recovered = append(rep.Recovered, a.id)
+			}
+			recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(a.id), a.version,
+				domain.NewEvent(t, v, domain.Metadata{Actor: "health"}))
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE agents SET health_degraded = $2, stream_version = $3 WHERE agent_id = $1`,
+				a.id, v.Below, recs[0].Version); err != nil {
+				return err
+			}
+			r.logger.WarnContext(ctx, "agent health "+map[bool]string{true: "degraded", false: "recovered"}[v.Below],
+				"agent_id", a.id, "window", v.Window, "attempted", v.Attempted, "reach_rate", v.ReachRate, "success_rate", v.SuccessRate)
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("health sweep: %w", err)
+	}
+	return rep, nil
+}
+
+// healthInterval is how often the health sweep runs.
+func (c Config) healthInterval() time.Duration {
+	if c.HealthInterval > 0 {
+		return c.HealthInterval
+	}
+	return 10 * time.Second
+}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -32,6 +34,10 @@ type Deps struct {
 	Ready func(ctx context.Context) error
 	// Version is reported by /healthz.
 	Version string
+	// Tracer traces requests (nil: no tracing).
+	Tracer trace.TracerProvider
+	// Metrics serves GET /metrics (nil: not served).
+	Metrics http.Handler
 }
 
 // Server holds the API's handlers.
@@ -48,7 +54,14 @@ func New(deps Deps) *gin.Engine {
 		deps.Logger.ErrorContext(c.Request.Context(), "panic in handler", "panic", rec, "path", c.FullPath())
 		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: CodeInternal, Message: "internal error"}})
 	}))
+	if deps.Tracer != nil {
+		r.Use(otelgin.Middleware("agent-reach", otelgin.WithTracerProvider(deps.Tracer),
+			otelgin.WithGinFilter(func(c *gin.Context) bool { return c.FullPath() != "/metrics" && c.FullPath() != "/healthz" })))
+	}
 	r.Use(logMiddleware(deps.Logger), errorMiddleware(deps.Logger), bodyLimit)
+	if deps.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(deps.Metrics))
+	}
 	r.NoRoute(func(c *gin.Context) { _ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path)) })
 
 	r.GET("/healthz", s.healthz)
@@ -96,6 +109,11 @@ func (s *Server) meta(c *gin.Context, actor string) domain.Metadata {
 func traceID(c *gin.Context) string {
 	if v, ok := c.Get("trace_id"); ok {
 		return v.(string)
+	}
+	if sc := trace.SpanContextFromContext(c.Request.Context()); sc.IsValid() {
+		id := sc.TraceID().String()
+		c.Set("trace_id", id)
+		return id
 	}
 	id := ""
 	if tp := c.GetHeader("traceparent"); len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {

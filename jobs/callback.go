@@ -16,8 +16,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/internal/telemetry"
 )
 
 // CallbackBody is what the caller's callback_url receives (API.md).
@@ -61,6 +67,10 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	if !l.Status.Terminal() || l.CallbackURL == "" || l.CallbackAcked {
 		return nil
 	}
+	ctx = telemetry.JobContext(ctx, l.TraceID)
+	ctx, span := s.tracer.Start(ctx, "callback", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", job.Attempt)))
+	defer span.End()
 	secret, err := s.CallbackSecret(ctx)
 	if err != nil {
 		return err
@@ -70,6 +80,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	code, postErr := s.postCallback(ctx, l, secret, body)
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	ok := postErr == nil && code/100 == 2
+	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", ok)))
 	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, job.Args.JobID)
 		if err != nil || l.CallbackAcked {
@@ -114,7 +125,7 @@ func (s *Service) postCallback(ctx context.Context, l *Loaded, secret string, bo
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", ts)
 	req.Header.Set("webhook-signature", "v1,"+Sign(key, id, ts, body))
-	req.Header.Set("traceparent", Traceparent(l.TraceID))
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent
 	req.Header.Set("X-Reach-Job-Id", l.JobID)
 	resp, err := s.http.Do(req)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // ClientConfig tunes the River client.
@@ -19,6 +20,8 @@ type ClientConfig struct {
 	PeriodicJobs []*river.PeriodicJob
 	// TestOnly turns off River's start-up jitter, for tests.
 	TestOnly bool
+	// Plugins are River plugins, such as otelriver's middleware.
+	Plugins []rivertype.Plugin
 	// RescueAfter is how long a job may run before River rescues it as
 	// stuck (its process died); it must exceed every worker's timeout.
 	RescueAfter time.Duration
@@ -53,6 +56,7 @@ func NewClient(pool *pgxpool.Pool, logger *slog.Logger, workers *river.Workers, 
 		Queues:       qc,
 		Workers:      workers,
 		PeriodicJobs: cfg.PeriodicJobs,
+		Plugins:      cfg.Plugins,
 		TestOnly:     cfg.TestOnly,
 		// Workers set their own timeouts; RescueAfter covers the longest.
 		JobTimeout:           time.Minute,

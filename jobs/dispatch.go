@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,8 +20,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -51,6 +55,10 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if err != nil {
 		return err
 	}
+	ctx = telemetry.JobContext(ctx, l.TraceID)
+	ctx, span := s.tracer.Start(ctx, "dispatch", trace.WithAttributes(attribute.String("job_id", l.JobID),
+		attribute.Int("attempt", job.Args.Attempt), attribute.String("capability", l.Capability)))
+	defer span.End()
 	attempt := job.Args.Attempt
 	if attempt != l.Attempts+1 || (l.Status != domain.StatusSubmitted && l.Status != domain.StatusTimeout) ||
 		(l.Attempts > 0 && l.lastIsRouted(l.Attempts)) {
@@ -112,6 +120,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	start := time.Now()
 	out := s.deliver(ctx, agent, l, attempt, deadline)
 	latency := time.Since(start)
+	outcomeAttr := metric.WithAttributes(attribute.String("outcome", string(out.kind)))
+	s.metrics.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(out.kind)), attribute.String("reason", out.reason)))
+	s.metrics.duration.Record(ctx, latency.Seconds(), outcomeAttr)
 	s.logger.DebugContext(ctx, "delivery", "job_id", l.JobID, "trace_id", l.TraceID, "agent_id", agent.AgentID,
 		"attempt", attempt, "outcome", out.kind, "reason", out.reason, "latency_ms", latency.Milliseconds())
 
@@ -208,6 +219,10 @@ const maxAgentAnswer = 16 << 20
 func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) outcome {
 	body, _ := json.Marshal(Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
 		Attempt: attempt, Deadline: deadline, ResultURL: s.cfg.PublicURL + "/v1/jobs/" + l.JobID + "/result"})
+	ctx, span := s.tracer.Start(ctx, "deliver", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", attempt),
+			attribute.String("agent_id", a.AgentID), attribute.String("url.full", a.Endpoint)))
+	defer span.End()
 	wait := deadline
 	if capped := time.Now().Add(s.cfg.InlineWait); capped.Before(deadline) {
 		wait = capped
@@ -225,7 +240,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 	msgID := l.JobID + "." + strconv.Itoa(attempt)
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", Traceparent(l.TraceID))
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent
 	req.Header.Set("X-Reach-Job-Id", l.JobID)
 	req.Header.Set("X-Reach-Attempt", strconv.Itoa(attempt))
 	req.Header.Set("webhook-id", msgID)
@@ -316,15 +331,4 @@ func Sign(key []byte, id, ts string, body []byte) string {
 	mac.Write([]byte(id + "." + ts + "."))
 	mac.Write(body)
 	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// Traceparent is a W3C traceparent header for traceID with a fresh span id.
-func Traceparent(traceID string) string {
-	if len(traceID) != 32 {
-		sum := sha256.Sum256([]byte(traceID))
-		traceID = hex.EncodeToString(sum[:16])
-	}
-	span := make([]byte, 8)
-	_, _ = rand.Read(span)
-	return "00-" + traceID + "-" + hex.EncodeToString(span) + "-01"
 }

@@ -77,6 +77,7 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 			return err
 		}
 	}
+	s.countFinished(ctx, l.Status, j.Status)
 	if fx.callback && j.Status.Terminal() && j.CallbackURL != "" {
 		if _, err := s.client.InsertTx(ctx, tx, CallbackArgs{JobID: l.JobID}, nil); err != nil {
 			return fmt.Errorf("enqueue callback of job %s: %w", l.JobID, err)

@@ -19,6 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -115,6 +118,8 @@ type Service struct {
 	client   *river.Client[pgx.Tx]
 	http     *http.Client
 	now      func() time.Time
+	tracer   trace.Tracer
+	metrics  instruments
 }
 
 // NewService returns a Service. Call SetClient before use.
@@ -126,11 +131,13 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		MaxIdleConnsPerHost: 100,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &Service{pool: pool, store: store, registry: reg, logger: logger, cfg: cfg.withDefaults(),
+	s := &Service{pool: pool, store: store, registry: reg, logger: logger, cfg: cfg.withDefaults(),
 		http: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // deliveries never follow redirects
 		}},
 		now: time.Now}
+	s.initTelemetry()
+	return s
 }
 
 // SetClient gives the service its River client (built after the service,
@@ -262,6 +269,10 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 	})
 	if err != nil {
 		return SubmitResult{}, err
+	}
+	if !res.Existing {
+		s.metrics.submitted.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", sub.Namespace),
+			attribute.String("priority", string(sub.Priority))))
 	}
 	return res, nil
 }

@@ -11,12 +11,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/riverqueue/rivercontrib/otelriver"
 
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/httpapi"
+	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/registry"
@@ -33,6 +38,7 @@ type App struct {
 	store     *eventstore.Store
 	projector *eventstore.Projector
 	registry  *registry.Registry
+	tel       *telemetry.Telemetry
 	jobs      *jobs.Service
 	river     *river.Client[pgx.Tx]
 	server    *http.Server
@@ -60,6 +66,16 @@ func (a *App) Start(ctx context.Context) error {
 	if a.cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(a.cfg.MaxConns)
 	}
+	a.tel, err = telemetry.Setup(ctx, telemetry.Options{ServiceName: "agent-reach", Version: version,
+		SpanExporter: a.cfg.SpanExporter, Getenv: a.cfg.Getenv})
+	if err != nil {
+		return err
+	}
+	if a.tel.ExporterLabel != "none" {
+		// SQL spans only when traces leave the process: a span per query
+		// is not free.
+		pcfg.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(a.tel.Tracer))
+	}
 	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg) // connects lazily
 	if err != nil {
 		return fmt.Errorf("database pool: %w", err)
@@ -68,11 +84,14 @@ func (a *App) Start(ctx context.Context) error {
 	a.projector = eventstore.NewProjector(a.store, a.logger, projection.All()...)
 	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
 	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
+	a.jobs.SetTelemetry(a.tel.Tracer, a.tel.Meter)
 	workers := river.NewWorkers()
 	a.registry.AddWorkers(workers)
 	a.jobs.AddWorkers(workers)
 	a.river, err = jobs.NewClient(a.pool, a.logger, workers, jobs.ClientConfig{
 		PeriodicJobs: append(a.registry.PeriodicJobs(), a.jobs.PeriodicJobs()...), TestOnly: a.cfg.TestOnly,
+		Plugins: []rivertype.Plugin{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
+			EnableTracePropagation: true, TracerProvider: a.tel.Tracer, MeterProvider: a.tel.Meter})},
 		RescueAfter: a.jobs.Config().RescueAfter()})
 	if err != nil {
 		a.pool.Close()
@@ -80,6 +99,10 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.registry.SetClient(a.river)
 	a.jobs.SetClient(a.river)
+	if err := registerGauges(a); err != nil {
+		a.pool.Close()
+		return err
+	}
 
 	a.listener, err = net.Listen("tcp", a.cfg.Addr)
 	if err != nil {
@@ -89,6 +112,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.jobs.SetPublicURL(a.URL())
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Registry: a.registry, Jobs: a.jobs, Logger: a.logger, Ready: a.ready, Version: version,
+		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 	})
 	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 
@@ -172,6 +196,9 @@ func (a *App) Close(ctx context.Context) error {
 	a.wg.Wait()
 	if a.pool != nil {
 		a.pool.Close()
+	}
+	if a.tel != nil {
+		err = errors.Join(err, a.tel.Shutdown(ctx))
 	}
 	return err
 }

@@ -133,7 +133,7 @@ func TestCrashConsistency(t *testing.T) {
 	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
 	_ = first.Wait()
 
-	serveProcess(t, dsn, addr) // same address: agents and result URLs stay valid
+	serveProcess(t, dsn, addr)         // same address: agents and result URLs stay valid
 	time.Sleep(300 * time.Millisecond) // let a few submits land on the new process
 	stopSubmitting()
 	<-submitted

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/agentreach/agentreach/internal/devdb"
+	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 	arsql "github.com/agentreach/agentreach/sql"
@@ -128,6 +130,10 @@ type Config struct {
 	Registry    registry.Config
 	Jobs        jobs.Config
 	TestOnly    bool
+	// SpanExporter receives every span (tests); nil: OTEL_* decides.
+	SpanExporter sdktrace.SpanExporter
+	// Getenv is the environment the OTEL_* variables are read from.
+	Getenv func(string) string
 }
 
 func (m *Main) env(name, def string) string {
@@ -138,6 +144,7 @@ func (m *Main) env(name, def string) string {
 }
 
 func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
+	cfg.Getenv = m.Getenv
 	fs.StringVar(&cfg.DatabaseURL, "database-url", m.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
 	fs.StringVar(&cfg.Addr, "addr", m.env("AGENTREACH_ADDR", defAddr), "listen address (env AGENTREACH_ADDR)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default: pgx's, max(4, cores))")
@@ -177,9 +184,9 @@ func (m *Main) logger(cfg Config) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch cfg.LogFormat {
 	case "json":
-		return slog.New(slog.NewJSONHandler(m.Stderr, opts)), nil
+		return slog.New(telemetry.LogHandler{Handler: slog.NewJSONHandler(m.Stderr, opts)}), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(m.Stderr, opts)), nil
+		return slog.New(telemetry.LogHandler{Handler: slog.NewTextHandler(m.Stderr, opts)}), nil
 	}
 	return nil, fmt.Errorf("log format %q: want text or json", cfg.LogFormat)
 }

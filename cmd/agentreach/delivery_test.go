@@ -35,11 +35,26 @@ type testAgent struct {
 
 func newTestAgent(t *testing.T, base, id, capability string, weight int, handle func(w http.ResponseWriter, env jobs.Envelope)) *testAgent {
 	t.Helper()
+	return newTestAgentFull(t, base, id, capability, weight, handle, nil)
+}
+
+// newTestAgentWithHeaders is a succeeding agent that shows the test the
+// headers of each delivery.
+func newTestAgentWithHeaders(t *testing.T, base, id, capability string, headers func(http.Header)) *testAgent {
+	t.Helper()
+	return newTestAgentFull(t, base, id, capability, 50, answer("SUCCESS", ""), headers)
+}
+
+func newTestAgentFull(t *testing.T, base, id, capability string, weight int, handle func(w http.ResponseWriter, env jobs.Envelope), headers func(http.Header)) *testAgent {
+	t.Helper()
 	a := &testAgent{id: id, envelopes: make(chan jobs.Envelope, 1000), handle: handle}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			w.WriteHeader(http.StatusOK)
 			return
+		}
+		if headers != nil {
+			headers(r.Header)
 		}
 		var env jobs.Envelope
 		if err := json.NewDecoder(r.Body).Decode(&env); err != nil {

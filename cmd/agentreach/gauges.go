@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -32,6 +33,10 @@ func registerGauges(a *App) error {
 		if !a.migrated.Load() {
 			return nil
 		}
+		depth := map[string]int64{}
+		for q := range jobs.DefaultQueues() {
+			depth[q] = 0
+		}
 		rows, err := a.pool.Query(ctx, `SELECT queue, count(*) FROM river_job
 			WHERE state IN ('available', 'scheduled', 'retryable') GROUP BY queue`)
 		if err == nil {
@@ -39,10 +44,13 @@ func registerGauges(a *App) error {
 			var n int64
 			for rows.Next() {
 				if rows.Scan(&q, &n) == nil {
-					o.ObserveInt64(queue, n, metric.WithAttributes(attribute.String("queue", q)))
+					depth[q] = n
 				}
 			}
 			rows.Close()
+		}
+		for q, n := range depth {
+			o.ObserveInt64(queue, n, metric.WithAttributes(attribute.String("queue", q)))
 		}
 		counts := map[domain.AgentState]int64{}
 		if list, err := a.registry.List(ctx, registry.ListFilter{}); err == nil {

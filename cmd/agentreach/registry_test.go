@@ -51,11 +51,13 @@ func startProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
 // sweeps tuned for tests.
 func service(t *testing.T) (*running, string) {
 	t.Helper()
-	dsn := pgtest.NewDatabase(t)
+	dsn := newDatabase(t)
 	r := startTuned(t, map[string]string{"DATABASE_URL": dsn}, fastSweeps, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	waitReady(t, r.m.URL())
 	return r, dsn
 }
+
+func newDatabase(t *testing.T) string { t.Helper(); return pgtest.NewDatabase(t) }
 
 // fastSweeps shortens the compensation sweeps so tests see them act.
 func fastSweeps(c *Config) {

@@ -1,0 +1,398 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/agentreach/agentreach/jobs"
+)
+
+// waitProjected waits until every projection has folded the whole log.
+func waitProjected(t *testing.T, svc *running) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		lag, err := svc.m.app.projector.Lag(context.Background())
+		require.NoError(t, err)
+		total := int64(0)
+		for _, n := range lag {
+			total += n
+		}
+		if total == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "projections still behind: %v", lag)
+		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
+	}
+}
+
+// scriptedMix runs a known mix of outcomes through real deliveries and
+// returns the job ids.
+func scriptedMix(t *testing.T, base string) []string {
+	t.Helper()
+	var n atomic.Int64
+	newTestAgent(t, base, "fast", "t.mix", 50, answer("SUCCESS", ""))
+	newTestAgent(t, base, "varied", "t.varied", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+		time.Sleep(time.Duration(n.Add(1)%7) * 7 * time.Millisecond) // spread the latencies
+		answer("SUCCESS", "")(w, env)
+	})
+	newTestAgent(t, base, "biz", "t.biz", 50, answer("FAILED", "no_luck"))
+	newTestAgent(t, base, "broken", "t.broken", 50, statusOnly(http.StatusBadGateway))
+	newTestAgent(t, base, "sleepy", "t.sleepy", 50, hang)
+	var ids []string
+	for i := range 12 {
+		ids = append(ids, submitOK(t, base, `{"capability":"t.mix","payload":{}}`))
+		ids = append(ids, submitOK(t, base, `{"capability":"t.varied","payload":{}}`))
+		if i%3 == 0 {
+			ids = append(ids, submitOK(t, base, `{"capability":"t.biz","payload":{}}`))
+			ids = append(ids, submitOK(t, base, `{"capability":"t.broken","payload":{},"max_attempts":2,"backoff_base_ms":100}`))
+		}
+		if i%6 == 0 {
+			ids = append(ids, submitOK(t, base, `{"capability":"t.sleepy","payload":{},"timeout_ms":200,"max_attempts":1}`))
+		}
+	}
+	for _, id := range ids {
+		waitTerminal(t, base, id, 20*time.Second)
+	}
+	return ids
+}
+
+// TestHealthFiguresEqualTheLog recomputes every figure of reach_health
+// straight from the events table and finds them equal (latency
+// percentiles within one histogram bucket).
+func TestHealthFiguresEqualTheLog(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	scriptedMix(t, base)
+	waitProjected(t, svc)
+	ctx := context.Background()
+
+	type figures struct {
+		attempted, delivered, succeeded, failed, timedOut, deadLettered int
+		reach, success, score                                           float64
+		p50, p95, p99                                                   float64
+	}
+	fromLog := map[string]figures{}
+	rows, err := svc.m.app.pool.Query(ctx, `
+		WITH a AS (
+			SELECT type, data->>'agent_id' AS agent, (data->>'latency_ms')::float8 AS ms, data->>'reason' AS reason
+			FROM events WHERE stream_id LIKE 'job:%' AND coalesce(data->>'agent_id', '') <> '')
+		SELECT agent,
+			count(*) FILTER (WHERE type = 'ROUTED'),
+			count(*) FILTER (WHERE type = 'DELIVERED'),
+			count(*) FILTER (WHERE type = 'SUCCESS'),
+			count(*) FILTER (WHERE type = 'FAILED' OR (type = 'ATTEMPT_FAILED' AND reason = 'business_failure')),
+			count(*) FILTER (WHERE type = 'TIMEOUT'),
+			count(*) FILTER (WHERE type = 'DEAD_LETTER'),
+			coalesce(percentile_disc(0.50) WITHIN GROUP (ORDER BY ms) FILTER (WHERE type IN ('SUCCESS', 'FAILED')), -1),
+			coalesce(percentile_disc(0.95) WITHIN GROUP (ORDER BY ms) FILTER (WHERE type IN ('SUCCESS', 'FAILED')), -1),
+			coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY ms) FILTER (WHERE type IN ('SUCCESS', 'FAILED')), -1)
+		FROM a GROUP BY agent`)
+	require.NoError(t, err)
+	var id string
+	var f figures
+	_, err = pgx.ForEachRow(rows, []any{&id, &f.attempted, &f.delivered, &f.succeeded, &f.failed, &f.timedOut, &f.deadLettered,
+		&f.p50, &f.p95, &f.p99}, func() error {
+		f.reach = float64(f.delivered) / float64(f.attempted)
+		f.success = float64(f.succeeded) / float64(f.attempted)
+		f.score = 0.4*f.reach + 0.6*f.success
+		fromLog[id] = f
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, fromLog, 5)
+
+	for _, window := range []string{"1h", "24h"} {
+		var body struct {
+			Agents []struct {
+				AgentID      string   `json:"agent_id"`
+				Attempted    int      `json:"attempted"`
+				Delivered    int      `json:"delivered"`
+				Succeeded    int      `json:"succeeded"`
+				Failed       int      `json:"failed"`
+				TimedOut     int      `json:"timed_out"`
+				DeadLettered int      `json:"dead_lettered"`
+				ReachRate    float64  `json:"reach_rate"`
+				SuccessRate  float64  `json:"success_rate"`
+				HealthScore  float64  `json:"health_score"`
+				P50          *float64 `json:"latency_p50_ms"`
+				P95          *float64 `json:"latency_p95_ms"`
+				P99          *float64 `json:"latency_p99_ms"`
+			} `json:"agents"`
+		}
+		getJSON(t, base+"/v1/metrics/agents?window="+window, http.StatusOK, &body)
+		require.Len(t, body.Agents, len(fromLog), window)
+		for _, h := range body.Agents {
+			want := fromLog[h.AgentID]
+			msg := window + " " + h.AgentID
+			require.Equal(t, []int{want.attempted, want.delivered, want.succeeded, want.failed, want.timedOut, want.deadLettered},
+				[]int{h.Attempted, h.Delivered, h.Succeeded, h.Failed, h.TimedOut, h.DeadLettered}, msg)
+			require.InDelta(t, want.reach, h.ReachRate, 1e-9, msg)
+			require.InDelta(t, want.success, h.SuccessRate, 1e-9, msg)
+			require.InDelta(t, want.score, h.HealthScore, 1e-9, msg)
+			for _, p := range []struct {
+				exact float64
+				got   *float64
+			}{{want.p50, h.P50}, {want.p95, h.P95}, {want.p99, h.P99}} {
+				if p.exact < 0 {
+					require.Nil(t, p.got, msg)
+					continue
+				}
+				require.NotNil(t, p.got, msg)
+				// The histogram answers the upper bound of the bucket holding
+				// the exact value: within one bucket (a factor of 1.25).
+				require.LessOrEqual(t, math.Max(p.exact, 1), *p.got*(1+1e-9), msg)
+				require.Greater(t, math.Max(p.exact, 1)*1.25, *p.got*(1-1e-9), msg)
+			}
+		}
+	}
+	var e struct{ Error struct{ Field string } }
+	getJSON(t, base+"/v1/metrics/agents?window=2d", http.StatusBadRequest, &e)
+	require.Equal(t, "window", e.Error.Field)
+}
+
+func dumpTable(t *testing.T, svc *running, sql string) []string {
+	t.Helper()
+	rows, err := svc.m.app.pool.Query(context.Background(), sql)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		v, err := r.Values()
+		return fmt.Sprint(v), err
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// TestRebuildEveryProjection rebuilds each projection from position 0 and
+// compares it row for row with the live one.
+func TestRebuildEveryProjection(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	scriptedMix(t, svc.m.URL())
+	waitProjected(t, svc)
+	tables := map[string][]string{
+		"jobs":        {`SELECT * FROM jobs ORDER BY job_id`},
+		"agent_stats": {`SELECT * FROM agent_stats_minute ORDER BY 1, 2, 3`, `SELECT * FROM agent_stats_hour ORDER BY 1, 2, 3`},
+	}
+	for _, proj := range svc.m.app.projector.Projections() {
+		queries := tables[proj.Name()]
+		require.NotEmpty(t, queries, "a test for projection %s", proj.Name())
+		var live [][]string
+		for _, q := range queries {
+			live = append(live, dumpTable(t, svc, q))
+			require.NotEmpty(t, live[len(live)-1])
+		}
+		n, err := svc.m.app.projector.Rebuild(context.Background(), proj, nil)
+		require.NoError(t, err)
+		require.Positive(t, n)
+		for i, q := range queries {
+			require.Equal(t, live[i], dumpTable(t, svc, q), "%s after rebuild", proj.Name())
+		}
+	}
+}
+
+// TestHealthAlertsOncePerCrossing: falling below the thresholds appends one
+// HEALTH_DEGRADED however often the sweep runs, and recovering one
+// HEALTH_RECOVERED; the router's failure term reacts meanwhile.
+func TestHealthAlertsOncePerCrossing(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	ctx := context.Background()
+	var healthy atomic.Bool
+	newTestAgent(t, base, "sick", "t.sick", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+		if healthy.Load() {
+			answer("SUCCESS", "")(w, env)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	healthEvents := func() []string {
+		var out []string
+		for _, e := range dumpTable(t, svc, `SELECT type FROM events WHERE stream_id = 'agent:sick' AND type LIKE 'HEALTH_%' ORDER BY version`) {
+			out = append(out, strings.Trim(e, "[]"))
+		}
+		return out
+	}
+	sweep := func() {
+		_, err := svc.m.app.registry.HealthSweep(ctx)
+		require.NoError(t, err)
+	}
+	for range 6 {
+		waitTerminal(t, base, submitOK(t, base, `{"capability":"t.sick","payload":{},"max_attempts":1}`), 10*time.Second)
+	}
+	waitProjected(t, svc)
+	sweep()
+	sweep()
+	sweep()
+	require.Equal(t, []string{"HEALTH_DEGRADED"}, healthEvents())
+
+	require.NoError(t, svc.m.app.registry.Snapshot().Refresh(ctx))
+	rj := route(t, base, "t.sick")
+	require.Len(t, rj.Candidates, 1)
+	var failureTerm float64
+	for _, term := range rj.Candidates[0].Terms {
+		if term.Name == "failure_rate" {
+			failureTerm = term.Value
+		}
+	}
+	require.Equal(t, -50.0, failureTerm, "recent failures cost the agent routing score")
+
+	// The thresholds are configuration: relax them, and recover.
+	_, err := svc.m.app.pool.Exec(ctx, `UPDATE health_settings SET reach_alert = 0.5, success_alert = 0.5`)
+	require.NoError(t, err)
+	healthy.Store(true)
+	for range 10 {
+		waitTerminal(t, base, submitOK(t, base, `{"capability":"t.sick","payload":{},"max_attempts":1}`), 10*time.Second)
+	}
+	waitProjected(t, svc)
+	sweep()
+	sweep()
+	require.Equal(t, []string{"HEALTH_DEGRADED", "HEALTH_RECOVERED"}, healthEvents())
+}
+
+// metricValue finds one sample in a Prometheus exposition.
+func metricValue(t *testing.T, exposition, name string, labels ...string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if ok {
+			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			require.NoError(t, err, line)
+			return v
+		}
+	}
+	t.Fatalf("no sample %s%v in /metrics; ours:\n%s", name, labels, truncateLines(grepLines(exposition, "agentreach_"), 40))
+	return 0
+}
+
+func truncateLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], "…")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestPrometheusMetrics reads /metrics after a known workload.
+func TestPrometheusMetrics(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "m-ok", "t.ok", 50, answer("SUCCESS", ""))
+	newTestAgent(t, base, "m-bad", "t.bad", 50, statusOnly(http.StatusServiceUnavailable))
+	for range 3 {
+		waitTerminal(t, base, submitOK(t, base, `{"capability":"t.ok","payload":{}}`), 10*time.Second)
+	}
+	for range 2 {
+		waitTerminal(t, base, submitOK(t, base, `{"capability":"t.bad","payload":{},"max_attempts":1,"priority":"low"}`), 10*time.Second)
+	}
+	waitProjected(t, svc)
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	m := string(b)
+	require.Equal(t, 3.0, metricValue(t, m, "agentreach_jobs_submitted_total", `priority="normal"`))
+	require.Equal(t, 2.0, metricValue(t, m, "agentreach_jobs_submitted_total", `priority="low"`))
+	require.Equal(t, 3.0, metricValue(t, m, "agentreach_deliveries_total", `outcome="result"`))
+	require.Equal(t, 2.0, metricValue(t, m, "agentreach_deliveries_total", `outcome="failed"`, `reason="http_503"`))
+	require.Equal(t, 3.0, metricValue(t, m, "agentreach_delivery_duration_seconds_count", `outcome="result"`))
+	require.Equal(t, 2.0, metricValue(t, m, "agentreach_delivery_duration_seconds_count", `outcome="failed"`))
+	require.Equal(t, 3.0, metricValue(t, m, "agentreach_jobs_finished_total", `status="SUCCESS"`))
+	require.Equal(t, 2.0, metricValue(t, m, "agentreach_jobs_finished_total", `status="DEAD_LETTER"`))
+	require.Equal(t, 2.0, metricValue(t, m, "agentreach_agents", `state="HEALTHY"`))
+	require.Equal(t, 0.0, metricValue(t, m, "agentreach_projector_lag", `projection="jobs"`))
+	require.Equal(t, 0.0, metricValue(t, m, "agentreach_queue_depth", `queue="dispatch_high"`))
+	require.True(t, regexp.MustCompile(`(?m)^river_work_count(_total)?\{`).MatchString(m), "River's own metrics")
+}
+
+// TestOneTracePerJob: the submit's trace id is the job's, and the
+// delivery, the agent's traceparent, the callback and the caller's
+// traceparent all carry it.
+func TestOneTracePerJob(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewInMemoryExporter()
+	dsn := newDatabase(t)
+	svc := startTuned(t, map[string]string{"DATABASE_URL": dsn}, func(c *Config) {
+		fastSweeps(c)
+		c.SpanExporter = spans
+	}, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	waitReady(t, svc.m.URL())
+	base := svc.m.URL()
+
+	var mu sync.Mutex
+	var agentParent, callbackParent string
+	newTestAgentWithHeaders(t, base, "traced", "t.trace", func(h http.Header) {
+		mu.Lock()
+		agentParent = h.Get("traceparent")
+		mu.Unlock()
+	})
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		callbackParent = r.Header.Get("traceparent")
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer receiver.Close()
+
+	code, out := submit(t, base, fmt.Sprintf(`{"capability":"t.trace","payload":{},"callback_url":%q}`, receiver.URL),
+		"traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	require.Equal(t, http.StatusAccepted, code)
+	id := out["job_id"].(string)
+	traceID := out["trace_id"].(string)
+	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", traceID, "the caller's trace is the job's")
+	waitJob(t, base, id, func(j jobJSON) bool { return j.Callback != nil && j.Callback.Acknowledged }, 10*time.Second)
+
+	mu.Lock()
+	require.Contains(t, agentParent, "-"+traceID+"-")
+	require.Contains(t, callbackParent, "-"+traceID+"-")
+	mu.Unlock()
+	names := map[string]bool{}
+	for _, s := range spans.GetSpans() {
+		if s.SpanContext.TraceID().String() == traceID {
+			names[s.Name] = true
+		}
+	}
+	for _, want := range []string{"/v1/jobs", "dispatch", "deliver", "callback"} {
+		found := false
+		for n := range names {
+			found = found || strings.Contains(n, want)
+		}
+		require.True(t, found, "span %q in the job's trace; got %v", want, names)
+	}
+	require.Equal(t, traceID, getJob(t, base, id).TraceID)
+}

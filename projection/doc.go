@@ -9,3 +9,14 @@ import "github.com/agentreach/agentreach/eventstore"
 func All() []eventstore.Projection {
 	return []eventstore.Projection{Jobs{}, AgentStats{}}
 }
+
+// Tables names the read-model tables of each projection, for reports.
+func Tables(name string) []string {
+	switch name {
+	case Jobs{}.Name():
+		return []string{"jobs"}
+	case AgentStats{}.Name():
+		return []string{"agent_stats_minute", "agent_stats_hour"}
+	}
+	return nil
+}

@@ -396,3 +396,60 @@ func TestOneTracePerJob(t *testing.T) {
 	}
 	require.Equal(t, traceID, getJob(t, base, id).TraceID)
 }
+
+// TestProjectionsRebuildCommand runs `agentreach projections rebuild`
+// against a database with history and checks its report.
+func TestProjectionsRebuildCommand(t *testing.T) {
+	t.Parallel()
+	svc, dsn := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "cmd-agent", "t.cmd", 50, answer("SUCCESS", ""))
+	for range 3 {
+		waitTerminal(t, base, submitOK(t, base, `{"capability":"t.cmd","payload":{}}`), 10*time.Second)
+	}
+	waitProjected(t, svc)
+	out := &syncBuffer{}
+	m := NewMain()
+	m.Stdout, m.Stderr = out, out
+	m.Getenv = func(string) string { return "" }
+	require.NoError(t, m.Run(context.Background(), []string{"projections", "rebuild", "--database-url", dsn, "jobs", "agent_stats"}))
+	require.Regexp(t, `rebuilt jobs: \d+ events folded into jobs 3 rows in `, out.String())
+	require.Regexp(t, `rebuilt agent_stats: \d+ events folded into agent_stats_minute [1-9]\d* rows, agent_stats_hour [1-9]\d* rows`, out.String())
+	require.Contains(t, out.String(), "100%")
+	require.ErrorIs(t, m.Run(context.Background(), []string{"projections", "rebuild", "--database-url", dsn, "nope"}), errUsage)
+}
+
+// TestEventStream reads the global log as Server-Sent Events, including an
+// event committed after the stream opened.
+func TestEventStream(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	first := submitOK(t, base, `{"capability":"t.sse","payload":{},"max_attempts":1}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/events/stream?after=0", nil)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	second := ""
+	seen := map[string]bool{}
+	buf := make([]byte, 64<<10)
+	var acc strings.Builder
+	for !(seen[first] && second != "" && seen[second]) {
+		n, err := resp.Body.Read(buf)
+		require.NoError(t, err)
+		acc.Write(buf[:n])
+		for _, id := range []string{first, second} {
+			if id != "" && strings.Contains(acc.String(), `"stream_id":"job:`+id+`"`) {
+				seen[id] = true
+			}
+		}
+		if seen[first] && second == "" {
+			second = submitOK(t, base, `{"capability":"t.sse","payload":{},"max_attempts":1}`)
+		}
+	}
+	require.Contains(t, acc.String(), "event: SUBMITTED")
+	require.Regexp(t, `(?m)^id: \d+$`, acc.String())
+}

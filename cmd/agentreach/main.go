@@ -36,6 +36,7 @@ Usage:
   agentreach agents    list registered agents (--json)
   agentreach dig ID    everything about one agent: state, lease, breaker, route hits (--json)
   agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
+  agentreach projections rebuild [NAME]  rebuild read models from the event log
   agentreach version   print the version
 
 Run "agentreach COMMAND -h" for a command's flags.
@@ -107,6 +108,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runDig(ctx, rest)
 	case "mock-agent":
 		return m.runMockAgent(ctx, rest)
+	case "projections":
+		return m.runProjections(ctx, rest)
 	case "version":
 		fmt.Fprintln(m.Stdout, "agentreach", version)
 		return nil

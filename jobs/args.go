@@ -47,24 +47,25 @@ var pendingStates = []rivertype.JobState{
 }
 
 // DispatchArgs is the River job that makes one attempt of a job: route,
-// deliver, record. One per (job, attempt): a duplicate insert is skipped,
-// and a dispatch for an attempt that already started does nothing.
+// deliver, record. The job's queued timer watches it; a dispatch for an
+// attempt that already started, or that another dispatch wins, does
+// nothing (the stream's version decides).
 type DispatchArgs struct {
-	JobID   string `json:"job_id" river:"unique"`
-	Attempt int    `json:"attempt" river:"unique"`
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
 }
 
 // Kind implements river.JobArgs.
 func (DispatchArgs) Kind() string { return "dispatch_job" }
 
 func dispatchOpts(p domain.Priority) *river.InsertOpts {
-	return &river.InsertOpts{Queue: laneQueue(p), Priority: lanePriority(p), MaxAttempts: 25,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+	return &river.InsertOpts{Queue: laneQueue(p), Priority: lanePriority(p), MaxAttempts: 25}
 }
 
-// CallbackArgs is the River job that tells the caller a job finished.
+// CallbackArgs is the River job that tells the caller a job finished. The
+// job's callback timer watches it.
 type CallbackArgs struct {
-	JobID string `json:"job_id" river:"unique"`
+	JobID string `json:"job_id"`
 }
 
 // Kind implements river.JobArgs.
@@ -72,8 +73,7 @@ func (CallbackArgs) Kind() string { return "callback_job" }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
 func (CallbackArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueCallbacks, MaxAttempts: CallbackMaxAttempts,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+	return river.InsertOpts{Queue: QueueCallbacks, MaxAttempts: CallbackMaxAttempts}
 }
 
 // CallbackMaxAttempts is how many times a callback is tried before it is

@@ -24,10 +24,11 @@ type sideEffects struct {
 }
 
 type timer struct {
-	attempt int
-	agentID string
-	phase   string // "routed" or "delivered"
-	due     time.Time
+	attempt    int
+	agentID    string
+	phase      string // queued, routed, delivered, retry or callback
+	due        time.Time
+	riverJobID int64
 }
 
 type sample struct {
@@ -79,8 +80,8 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 	}
 	s.countFinished(ctx, l.Status, j.Status)
 	if fx.callback && j.Status.Terminal() && j.CallbackURL != "" {
-		if _, err := s.client.InsertTx(ctx, tx, CallbackArgs{JobID: l.JobID}, nil); err != nil {
-			return fmt.Errorf("enqueue callback of job %s: %w", l.JobID, err)
+		if err := s.enqueueCallbackTx(ctx, tx, l.JobID); err != nil {
+			return err
 		}
 	}
 	l.Job = j
@@ -88,13 +89,38 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 }
 
 func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t timer) error {
-	_, err := tx.Exec(ctx, `INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at) VALUES ($1, $2, $3, $4, $5)
+	var rj *int64
+	if t.riverJobID != 0 {
+		rj = &t.riverJobID
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
-			phase = excluded.phase, due_at = excluded.due_at`, jobID, t.attempt, t.agentID, t.phase, t.due)
+			phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id`,
+		jobID, t.attempt, t.agentID, t.phase, t.due, rj)
 	if err != nil {
 		return fmt.Errorf("set timer of job %s: %w", jobID, err)
 	}
 	return nil
+}
+
+// enqueueDispatchTx inserts the River job of an attempt and the queued
+// timer that watches it.
+func (s *Service) enqueueDispatchTx(ctx context.Context, tx pgx.Tx, jobID string, attempt int, p domain.Priority) error {
+	res, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: jobID, Attempt: attempt}, dispatchOpts(p))
+	if err != nil {
+		return fmt.Errorf("enqueue attempt %d of job %s: %w", attempt, jobID, err)
+	}
+	return s.setTimerTx(ctx, tx, jobID, timer{attempt: attempt, phase: "queued", due: s.now().Add(s.cfg.LostAfter), riverJobID: res.Job.ID})
+}
+
+// enqueueCallbackTx inserts the caller's callback job and the timer that
+// watches it.
+func (s *Service) enqueueCallbackTx(ctx context.Context, tx pgx.Tx, jobID string) error {
+	res, err := s.client.InsertTx(ctx, tx, CallbackArgs{JobID: jobID}, nil)
+	if err != nil {
+		return fmt.Errorf("enqueue callback of job %s: %w", jobID, err)
+	}
+	return s.setTimerTx(ctx, tx, jobID, timer{phase: "callback", due: s.now().Add(s.cfg.CallbackGrace), riverJobID: res.Job.ID})
 }
 
 // failAttempt decides what follows an attempt that produced no usable

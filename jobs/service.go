@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
@@ -50,7 +49,8 @@ type Config struct {
 	MaxFanout int
 	// LostAfter is how long past an attempt's deadline a routed attempt
 	// that never recorded an outcome (its dispatcher died) is declared lost
-	// and retried (default 10 s).
+	// and retried, and how long a queued dispatch may run without routing
+	// before it is presumed dead and enqueued again (default 10 s).
 	LostAfter time.Duration
 	// DeadlineSweepInterval is how often deadlines are checked (1 s).
 	DeadlineSweepInterval time.Duration
@@ -68,6 +68,10 @@ type Config struct {
 	// CapacityWait is how long a job waits when every candidate agent is at
 	// capacity before it is routed again, spending no attempt (250 ms).
 	CapacityWait time.Duration
+	// CallbackGrace is how long a callback job may run before the
+	// watchdog presumes its process died and enqueues it again (default
+	// 45 s; a callback POST times out after 15 s).
+	CallbackGrace time.Duration
 	// InlineWait bounds how long a delivery waits for an inline answer
 	// (default 5 min). An attempt whose deadline is further away and whose
 	// agent has not answered by then counts as delivered: the agent must
@@ -100,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CapacityWait <= 0 {
 		c.CapacityWait = 250 * time.Millisecond
+	}
+	if c.CallbackGrace <= 0 {
+		c.CallbackGrace = 45 * time.Second
 	}
 	if c.InlineWait <= 0 {
 		c.InlineWait = 5 * time.Minute
@@ -261,8 +268,8 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 			domain.NewEvent(domain.EventSubmitted, sub, md)); err != nil {
 			return err
 		}
-		if _, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: sub.JobID, Attempt: 1}, dispatchOpts(sub.Priority)); err != nil {
-			return fmt.Errorf("enqueue dispatch: %w", err)
+		if err := s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority); err != nil {
+			return err
 		}
 		res = SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: domain.StatusSubmitted}
 		return nil
@@ -464,10 +471,3 @@ func (s *Service) CallbackSecret(ctx context.Context) (string, error) {
 	}
 	return secret, nil
 }
-
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}
-
-var _ = isUniqueViolation

@@ -55,9 +55,11 @@ func (w *deadlineSweepWorker) Work(ctx context.Context, _ *river.Job[DeadlineSwe
 // SweepDeadlines acts on every due timer: a retry whose wait is over gets
 // its dispatch; a delivered attempt with no result by its deadline gets
 // TIMEOUT; a routed attempt whose dispatcher never recorded an outcome (it
-// died) is lost. Timed-out and lost attempts are retried or dead-lettered.
-// Each job is decided in its own transaction with its timer, so the sweep
-// is idempotent and safe to run anywhere.
+// died) is lost; a queued dispatch or a callback whose River job is stuck
+// with a dead process, or gone, is enqueued again. Timed-out and lost
+// attempts are retried or dead-lettered. Each job is decided in its own
+// transaction with its timer, so the sweep is idempotent and safe to run
+// anywhere.
 func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 	rep := SweepReport{Sweep: "deadline"}
 	rows, err := s.pool.Query(ctx, `SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500`, s.now().UTC())
@@ -83,6 +85,10 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 			rep.TimedOut = append(rep.TimedOut, id)
 		case "lost":
 			rep.Lost = append(rep.Lost, id)
+		case "redispatched":
+			rep.Redispatched = append(rep.Redispatched, id)
+		case "callback_requeued":
+			rep.CallbacksRequeued = append(rep.CallbacksRequeued, id)
 		}
 	}
 	return rep, s.recordSweep(ctx, rep)
@@ -92,7 +98,9 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	var attempt int
 	var phase string
 	var due time.Time
-	err := tx.QueryRow(ctx, `SELECT attempt, phase, due_at FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&attempt, &phase, &due)
+	var riverJobID *int64
+	err := tx.QueryRow(ctx, `SELECT attempt, phase, due_at, river_job_id FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED`, id).
+		Scan(&attempt, &phase, &due, &riverJobID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil // handled meanwhile, or locked by another sweeper
 	}
@@ -108,15 +116,24 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 		return "", err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"}
+	waiting := (l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout) && l.Attempts == attempt-1 &&
+		(l.Attempts == 0 || !l.lastIsRouted(l.Attempts))
 	switch {
-	case phase == "retry" && !l.Status.Terminal() && l.Attempts == attempt-1:
-		if _, err := tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, id); err != nil {
-			return "", err
+	case phase == "retry" && waiting:
+		return "", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority)
+	case phase == "queued" && waiting:
+		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.LostAfter)
+		if err != nil || alive {
+			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.LostAfter), err)
 		}
-		if _, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: id, Attempt: attempt}, dispatchOpts(l.Priority)); err != nil {
-			return "", fmt.Errorf("enqueue attempt %d: %w", attempt, err)
+		return "redispatched", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority)
+	case phase == "callback" && l.Status.Terminal() && l.CallbackURL != "" && !l.CallbackAcked && !l.CallbackGaveUp &&
+		l.Callbacks < CallbackMaxAttempts:
+		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.CallbackGrace)
+		if err != nil || alive {
+			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.CallbackGrace), err)
 		}
-		return "retry", nil
+		return "callback_requeued", s.enqueueCallbackTx(ctx, tx, id)
 	case phase == "delivered" && l.Status == domain.StatusDelivered && l.Attempts == attempt:
 		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: l.AgentID, Deadline: due, RetryAt: at}, md)
@@ -130,8 +147,41 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 		}, 0, now, md, "dispatcher_lost")
 		return "lost", s.appendTx(ctx, tx, l, fx, evs...)
 	}
-	_, err = tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, id) // a stale timer
+	_, err = tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, id) // its work is done
 	return "", err
+}
+
+// riverJobAlive reports whether a River job is waiting to run or running
+// for less than grace (so its process is presumably alive). A missing,
+// finished or long-running job is not.
+func (s *Service) riverJobAlive(ctx context.Context, tx pgx.Tx, id *int64, grace time.Duration) (bool, error) {
+	if id == nil {
+		return false, nil
+	}
+	var state string
+	var attemptedAt *time.Time
+	err := tx.QueryRow(ctx, `SELECT state::text, attempted_at FROM river_job WHERE id = $1`, *id).Scan(&state, &attemptedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch state {
+	case "available", "scheduled", "retryable", "pending":
+		return true, nil
+	case "running":
+		return attemptedAt != nil && s.now().Sub(*attemptedAt) < grace, nil
+	}
+	return false, nil
+}
+
+func (s *Service) postpone(ctx context.Context, tx pgx.Tx, id string, due time.Time, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE job_timers SET due_at = $2 WHERE job_id = $1`, id, due)
+	return err
 }
 
 type repairSweepWorker struct {
@@ -144,76 +194,50 @@ func (w *repairSweepWorker) Work(ctx context.Context, _ *river.Job[RepairSweepAr
 	return err
 }
 
-// SweepRepairs re-enqueues what went missing: the next dispatch of an open
-// job that has no attempt under way and no River job (deleted, discarded
-// after repeated infrastructure errors, cancelled by hand), and the
-// callback of a finished job that was never acknowledged nor given up.
-// Inserts are unique, so a job that still has its River job is untouched.
+// SweepRepairs is the safety net under the timers: an open job with no
+// timer at all (nothing is working on it) gets its next dispatch, and a
+// finished job whose callback was neither acknowledged nor given up, and
+// has no timer, gets its callback. Every enqueue sets the job's timer in the
+// same transaction, so a job is repaired once.
 func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 	rep := SweepReport{Sweep: "repair"}
 	quiet := s.now().UTC().Add(-s.cfg.RepairAfter)
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		rep.Redispatched, rep.CallbacksRequeued = nil, nil
-		rows, err := tx.Query(ctx, `SELECT job_id::text, attempts, priority FROM jobs j
-			WHERE status IN ('SUBMITTED', 'TIMEOUT') AND updated_at < $1
+		rows, err := tx.Query(ctx, `SELECT job_id::text FROM jobs j
+			WHERE (status IN ('SUBMITTED', 'TIMEOUT') AND updated_at < $1
+			    OR finished_at < $1 AND callback_url IS NOT NULL AND NOT callback_done)
 			  AND NOT EXISTS (SELECT 1 FROM job_timers t WHERE t.job_id = j.job_id)
-			ORDER BY updated_at LIMIT 1000`, quiet)
+			ORDER BY updated_at LIMIT 500`, quiet)
 		if err != nil {
 			return err
 		}
-		var params []river.InsertManyParams
-		var ids []string
-		var id, prio string
-		var attempts int
-		if _, err := pgx.ForEachRow(rows, []any{&id, &attempts, &prio}, func() error {
-			params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: id, Attempt: attempts + 1},
-				InsertOpts: dispatchOpts(domain.Priority(prio))})
-			ids = append(ids, id)
-			return nil
-		}); err != nil {
-			return err
-		}
-		if rep.Redispatched, err = s.insertMissing(ctx, tx, params, ids); err != nil {
-			return err
-		}
-		rows, err = tx.Query(ctx, `SELECT job_id::text FROM jobs
-			WHERE finished_at IS NOT NULL AND callback_url IS NOT NULL AND NOT callback_done AND finished_at < $1
-			ORDER BY finished_at LIMIT 1000`, quiet)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			return err
 		}
-		params, ids = nil, nil
-		if _, err := pgx.ForEachRow(rows, []any{&id}, func() error {
-			params = append(params, river.InsertManyParams{Args: CallbackArgs{JobID: id}})
-			ids = append(ids, id)
-			return nil
-		}); err != nil {
-			return err
+		for _, id := range ids {
+			l, err := s.Load(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			switch {
+			case (l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout) && (l.Attempts == 0 || !l.lastIsRouted(l.Attempts)):
+				if err := s.enqueueDispatchTx(ctx, tx, id, l.Attempts+1, l.Priority); err != nil {
+					return err
+				}
+				rep.Redispatched = append(rep.Redispatched, id)
+			case l.Status.Terminal() && l.CallbackURL != "" && !l.CallbackAcked && !l.CallbackGaveUp:
+				if err := s.enqueueCallbackTx(ctx, tx, id); err != nil {
+					return err
+				}
+				rep.CallbacksRequeued = append(rep.CallbacksRequeued, id)
+			}
 		}
-		rep.CallbacksRequeued, err = s.insertMissing(ctx, tx, params, ids)
-		return err
+		return nil
 	})
 	if err != nil {
 		return rep, fmt.Errorf("repair sweep: %w", err)
 	}
 	return rep, s.recordSweep(ctx, rep)
-}
-
-// insertMissing inserts unique River jobs and returns the ids of those that
-// were really missing (not skipped as duplicates).
-func (s *Service) insertMissing(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams, ids []string) ([]string, error) {
-	if len(params) == 0 {
-		return nil, nil
-	}
-	res, err := s.client.InsertManyTx(ctx, tx, params)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for i, r := range res {
-		if !r.UniqueSkippedAsDuplicate {
-			out = append(out, ids[i])
-		}
-	}
-	return out, nil
 }

@@ -65,6 +65,7 @@ func fastSweeps(c *Config) {
 	c.Jobs.RepairAfter = 2 * time.Second
 	c.Jobs.LostAfter = 2 * time.Second
 	c.Jobs.DeadlineSweepInterval = 200 * time.Millisecond
+	c.Jobs.CallbackGrace = time.Second
 	c.TestOnly = true
 }
 

@@ -12,9 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRepairSweep: an open job whose River job and timer vanished is
-// dispatched again, a finished job whose callback job vanished is called
-// back, and the sweep records what it repaired.
+// TestRepairSweep: an open job whose timer vanished is dispatched again by
+// the repair sweep, and the sweep records what it repaired.
 func TestRepairSweep(t *testing.T) {
 	t.Parallel()
 	svc, _ := service(t)
@@ -22,25 +21,10 @@ func TestRepairSweep(t *testing.T) {
 	ctx := context.Background()
 	pool := svc.m.app.pool
 
-	var calls atomic.Int32
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer receiver.Close()
-
 	// A job waiting 10 minutes for its retry loses its timer.
 	open := submitOK(t, base, `{"capability":"t.later","payload":{},"max_attempts":3,"backoff_base_ms":600000}`)
 	waitJob(t, base, open, func(j jobJSON) bool { return j.Attempts == 1 && j.Error != "" }, 10*time.Second)
 	_, err := pool.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, open)
-	require.NoError(t, err)
-
-	// A finished job loses its callback before it ran.
-	_, err = pool.Exec(ctx, `SELECT 1`) // keep the pool warm
-	require.NoError(t, err)
-	finished := submitOK(t, base, fmt.Sprintf(`{"capability":"t.later","payload":{},"max_attempts":1,"callback_url":%q}`, receiver.URL))
-	waitTerminal(t, base, finished, 10*time.Second)
-	_, err = pool.Exec(ctx, `DELETE FROM river_job WHERE kind = 'callback_job' AND args->>'job_id' = $1 AND state <> 'running'`, finished)
 	require.NoError(t, err)
 
 	// An agent appears, so the redispatched attempt succeeds.
@@ -48,13 +32,84 @@ func TestRepairSweep(t *testing.T) {
 	j := waitTerminal(t, base, open, 20*time.Second)
 	require.Equal(t, "SUCCESS", j.Status)
 	require.Equal(t, []string{"SUBMITTED", "ROUTED", "ATTEMPT_FAILED", "ROUTED", "DELIVERED", "SUCCESS"}, types(jobEvents(t, base, open)))
-	waitJob(t, base, finished, func(j jobJSON) bool { return j.Callback != nil && j.Callback.Acknowledged }, 20*time.Second)
-	require.GreaterOrEqual(t, calls.Load(), int32(1))
 
 	var reports int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = 'sweep:repair' AND type = 'SWEEP_REPORT'
-		AND (data->'redispatched' ? $1 OR data->'callbacks_requeued' ? $2)`, open, finished).Scan(&reports))
-	require.GreaterOrEqual(t, reports, 1, "the repair is recorded")
+		AND data->'redispatched' ? $1`, open).Scan(&reports))
+	require.Equal(t, 1, reports, "the repair is recorded once")
+}
+
+// TestWatchdogRequeuesStuckWork: River jobs left "running" by a process
+// that died (a dispatch and a callback) are noticed by their timers and
+// enqueued again.
+func TestWatchdogRequeuesStuckWork(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	ctx := context.Background()
+	pool := svc.m.app.pool
+	// What a dead process leaves behind: running, attempted long ago. The
+	// job's queue is paused meanwhile, and the job must not be running for
+	// real, so River does not overwrite the stranded state.
+	strand := func(queue string, riverJobID int64) {
+		require.NoError(t, svc.m.app.river.QueuePause(ctx, queue, nil))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var state string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT state::text FROM river_job WHERE id = $1`, riverJobID).Scan(&state))
+			if state != "running" {
+				break
+			}
+			require.True(t, time.Now().Before(deadline))
+			time.Sleep(10 * time.Millisecond) // poll interval while waiting on the condition
+		}
+		_, err := pool.Exec(ctx, `UPDATE river_job SET state = 'running', attempted_at = now() - interval '1 hour',
+			attempt = greatest(attempt, 1) WHERE id = $1`, riverJobID)
+		require.NoError(t, err)
+		require.NoError(t, svc.m.app.river.QueueResume(ctx, queue, nil))
+	}
+	timerJob := func(jobID string) (int64, string) {
+		var id int64
+		var phase string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(river_job_id, 0), phase FROM job_timers WHERE job_id = $1`, jobID).Scan(&id, &phase))
+		return id, phase
+	}
+
+	var ok atomic.Bool
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ok.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer receiver.Close()
+
+	// A callback whose worker "died" while its receiver was down.
+	cb := submitOK(t, base, fmt.Sprintf(`{"capability":"t.none","payload":{},"max_attempts":1,"callback_url":%q}`, receiver.URL))
+	waitJob(t, base, cb, func(j jobJSON) bool { return j.Callback != nil && j.Callback.Attempts >= 1 }, 10*time.Second)
+	rid, phase := timerJob(cb)
+	require.Equal(t, "callback", phase)
+	strand("callbacks", rid)
+	ok.Store(true)
+	waitJob(t, base, cb, func(j jobJSON) bool { return j.Callback.Acknowledged }, 20*time.Second)
+
+	// A dispatch that "died" before routing: only the watchdog can move
+	// the job.
+	newTestAgent(t, base, "wd", "t.wd", 50, answer("SUCCESS", ""))
+	require.NoError(t, svc.m.app.river.QueuePause(ctx, "dispatch_low", nil))
+	stuck := submitOK(t, base, `{"capability":"t.wd","payload":{},"priority":"low"}`)
+	rid, phase = timerJob(stuck)
+	require.Equal(t, "queued", phase)
+	strand("dispatch_low", rid)
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, stuck, 20*time.Second).Status)
+
+	var requeued, redispatched int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'callbacks_requeued' ? $1),
+		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'redispatched' ? $2)`, cb, stuck).Scan(&requeued, &redispatched))
+	require.Equal(t, 1, requeued)
+	require.Equal(t, 1, redispatched)
 }
 
 // TestListJobs pages through jobs newest first with filters.

@@ -15,16 +15,22 @@ CREATE TABLE job_roots (
     descendants integer NOT NULL
 );
 
--- Each open job's timer: when its attempt in progress must have an outcome
--- (routed, delivered), or when its next attempt is due (retry). Written in
--- the same transaction as the event that sets it; the deadline sweep reads
--- due rows. Not the log.
+-- Each unfinished piece of work of a job has one timer, written in the
+-- same transaction as what sets it; the deadline sweep reads due rows:
+--   queued     a River job (river_job_id) should be working on the job: if
+--              it is stuck (its process died) or gone, enqueue another;
+--   routed     an attempt must record its outcome by due_at, or it is lost;
+--   delivered  an attempt must have its result by due_at, or TIMEOUT;
+--   retry      the next attempt starts at due_at;
+--   callback   the caller's callback job (river_job_id) must be alive.
+-- Not the log: rows are deleted when their work is done.
 CREATE TABLE job_timers (
-    job_id   uuid        PRIMARY KEY,
-    attempt  integer     NOT NULL,
-    agent_id text        NOT NULL,
-    phase    text        NOT NULL CHECK (phase IN ('routed', 'delivered', 'retry')),
-    due_at   timestamptz NOT NULL
+    job_id       uuid        PRIMARY KEY,
+    attempt      integer     NOT NULL,
+    agent_id     text        NOT NULL DEFAULT '',
+    phase        text        NOT NULL CHECK (phase IN ('queued', 'routed', 'delivered', 'retry', 'callback')),
+    due_at       timestamptz NOT NULL,
+    river_job_id bigint
 );
 
 CREATE INDEX job_timers_due_idx ON job_timers (due_at);

@@ -144,8 +144,17 @@ func (s *Server) registerAgent(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
+	ns, err := defaultNamespace(c, req.Namespace)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if prev, err := s.deps.Registry.Get(c.Request.Context(), req.AgentID); err == nil && !principal(c).Sees(prev.Namespace) {
+		_ = c.Error(&Error{Code: CodeConflict, Field: "agent_id", Message: "agent_id is taken"})
+		return
+	}
 	reg := domain.AgentRegistration{
-		AgentID: req.AgentID, Namespace: req.Namespace, Capabilities: req.Capabilities, Aliases: req.Aliases,
+		AgentID: req.AgentID, Namespace: ns, Capabilities: req.Capabilities, Aliases: req.Aliases,
 		Endpoint: req.Endpoint, HealthURL: req.HealthURL, Protocol: req.Protocol, MaxConcurrent: req.MaxConcurrent,
 		Version: req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
 		Context: req.Context, Metadata: req.Metadata, Weight: domain.DefaultWeight,
@@ -159,7 +168,7 @@ func (s *Server) registerAgent(c *gin.Context) {
 	if req.RolloutPercent != nil {
 		reg.RolloutPercent = *req.RolloutPercent
 	}
-	a, token, err := s.deps.Registry.Register(c.Request.Context(), reg, s.meta(c, "agent:"+req.AgentID))
+	a, token, err := s.deps.Registry.Register(c.Request.Context(), reg, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -229,11 +238,12 @@ func (s *Server) offline(c *gin.Context) {
 }
 
 func (s *Server) listAgents(c *gin.Context) {
-	f := registry.ListFilter{Namespace: c.Query("namespace"), Capability: c.Query("capability"), State: domain.AgentState(strings.ToUpper(c.Query("state")))}
-	if f.Namespace != "" && !domain.ValidNamespace(f.Namespace) {
-		_ = c.Error(Invalid("namespace", "not a namespace"))
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
 		return
 	}
+	f := registry.ListFilter{Namespace: ns, Capability: c.Query("capability"), State: domain.AgentState(strings.ToUpper(c.Query("state")))}
 	switch f.State {
 	case "", domain.AgentProbing, domain.AgentHealthy, domain.AgentSuspect, domain.AgentDown, domain.AgentDraining, domain.AgentOffline:
 	default:
@@ -252,10 +262,23 @@ func (s *Server) listAgents(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"agents": out})
 }
 
-func (s *Server) getAgent(c *gin.Context) {
+// loadAgent loads the agent of the path for a principal that must see its
+// namespace: another namespace's agent is not found.
+func (s *Server) loadAgent(c *gin.Context) (*registry.Agent, bool) {
 	a, err := s.deps.Registry.Get(c.Request.Context(), c.Param("agent_id"))
+	if err == nil && !principal(c).Sees(a.Namespace) {
+		err = registry.ErrNotFound
+	}
 	if err != nil {
 		_ = c.Error(err)
+		return nil, false
+	}
+	return a, true
+}
+
+func (s *Server) getAgent(c *gin.Context) {
+	a, ok := s.loadAgent(c)
+	if !ok {
 		return
 	}
 	recent, err := s.deps.Registry.RecentActivity(c.Request.Context(), a.AgentID, time.Hour)
@@ -270,7 +293,10 @@ func (s *Server) getAgent(c *gin.Context) {
 
 func (s *Server) deleteAgent(c *gin.Context) {
 	id := c.Param("agent_id")
-	if err := s.deps.Registry.Deregister(c.Request.Context(), id, s.meta(c, "operator")); err != nil {
+	if _, ok := s.loadAgent(c); !ok {
+		return
+	}
+	if err := s.deps.Registry.Deregister(c.Request.Context(), id, s.meta(c, principal(c).Actor())); err != nil {
 		_ = c.Error(err)
 		return
 	}
@@ -288,16 +314,17 @@ type routeResponse struct {
 }
 
 func (s *Server) route(c *gin.Context) {
+	ns, err := readNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
 	req := domain.RouteRequest{
-		JobID: c.Query("job_id"), Namespace: c.DefaultQuery("namespace", domain.DefaultNamespace),
+		JobID: c.Query("job_id"), Namespace: ns,
 		Capability: c.Query("capability"), Hint: c.Query("hint"), Version: c.Query("version"), Protocol: c.Query("protocol"),
 	}
 	if !domain.ValidCapability(req.Capability) {
 		_ = c.Error(Invalid("capability", "capability is required and must be well-formed, e.g. document:parse:ocr"))
-		return
-	}
-	if !domain.ValidNamespace(req.Namespace) {
-		_ = c.Error(Invalid("namespace", "not a namespace"))
 		return
 	}
 	res := s.deps.Registry.Snapshot().Route(req)
@@ -311,4 +338,27 @@ func nonNilSlice[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+func (s *Server) rotateToken(c *gin.Context) {
+	id := c.Param("agent_id")
+	md := domain.Metadata{TraceID: traceID(c)}
+	if t := bearer(c); isAgentToken(t) {
+		if _, err := s.deps.Registry.Authenticate(c.Request.Context(), id, t); err != nil {
+			_ = c.Error(err)
+			return
+		}
+		md.Actor = "agent:" + id
+	} else {
+		if _, ok := s.loadAgent(c); !ok {
+			return
+		}
+		md.Actor = principal(c).Actor()
+	}
+	token, until, err := s.deps.Registry.RotateToken(c.Request.Context(), id, md)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"agent_id": id, "token": token, "previous_valid_until": until})
 }

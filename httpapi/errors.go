@@ -87,6 +87,9 @@ type errorDetail struct {
 func toAPIError(err error) *Error {
 	var apiErr *Error
 	var fieldErr *domain.FieldError
+	if a := authError(err); a != nil {
+		return a
+	}
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr

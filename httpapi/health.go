@@ -17,7 +17,12 @@ import (
 // agentMetrics serves GET /v1/metrics/agents?window=5m&namespace=.
 func (s *Server) agentMetrics(c *gin.Context) {
 	window := c.DefaultQuery("window", "5m")
-	agents, err := health.Agents(c.Request.Context(), s.deps.Pool, window, c.Query("namespace"))
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	agents, err := health.Agents(c.Request.Context(), s.deps.Pool, window, ns)
 	if errors.Is(err, health.ErrUnknownWindow) {
 		_ = c.Error(Invalid("window", "%v", err))
 		return

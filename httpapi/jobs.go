@@ -41,14 +41,23 @@ func (s *Server) submitJob(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
+	ns, err := defaultNamespace(c, req.Namespace)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if req.Capability != "" && !principal(c).CanSubmit(req.Capability) {
+		_ = c.Error(&Error{Code: CodePermissionDenied, Field: "capability", Message: "this key may not submit jobs for " + req.Capability})
+		return
+	}
 	sub := domain.Submitted{
-		Namespace: req.Namespace, Capability: req.Capability, Hint: req.Hint, Payload: req.Payload,
+		Namespace: ns, Capability: req.Capability, Hint: req.Hint, Payload: req.Payload,
 		Priority: domain.Priority(req.Priority), TimeoutMS: req.TimeoutMS, MaxAttempts: req.MaxAttempts,
 		CallbackURL: req.CallbackURL, ParentJobID: req.ParentJobID, Constraints: req.Constraints,
 		RetryOnFailed: req.RetryOnFailed, BackoffBaseMS: req.BackoffBaseMS, BackoffMaxMS: req.BackoffMaxMS,
 		IdempotencyKey: c.GetHeader("Idempotency-Key"),
 	}
-	res, err := s.deps.Jobs.Submit(c.Request.Context(), sub, s.meta(c, "caller"))
+	res, err := s.deps.Jobs.Submit(c.Request.Context(), sub, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -101,19 +110,42 @@ func toJobResponse(l *jobs.Loaded) jobResponse {
 	return r
 }
 
-func (s *Server) getJob(c *gin.Context) {
+// loadJob loads the job of the path for a principal that must see its
+// namespace: another namespace's job is not found.
+func (s *Server) loadJob(c *gin.Context) (*jobs.Loaded, bool) {
 	l, err := s.deps.Jobs.Load(c.Request.Context(), nil, c.Param("job_id"))
+	if err == nil && !principal(c).Sees(l.Namespace) {
+		err = jobs.ErrNotFound
+	}
 	if err != nil {
 		_ = c.Error(err)
+		return nil, false
+	}
+	return l, true
+}
+
+// loadOwnJob is loadJob for a principal that must also be allowed to
+// submit the job's capability (cancel, replay).
+func (s *Server) loadOwnJob(c *gin.Context) (*jobs.Loaded, bool) {
+	l, ok := s.loadJob(c)
+	if ok && !principal(c).CanSubmit(l.Capability) {
+		_ = c.Error(&Error{Code: CodePermissionDenied, Message: "this key may not act on jobs for " + l.Capability})
+		return nil, false
+	}
+	return l, ok
+}
+
+func (s *Server) getJob(c *gin.Context) {
+	l, ok := s.loadJob(c)
+	if !ok {
 		return
 	}
 	c.JSON(http.StatusOK, toJobResponse(l))
 }
 
 func (s *Server) jobEvents(c *gin.Context) {
-	l, err := s.deps.Jobs.Load(c.Request.Context(), nil, c.Param("job_id"))
-	if err != nil {
-		_ = c.Error(err)
+	l, ok := s.loadJob(c)
+	if !ok {
 		return
 	}
 	out := make([]eventResponse, len(l.Records))
@@ -129,7 +161,12 @@ func (s *Server) listJobs(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	f := jobs.ListFilter{Namespace: c.Query("namespace"), Status: domain.JobStatus(strings.ToUpper(c.Query("status"))),
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	f := jobs.ListFilter{Namespace: ns, Status: domain.JobStatus(strings.ToUpper(c.Query("status"))),
 		Capability: c.Query("capability"), AgentID: c.Query("agent_id"), Before: c.Query("cursor"), Limit: int(limit)}
 	if f.Before != "" {
 		if _, err := uuid.Parse(f.Before); err != nil {
@@ -198,7 +235,10 @@ func (s *Server) cancelJob(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	l, err := s.deps.Jobs.Cancel(c.Request.Context(), c.Param("job_id"), req.Reason, s.meta(c, "caller"))
+	if _, ok := s.loadOwnJob(c); !ok {
+		return
+	}
+	l, err := s.deps.Jobs.Cancel(c.Request.Context(), c.Param("job_id"), req.Reason, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -207,7 +247,10 @@ func (s *Server) cancelJob(c *gin.Context) {
 }
 
 func (s *Server) replayJob(c *gin.Context) {
-	res, err := s.deps.Jobs.Replay(c.Request.Context(), c.Param("job_id"), s.meta(c, "caller"))
+	if _, ok := s.loadOwnJob(c); !ok {
+		return
+	}
+	res, err := s.deps.Jobs.Replay(c.Request.Context(), c.Param("job_id"), s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -216,11 +259,74 @@ func (s *Server) replayJob(c *gin.Context) {
 	c.JSON(http.StatusAccepted, gin.H{"job_id": res.JobID, "status": res.Status, "trace_id": res.TraceID, "replay_of": c.Param("job_id")})
 }
 
-func (s *Server) callbackSecret(c *gin.Context) {
-	secret, err := s.deps.Jobs.CallbackSecret(c.Request.Context())
+type decisionRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) approveJob(c *gin.Context) { s.decide(c, true) }
+
+func (s *Server) rejectJob(c *gin.Context) { s.decide(c, false) }
+
+func (s *Server) decide(c *gin.Context, approve bool) {
+	var req decisionRequest
+	if err := bindJSON(c, &req, false); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if len(req.Reason) > 1024 {
+		_ = c.Error(Invalid("reason", "must be at most 1024 characters"))
+		return
+	}
+	if _, ok := s.loadJob(c); !ok {
+		return
+	}
+	decide := s.deps.Jobs.Reject
+	if approve {
+		decide = s.deps.Jobs.Approve
+	}
+	l, err := decide(c.Request.Context(), c.Param("job_id"), req.Reason, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"secret": secret, "scheme": "Standard Webhooks: v1 HMAC-SHA256 over id.timestamp.body"})
+	c.JSON(http.StatusOK, toJobResponse(l))
+}
+
+// readNamespace is the namespace a read is about: the one asked for (which
+// the key must see, or it is not found) or the key's own.
+func readNamespace(c *gin.Context, asked string) (string, error) {
+	ns, err := scopeNamespace(c, asked)
+	if ns == "" && err == nil {
+		ns = domain.DefaultNamespace
+	}
+	return ns, err
+}
+
+func (s *Server) callbackSecret(c *gin.Context) {
+	ns, err := readNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	secrets, err := s.deps.Jobs.CallbackSecrets(c.Request.Context(), ns)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"namespace": ns, "secret": secrets[0], "secrets": secrets,
+		"scheme": "Standard Webhooks: v1 HMAC-SHA256 over id.timestamp.body"})
+}
+
+func (s *Server) rotateCallbackSecret(c *gin.Context) {
+	ns, err := readNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	secret, until, err := s.deps.Jobs.RotateCallbackSecret(c.Request.Context(), ns, s.meta(c, principal(c).Actor()))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"namespace": ns, "secret": secret, "previous_valid_until": until})
 }

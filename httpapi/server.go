@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/jobs"
@@ -38,6 +39,14 @@ type Deps struct {
 	Tracer trace.TracerProvider
 	// Metrics serves GET /metrics (nil: not served).
 	Metrics http.Handler
+	// Auth checks API keys; Insecure admits requests without one as an
+	// admin of every namespace (development only).
+	Auth     *auth.Store
+	Insecure bool
+	// Limiter rate-limits each key (nil: no limit).
+	Limiter *auth.Limiter
+	// Extra mounts more handlers (the dashboard, River UI) on the engine.
+	Extra func(r *gin.Engine, admin gin.HandlerFunc)
 }
 
 // Server holds the API's handlers.
@@ -67,24 +76,40 @@ func New(deps Deps) *gin.Engine {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	v1 := r.Group("/v1")
-	v1.GET("/events", s.listEvents)
-	v1.GET("/events/stream", s.eventStream)
-	v1.GET("/metrics/agents", s.agentMetrics)
-	v1.POST("/agents", s.registerAgent)
-	v1.GET("/agents", s.listAgents)
-	v1.GET("/agents/:agent_id", s.getAgent)
-	v1.DELETE("/agents/:agent_id", s.deleteAgent)
-	v1.PUT("/agents/:agent_id/heartbeat", s.heartbeat)
-	v1.POST("/agents/:agent_id/offline", s.offline)
-	v1.GET("/route", s.route)
-	v1.POST("/jobs", s.submitJob)
-	v1.GET("/jobs", s.listJobs)
-	v1.GET("/jobs/:job_id", s.getJob)
-	v1.GET("/jobs/:job_id/events", s.jobEvents)
-	v1.POST("/jobs/:job_id/result", s.reportResult)
-	v1.POST("/jobs/:job_id/cancel", s.cancelJob)
-	v1.POST("/jobs/:job_id/replay", s.replayJob)
-	v1.GET("/callbacks/secret", s.callbackSecret)
+	admin := s.need(auth.ScopeAdmin)
+	v1.GET("/events", admin, s.listEvents)
+	v1.GET("/events/stream", admin, s.eventStream)
+	v1.GET("/metrics/agents", s.need(auth.ScopeAgentsRead), s.agentMetrics)
+
+	v1.POST("/agents", s.need(auth.ScopeAgentsWrite), s.registerAgent)
+	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)
+	v1.GET("/agents/:agent_id", s.need(auth.ScopeAgentsRead), s.getAgent)
+	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
+	v1.PUT("/agents/:agent_id/heartbeat", s.heartbeat) // agent token
+	v1.POST("/agents/:agent_id/offline", s.offline)    // agent token
+	v1.POST("/agents/:agent_id/token:rotate", s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
+	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
+
+	v1.POST("/jobs", s.need(""), s.submitJob) // jobs:submit:<pattern>, checked per capability
+	v1.GET("/jobs", s.need(auth.ScopeJobsRead), s.listJobs)
+	v1.GET("/jobs/:job_id", s.need(auth.ScopeJobsRead), s.getJob)
+	v1.GET("/jobs/:job_id/events", s.need(auth.ScopeJobsRead), s.jobEvents)
+	v1.POST("/jobs/:job_id/result", s.reportResult) // agent token
+	v1.POST("/jobs/:job_id/cancel", s.need(""), s.cancelJob)
+	v1.POST("/jobs/:job_id/replay", s.need(""), s.replayJob)
+	v1.POST("/jobs/:job_id/approve", s.need(auth.ScopeJobsApprove), s.approveJob)
+	v1.POST("/jobs/:job_id/reject", s.need(auth.ScopeJobsApprove), s.rejectJob)
+
+	v1.GET("/callbacks/secret", s.need(auth.ScopeJobsRead), s.callbackSecret)
+	v1.POST("/callbacks/secret:rotate", admin, s.rotateCallbackSecret)
+	v1.POST("/keys", admin, s.createKey)
+	v1.GET("/keys", admin, s.listKeys)
+	v1.DELETE("/keys/:key_id", admin, s.revokeKey)
+	v1.GET("/policies/approvals", admin, s.getApprovalPolicy)
+	v1.PUT("/policies/approvals", admin, s.setApprovalPolicy)
+	if deps.Extra != nil {
+		deps.Extra(r, admin)
+	}
 	return r
 }
 

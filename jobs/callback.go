@@ -71,13 +71,13 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	ctx, span := s.tracer.Start(ctx, "callback", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", job.Attempt)))
 	defer span.End()
-	secret, err := s.CallbackSecret(ctx)
+	secrets, err := s.CallbackSecrets(ctx, l.Namespace)
 	if err != nil {
 		return err
 	}
 	body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
 		Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
-	code, postErr := s.postCallback(ctx, l, secret, body)
+	code, postErr := s.postCallback(ctx, l, secrets, body)
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	ok := postErr == nil && code/100 == 2
 	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", ok)))
@@ -108,10 +108,14 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	return nil
 }
 
-func (s *Service) postCallback(ctx context.Context, l *Loaded, secret string, body []byte) (int, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-	if err != nil {
-		return 0, fmt.Errorf("callback secret is not whsec_<base64>: %w", err)
+func (s *Service) postCallback(ctx context.Context, l *Loaded, secrets []string, body []byte) (int, error) {
+	var keys [][]byte
+	for _, secret := range secrets {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+		if err != nil {
+			return 0, fmt.Errorf("callback secret is not whsec_<base64>: %w", err)
+		}
+		keys = append(keys, key)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -124,7 +128,11 @@ func (s *Service) postCallback(ctx context.Context, l *Loaded, secret string, bo
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("webhook-id", id)
 	req.Header.Set("webhook-timestamp", ts)
-	req.Header.Set("webhook-signature", "v1,"+Sign(key, id, ts, body))
+	sigs := make([]string, len(keys))
+	for i, key := range keys {
+		sigs[i] = "v1," + Sign(key, id, ts, body)
+	}
+	req.Header.Set("webhook-signature", strings.Join(sigs, " "))
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent
 	req.Header.Set("X-Reach-Job-Id", l.JobID)
 	resp, err := s.http.Do(req)

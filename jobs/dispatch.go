@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -245,7 +246,11 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 	req.Header.Set("X-Reach-Attempt", strconv.Itoa(attempt))
 	req.Header.Set("webhook-id", msgID)
 	req.Header.Set("webhook-timestamp", ts)
-	req.Header.Set("webhook-signature", "v1,"+Sign(a.SigningKey(), msgID, ts, body))
+	var sigs []string
+	for _, key := range a.SigningKeys(time.Now()) {
+		sigs = append(sigs, "v1,"+Sign(key, msgID, ts, body))
+	}
+	req.Header.Set("webhook-signature", strings.Join(sigs, " "))
 
 	resp, err := s.http.Do(req)
 	if err != nil {

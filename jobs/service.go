@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/netguard"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -72,6 +73,17 @@ type Config struct {
 	// watchdog presumes its process died and enqueues it again (default
 	// 45 s; a callback POST times out after 15 s).
 	CallbackGrace time.Duration
+	// ApprovalPatterns are capability patterns ('*' for any run of
+	// characters) whose jobs wait for an operator's approval in every
+	// namespace, besides the per-namespace policy kept in the database.
+	ApprovalPatterns []string
+	// ApprovalTimeout is how long a job waits for approval before it is
+	// rejected (default 1 h).
+	ApprovalTimeout time.Duration
+	// Guard decides which addresses deliveries and callbacks may reach
+	// (SSRF): callback URLs are checked at submit and every connection at
+	// connect time. Nil means netguard.DefaultPolicy.
+	Guard *netguard.Policy
 	// InlineWait bounds how long a delivery waits for an inline answer
 	// (default 5 min). An attempt whose deadline is further away and whose
 	// agent has not answered by then counts as delivered: the agent must
@@ -105,6 +117,13 @@ func (c Config) withDefaults() Config {
 	if c.CapacityWait <= 0 {
 		c.CapacityWait = 250 * time.Millisecond
 	}
+	if c.Guard == nil {
+		p := netguard.DefaultPolicy()
+		c.Guard = &p
+	}
+	if c.ApprovalTimeout <= 0 {
+		c.ApprovalTimeout = time.Hour
+	}
 	if c.CallbackGrace <= 0 {
 		c.CallbackGrace = 45 * time.Second
 	}
@@ -131,9 +150,10 @@ type Service struct {
 
 // NewService returns a Service. Call SetClient before use.
 func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Registry, logger *slog.Logger, cfg Config) *Service {
+	cfg = cfg.withDefaults()
 	transport := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy:               nil, // a proxy would take the connection past the guard
+		DialContext:         cfg.Guard.DialContext(&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}),
 		MaxIdleConns:        1000,
 		MaxIdleConnsPerHost: 100,
 		IdleConnTimeout:     90 * time.Second,
@@ -246,6 +266,9 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 			return SubmitResult{}, &domain.FieldError{Field: "parent_job_id", Message: "must be a job id"}
 		}
 	}
+	if err := registry.CheckURLs(ctx, s.cfg.Guard, map[string]string{"callback_url": sub.CallbackURL}); err != nil {
+		return SubmitResult{}, err
+	}
 	sub.JobID = uuid.Must(uuid.NewV7()).String()
 	hash := requestHash(sub)
 	var res SubmitResult
@@ -264,15 +287,24 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 				return err
 			}
 		}
-		if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(sub.JobID), eventstore.NoStream,
-			domain.NewEvent(domain.EventSubmitted, sub, md)); err != nil {
+		needs, err := s.needsApproval(ctx, tx, sub.Namespace, sub.Capability)
+		if err != nil {
 			return err
 		}
-		if err := s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority); err != nil {
-			return err
-		}
+		evs := []domain.Event{domain.NewEvent(domain.EventSubmitted, sub, md)}
 		res = SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: domain.StatusSubmitted}
-		return nil
+		if needs {
+			until := s.now().UTC().Add(s.cfg.ApprovalTimeout)
+			evs = append(evs, domain.NewEvent(domain.EventAwaitingApproval, map[string]any{"until": until}, md))
+			res.Status = domain.StatusAwaitingApproval
+		}
+		if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(sub.JobID), eventstore.NoStream, evs...); err != nil {
+			return err
+		}
+		if needs {
+			return s.setTimerTx(ctx, tx, sub.JobID, timer{attempt: 1, phase: "approval", due: s.now().Add(s.cfg.ApprovalTimeout)})
+		}
+		return s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority)
 	})
 	if err != nil {
 		return SubmitResult{}, err
@@ -453,21 +485,69 @@ func (s *Service) retryConflict(ctx context.Context, fn func(tx pgx.Tx) error) e
 	return err
 }
 
-// CallbackSecret returns the secret that signs caller callbacks, creating
-// it on first use unless configured.
-func (s *Service) CallbackSecret(ctx context.Context) (string, error) {
+// CallbackSecrets returns the secrets that sign a namespace's callbacks:
+// the current one first and, during a rotation's overlap, the previous one.
+// The namespace's secret is created on first use, unless one is configured
+// for every namespace (Config.CallbackSecret).
+func (s *Service) CallbackSecrets(ctx context.Context, namespace string) ([]string, error) {
 	if s.cfg.CallbackSecret != "" {
-		return s.cfg.CallbackSecret, nil
+		return []string{s.cfg.CallbackSecret}, nil
 	}
+	var secret string
+	var prev *string
+	var prevUntil *time.Time
+	err := s.pool.QueryRow(ctx, `WITH ins AS (
+			INSERT INTO signing_secrets (name, secret) VALUES ($1, $2) ON CONFLICT DO NOTHING
+			RETURNING secret, prev_secret, prev_expires_at)
+		SELECT * FROM ins UNION ALL
+		SELECT secret, prev_secret, prev_expires_at FROM signing_secrets WHERE name = $1 LIMIT 1`,
+		"callbacks:"+namespace, newSecret()).Scan(&secret, &prev, &prevUntil)
+	if err != nil {
+		return nil, fmt.Errorf("callback secret of %s: %w", namespace, err)
+	}
+	out := []string{secret}
+	if prev != nil && prevUntil != nil && s.now().Before(*prevUntil) {
+		out = append(out, *prev)
+	}
+	return out, nil
+}
+
+func newSecret() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
-	fresh := "whsec_" + base64.StdEncoding.EncodeToString(b)
-	var secret string
-	err := s.pool.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO signing_secrets (name, secret) VALUES ('callbacks', $1) ON CONFLICT DO NOTHING RETURNING secret)
-		SELECT secret FROM ins UNION ALL SELECT secret FROM signing_secrets WHERE name = 'callbacks' LIMIT 1`, fresh).Scan(&secret)
-	if err != nil {
-		return "", fmt.Errorf("callback secret: %w", err)
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
+}
+
+// EventSecretRotated records a callback secret rotation (never the secret)
+// on the stream "secrets:<namespace>".
+const EventSecretRotated domain.EventType = "SECRET_ROTATED"
+
+// SecretOverlap is how long a rotated-out callback secret still signs.
+const SecretOverlap = 24 * time.Hour
+
+// RotateCallbackSecret gives a namespace a new callback secret; callbacks
+// carry signatures with both until the overlap ends. It returns the new
+// secret and the end of the overlap.
+func (s *Service) RotateCallbackSecret(ctx context.Context, namespace string, md domain.Metadata) (string, time.Time, error) {
+	if s.cfg.CallbackSecret != "" {
+		return "", time.Time{}, fmt.Errorf("the callback secret is configured (AGENTREACH_CALLBACK_SECRET); rotate it there: %w", ErrConflict)
 	}
-	return secret, nil
+	if _, err := s.CallbackSecrets(ctx, namespace); err != nil { // make sure there is one to rotate
+		return "", time.Time{}, err
+	}
+	fresh := newSecret()
+	until := s.now().UTC().Add(SecretOverlap)
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE signing_secrets SET prev_secret = secret, prev_expires_at = $2, secret = $3, created_at = now()
+			WHERE name = $1`, "callbacks:"+namespace, until, fresh); err != nil {
+			return err
+		}
+		_, err := s.store.AppendTx(ctx, tx, "secrets:"+namespace, eventstore.Any, domain.NewEvent(EventSecretRotated,
+			map[string]any{"namespace": namespace, "secret": "callbacks", "previous_valid_until": until}, md))
+		return err
+	})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("rotate callback secret of %s: %w", namespace, err)
+	}
+	return fresh, until, nil
 }

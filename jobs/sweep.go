@@ -134,6 +134,9 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.CallbackGrace), err)
 		}
 		return "callback_requeued", s.enqueueCallbackTx(ctx, tx, id)
+	case phase == "approval" && l.Status == domain.StatusAwaitingApproval:
+		return "rejected", s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
+			domain.NewEvent(domain.EventRejected, domain.Cancelled{Reason: "no approval decision before the approval timeout"}, md))
 	case phase == "delivered" && l.Status == domain.StatusDelivered && l.Attempts == attempt:
 		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: l.AgentID, Deadline: due, RetryAt: at}, md)

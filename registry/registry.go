@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/netguard"
 )
 
 // Errors the registry returns; callers match them with errors.Is.
@@ -57,6 +59,13 @@ type Config struct {
 	ProbeTimeout time.Duration
 	// HealthInterval is how often health alerts are judged (default 10 s).
 	HealthInterval time.Duration
+	// TokenOverlap is how long a rotated-out agent token keeps working
+	// (default 24 h, as the best webhook services do for their secrets).
+	TokenOverlap time.Duration
+	// Guard decides which addresses agents may have (SSRF): endpoints and
+	// health URLs are checked at registration and every probe's address at
+	// connect time. Nil means netguard.DefaultPolicy.
+	Guard *netguard.Policy
 }
 
 func (c Config) withDefaults() Config {
@@ -83,6 +92,13 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ProbeTimeout <= 0 {
 		c.ProbeTimeout = 2 * time.Second
+	}
+	if c.TokenOverlap <= 0 {
+		c.TokenOverlap = 24 * time.Hour
+	}
+	if c.Guard == nil {
+		p := netguard.DefaultPolicy()
+		c.Guard = &p
 	}
 	return c
 }
@@ -115,7 +131,8 @@ func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg C
 	cfg = cfg.withDefaults()
 	r := &Registry{
 		pool: pool, store: store, logger: logger, cfg: cfg, now: time.Now,
-		http:  &http.Client{Timeout: cfg.ProbeTimeout},
+		http: &http.Client{Timeout: cfg.ProbeTimeout, Transport: &http.Transport{Proxy: nil,
+			DialContext: cfg.Guard.DialContext(&net.Dialer{Timeout: cfg.ProbeTimeout})}},
 		pokes: make(chan struct{}, 1), preserving: map[string]bool{},
 	}
 	r.snap = newSnapshot(r)
@@ -143,11 +160,30 @@ type Agent struct {
 	StreamVersion    int
 	Deregistered     bool
 	tokenHash        []byte
+	prevTokenHash    []byte
+	prevTokenUntil   *time.Time
 }
 
-// SigningKey is the key that signs deliveries to the agent: the SHA-256 of
-// its token, which the agent can compute and the registry stores.
-func (a *Agent) SigningKey() []byte { return a.tokenHash }
+// SigningKeys are the keys that sign deliveries to the agent: the SHA-256 of
+// its token, which the agent can compute and the registry stores, and,
+// during a rotation's overlap, that of its previous token, so the agent
+// verifies deliveries whichever token it holds.
+func (a *Agent) SigningKeys(now time.Time) [][]byte {
+	keys := [][]byte{a.tokenHash}
+	if a.prevTokenHash != nil && a.prevTokenUntil != nil && now.Before(*a.prevTokenUntil) {
+		keys = append(keys, a.prevTokenHash)
+	}
+	return keys
+}
+
+// tokenValid checks a token against the current one and, during a
+// rotation's overlap, the previous one.
+func (a *Agent) tokenValid(token string, now time.Time) bool {
+	if tokenMatches(token, a.tokenHash) {
+		return true
+	}
+	return a.prevTokenHash != nil && a.prevTokenUntil != nil && now.Before(*a.prevTokenUntil) && tokenMatches(token, a.prevTokenHash)
+}
 
 func (a *Agent) lease() domain.AgentLease {
 	return domain.AgentLease{State: a.State, RegisteredAt: a.RegisteredAt, LastSeen: a.LastSeenAt,
@@ -176,7 +212,7 @@ func tokenMatches(token string, hash []byte) bool {
 const agentColumns = `agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
 	weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
 	probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-	stream_version, deregistered`
+	stream_version, deregistered, prev_token_hash, prev_token_expires_at`
 
 func scanAgent(row pgx.Row) (*Agent, error) {
 	var a Agent
@@ -185,7 +221,7 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 	err := row.Scan(&a.AgentID, &a.Namespace, &a.Capabilities, &a.Aliases, &a.Endpoint, &a.HealthURL, &a.Protocol,
 		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
-		&a.StreamVersion, &a.Deregistered)
+		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +298,9 @@ func (r *Registry) Register(ctx context.Context, reg domain.AgentRegistration, m
 	if err := reg.Normalize(); err != nil {
 		return nil, "", err
 	}
+	if err := CheckURLs(ctx, r.cfg.Guard, map[string]string{"endpoint": reg.Endpoint, "health_url": reg.HealthURL}); err != nil {
+		return nil, "", err
+	}
 	token, hash := newToken()
 	now := r.now().UTC()
 	instance := uuid.Must(uuid.NewV7()).String()
@@ -300,7 +339,7 @@ func (r *Registry) Register(ctx context.Context, reg domain.AgentRegistration, m
 				token_hash = excluded.token_hash, registered_at = excluded.registered_at,
 				last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
 				state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
-				deregistered = false`,
+				deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL`,
 			reg.AgentID, reg.Namespace, reg.Capabilities, orEmptySlice(reg.Aliases), reg.Endpoint, reg.HealthURL, reg.Protocol,
 			reg.Weight, reg.MaxConcurrent, reg.Version, reg.RolloutPercent, reg.TTLSeconds, ctxJSON, mdJSON, string(to), instance,
 			hash, now, lease, recs[len(recs)-1].Version)
@@ -335,6 +374,27 @@ func orEmptySlice(s []string) []string {
 	return s
 }
 
+// CheckURLs checks outbound URLs (field name → URL; empty ones are skipped)
+// against the SSRF guard, as a *domain.FieldError naming the field.
+func CheckURLs(ctx context.Context, guard *netguard.Policy, urls map[string]string) error {
+	for _, field := range []string{"endpoint", "health_url", "callback_url"} {
+		u := urls[field]
+		if u == "" {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := guard.CheckURL(cctx, nil, u)
+		cancel()
+		if errors.Is(err, netguard.ErrDenied) {
+			return &domain.FieldError{Field: field, Message: "is not allowed: " + err.Error()}
+		}
+		if err != nil {
+			return &domain.FieldError{Field: field, Message: "cannot be checked: " + err.Error()}
+		}
+	}
+	return nil
+}
+
 // Authenticate checks an agent's token against its current one.
 func (r *Registry) Authenticate(ctx context.Context, id, token string) (*Agent, error) {
 	a := r.snap.agent(id)
@@ -347,18 +407,53 @@ func (r *Registry) Authenticate(ctx context.Context, id, token string) (*Agent, 
 	if a.Deregistered {
 		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
 	}
-	if !tokenMatches(token, a.tokenHash) {
+	now := r.now()
+	if !a.tokenValid(token, now) {
 		// The snapshot may hold the token of an earlier registration.
 		fresh, err := r.load(ctx, r.pool, id, false)
 		if err != nil {
 			return nil, err
 		}
-		if !tokenMatches(token, fresh.tokenHash) {
+		if !fresh.tokenValid(token, now) {
 			return nil, fmt.Errorf("agent %s: %w", id, ErrUnauthenticated)
 		}
 		a = fresh
 	}
 	return a, nil
+}
+
+// EventAgentTokenRotated records a token rotation (never the token).
+const EventAgentTokenRotated domain.EventType = "AGENT_TOKEN_ROTATED"
+
+// RotateToken gives an agent a new token. The previous one keeps working,
+// for heartbeats, results and delivery signatures, until the overlap
+// (Config.TokenOverlap, default 24 h) ends; then only the new one does.
+func (r *Registry) RotateToken(ctx context.Context, id string, md domain.Metadata) (string, time.Time, error) {
+	token, hash := newToken()
+	now := r.now().UTC()
+	until := now.Add(r.cfg.TokenOverlap)
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
+		a, err := r.load(ctx, tx, id, true)
+		if err != nil {
+			return err
+		}
+		if a.Deregistered {
+			return fmt.Errorf("agent %s: %w", id, ErrNotFound)
+		}
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(id), a.StreamVersion, domain.NewEvent(EventAgentTokenRotated,
+			map[string]any{"previous_valid_until": until, "instance_id": a.InstanceID}, md))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE agents SET prev_token_hash = token_hash, prev_token_expires_at = $2, token_hash = $3,
+			stream_version = $4 WHERE agent_id = $1`, id, until, hash, recs[0].Version)
+		return err
+	})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	r.changed(ctx)
+	return token, until, nil
 }
 
 // Heartbeat renews an agent's lease. inFlight is what the agent reports it

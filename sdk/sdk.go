@@ -99,6 +99,10 @@ type Config struct {
 	Logger *slog.Logger
 	// SkipVerify accepts deliveries without checking their signature.
 	SkipVerify bool
+	// APIKey registers the agent: a key with the agents:write scope in
+	// the agent's namespace. Heartbeats and results use the agent's own
+	// token, which registration returns.
+	APIKey string
 }
 
 // Agent is one running agent.
@@ -238,7 +242,7 @@ func (a *Agent) register(ctx context.Context) error {
 		Token            string `json:"token"`
 		HeartbeatEveryMS int64  `json:"heartbeat_interval_ms"`
 	}
-	if err := a.call(ctx, http.MethodPost, "/v1/agents", a.reg, &resp); err != nil {
+	if err := a.callWith(ctx, a.cfg.APIKey, http.MethodPost, "/v1/agents", a.reg, &resp); err != nil {
 		return err
 	}
 	a.setToken(resp.Token, time.Duration(resp.HeartbeatEveryMS)*time.Millisecond)
@@ -291,6 +295,10 @@ func (e *StatusError) Error() string {
 }
 
 func (a *Agent) call(ctx context.Context, method, path string, body, into any) error {
+	return a.callWith(ctx, a.currentToken(), method, path, body, into)
+}
+
+func (a *Agent) callWith(ctx context.Context, bearer, method, path string, body, into any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -300,8 +308,8 @@ func (a *Agent) call(ctx context.Context, method, path string, body, into any) e
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if t := a.currentToken(); t != "" {
-		req.Header.Set("Authorization", "Bearer "+t)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
 	resp, err := a.cfg.HTTPClient.Do(req)
 	if err != nil {

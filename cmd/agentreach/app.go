@@ -19,10 +19,12 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/riverqueue/rivercontrib/otelriver"
 
+	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/httpapi"
 	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/netguard"
 	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/registry"
 	arsql "github.com/agentreach/agentreach/sql"
@@ -39,6 +41,7 @@ type App struct {
 	projector *eventstore.Projector
 	registry  *registry.Registry
 	tel       *telemetry.Telemetry
+	auth      *auth.Store
 	jobs      *jobs.Service
 	river     *river.Client[pgx.Tx]
 	server    *http.Server
@@ -63,6 +66,11 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database URL: %w", err)
 	}
+	guard, err := netguard.ParsePolicy(a.cfg.DenyNets, a.cfg.AllowNets)
+	if err != nil {
+		return fmt.Errorf("AGENTREACH_DENY_NETS / AGENTREACH_ALLOW_NETS: %w", err)
+	}
+	a.cfg.Registry.Guard, a.cfg.Jobs.Guard = &guard, &guard
 	if a.cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(a.cfg.MaxConns)
 	}
@@ -81,6 +89,7 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("database pool: %w", err)
 	}
 	a.store = eventstore.New(a.pool)
+	a.auth = auth.NewStore(a.pool, a.store, a.cfg.AdminKey)
 	a.projector = eventstore.NewProjector(a.store, a.logger, projection.All()...)
 	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
 	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
@@ -113,6 +122,7 @@ func (a *App) Start(ctx context.Context) error {
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Registry: a.registry, Jobs: a.jobs, Logger: a.logger, Ready: a.ready, Version: version,
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
+		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),
 	})
 	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 

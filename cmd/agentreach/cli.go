@@ -17,6 +17,7 @@ import (
 // apiClient is the CLI's client of the HTTP API.
 type apiClient struct {
 	base string
+	key  string
 	http *http.Client
 }
 
@@ -46,6 +47,7 @@ func (m *Main) apiFlags(name string) (*cliFlags, *apiClient) {
 	fs := &cliFlags{FlagSet: m.newFlagSet(name)}
 	c := &apiClient{http: &http.Client{Timeout: 15 * time.Second}}
 	fs.StringVar(&c.base, "server", m.env("AGENTREACH_URL", "http://127.0.0.1:8080"), "Agent-Reach base URL (env AGENTREACH_URL)")
+	fs.StringVar(&c.key, "key", m.Getenv("AGENTREACH_KEY"), "API key (env AGENTREACH_KEY)")
 	fs.BoolVar(&fs.json, "json", false, "print JSON for scripts")
 	return fs, c
 }
@@ -74,6 +76,9 @@ func (c *apiClient) get(ctx context.Context, path string, q url.Values, into any
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

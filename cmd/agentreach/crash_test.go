@@ -33,7 +33,7 @@ func freePort(t *testing.T) string {
 // serveProcess runs `agentreach serve` as a child process on addr.
 func serveProcess(t *testing.T, dsn, addr string) (*exec.Cmd, string) {
 	t.Helper()
-	cmd, out := startProcess(t, "serve", "--addr", addr, "--database-url", dsn, "--log-level", "warn",
+	cmd, out := startProcess(t, "serve", "--insecure", "--addr", addr, "--database-url", dsn, "--log-level", "warn",
 		"--deadline-sweep-interval", "200ms", "--lost-after", "2s")
 	base := "http://" + addr
 	deadline := time.Now().Add(30 * time.Second)

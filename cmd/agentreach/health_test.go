@@ -350,7 +350,7 @@ func TestOneTracePerJob(t *testing.T) {
 	svc := startTuned(t, map[string]string{"DATABASE_URL": dsn}, func(c *Config) {
 		fastSweeps(c)
 		c.SpanExporter = spans
-	}, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	waitReady(t, svc.m.URL())
 	base := svc.m.URL()
 

@@ -3,6 +3,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -137,6 +139,15 @@ type Config struct {
 	SpanExporter sdktrace.SpanExporter
 	// Getenv is the environment the OTEL_* variables are read from.
 	Getenv func(string) string
+	// AdminKey is the bootstrap admin key (every namespace).
+	AdminKey string
+	// Insecure turns authentication off: requests without a key act as
+	// an admin of every namespace.
+	Insecure  bool
+	RateLimit float64
+	RateBurst float64
+	// DenyNets and AllowNets tune the SSRF guard (netguard.ParsePolicy).
+	DenyNets, AllowNets string
 }
 
 func (m *Main) env(name, def string) string {
@@ -156,6 +167,12 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.StringVar(&cfg.Jobs.CallbackSecret, "callback-secret", m.Getenv("AGENTREACH_CALLBACK_SECRET"), "whsec_... secret that signs callbacks (env AGENTREACH_CALLBACK_SECRET; default: one kept in the database)")
 	fs.DurationVar(&cfg.Jobs.DeadlineSweepInterval, "deadline-sweep-interval", envDuration(m, "AGENTREACH_DEADLINE_SWEEP_INTERVAL"), "how often timeouts and due retries are acted on (env AGENTREACH_DEADLINE_SWEEP_INTERVAL; default 1s)")
 	fs.DurationVar(&cfg.Jobs.LostAfter, "lost-after", envDuration(m, "AGENTREACH_LOST_AFTER"), "how long past its deadline an attempt without an outcome is declared lost (env AGENTREACH_LOST_AFTER; default 10s)")
+	fs.StringVar(&cfg.AdminKey, "admin-key", m.Getenv("AGENTREACH_ADMIN_KEY"), "bootstrap admin key for every namespace (env AGENTREACH_ADMIN_KEY)")
+	fs.BoolVar(&cfg.Insecure, "insecure", m.Getenv("AGENTREACH_INSECURE") == "1", "turn authentication off: every request acts as an admin (env AGENTREACH_INSECURE=1; development only)")
+	fs.StringVar(&cfg.DenyNets, "deny-nets", m.Getenv("AGENTREACH_DENY_NETS"), "CIDRs agents and callbacks may not reach, besides link-local, metadata, unspecified and multicast (env AGENTREACH_DENY_NETS)")
+	fs.StringVar(&cfg.AllowNets, "allow-nets", m.Getenv("AGENTREACH_ALLOW_NETS"), "CIDRs allowed even if denied; allow wins (env AGENTREACH_ALLOW_NETS)")
+	fs.Float64Var(&cfg.RateLimit, "rate-limit", 200, "requests per second per API key (token bucket; 0 = no limit)")
+	fs.Float64Var(&cfg.RateBurst, "rate-burst", 400, "burst of the per-key rate limit")
 	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")
 }
 
@@ -210,6 +227,13 @@ func (m *Main) runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.AdminKey == "" && !cfg.Insecure {
+		return fmt.Errorf("%w: serve needs a key store to let anyone in: set AGENTREACH_ADMIN_KEY (the bootstrap admin key, "+
+			"which creates the others with `agentreach keys create`), or run with --insecure to turn authentication off", errUsage)
+	}
+	if cfg.Insecure {
+		logger.Warn("AUTHENTICATION IS OFF (--insecure): every request acts as an admin of every namespace")
+	}
 	return m.serve(ctx, cfg, logger)
 }
 
@@ -255,6 +279,15 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		}
 	}()
 	cfg.DatabaseURL = db.DSN
+	keyNote := "Admin key: " + cfg.AdminKey + " (from AGENTREACH_ADMIN_KEY)"
+	switch {
+	case cfg.Insecure:
+		keyNote = "Authentication is OFF (--insecure): every request acts as an admin."
+		logger.Warn("AUTHENTICATION IS OFF (--insecure): every request acts as an admin of every namespace")
+	case cfg.AdminKey == "":
+		cfg.AdminKey = generateKey()
+		keyNote = "Admin key: " + cfg.AdminKey + "   (generated for this run; export AGENTREACH_KEY=... for the CLI)"
+	}
 	if m.Tune != nil {
 		m.Tune(&cfg)
 	}
@@ -267,13 +300,21 @@ Agent-Reach dev is running.
   API:       %[1]s/v1
   Health:    %[1]s/healthz   Ready: %[1]s/readyz
   Database:  %[2]s (%[3]s)
+  %[4]s
 Press Ctrl-C to stop.
-`, m.app.URL(), redact(db.DSN), db.Source)
+`, m.app.URL(), redact(db.DSN), db.Source, keyNote)
 	close(m.started)
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return m.app.Close(sctx)
+}
+
+// generateKey makes a bootstrap admin key for a dev run.
+func generateKey() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return "ark_dev_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
 // redact hides a password in a connection URL before it is printed.

@@ -157,7 +157,7 @@ func processIsZombie(pid int) bool {
 func TestServeReadyAndEvents(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewEmptyDatabase(t)
-	r := start(t, map[string]string{"DATABASE_URL": dsn}, "serve", "--addr", "127.0.0.1:0")
+	r := start(t, map[string]string{"DATABASE_URL": dsn}, "serve", "--insecure", "--addr", "127.0.0.1:0")
 	waitReady(t, r.m.URL())
 
 	resp, err := http.Get(r.m.URL() + "/healthz")
@@ -211,7 +211,7 @@ func TestServeReadyAndEvents(t *testing.T) {
 // database does not answer.
 func TestReadyzWithoutDatabase(t *testing.T) {
 	t.Parallel()
-	r := start(t, map[string]string{"DATABASE_URL": "postgres://postgres@" + deadAddr(t) + "/x?sslmode=disable&connect_timeout=1"}, "serve", "--addr", "127.0.0.1:0")
+	r := start(t, map[string]string{"DATABASE_URL": "postgres://postgres@" + deadAddr(t) + "/x?sslmode=disable&connect_timeout=1"}, "serve", "--insecure", "--addr", "127.0.0.1:0")
 	resp, err := http.Get(r.m.URL() + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()

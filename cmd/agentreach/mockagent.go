@@ -33,12 +33,13 @@ func (m *Main) runMockAgent(ctx context.Context, args []string) error {
 	fs := m.newFlagSet("mock-agent")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), mockAgentHelp); fs.PrintDefaults() }
 	var (
-		server, id, ns, caps, aliases, behaviour, addr, version string
-		ttl, maxConc, weight                                    int
-		delay, jitter                                           time.Duration
-		flakyP                                                  float64
+		server, id, ns, caps, aliases, behaviour, addr, version, key string
+		ttl, maxConc, weight                                         int
+		delay, jitter                                                time.Duration
+		flakyP                                                       float64
 	)
 	fs.StringVar(&server, "server", m.env("AGENTREACH_URL", "http://127.0.0.1:8080"), "Agent-Reach base URL (env AGENTREACH_URL)")
+	fs.StringVar(&key, "key", m.Getenv("AGENTREACH_KEY"), "API key with agents:write, to register (env AGENTREACH_KEY)")
 	fs.StringVar(&id, "id", "", "agent id (required)")
 	fs.StringVar(&ns, "namespace", "default", "namespace")
 	fs.StringVar(&caps, "capability", "", "capabilities, comma-separated (required)")
@@ -66,7 +67,7 @@ func (m *Main) runMockAgent(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	cfg := sdk.Config{ServerURL: server, Addr: addr, StartJitter: jitter, Logger: m.cliLogger()}
+	cfg := sdk.Config{ServerURL: server, Addr: addr, StartJitter: jitter, Logger: m.cliLogger(), APIKey: key}
 	var agent *sdk.Agent
 	if behaviour == "async" {
 		handler = asyncHandler(&agent, delay, id)

@@ -52,7 +52,7 @@ func startProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
 func service(t *testing.T) (*running, string) {
 	t.Helper()
 	dsn := newDatabase(t)
-	r := startTuned(t, map[string]string{"DATABASE_URL": dsn}, fastSweeps, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	r := startTuned(t, map[string]string{"DATABASE_URL": dsn}, fastSweeps, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	waitReady(t, r.m.URL())
 	return r, dsn
 }

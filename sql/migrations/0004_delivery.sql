@@ -22,13 +22,14 @@ CREATE TABLE job_roots (
 --   routed     an attempt must record its outcome by due_at, or it is lost;
 --   delivered  an attempt must have its result by due_at, or TIMEOUT;
 --   retry      the next attempt starts at due_at;
---   callback   the caller's callback job (river_job_id) must be alive.
+--   callback   the caller's callback job (river_job_id) must be alive;
+--   approval   a job awaiting approval is rejected at due_at.
 -- Not the log: rows are deleted when their work is done.
 CREATE TABLE job_timers (
     job_id       uuid        PRIMARY KEY,
     attempt      integer     NOT NULL,
     agent_id     text        NOT NULL DEFAULT '',
-    phase        text        NOT NULL CHECK (phase IN ('queued', 'routed', 'delivered', 'retry', 'callback')),
+    phase        text        NOT NULL CHECK (phase IN ('queued', 'routed', 'delivered', 'retry', 'callback', 'approval')),
     due_at       timestamptz NOT NULL,
     river_job_id bigint
 );

@@ -1,0 +1,338 @@
+// Package auth authenticates callers and operators by API key and decides
+// what a key may do: its namespace and its scopes.
+//
+// Keys look like "ark_<id>_<secret>"; only the SHA-256 of the whole key is
+// stored. A key belongs to one namespace (or "*", every namespace) and
+// carries scopes: "admin", "jobs:read", "jobs:approve", "agents:read",
+// "agents:write", and "jobs:submit:<capability pattern>" where the pattern
+// may use '*' for any run of characters. Creating and revoking keys are
+// events on the namespace's "keys:<namespace>" stream, with the actor.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// Errors of authentication; all of them mean 401.
+var (
+	ErrNoKey      = errors.New("an API key is required: Authorization: Bearer ark_…")
+	ErrUnknownKey = errors.New("API key not recognised")
+	ErrRevoked    = errors.New("API key revoked")
+	ErrExpired    = errors.New("API key expired")
+)
+
+// ErrNotFound is returned for an unknown key id.
+var ErrNotFound = errors.New("key not found")
+
+// Scopes.
+const (
+	ScopeAdmin       = "admin"
+	ScopeJobsRead    = "jobs:read"
+	ScopeJobsApprove = "jobs:approve"
+	ScopeAgentsRead  = "agents:read"
+	ScopeAgentsWrite = "agents:write"
+	// ScopeJobsSubmitPrefix starts "jobs:submit:<capability pattern>".
+	ScopeJobsSubmitPrefix = "jobs:submit:"
+)
+
+// AllNamespaces is the namespace of a key that reaches every namespace.
+const AllNamespaces = "*"
+
+// Event types on "keys:<namespace>" streams.
+const (
+	EventKeyCreated domain.EventType = "KEY_CREATED"
+	EventKeyRevoked domain.EventType = "KEY_REVOKED"
+)
+
+// Principal is who a request acts for.
+type Principal struct {
+	KeyID     string
+	Namespace string
+	Scopes    []string
+}
+
+// Actor names the principal in event metadata.
+func (p *Principal) Actor() string { return "key:" + p.KeyID }
+
+// Has reports whether the principal holds scope (admin holds every scope).
+func (p *Principal) Has(scope string) bool {
+	for _, s := range p.Scopes {
+		if s == scope || s == ScopeAdmin {
+			return true
+		}
+	}
+	return false
+}
+
+// CanSubmit reports whether the principal may submit jobs for capability.
+func (p *Principal) CanSubmit(capability string) bool {
+	for _, s := range p.Scopes {
+		if s == ScopeAdmin {
+			return true
+		}
+		if pat, ok := strings.CutPrefix(s, ScopeJobsSubmitPrefix); ok && Match(pat, capability) {
+			return true
+		}
+	}
+	return false
+}
+
+// Sees reports whether the principal reaches namespace ns.
+func (p *Principal) Sees(ns string) bool { return p.Namespace == AllNamespaces || p.Namespace == ns }
+
+// Match reports whether s matches pattern, where '*' stands for any run of
+// characters (possibly empty) and everything else for itself.
+func Match(pattern, s string) bool {
+	for {
+		star := strings.IndexByte(pattern, '*')
+		if star < 0 {
+			return pattern == s
+		}
+		if !strings.HasPrefix(s, pattern[:star]) {
+			return false
+		}
+		s, pattern = s[star:], pattern[star+1:]
+		if pattern == "" {
+			return true
+		}
+		for i := 0; i <= len(s); i++ {
+			if Match(pattern, s[i:]) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// ValidScope reports whether s is a scope this service knows.
+func ValidScope(s string) bool {
+	switch s {
+	case ScopeAdmin, ScopeJobsRead, ScopeJobsApprove, ScopeAgentsRead, ScopeAgentsWrite:
+		return true
+	}
+	pat, ok := strings.CutPrefix(s, ScopeJobsSubmitPrefix)
+	return ok && pat != "" && domain.ValidCapability(strings.ReplaceAll(pat, "*", "x"))
+}
+
+// Store keeps the keys.
+type Store struct {
+	pool      *pgxpool.Pool
+	store     *eventstore.Store
+	bootstrap []byte // hash of AGENTREACH_ADMIN_KEY, if set
+	now       func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cached // by key hash
+}
+
+type cached struct {
+	p       *Principal
+	err     error
+	expires time.Time // of the cache entry
+}
+
+// cacheFor bounds how long a revocation takes to reach other processes.
+const cacheFor = 2 * time.Second
+
+// NewStore returns a Store. bootstrapKey, if not empty, is an admin key for
+// every namespace that needs no row (AGENTREACH_ADMIN_KEY).
+func NewStore(pool *pgxpool.Pool, store *eventstore.Store, bootstrapKey string) *Store {
+	s := &Store{pool: pool, store: store, now: time.Now, cache: map[string]cached{}}
+	if bootstrapKey != "" {
+		s.bootstrap = hash(bootstrapKey)
+	}
+	return s
+}
+
+// SetClock replaces the store's clock (tests).
+func (s *Store) SetClock(now func() time.Time) { s.now = now }
+
+func hash(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// Authenticate returns the principal of key, or ErrNoKey, ErrUnknownKey,
+// ErrRevoked or ErrExpired.
+func (s *Store) Authenticate(ctx context.Context, key string) (*Principal, error) {
+	if key == "" {
+		return nil, ErrNoKey
+	}
+	h := hash(key)
+	if s.bootstrap != nil && subtle.ConstantTimeCompare(h, s.bootstrap) == 1 {
+		return &Principal{KeyID: "bootstrap", Namespace: AllNamespaces, Scopes: []string{ScopeAdmin}}, nil
+	}
+	now := s.now()
+	s.mu.Lock()
+	c, ok := s.cache[string(h)]
+	s.mu.Unlock()
+	if ok && now.Before(c.expires) {
+		return c.p, c.err
+	}
+	p, err := s.lookup(ctx, h, now)
+	if err != nil && !errors.Is(err, ErrUnknownKey) && !errors.Is(err, ErrRevoked) && !errors.Is(err, ErrExpired) {
+		return nil, err // a database problem is not cached
+	}
+	s.mu.Lock()
+	if len(s.cache) > 10000 {
+		s.cache = map[string]cached{}
+	}
+	s.cache[string(h)] = cached{p: p, err: err, expires: now.Add(cacheFor)}
+	s.mu.Unlock()
+	return p, err
+}
+
+func (s *Store) lookup(ctx context.Context, h []byte, now time.Time) (*Principal, error) {
+	var p Principal
+	var expires, revoked *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT key_id, namespace, scopes, expires_at, revoked_at FROM api_keys WHERE key_hash = $1`, h).
+		Scan(&p.KeyID, &p.Namespace, &p.Scopes, &expires, &revoked)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, ErrUnknownKey
+	case err != nil:
+		return nil, fmt.Errorf("authenticate: %w", err)
+	case revoked != nil:
+		return nil, ErrRevoked
+	case expires != nil && !now.Before(*expires):
+		return nil, ErrExpired
+	}
+	return &p, nil
+}
+
+func (s *Store) forget() {
+	s.mu.Lock()
+	s.cache = map[string]cached{}
+	s.mu.Unlock()
+}
+
+// KeyInfo describes a key without its secret.
+type KeyInfo struct {
+	KeyID     string     `json:"key_id"`
+	Namespace string     `json:"namespace"`
+	Name      string     `json:"name"`
+	Scopes    []string   `json:"scopes"`
+	CreatedAt time.Time  `json:"created_at"`
+	CreatedBy string     `json:"created_by"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// NewKey is a request for a key.
+type NewKey struct {
+	Namespace string
+	Name      string
+	Scopes    []string
+	// TTL, if positive, makes the key expire.
+	TTL time.Duration
+}
+
+// Create makes a key and returns it (shown once) with its description.
+// by is the principal creating it: it may only create keys of its own
+// namespace with scopes it holds.
+func (s *Store) Create(ctx context.Context, req NewKey, by *Principal, md domain.Metadata) (string, KeyInfo, error) {
+	if req.Namespace == "" {
+		req.Namespace = by.Namespace
+	}
+	if req.Namespace != AllNamespaces && !domain.ValidNamespace(req.Namespace) {
+		return "", KeyInfo{}, &domain.FieldError{Field: "namespace", Message: "must be a namespace or *"}
+	}
+	if !by.Sees(req.Namespace) || (req.Namespace == AllNamespaces && by.Namespace != AllNamespaces) {
+		return "", KeyInfo{}, &domain.FieldError{Field: "namespace", Message: "you can only create keys of your own namespace"}
+	}
+	if len(req.Scopes) == 0 {
+		return "", KeyInfo{}, &domain.FieldError{Field: "scopes", Message: "must list at least one scope"}
+	}
+	for _, sc := range req.Scopes {
+		if !ValidScope(sc) {
+			return "", KeyInfo{}, &domain.FieldError{Field: "scopes", Message: fmt.Sprintf("unknown scope %q: use admin, jobs:read, jobs:approve, agents:read, agents:write or jobs:submit:<capability pattern>", sc)}
+		}
+		if !by.Has(ScopeAdmin) && !by.Has(sc) {
+			return "", KeyInfo{}, &domain.FieldError{Field: "scopes", Message: fmt.Sprintf("you cannot grant %q", sc)}
+		}
+	}
+	if len(req.Name) > 128 {
+		return "", KeyInfo{}, &domain.FieldError{Field: "name", Message: "must be at most 128 characters"}
+	}
+	idb := make([]byte, 6)
+	_, _ = rand.Read(idb)
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	info := KeyInfo{KeyID: "key_" + hex.EncodeToString(idb), Namespace: req.Namespace, Name: req.Name, Scopes: req.Scopes,
+		CreatedAt: s.now().UTC(), CreatedBy: md.Actor}
+	key := "ark_" + strings.TrimPrefix(info.KeyID, "key_") + "_" + base64.RawURLEncoding.EncodeToString(secret)
+	if req.TTL > 0 {
+		t := info.CreatedAt.Add(req.TTL)
+		info.ExpiresAt = &t
+	}
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := s.store.AppendTx(ctx, tx, "keys:"+req.Namespace, eventstore.Any, domain.NewEvent(EventKeyCreated, info, md)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (key_id, namespace, name, key_hash, scopes, created_at, created_by, expires_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, info.KeyID, info.Namespace, info.Name, hash(key), info.Scopes,
+			info.CreatedAt, info.CreatedBy, info.ExpiresAt)
+		return err
+	})
+	if err != nil {
+		return "", KeyInfo{}, fmt.Errorf("create key: %w", err)
+	}
+	return key, info, nil
+}
+
+// Revoke ends a key at once (in this process; within two seconds in the
+// others). by must see the key's namespace; otherwise it is ErrNotFound.
+func (s *Store) Revoke(ctx context.Context, keyID string, by *Principal, md domain.Metadata) error {
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		var ns string
+		var revoked *time.Time
+		err := tx.QueryRow(ctx, `SELECT namespace, revoked_at FROM api_keys WHERE key_id = $1 FOR UPDATE`, keyID).Scan(&ns, &revoked)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && !by.Sees(ns) {
+			return fmt.Errorf("key %s: %w", keyID, ErrNotFound)
+		}
+		if err != nil || revoked != nil {
+			return err
+		}
+		if _, err := s.store.AppendTx(ctx, tx, "keys:"+ns, eventstore.Any,
+			domain.NewEvent(EventKeyRevoked, map[string]string{"key_id": keyID}, md)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE api_keys SET revoked_at = $2 WHERE key_id = $1`, keyID, s.now().UTC())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.forget()
+	return nil
+}
+
+// List returns the keys of the namespaces by sees.
+func (s *Store) List(ctx context.Context, by *Principal) ([]KeyInfo, error) {
+	rows, err := s.pool.Query(ctx, `SELECT key_id, namespace, name, scopes, created_at, created_by, expires_at, revoked_at
+		FROM api_keys WHERE $1 = '*' OR namespace = $1 ORDER BY created_at, key_id`, by.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (KeyInfo, error) {
+		var k KeyInfo
+		err := r.Scan(&k.KeyID, &k.Namespace, &k.Name, &k.Scopes, &k.CreatedAt, &k.CreatedBy, &k.ExpiresAt, &k.RevokedAt)
+		return k, err
+	})
+}

@@ -1,0 +1,118 @@
+package httpapi
+
+import (
+	"errors"
+	"math"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/agentreach/agentreach/auth"
+	"github.com/agentreach/agentreach/domain"
+)
+
+const principalKey = "principal"
+
+// insecurePrincipal acts for requests without a key when auth is off.
+var insecurePrincipal = &auth.Principal{KeyID: "insecure", Namespace: auth.AllNamespaces, Scopes: []string{auth.ScopeAdmin}}
+
+// principal returns who the request acts for (set by need).
+func principal(c *gin.Context) *auth.Principal {
+	if p, ok := c.Get(principalKey); ok {
+		return p.(*auth.Principal)
+	}
+	return nil
+}
+
+// authenticate resolves the request's API key, if any. Agent tokens
+// (art_…) are checked by the routes that take them.
+func (s *Server) authenticate(c *gin.Context) (*auth.Principal, error) {
+	key := bearer(c)
+	if key == "" && s.deps.Insecure {
+		return insecurePrincipal, nil
+	}
+	return s.deps.Auth.Authenticate(c.Request.Context(), key)
+}
+
+// need admits requests whose key holds scope ("" = any valid key), and
+// rate-limits them per key.
+func (s *Server) need(scope string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		p, err := s.authenticate(c)
+		if err != nil {
+			_ = c.Error(err)
+			c.Abort()
+			return
+		}
+		if scope != "" && !p.Has(scope) {
+			_ = c.Error(&Error{Code: CodePermissionDenied, Message: "this key lacks the scope " + scope})
+			c.Abort()
+			return
+		}
+		if ok, wait := s.deps.Limiter.Allow(p.KeyID); !ok {
+			_ = c.Error(&Error{Code: CodeRateLimited, Message: "too many requests for this key", RetryAfter: int(math.Ceil(wait.Seconds()))})
+			c.Abort()
+			return
+		}
+		c.Set(principalKey, p)
+		c.Next()
+	}
+}
+
+// agentOrKey admits a request with an agent token (checked by the handler)
+// or with a key holding scope.
+func (s *Server) agentOrKey(scope string) gin.HandlerFunc {
+	keyed := s.need(scope)
+	return func(c *gin.Context) {
+		if isAgentToken(bearer(c)) {
+			c.Next()
+			return
+		}
+		keyed(c)
+	}
+}
+
+func isAgentToken(t string) bool { return len(t) > 4 && t[:4] == "art_" }
+
+// scopeNamespace is the namespace a request works in: the one asked for,
+// which the key must see (else not found: a key never learns what another
+// namespace holds), or the key's own.
+func scopeNamespace(c *gin.Context, asked string) (string, error) {
+	p := principal(c)
+	switch {
+	case asked == "" && p.Namespace != auth.AllNamespaces:
+		return p.Namespace, nil
+	case asked == "":
+		return "", nil
+	case !domain.ValidNamespace(asked):
+		return "", Invalid("namespace", "not a namespace")
+	case !p.Sees(asked):
+		return "", NotFound("no namespace %q for this key", asked)
+	}
+	return asked, nil
+}
+
+// defaultNamespace is the namespace a write goes to when the body names
+// none.
+func defaultNamespace(c *gin.Context, asked string) (string, error) {
+	p := principal(c)
+	if asked == "" {
+		if p.Namespace == auth.AllNamespaces {
+			return domain.DefaultNamespace, nil
+		}
+		return p.Namespace, nil
+	}
+	if !p.Sees(asked) {
+		return "", &Error{Code: CodePermissionDenied, Field: "namespace", Message: "this key is for namespace " + p.Namespace}
+	}
+	return asked, nil
+}
+
+func authError(err error) *Error {
+	switch {
+	case errors.Is(err, auth.ErrNoKey), errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrRevoked), errors.Is(err, auth.ErrExpired):
+		return &Error{Code: CodeUnauthenticated, Message: err.Error()}
+	case errors.Is(err, auth.ErrNotFound):
+		return &Error{Code: CodeNotFound, Message: "key not found"}
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/auth"
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// EventPolicyChanged records a new approval policy of a namespace, on the
+// stream "policy:<namespace>".
+const EventPolicyChanged domain.EventType = "POLICY_CHANGED"
+
+// needsApproval reports whether jobs of capability in namespace wait for an
+// operator: a configured pattern or a policy of the namespace (or of every
+// namespace, "*") matches it.
+func (s *Service) needsApproval(ctx context.Context, q eventstore.Querier, namespace, capability string) (bool, error) {
+	for _, p := range s.cfg.ApprovalPatterns {
+		if auth.Match(p, capability) {
+			return true, nil
+		}
+	}
+	rows, err := q.Query(ctx, `SELECT pattern FROM approval_policies WHERE namespace IN ($1, '*')`, namespace)
+	if err != nil {
+		return false, fmt.Errorf("approval policy: %w", err)
+	}
+	patterns, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, fmt.Errorf("approval policy: %w", err)
+	}
+	for _, p := range patterns {
+		if auth.Match(p, capability) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ApprovalPolicy returns the patterns that need approval in namespace: its
+// own and the configured ones.
+func (s *Service) ApprovalPolicy(ctx context.Context, namespace string) (own, configured []string, err error) {
+	rows, err := s.pool.Query(ctx, `SELECT pattern FROM approval_policies WHERE namespace = $1 ORDER BY pattern`, namespace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("approval policy: %w", err)
+	}
+	own, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	return own, s.cfg.ApprovalPatterns, err
+}
+
+// SetApprovalPolicy replaces the approval patterns of a namespace ("*":
+// every namespace) and records the change with its actor.
+func (s *Service) SetApprovalPolicy(ctx context.Context, namespace string, patterns []string, md domain.Metadata) error {
+	if namespace != auth.AllNamespaces && !domain.ValidNamespace(namespace) {
+		return &domain.FieldError{Field: "namespace", Message: "must be a namespace or *"}
+	}
+	clean := map[string]bool{}
+	for _, p := range patterns {
+		p = strings.TrimSpace(p)
+		if p == "" || len(p) > domain.MaxCapabilityLength || !domain.ValidCapability(strings.ReplaceAll(p, "*", "x")) {
+			return &domain.FieldError{Field: "patterns", Message: fmt.Sprintf("%q is not a capability pattern (a capability, '*' for any run of characters)", p)}
+		}
+		clean[p] = true
+	}
+	list := make([]string, 0, len(clean))
+	for p := range clean {
+		list = append(list, p)
+	}
+	sort.Strings(list)
+	return s.store.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM approval_policies WHERE namespace = $1`, namespace); err != nil {
+			return err
+		}
+		for _, p := range list {
+			if _, err := tx.Exec(ctx, `INSERT INTO approval_policies (namespace, pattern, created_by) VALUES ($1, $2, $3)`,
+				namespace, p, md.Actor); err != nil {
+				return err
+			}
+		}
+		_, err := s.store.AppendTx(ctx, tx, "policy:"+namespace, eventstore.Any, domain.NewEvent(EventPolicyChanged,
+			map[string]any{"namespace": namespace, "approval_patterns": list}, md))
+		return err
+	})
+}
+
+// Approve lets a job that awaits approval go to dispatch.
+func (s *Service) Approve(ctx context.Context, id, reason string, md domain.Metadata) (*Loaded, error) {
+	return s.decideApproval(ctx, id, true, reason, md)
+}
+
+// Reject ends a job that awaits approval with REJECTED (a terminal status;
+// the caller is called back).
+func (s *Service) Reject(ctx context.Context, id, reason string, md domain.Metadata) (*Loaded, error) {
+	return s.decideApproval(ctx, id, false, reason, md)
+}
+
+func (s *Service) decideApproval(ctx context.Context, id string, approve bool, reason string, md domain.Metadata) (*Loaded, error) {
+	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if l.Status != domain.StatusAwaitingApproval {
+			return fmt.Errorf("job %s is %s, not awaiting approval: %w", id, l.Status, ErrConflict)
+		}
+		if approve {
+			if err := s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventApproved, domain.Cancelled{Reason: reason}, md)); err != nil {
+				return err
+			}
+			return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority)
+		}
+		return s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
+			domain.NewEvent(domain.EventRejected, domain.Cancelled{Reason: reason}, md))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Load(ctx, nil, id)
+}

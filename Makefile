@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run test test-short bench lint fmt vet tidy clean
+.PHONY: help build run test test-short bench fuzz lint fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -16,9 +16,15 @@ build: ## build bin/agentreach
 run: build ## zero-setup dev server: finds or starts PostgreSQL, migrates, serves on 127.0.0.1:8080
 	./bin/agentreach dev
 
-test: ## every test, against the real PostgreSQL (each test gets its own database)
+test: ## every test, against the real PostgreSQL (each test gets its own database), and a short fuzz run
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 5s ./httpapi
+
+fuzz: ## fuzz the request decoders for a minute each
+	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 60s ./httpapi
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 60s ./httpapi
 
 test-short: ## quick run without -count=1
 	$(GO) test -short $(PKGS)

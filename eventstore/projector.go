@@ -134,8 +134,22 @@ func (p *Projector) Rebuild(ctx context.Context, proj Projection, progress func(
 		if progress != nil && n > 0 {
 			progress(done, max(total, done))
 		}
-		if n == 0 {
+		if n > 0 {
+			continue
+		}
+		// Nothing readable: done, unless committed events wait behind a
+		// transaction that holds the horizon back.
+		behind, err := p.projectionBehind(ctx, proj)
+		if err != nil {
+			return done, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
+		}
+		if !behind {
 			return done, nil
+		}
+		select {
+		case <-ctx.Done():
+			return done, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
 		}
 	}
 }
@@ -197,16 +211,20 @@ func (p *Projector) listen(ctx context.Context) error {
 // checkpoint.
 func (p *Projector) behind(ctx context.Context) (bool, error) {
 	for _, proj := range p.projections {
-		var b bool
-		err := p.store.pool.QueryRow(ctx, `
-			SELECT EXISTS (SELECT 1 FROM events e WHERE (e.tx_id, e.position) > coalesce(
-				(SELECT (c.tx_id, c.position) FROM projection_checkpoints c WHERE c.name = $1), ('0'::xid8, 0::bigint)))`,
-			proj.Name()).Scan(&b)
-		if err != nil || b {
+		if b, err := p.projectionBehind(ctx, proj); err != nil || b {
 			return b, err
 		}
 	}
 	return false, nil
+}
+
+func (p *Projector) projectionBehind(ctx context.Context, proj Projection) (bool, error) {
+	var b bool
+	err := p.store.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM events e WHERE (e.tx_id, e.position) > coalesce(
+			(SELECT (c.tx_id, c.position) FROM projection_checkpoints c WHERE c.name = $1), ('0'::xid8, 0::bigint)))`,
+		proj.Name()).Scan(&b)
+	return b, err
 }
 
 // Lag returns, per projection, how many events of the log it has not

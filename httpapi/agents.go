@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -107,7 +108,11 @@ func bindJSON(c *gin.Context, into any, required bool) error {
 		}
 		return nil
 	}
-	dec := json.NewDecoder(c.Request.Body)
+	return decodeJSON(c.Request.Body, into, required)
+}
+
+func decodeJSON(body io.Reader, into any, required bool) error {
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
 		return decodeError(err, required)
@@ -138,6 +143,40 @@ func decodeError(err error, required bool) error {
 	return Invalid("body", "body is not valid JSON: %v", err)
 }
 
+// DecodeRegistration turns a registration body into a checked
+// registration for namespace ns (used when the body names none). Every
+// error is a 4xx: *Error or *domain.FieldError.
+func DecodeRegistration(body io.Reader, ns string) (domain.AgentRegistration, error) {
+	var req registerRequest
+	if err := decodeJSON(body, &req, true); err != nil {
+		return domain.AgentRegistration{}, err
+	}
+	if req.Namespace == "" {
+		req.Namespace = ns
+	}
+	reg := registration(req)
+	return reg, reg.Normalize()
+}
+
+func registration(req registerRequest) domain.AgentRegistration {
+	reg := domain.AgentRegistration{
+		AgentID: req.AgentID, Namespace: req.Namespace, Capabilities: req.Capabilities, Aliases: req.Aliases,
+		Endpoint: req.Endpoint, HealthURL: req.HealthURL, Protocol: req.Protocol, MaxConcurrent: req.MaxConcurrent,
+		Version: req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
+		Context: req.Context, Metadata: req.Metadata, Weight: domain.DefaultWeight,
+	}
+	if req.Weight != nil {
+		reg.Weight = *req.Weight
+		if reg.Weight == 0 {
+			reg.Weight = -1 // an explicit 0 is out of range, not "default"
+		}
+	}
+	if req.RolloutPercent != nil {
+		reg.RolloutPercent = *req.RolloutPercent
+	}
+	return reg
+}
+
 func (s *Server) registerAgent(c *gin.Context) {
 	var req registerRequest
 	if err := bindJSON(c, &req, true); err != nil {
@@ -153,21 +192,8 @@ func (s *Server) registerAgent(c *gin.Context) {
 		_ = c.Error(&Error{Code: CodeConflict, Field: "agent_id", Message: "agent_id is taken"})
 		return
 	}
-	reg := domain.AgentRegistration{
-		AgentID: req.AgentID, Namespace: ns, Capabilities: req.Capabilities, Aliases: req.Aliases,
-		Endpoint: req.Endpoint, HealthURL: req.HealthURL, Protocol: req.Protocol, MaxConcurrent: req.MaxConcurrent,
-		Version: req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
-		Context: req.Context, Metadata: req.Metadata, Weight: domain.DefaultWeight,
-	}
-	if req.Weight != nil {
-		reg.Weight = *req.Weight
-		if reg.Weight == 0 {
-			reg.Weight = -1 // an explicit 0 is out of range, not "default"
-		}
-	}
-	if req.RolloutPercent != nil {
-		reg.RolloutPercent = *req.RolloutPercent
-	}
+	req.Namespace = ns
+	reg := registration(req)
 	a, token, err := s.deps.Registry.Register(c.Request.Context(), reg, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)

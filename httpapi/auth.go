@@ -116,3 +116,14 @@ func authError(err error) *Error {
 	}
 	return nil
 }
+
+// everyNamespace admits only keys of every namespace ("*"): what spans
+// namespaces (the global log) is an operator's.
+func everyNamespace(c *gin.Context) {
+	if principal(c).Namespace != auth.AllNamespaces {
+		_ = c.Error(&Error{Code: CodePermissionDenied, Message: "the global log needs a key of every namespace (*)"})
+		c.Abort()
+		return
+	}
+	c.Next()
+}

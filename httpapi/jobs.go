@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -35,6 +36,30 @@ type submitResponse struct {
 	TraceID string `json:"trace_id"`
 }
 
+// DecodeSubmit turns a submit body into a checked submission for
+// namespace ns (used when the body names none). Every error is a 4xx:
+// *Error or *domain.FieldError.
+func DecodeSubmit(body io.Reader, ns string) (domain.Submitted, error) {
+	var req submitRequest
+	if err := decodeJSON(body, &req, true); err != nil {
+		return domain.Submitted{}, err
+	}
+	if req.Namespace == "" {
+		req.Namespace = ns
+	}
+	sub := submission(req)
+	return sub, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes)
+}
+
+func submission(req submitRequest) domain.Submitted {
+	return domain.Submitted{
+		Namespace: req.Namespace, Capability: req.Capability, Hint: req.Hint, Payload: req.Payload,
+		Priority: domain.Priority(req.Priority), TimeoutMS: req.TimeoutMS, MaxAttempts: req.MaxAttempts,
+		CallbackURL: req.CallbackURL, ParentJobID: req.ParentJobID, Constraints: req.Constraints,
+		RetryOnFailed: req.RetryOnFailed, BackoffBaseMS: req.BackoffBaseMS, BackoffMaxMS: req.BackoffMaxMS,
+	}
+}
+
 func (s *Server) submitJob(c *gin.Context) {
 	var req submitRequest
 	if err := bindJSON(c, &req, true); err != nil {
@@ -50,13 +75,9 @@ func (s *Server) submitJob(c *gin.Context) {
 		_ = c.Error(&Error{Code: CodePermissionDenied, Field: "capability", Message: "this key may not submit jobs for " + req.Capability})
 		return
 	}
-	sub := domain.Submitted{
-		Namespace: ns, Capability: req.Capability, Hint: req.Hint, Payload: req.Payload,
-		Priority: domain.Priority(req.Priority), TimeoutMS: req.TimeoutMS, MaxAttempts: req.MaxAttempts,
-		CallbackURL: req.CallbackURL, ParentJobID: req.ParentJobID, Constraints: req.Constraints,
-		RetryOnFailed: req.RetryOnFailed, BackoffBaseMS: req.BackoffBaseMS, BackoffMaxMS: req.BackoffMaxMS,
-		IdempotencyKey: c.GetHeader("Idempotency-Key"),
-	}
+	req.Namespace = ns
+	sub := submission(req)
+	sub.IdempotencyKey = c.GetHeader("Idempotency-Key")
 	res, err := s.deps.Jobs.Submit(c.Request.Context(), sub, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)

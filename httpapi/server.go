@@ -77,8 +77,8 @@ func New(deps Deps) *gin.Engine {
 	r.GET("/readyz", s.readyz)
 	v1 := r.Group("/v1")
 	admin := s.need(auth.ScopeAdmin)
-	v1.GET("/events", admin, s.listEvents)
-	v1.GET("/events/stream", admin, s.eventStream)
+	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces
+	v1.GET("/events/stream", admin, everyNamespace, s.eventStream)
 	v1.GET("/metrics/agents", s.need(auth.ScopeAgentsRead), s.agentMetrics)
 
 	v1.POST("/agents", s.need(auth.ScopeAgentsWrite), s.registerAgent)

@@ -61,7 +61,11 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 	if agentID == "" {
 		return "", nil, &domain.FieldError{Field: "attempt", Message: fmt.Sprintf("job %s has no attempt %d at an agent", id, attempt)}
 	}
-	if _, err := s.registry.Authenticate(ctx, agentID, token); err != nil {
+	caller, err := s.registry.AgentByToken(ctx, token)
+	if err != nil {
+		return "", nil, err
+	}
+	if caller.AgentID != agentID {
 		return "", nil, fmt.Errorf("attempt %d of job %s belongs to agent %s: %w", attempt, id, agentID, ErrForbidden)
 	}
 	md.Actor = "agent:" + agentID

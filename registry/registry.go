@@ -422,6 +422,24 @@ func (r *Registry) Authenticate(ctx context.Context, id, token string) (*Agent, 
 	return a, nil
 }
 
+// AgentByToken returns the agent a token belongs to (its current token, or
+// its previous one during a rotation's overlap), or ErrUnauthenticated.
+func (r *Registry) AgentByToken(ctx context.Context, token string) (*Agent, error) {
+	if token == "" {
+		return nil, ErrUnauthenticated
+	}
+	h := hashToken(token)
+	a, err := scanAgent(r.pool.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents
+		WHERE NOT deregistered AND (token_hash = $1 OR prev_token_hash = $1) LIMIT 1`, h))
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && !a.tokenValid(token, r.now()) {
+		return nil, ErrUnauthenticated
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authenticate agent: %w", err)
+	}
+	return a, nil
+}
+
 // EventAgentTokenRotated records a token rotation (never the token).
 const EventAgentTokenRotated domain.EventType = "AGENT_TOKEN_ROTATED"
 

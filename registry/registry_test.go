@@ -263,3 +263,61 @@ func TestBreakerFromAttempts(t *testing.T) {
 	require.Empty(t, res.Chosen)
 	require.Equal(t, domain.RouteRejectBreakerOpen, res.Rejected[0].Reason)
 }
+
+// TestTokenRotationOverlap: inside the overlap both tokens work and sign;
+// after it only the new one does.
+func TestTokenRotationOverlap(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, old := b.register(t, "rot-1", 10, "http://127.0.0.1:1/")
+	fresh, until, err := b.r.RotateToken(b.ctx, "rot-1", domain.Metadata{Actor: "test"})
+	require.NoError(t, err)
+	require.NotEqual(t, old, fresh)
+	require.Equal(t, b.clock.now().Add(24*time.Hour), until)
+
+	for _, tok := range []string{old, fresh} {
+		_, err := b.r.Authenticate(b.ctx, "rot-1", tok)
+		require.NoError(t, err)
+		a, err := b.r.AgentByToken(b.ctx, tok)
+		require.NoError(t, err)
+		require.Equal(t, "rot-1", a.AgentID)
+	}
+	a, err := b.r.load(b.ctx, b.r.pool, "rot-1", false)
+	require.NoError(t, err)
+	require.Len(t, a.SigningKeys(b.clock.now()), 2, "deliveries carry a signature for each token")
+
+	b.clock.advance(24*time.Hour - time.Second)
+	_, err = b.r.Authenticate(b.ctx, "rot-1", old)
+	require.NoError(t, err, "still inside the overlap")
+
+	b.clock.advance(2 * time.Second)
+	_, err = b.r.Authenticate(b.ctx, "rot-1", old)
+	require.ErrorIs(t, err, ErrUnauthenticated)
+	_, err = b.r.AgentByToken(b.ctx, old)
+	require.ErrorIs(t, err, ErrUnauthenticated)
+	_, err = b.r.Authenticate(b.ctx, "rot-1", fresh)
+	require.NoError(t, err)
+	require.Len(t, a.SigningKeys(b.clock.now()), 1)
+	require.Contains(t, b.events(t, domain.AgentStream("rot-1")), EventAgentTokenRotated)
+}
+
+// TestRegistrationSSRFGuard: endpoints in denied networks are refused.
+func TestRegistrationSSRFGuard(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, endpoint := range []string{"http://169.254.169.254/latest/meta-data", "http://[fd00:ec2::254]/", "http://[::ffff:169.254.169.254]/",
+		"http://0.0.0.0:80/", "http://224.0.0.1/", "http://0xa9fea9fe/"} {
+		_, _, err := b.r.Register(b.ctx, domain.AgentRegistration{AgentID: "ssrf", Capabilities: []string{"x"},
+			Endpoint: endpoint, RolloutPercent: 100}, domain.Metadata{})
+		var fe *domain.FieldError
+		require.ErrorAs(t, err, &fe, endpoint)
+		require.Equal(t, "endpoint", fe.Field)
+	}
+	_, _, err := b.r.Register(b.ctx, domain.AgentRegistration{AgentID: "ssrf", Capabilities: []string{"x"},
+		Endpoint: "http://127.0.0.1:9/", HealthURL: "http://169.254.169.254/", RolloutPercent: 100}, domain.Metadata{})
+	var fe *domain.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "health_url", fe.Field)
+	_, err = b.r.Get(b.ctx, "ssrf")
+	require.ErrorIs(t, err, ErrNotFound, "nothing was written")
+}

@@ -169,7 +169,17 @@ func TestCrashConsistency(t *testing.T) {
 				}
 				break
 			}
-			require.True(t, time.Now().Before(deadline), "job %s still %s after the restart", id, j.Status)
+			if !time.Now().Before(deadline) {
+				var timer, riverJobs string
+				_ = pool.QueryRow(context.Background(), `SELECT coalesce((SELECT row_to_json(t)::text FROM job_timers t WHERE job_id = $1), 'none'),
+					coalesce((SELECT string_agg(concat_ws(' ', id, kind, state, attempt, attempted_at, scheduled_at, args::text), '; ')
+					FROM river_job WHERE args->>'job_id' = $1::text), 'none')`, id).Scan(&timer, &riverJobs)
+				var types []string
+				for _, e := range evs {
+					types = append(types, string(e.Type))
+				}
+				t.Fatalf("job %s still %s after the restart: events %v; timer %s; river jobs %s", id, j.Status, types, timer, riverJobs)
+			}
 			time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
 		}
 	}

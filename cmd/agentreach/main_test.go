@@ -136,6 +136,7 @@ func TestDevPrivateCluster(t *testing.T) {
 	require.DirExists(t, dataDir)
 	require.NotZero(t, pid)
 	require.Contains(t, r.out.String(), r.m.URL()+"/v1")
+	require.Contains(t, r.out.String(), "Admin key: ark_dev_", "dev prints the admin key it generated")
 	waitReady(t, r.m.URL())
 
 	r.stop(t)

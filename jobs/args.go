@@ -1,8 +1,9 @@
 package jobs
 
 import (
+	"time"
+
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentreach/agentreach/domain"
 )
@@ -40,10 +41,17 @@ func lanePriority(p domain.Priority) int {
 	return 2
 }
 
-// pendingStates are the states in which a unique job blocks a duplicate.
-var pendingStates = []rivertype.JobState{
-	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+// PeriodicOpts are the insert options of a periodic sweep that runs every
+// interval: at most one per interval, by period (not by state, because a
+// sweep left "running" by a process that died would block every later one
+// until River rescues it, an hour later). Sub-second intervals (tests) are
+// not deduplicated: River's periods are whole seconds.
+func PeriodicOpts(queue string, interval time.Duration) *river.InsertOpts {
+	opts := &river.InsertOpts{Queue: queue, MaxAttempts: 1}
+	if interval >= time.Second {
+		opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByPeriod: interval}
+	}
+	return opts
 }
 
 // DispatchArgs is the River job that makes one attempt of a job: route,
@@ -87,21 +95,9 @@ type DeadlineSweepArgs struct{}
 // Kind implements river.JobArgs.
 func (DeadlineSweepArgs) Kind() string { return "deadline_sweep" }
 
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (DeadlineSweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueSweeps, MaxAttempts: 1,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
-}
-
 // RepairSweepArgs is the periodic job that re-enqueues what went missing:
 // dispatches of open jobs and callbacks of finished ones.
 type RepairSweepArgs struct{}
 
 // Kind implements river.JobArgs.
 func (RepairSweepArgs) Kind() string { return "repair_sweep" }
-
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (RepairSweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueSweeps, MaxAttempts: 1,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
-}

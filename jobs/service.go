@@ -194,10 +194,14 @@ func (s *Service) AddWorkers(workers *river.Workers) {
 func (s *Service) PeriodicJobs() []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(s.cfg.DeadlineSweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return DeadlineSweepArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return DeadlineSweepArgs{}, PeriodicOpts(QueueSweeps, s.cfg.DeadlineSweepInterval)
+			},
 			&river.PeriodicJobOpts{ID: "deadline_sweep", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(s.cfg.RepairSweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return RepairSweepArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return RepairSweepArgs{}, PeriodicOpts(QueueSweeps, s.cfg.RepairSweepInterval)
+			},
 			&river.PeriodicJobOpts{ID: "repair_sweep", RunOnStart: true}),
 	}
 }

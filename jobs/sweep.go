@@ -78,7 +78,9 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 			return err
 		})
 		if err != nil {
-			return rep, fmt.Errorf("deadline sweep of job %s: %w", id, err)
+			// One job's trouble must not hold up every other timer.
+			s.logger.ErrorContext(ctx, "deadline sweep: job left for the next sweep", "job_id", id, "err", err)
+			continue
 		}
 		switch what {
 		case "timeout":

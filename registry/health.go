@@ -18,12 +18,6 @@ type HealthSweepArgs struct{}
 // Kind implements river.JobArgs.
 func (HealthSweepArgs) Kind() string { return "health_sweep" }
 
-// InsertOpts implements river.JobArgsWithInsertOpts.
-func (HealthSweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 1,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
-}
-
 type healthSweepWorker struct {
 	river.WorkerDefaults[HealthSweepArgs]
 	r *Registry

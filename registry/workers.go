@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -27,18 +26,18 @@ type ProbeArgs struct {
 // Kind implements river.JobArgs.
 func (ProbeArgs) Kind() string { return "agent_probe" }
 
-// pendingStates are the states in which a unique job blocks a duplicate: a
-// finished one does not, so the next probe or sweep can be queued.
-var pendingStates = []rivertype.JobState{
-	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
-	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
-}
+// ProbeEvery is how often a PROBING agent is probed: the registration
+// probes at once, then every lease sweep queues one, at most one per
+// instance per ProbeEvery (a probe is not retried on its own).
+const ProbeEvery = 2 * time.Second
 
 // InsertOpts implements river.JobArgsWithInsertOpts: one probe per
-// instance at a time, on the registry's queue.
+// instance per period, on the registry's queue. By period rather than by
+// state: a probe left "running" by a process that died must not block the
+// next ones.
 func (ProbeArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 30,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
+	return river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 1,
+		UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: ProbeEvery}}
 }
 
 // QueueRegistry is the River queue of probes and sweeps, apart from job
@@ -48,13 +47,6 @@ const QueueRegistry = "registry"
 type probeWorker struct {
 	river.WorkerDefaults[ProbeArgs]
 	r *Registry
-}
-
-// NextRetry backs off 1 s, 2 s, 4 s … up to 30 s: a probe that fails is an
-// agent still starting up, and it should be admitted soon after it is ready.
-func (w *probeWorker) NextRetry(job *river.Job[ProbeArgs]) time.Time {
-	d := time.Second << min(job.Attempt-1, 5)
-	return time.Now().Add(min(d, 30*time.Second))
 }
 
 func (w *probeWorker) Timeout(*river.Job[ProbeArgs]) time.Duration { return 2 * w.r.cfg.ProbeTimeout }
@@ -108,12 +100,6 @@ type SweepArgs struct{}
 // Kind implements river.JobArgs.
 func (SweepArgs) Kind() string { return "agent_sweep" }
 
-// InsertOpts implements river.JobArgsWithInsertOpts: one sweep at a time.
-func (SweepArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 1,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByState: pendingStates}}
-}
-
 type sweepWorker struct {
 	river.WorkerDefaults[SweepArgs]
 	r *Registry
@@ -136,12 +122,25 @@ func (r *Registry) AddWorkers(workers *river.Workers) {
 func (r *Registry) PeriodicJobs() []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.SweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, periodicOpts(r.cfg.SweepInterval) },
 			&river.PeriodicJobOpts{ID: "agent_sweep", RunOnStart: true}),
 		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.healthInterval()),
-			func() (river.JobArgs, *river.InsertOpts) { return HealthSweepArgs{}, nil },
+			func() (river.JobArgs, *river.InsertOpts) {
+				return HealthSweepArgs{}, periodicOpts(r.cfg.healthInterval())
+			},
 			&river.PeriodicJobOpts{ID: "health_sweep", RunOnStart: true}),
 	}
+}
+
+// periodicOpts: at most one sweep per interval, deduplicated by period
+// rather than by state, so that a sweep left "running" by a process that
+// died does not block the next ones (see jobs.PeriodicOpts).
+func periodicOpts(interval time.Duration) *river.InsertOpts {
+	opts := &river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 1}
+	if interval >= time.Second {
+		opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByPeriod: interval}
+	}
+	return opts
 }
 
 // SweepReport says what one sweep changed.

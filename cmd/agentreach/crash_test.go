@@ -31,7 +31,7 @@ func freePort(t *testing.T) string {
 }
 
 // serveProcess runs `agentreach serve` as a child process on addr.
-func serveProcess(t *testing.T, dsn, addr string) (*exec.Cmd, string) {
+func serveProcess(t *testing.T, dsn, addr string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
 	cmd, out := startProcess(t, "serve", "--insecure", "--addr", addr, "--database-url", dsn, "--log-level", "warn",
 		"--deadline-sweep-interval", "200ms", "--lost-after", "2s")
@@ -48,7 +48,7 @@ func serveProcess(t *testing.T, dsn, addr string) (*exec.Cmd, string) {
 		require.True(t, time.Now().Before(deadline), "serve did not get ready:\n%s", out.String())
 		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
 	}
-	return cmd, base
+	return cmd, base, out
 }
 
 // TestCrashConsistency SIGKILLs the service while jobs are in flight,
@@ -58,7 +58,7 @@ func TestCrashConsistency(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
 	addr := freePort(t)
-	first, base := serveProcess(t, dsn, addr)
+	first, base, _ := serveProcess(t, dsn, addr)
 
 	// An inline agent that takes a moment, and an async one whose result
 	// post is retried until the service answers again.
@@ -133,8 +133,8 @@ func TestCrashConsistency(t *testing.T) {
 	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
 	_ = first.Wait()
 
-	serveProcess(t, dsn, addr)         // same address: agents and result URLs stay valid
-	time.Sleep(300 * time.Millisecond) // let a few submits land on the new process
+	_, _, secondOut := serveProcess(t, dsn, addr) // same address: agents and result URLs stay valid
+	time.Sleep(300 * time.Millisecond)            // let a few submits land on the new process
 	stopSubmitting()
 	<-submitted
 
@@ -178,7 +178,8 @@ func TestCrashConsistency(t *testing.T) {
 				for _, e := range evs {
 					types = append(types, string(e.Type))
 				}
-				t.Fatalf("job %s still %s after the restart: events %v; timer %s; river jobs %s", id, j.Status, types, timer, riverJobs)
+				t.Fatalf("job %s still %s after the restart: events %v; timer %s; river jobs %s\nlog of the restarted service:\n%s",
+					id, j.Status, types, timer, riverJobs, truncateLines(secondOut.String(), 60))
 			}
 			time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -69,13 +70,30 @@ func (fs *cliFlags) parse(args []string) ([]string, error) {
 }
 
 func (c *apiClient) get(ctx context.Context, path string, q url.Values, into any) error {
-	u := strings.TrimRight(c.base, "/") + path
 	if len(q) > 0 {
-		u += "?" + q.Encode()
+		path += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	return c.do(ctx, http.MethodGet, path, nil, into)
+}
+
+// do sends a request with an optional JSON body and decodes a JSON answer
+// into into (if not nil); an error answer becomes an *apiError.
+func (c *apiClient) do(ctx context.Context, method, path string, body, into any) error {
+	u := strings.TrimRight(c.base, "/") + path
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
@@ -99,6 +117,9 @@ func (c *apiClient) get(ctx context.Context, path string, q url.Values, into any
 			body.Error.Code, body.Error.Message = "http_error", strings.TrimSpace(string(b))
 		}
 		return &body.Error
+	}
+	if into == nil || len(b) == 0 {
+		return nil
 	}
 	return json.Unmarshal(b, into)
 }

@@ -39,6 +39,7 @@ Usage:
   agentreach dig ID    everything about one agent: state, lease, breaker, route hits (--json)
   agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
   agentreach projections rebuild [NAME]  rebuild read models from the event log
+  agentreach keys create|list|revoke      API keys (admin)
   agentreach version   print the version
 
 Run "agentreach COMMAND -h" for a command's flags.
@@ -112,6 +113,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runMockAgent(ctx, rest)
 	case "projections":
 		return m.runProjections(ctx, rest)
+	case "keys":
+		return m.runKeys(ctx, rest)
 	case "version":
 		fmt.Fprintln(m.Stdout, "agentreach", version)
 		return nil
@@ -171,6 +174,11 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.BoolVar(&cfg.Insecure, "insecure", m.Getenv("AGENTREACH_INSECURE") == "1", "turn authentication off: every request acts as an admin (env AGENTREACH_INSECURE=1; development only)")
 	fs.StringVar(&cfg.DenyNets, "deny-nets", m.Getenv("AGENTREACH_DENY_NETS"), "CIDRs agents and callbacks may not reach, besides link-local, metadata, unspecified and multicast (env AGENTREACH_DENY_NETS)")
 	fs.StringVar(&cfg.AllowNets, "allow-nets", m.Getenv("AGENTREACH_ALLOW_NETS"), "CIDRs allowed even if denied; allow wins (env AGENTREACH_ALLOW_NETS)")
+	fs.Func("approval", "capability patterns needing approval in every namespace, comma-separated (env AGENTREACH_APPROVAL)", func(v string) error {
+		cfg.Jobs.ApprovalPatterns = splitList(v)
+		return nil
+	})
+	cfg.Jobs.ApprovalPatterns = splitList(m.Getenv("AGENTREACH_APPROVAL"))
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 200, "requests per second per API key (token bucket; 0 = no limit)")
 	fs.Float64Var(&cfg.RateBurst, "rate-burst", 400, "burst of the per-key rate limit")
 	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")

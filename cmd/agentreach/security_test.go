@@ -436,3 +436,46 @@ func TestRateLimit(t *testing.T) {
 	code, _ := call(t, http.MethodGet, base+"/v1/jobs", "Bearer "+other, "")
 	require.Equal(t, http.StatusOK, code)
 }
+
+// TestKeysCLI creates, lists and revokes a key with the CLI.
+func TestKeysCLI(t *testing.T) {
+	t.Parallel()
+	svc := securedService(t, nil)
+	base := svc.m.URL()
+	run := func(args ...string) (string, error) {
+		out := &syncBuffer{}
+		m := NewMain()
+		m.Stdout, m.Stderr = out, out
+		m.Getenv = func(k string) string {
+			return map[string]string{"AGENTREACH_URL": base, "AGENTREACH_KEY": testAdminKey}[k]
+		}
+		err := m.Run(context.Background(), args)
+		return out.String(), err
+	}
+	out, err := run("keys", "create", "--namespace", "team-a", "--scopes", "jobs:read,jobs:submit:doc:*", "--name", "ci")
+	require.NoError(t, err, out)
+	key := strings.Fields(out)[0]
+	require.True(t, strings.HasPrefix(key, "ark_"), out)
+	code, _ := call(t, http.MethodGet, base+"/v1/jobs", "Bearer "+key, "")
+	require.Equal(t, http.StatusOK, code)
+
+	out, err = run("keys", "list")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "team-a")
+	require.Contains(t, out, "jobs:submit:doc:*")
+	id := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "team-a") {
+			id = strings.Fields(line)[0]
+		}
+	}
+	out, err = run("keys", "revoke", id)
+	require.NoError(t, err, out)
+	code, _ = call(t, http.MethodGet, base+"/v1/jobs", "Bearer "+key, "")
+	require.Equal(t, http.StatusUnauthorized, code)
+
+	_, err = run("keys", "create", "--namespace", "team-a", "--scopes", "root")
+	var apiErr *apiError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "invalid_argument", apiErr.Code)
+}

@@ -227,3 +227,41 @@ func (s *Store) ReadStream(ctx context.Context, q Querier, stream string) ([]Rec
 	}
 	return recs, nil
 }
+
+// NewStream is a stream to create with its first events.
+type NewStream struct {
+	Stream string
+	Events []domain.Event
+}
+
+// AppendNewTx creates many streams in one statement, each with its events
+// from version 1: the bulk path of group commit. A stream that already
+// exists fails the statement with a *ConflictError (roll tx back).
+func (s *Store) AppendNewTx(ctx context.Context, tx pgx.Tx, streams []NewStream) error {
+	var ids, types, datas, metas []string
+	var versions []int32
+	for _, st := range streams {
+		for i, e := range st.Events {
+			md, err := json.Marshal(e.Metadata)
+			if err != nil {
+				return fmt.Errorf("append to stream %s: encode metadata: %w", st.Stream, err)
+			}
+			data := string(e.Data)
+			if data == "" {
+				data = "{}"
+			}
+			ids, versions, types = append(ids, st.Stream), append(versions, int32(i+1)), append(types, string(e.Type))
+			datas, metas = append(datas, data), append(metas, string(md))
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO events (stream_id, version, type, data, metadata)
+		SELECT id, v, t, d::jsonb, m::jsonb FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]) AS u(id, v, t, d, m)`,
+		ids, versions, types, datas, metas)
+	if err != nil {
+		return translate(ids[0], NoStream, err)
+	}
+	return nil
+}

@@ -17,29 +17,39 @@ import (
 // stream "policy:<namespace>".
 const EventPolicyChanged domain.EventType = "POLICY_CHANGED"
 
-// needsApproval reports whether jobs of capability in namespace wait for an
+// approvalPatterns are the approval policies of some namespaces, by
+// namespace ("*" for every namespace).
+type approvalPatterns map[string][]string
+
+// loadApprovalPatterns reads the policies of namespaces (and of "*").
+func (s *Service) loadApprovalPatterns(ctx context.Context, q eventstore.Querier, namespaces []string) (approvalPatterns, error) {
+	rows, err := q.Query(ctx, `SELECT namespace, pattern FROM approval_policies WHERE namespace = ANY($1) OR namespace = '*'`, namespaces)
+	if err != nil {
+		return nil, fmt.Errorf("approval policy: %w", err)
+	}
+	out := approvalPatterns{}
+	var ns, p string
+	if _, err := pgx.ForEachRow(rows, []any{&ns, &p}, func() error {
+		out[ns] = append(out[ns], p)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("approval policy: %w", err)
+	}
+	return out, nil
+}
+
+// match reports whether jobs of capability in namespace wait for an
 // operator: a configured pattern or a policy of the namespace (or of every
-// namespace, "*") matches it.
-func (s *Service) needsApproval(ctx context.Context, q eventstore.Querier, namespace, capability string) (bool, error) {
-	for _, p := range s.cfg.ApprovalPatterns {
-		if auth.Match(p, capability) {
-			return true, nil
+// namespace) matches it.
+func (a approvalPatterns) match(namespace, capability string, configured []string) bool {
+	for _, list := range [][]string{configured, a[namespace], a[auth.AllNamespaces]} {
+		for _, p := range list {
+			if auth.Match(p, capability) {
+				return true
+			}
 		}
 	}
-	rows, err := q.Query(ctx, `SELECT pattern FROM approval_policies WHERE namespace IN ($1, '*')`, namespace)
-	if err != nil {
-		return false, fmt.Errorf("approval policy: %w", err)
-	}
-	patterns, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return false, fmt.Errorf("approval policy: %w", err)
-	}
-	for _, p := range patterns {
-		if auth.Match(p, capability) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return false
 }
 
 // ApprovalPolicy returns the patterns that need approval in namespace: its

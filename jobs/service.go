@@ -146,6 +146,7 @@ type Service struct {
 	now      func() time.Time
 	tracer   trace.Tracer
 	metrics  instruments
+	batcher  *batcher
 }
 
 // NewService returns a Service. Call SetClient before use.
@@ -274,42 +275,17 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 		return SubmitResult{}, err
 	}
 	sub.JobID = uuid.Must(uuid.NewV7()).String()
-	hash := requestHash(sub)
 	var res SubmitResult
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if sub.IdempotencyKey != "" {
-			existing, err := s.claimKey(ctx, tx, sub, hash)
-			if err != nil || existing != nil {
-				if existing != nil {
-					res = *existing
-				}
-				return err
-			}
-		}
-		if sub.ParentJobID != "" {
-			if err := s.countDescendant(ctx, tx, &sub); err != nil {
-				return err
-			}
-		}
-		needs, err := s.needsApproval(ctx, tx, sub.Namespace, sub.Capability)
-		if err != nil {
+	var err error
+	if s.batcher != nil {
+		res, err = s.batcher.submit(ctx, sub, md)
+	} else {
+		err = s.store.InTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			res, err = s.submitTx(ctx, tx, sub, md, nil)
 			return err
-		}
-		evs := []domain.Event{domain.NewEvent(domain.EventSubmitted, sub, md)}
-		res = SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: domain.StatusSubmitted}
-		if needs {
-			until := s.now().UTC().Add(s.cfg.ApprovalTimeout)
-			evs = append(evs, domain.NewEvent(domain.EventAwaitingApproval, map[string]any{"until": until}, md))
-			res.Status = domain.StatusAwaitingApproval
-		}
-		if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(sub.JobID), eventstore.NoStream, evs...); err != nil {
-			return err
-		}
-		if needs {
-			return s.setTimerTx(ctx, tx, sub.JobID, timer{attempt: 1, phase: "approval", due: s.now().Add(s.cfg.ApprovalTimeout)})
-		}
-		return s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority)
-	})
+		})
+	}
 	if err != nil {
 		return SubmitResult{}, err
 	}
@@ -318,6 +294,52 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 			attribute.String("priority", string(sub.Priority))))
 	}
 	return res, nil
+}
+
+// submitTx writes one submission in tx: idempotency key, fan-out, the
+// SUBMITTED event (and AWAITING_APPROVAL), and the dispatch or approval
+// timer. patterns, if not nil, are the approval patterns already loaded.
+func (s *Service) submitTx(ctx context.Context, tx pgx.Tx, sub domain.Submitted, md domain.Metadata, patterns approvalPatterns) (SubmitResult, error) {
+	if sub.IdempotencyKey != "" {
+		existing, err := s.claimKey(ctx, tx, sub, requestHash(sub))
+		if err != nil || existing != nil {
+			if existing != nil {
+				return *existing, nil
+			}
+			return SubmitResult{}, err
+		}
+	}
+	if sub.ParentJobID != "" {
+		if err := s.countDescendant(ctx, tx, &sub); err != nil {
+			return SubmitResult{}, err
+		}
+	}
+	if patterns == nil {
+		var err error
+		if patterns, err = s.loadApprovalPatterns(ctx, tx, []string{sub.Namespace}); err != nil {
+			return SubmitResult{}, err
+		}
+	}
+	evs, res := s.submittedEvents(sub, md, patterns)
+	if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(sub.JobID), eventstore.NoStream, evs...); err != nil {
+		return SubmitResult{}, err
+	}
+	if res.Status == domain.StatusAwaitingApproval {
+		return res, s.setTimerTx(ctx, tx, sub.JobID, timer{attempt: 1, phase: "approval", due: s.now().Add(s.cfg.ApprovalTimeout)})
+	}
+	return res, s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority)
+}
+
+// submittedEvents are the first events of a job's stream.
+func (s *Service) submittedEvents(sub domain.Submitted, md domain.Metadata, patterns approvalPatterns) ([]domain.Event, SubmitResult) {
+	evs := []domain.Event{domain.NewEvent(domain.EventSubmitted, sub, md)}
+	res := SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: domain.StatusSubmitted}
+	if patterns.match(sub.Namespace, sub.Capability, s.cfg.ApprovalPatterns) {
+		until := s.now().UTC().Add(s.cfg.ApprovalTimeout)
+		evs = append(evs, domain.NewEvent(domain.EventAwaitingApproval, map[string]any{"until": until}, md))
+		res.Status = domain.StatusAwaitingApproval
+	}
+	return evs, res
 }
 
 // requestHash identifies what a submit asked for, to tell a retry of the

@@ -192,3 +192,67 @@ func TestCrashConsistency(t *testing.T) {
 		Scan(&lost, &timeouts, &statuses))
 	t.Logf("%d jobs accepted; recovered %s lost attempts and %s timeouts; events: %s", len(ids), lost, timeouts, statuses)
 }
+
+// TestGroupCommitKeepsThePromise: with submits gathered into shared
+// transactions, a submit that got 202 survives a SIGKILL right after the
+// answer; and the gathering really happens.
+func TestGroupCommitKeepsThePromise(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	svc, base, _ := serveProcess(t, dsn, freePort(t))
+	var (
+		mu       sync.Mutex
+		accepted []string
+		killed   bool
+	)
+	var wg sync.WaitGroup
+	for c := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: 5 * time.Second}
+			for i := 0; ; i++ {
+				resp, err := client.Post(base+"/v1/jobs", "application/json", strings.NewReader(
+					fmt.Sprintf(`{"capability":"t.gc","payload":{"c":%d,"i":%d},"max_attempts":1}`, c, i)))
+				if err != nil {
+					return // the service is gone
+				}
+				var out struct {
+					JobID string `json:"job_id"`
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					continue
+				}
+				mu.Lock()
+				accepted = append(accepted, out.JobID)
+				if len(accepted) == 300 && !killed {
+					killed = true
+					_ = svc.Process.Signal(syscall.SIGKILL) // right after this 202
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	_ = svc.Wait()
+	mu.Lock()
+	ids := append([]string(nil), accepted...)
+	mu.Unlock()
+	require.GreaterOrEqual(t, len(ids), 300)
+
+	pool, err := pgxpool.New(context.Background(), dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	streams := make([]string, len(ids))
+	for i, id := range ids {
+		streams[i] = domain.JobStream(id)
+	}
+	var found, txs int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT tx_id::text) FROM events
+		WHERE type = 'SUBMITTED' AND stream_id = ANY($1)`, streams).Scan(&found, &txs))
+	require.Equal(t, len(ids), found, "every submit that got 202 is in the log")
+	require.Less(t, txs, len(ids), "submits shared transactions")
+	t.Logf("%d accepted submits in %d transactions", found, txs)
+}

@@ -151,6 +151,9 @@ type Config struct {
 	RateBurst float64
 	// DenyNets and AllowNets tune the SSRF guard (netguard.ParsePolicy).
 	DenyNets, AllowNets string
+	// GroupCommitWindow is how long concurrent submits are gathered into
+	// one transaction (0: one transaction per submit).
+	GroupCommitWindow time.Duration
 }
 
 func (m *Main) env(name, def string) string {
@@ -179,6 +182,7 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 		return nil
 	})
 	cfg.Jobs.ApprovalPatterns = splitList(m.Getenv("AGENTREACH_APPROVAL"))
+	fs.DurationVar(&cfg.GroupCommitWindow, "group-commit-window", 2*time.Millisecond, "gather concurrent submits into one transaction for at most this long (0: off)")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 200, "requests per second per API key (token bucket; 0 = no limit)")
 	fs.Float64Var(&cfg.RateBurst, "rate-burst", 400, "burst of the per-key rate limit")
 	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")

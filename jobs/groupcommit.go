@@ -1,0 +1,220 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// Group commit: concurrent submits share one transaction, so durable
+// submits per second are not bounded by the database's commits per second.
+// A submit is answered only after its transaction committed, so "202 means
+// committed" holds for every one of them.
+//
+// Submits with neither an Idempotency-Key nor a parent (the common case)
+// are written in bulk: one INSERT for all their events, one River
+// InsertMany, one INSERT for their timers. The others go one by one, each
+// in a savepoint, so that a conflict of one does not fail the batch.
+
+type batchItem struct {
+	ctx  context.Context
+	sub  domain.Submitted
+	md   domain.Metadata
+	done chan batchResult
+}
+
+type batchResult struct {
+	res SubmitResult
+	err error
+}
+
+type batcher struct {
+	s        *Service
+	items    chan *batchItem
+	window   time.Duration
+	idle     time.Duration
+	maxBatch int
+}
+
+// StartGroupCommit turns group commit on: workers goroutines collect
+// submits for at most window (and flush earlier when none has arrived for a
+// tenth of it) into one transaction each. It runs until ctx ends.
+func (s *Service) StartGroupCommit(ctx context.Context, window time.Duration, workers int) {
+	b := &batcher{s: s, items: make(chan *batchItem), window: window, idle: max(window/10, 50*time.Microsecond), maxBatch: 500}
+	s.batcher = b
+	for range max(workers, 1) {
+		go b.run(ctx)
+	}
+}
+
+func (b *batcher) submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
+	it := &batchItem{ctx: ctx, sub: sub, md: md, done: make(chan batchResult, 1)}
+	select {
+	case b.items <- it:
+	case <-ctx.Done():
+		return SubmitResult{}, ctx.Err()
+	}
+	r := <-it.done // once taken, an item is always answered
+	return r.res, r.err
+}
+
+func (b *batcher) run(ctx context.Context) {
+	for {
+		var first *batchItem
+		select {
+		case <-ctx.Done():
+			return
+		case first = <-b.items:
+		}
+		batch := []*batchItem{first}
+		window := time.NewTimer(b.window)
+		idle := time.NewTimer(b.idle)
+	collect:
+		for len(batch) < b.maxBatch {
+			select {
+			case it := <-b.items:
+				batch = append(batch, it)
+				idle.Reset(b.idle)
+			case <-idle.C:
+				break collect
+			case <-window.C:
+				break collect
+			}
+		}
+		window.Stop()
+		idle.Stop()
+		b.commit(context.WithoutCancel(ctx), batch)
+	}
+}
+
+func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
+	s := b.s
+	results := make([]batchResult, len(batch))
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		namespaces := map[string]bool{}
+		for _, it := range batch {
+			namespaces[it.sub.Namespace] = true
+		}
+		nsList := make([]string, 0, len(namespaces))
+		for ns := range namespaces {
+			nsList = append(nsList, ns)
+		}
+		patterns, err := s.loadApprovalPatterns(ctx, tx, nsList)
+		if err != nil {
+			return err
+		}
+		var bulk []int
+		for i, it := range batch {
+			if it.sub.IdempotencyKey == "" && it.sub.ParentJobID == "" {
+				bulk = append(bulk, i)
+				continue
+			}
+			results[i] = s.submitInSavepoint(ctx, tx, it, patterns)
+		}
+		return s.bulkSubmitTx(ctx, tx, batch, bulk, patterns, results)
+	})
+	for i, it := range batch {
+		r := results[i]
+		if err != nil && r.err == nil {
+			r = batchResult{err: fmt.Errorf("submit (group commit of %d): %w", len(batch), err)}
+		}
+		it.done <- r
+	}
+}
+
+// submitInSavepoint writes one submission in a savepoint: its own errors
+// (a reused key, the fan-out limit) stay its own.
+func (s *Service) submitInSavepoint(ctx context.Context, tx pgx.Tx, it *batchItem, patterns approvalPatterns) batchResult {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return batchResult{err: err}
+	}
+	res, err := s.submitTx(ctx, sp, it.sub, it.md, patterns)
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		return batchResult{err: err}
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return batchResult{err: err}
+	}
+	return batchResult{res: res}
+}
+
+// bulkSubmitTx writes the plain submissions batch[idx...] with a handful of
+// statements, whatever their number.
+func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchItem, idx []int, patterns approvalPatterns, results []batchResult) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	streams := make([]eventstore.NewStream, 0, len(idx))
+	var params []river.InsertManyParams
+	var dispatched []int
+	now := s.now()
+	timers := timerRows{}
+	for _, i := range idx {
+		it := batch[i]
+		evs, res := s.submittedEvents(it.sub, it.md, patterns)
+		streams = append(streams, eventstore.NewStream{Stream: domain.JobStream(it.sub.JobID), Events: evs})
+		results[i] = batchResult{res: res}
+		if res.Status == domain.StatusAwaitingApproval {
+			timers.add(it.sub.JobID, 1, "approval", now.Add(s.cfg.ApprovalTimeout), nil)
+			continue
+		}
+		params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: it.sub.JobID, Attempt: 1}, InsertOpts: dispatchOpts(it.sub.Priority)})
+		dispatched = append(dispatched, i)
+	}
+	if err := s.store.AppendNewTx(ctx, tx, streams); err != nil {
+		return err
+	}
+	if len(params) > 0 {
+		inserted, err := s.client.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return fmt.Errorf("enqueue dispatches: %w", err)
+		}
+		if len(inserted) != len(dispatched) {
+			return errors.New("enqueue dispatches: River returned fewer jobs than inserted")
+		}
+		for k, i := range dispatched {
+			id := inserted[k].Job.ID
+			timers.add(batch[i].sub.JobID, 1, "queued", now.Add(s.cfg.LostAfter), &id)
+		}
+	}
+	return timers.insert(ctx, tx)
+}
+
+// timerRows collects timers for one INSERT.
+type timerRows struct {
+	jobIDs   []string
+	attempts []int32
+	phases   []string
+	dues     []time.Time
+	riverIDs []*int64
+}
+
+func (t *timerRows) add(jobID string, attempt int, phase string, due time.Time, riverID *int64) {
+	t.jobIDs = append(t.jobIDs, jobID)
+	t.attempts = append(t.attempts, int32(attempt))
+	t.phases = append(t.phases, phase)
+	t.dues = append(t.dues, due)
+	t.riverIDs = append(t.riverIDs, riverID)
+}
+
+func (t *timerRows) insert(ctx context.Context, tx pgx.Tx) error {
+	if len(t.jobIDs) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO job_timers (job_id, attempt, phase, due_at, river_job_id)
+		SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::bigint[])`,
+		t.jobIDs, t.attempts, t.phases, t.dues, t.riverIDs)
+	if err != nil {
+		return fmt.Errorf("set timers: %w", err)
+	}
+	return nil
+}

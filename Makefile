@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run test test-short bench fuzz lint fmt vet tidy clean
+.PHONY: help build run test test-short bench bench-micro fuzz lint fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,7 +29,10 @@ fuzz: ## fuzz the request decoders for a minute each
 test-short: ## quick run without -count=1
 	$(GO) test -short $(PKGS)
 
-bench: ## microbenchmarks (router, event store)
+bench: build ## side-by-side benchmark: submits, end to end, routing, against pgbench and River (a few minutes)
+	./bin/agentreach bench --out bench-results.md
+
+bench-micro: ## Go microbenchmarks (router)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 lint: fmt vet ## gofmt check and go vet

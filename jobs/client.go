@@ -63,7 +63,7 @@ func NewClient(pool *pgxpool.Pool, logger *slog.Logger, workers *river.Workers, 
 		RescueStuckJobsAfter: max(cfg.RescueAfter, 2*time.Minute),
 		// Dispatch and probes are latency-sensitive: fetch soon after an
 		// insert, and poll often when a notification is missed.
-		FetchCooldown:     20 * time.Millisecond,
+		FetchCooldown:     2 * time.Millisecond,
 		FetchPollInterval: 200 * time.Millisecond,
 	})
 	if err != nil {

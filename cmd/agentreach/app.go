@@ -71,6 +71,9 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("AGENTREACH_DENY_NETS / AGENTREACH_ALLOW_NETS: %w", err)
 	}
 	a.cfg.Registry.Guard, a.cfg.Jobs.Guard = &guard, &guard
+	// River's workers each hold a connection while they record an
+	// outcome; pgx's default (max(4, cores)) would starve them.
+	pcfg.MaxConns = 50
 	if a.cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(a.cfg.MaxConns)
 	}

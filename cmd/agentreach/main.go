@@ -40,6 +40,7 @@ Usage:
   agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
   agentreach projections rebuild [NAME]  rebuild read models from the event log
   agentreach keys create|list|revoke      API keys (admin)
+  agentreach bench     measure throughput and latency against pgbench and River on this machine
   agentreach version   print the version
 
 Run "agentreach COMMAND -h" for a command's flags.
@@ -115,6 +116,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runProjections(ctx, rest)
 	case "keys":
 		return m.runKeys(ctx, rest)
+	case "bench":
+		return m.runBench(ctx, rest)
 	case "version":
 		fmt.Fprintln(m.Stdout, "agentreach", version)
 		return nil
@@ -167,7 +170,7 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	cfg.Getenv = m.Getenv
 	fs.StringVar(&cfg.DatabaseURL, "database-url", m.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
 	fs.StringVar(&cfg.Addr, "addr", m.env("AGENTREACH_ADDR", defAddr), "listen address (env AGENTREACH_ADDR)")
-	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default: pgx's, max(4, cores))")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default 50)")
 	fs.StringVar(&cfg.LogLevel, "log-level", m.env("AGENTREACH_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENTREACH_LOG_LEVEL)")
 	fs.StringVar(&cfg.Jobs.PublicURL, "public-url", m.Getenv("AGENTREACH_PUBLIC_URL"), "base URL agents reach this service at, for result_url (env AGENTREACH_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&cfg.Jobs.CallbackSecret, "callback-secret", m.Getenv("AGENTREACH_CALLBACK_SECRET"), "whsec_... secret that signs callbacks (env AGENTREACH_CALLBACK_SECRET; default: one kept in the database)")
@@ -362,4 +365,9 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(m.Stdout, "schema is at version %d\n", arsql.LatestVersion())
 	return nil
+}
+
+// migrateAll applies every migration quietly.
+func migrateAll(ctx context.Context, pool *pgxpool.Pool) error {
+	return arsql.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
 }

@@ -189,7 +189,10 @@ func (s *Store) Committed() {
 	}
 }
 
-const recordColumns = `position, tx_id::text, stream_id, version, type, data, metadata, recorded_at`
+// recordColumns are a Record's columns. The transaction id is read as text
+// under another name: an output column named tx_id would make ORDER BY
+// tx_id sort the text ("1001" before "999").
+const recordColumns = `position, tx_id::text AS tx_id_text, stream_id, version, type, data, metadata, recorded_at`
 
 func scanRecords(rows pgx.Rows) ([]Record, error) {
 	defer rows.Close()

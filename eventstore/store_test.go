@@ -270,13 +270,38 @@ func TestReadAllBatchesInOrder(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // poll interval while waiting on the condition
 			continue
 		}
-		for _, r := range recs {
+		for i, r := range recs {
 			require.False(t, seen[r.Position], "position %d read twice", r.Position)
 			seen[r.Position] = true
+			if i > 0 {
+				prev := recs[i-1]
+				require.True(t, prev.TxID < r.TxID || prev.TxID == r.TxID && prev.Position < r.Position,
+					"log order is (transaction id, position) as numbers: %v then %v", prev.Cursor(), r.Cursor())
+			}
 		}
 		cur = recs[len(recs)-1].Cursor()
 	}
 	require.Len(t, seen, n)
+}
+
+// TestReadAllOrdersTransactionIDsAsNumbers: transaction ids of different
+// lengths must sort as numbers (999 before 1000), not as text. The rows
+// carry chosen, long-finished transaction ids.
+func TestReadAllOrdersTransactionIDsAsNumbers(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.Pool().Exec(ctx, `INSERT INTO events (tx_id, stream_id, version, type)
+		VALUES ('1000', 'job:b', 1, 'B'), ('999', 'job:a', 1, 'A'), ('10', 'job:c', 1, 'C')`)
+	require.NoError(t, err)
+	var cur eventstore.Cursor
+	got := readN(t, s, &cur, 3)
+	require.Equal(t, []string{"job:c", "job:a", "job:b"}, streams(got))
+	// And resuming after 999 still yields 1000.
+	c, err := s.CursorAt(ctx, got[1].Position)
+	require.NoError(t, err)
+	rest, err := s.ReadAll(ctx, nil, c, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"job:b"}, streams(rest))
 }
 
 func streams(recs []eventstore.Record) []string {

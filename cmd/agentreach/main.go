@@ -41,6 +41,8 @@ Usage:
   agentreach projections rebuild [NAME]  rebuild read models from the event log
   agentreach keys create|list|revoke      API keys (admin)
   agentreach bench     measure throughput and latency against pgbench and River on this machine
+  agentreach chaos     kill processes and the database mid-run, then verify nothing was lost
+  agentreach verify    check the invariants of every job in a database
   agentreach version   print the version
 
 Run "agentreach COMMAND -h" for a command's flags.
@@ -118,6 +120,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runKeys(ctx, rest)
 	case "bench":
 		return m.runBench(ctx, rest)
+	case "chaos":
+		return m.runChaos(ctx, rest)
+	case "verify":
+		return m.runVerify(ctx, rest)
 	case "version":
 		fmt.Fprintln(m.Stdout, "agentreach", version)
 		return nil
@@ -371,3 +377,5 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 func migrateAll(ctx context.Context, pool *pgxpool.Pool) error {
 	return arsql.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -39,7 +39,9 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("%w: agentreach projections rebuild [NAME...]", errUsage)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	cf := &cliFlags{FlagSet: fs}
+	named, err := cf.parse(args[1:]) // flags before or after the names
+	if err != nil {
 		return err
 	}
 	if cfg.DatabaseURL == "" {
@@ -50,9 +52,9 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 		return err
 	}
 	chosen := projection.All()
-	if fs.NArg() > 0 {
+	if len(named) > 0 {
 		chosen = nil
-		for _, name := range fs.Args() {
+		for _, name := range named {
 			found := false
 			for _, p := range projection.All() {
 				if p.Name() == name {

@@ -261,3 +261,12 @@ func (d *DB) PID() int {
 	}
 	return d.priv.pid
 }
+
+// Restart restarts a private cluster (pg_ctl restart -m fast), as a crash
+// test of everything that talks to it. Only private clusters restart.
+func (d *DB) Restart(ctx context.Context) error {
+	if d == nil || d.priv == nil {
+		return errors.New("devdb: only a private cluster can be restarted")
+	}
+	return d.priv.restart(ctx)
+}

@@ -353,3 +353,28 @@ func tail(b []byte, n int) string {
 	}
 	return "  " + strings.Join(lines, "\n  ")
 }
+
+// restart restarts the server with the options it was started with (the
+// same port): pg_ctl restart -m fast, waiting until it accepts connections.
+func (c *cluster) restart(ctx context.Context) error {
+	if !c.started {
+		return errors.New("devdb: the cluster is not running")
+	}
+	logFile := filepath.Join(c.dataDir, serverLogName)
+	out, err := c.run(ctx, c.pgctl, "-D", c.dataDir, "-m", "fast", "-w", "-t", "60", "-l", logFile, "restart")
+	if err != nil {
+		return fmt.Errorf("pg_ctl restart: %w\n%s", err, tail(out, 10))
+	}
+	c.pid = readPostmasterPID(c.dataDir)
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		err := ping(ctx, dsn("postgres", c.addr, "postgres"), 2*time.Second)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("PostgreSQL on %s does not accept connections after restart: %w", c.addr, err)
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval while waiting on the condition
+	}
+}

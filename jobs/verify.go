@@ -1,0 +1,139 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// VerifyReport is what Verify found. OK is true when no invariant broke.
+type VerifyReport struct {
+	Jobs       int
+	Terminal   int
+	Statuses   map[domain.JobStatus]int
+	Violations []string
+}
+
+// OK reports whether every invariant held.
+func (r VerifyReport) OK() bool { return len(r.Violations) == 0 }
+
+func (r *VerifyReport) violate(format string, args ...any) {
+	if len(r.Violations) < 100 {
+		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+	}
+}
+
+// Verify checks the invariants of every job in the log: each is terminal;
+// each stream folds by the state machine with gap-free versions; no job
+// has two successes; DEAD_LETTER comes only after max_attempts; every
+// terminal job with a callback_url had its callback acknowledged; and every
+// projection equals a rebuild from position 0 (which it then is). Run it
+// when the service is quiet.
+func Verify(ctx context.Context, store *eventstore.Store, projector *eventstore.Projector, tables map[string][]string) (VerifyReport, error) {
+	rep := VerifyReport{Statuses: map[domain.JobStatus]int{}}
+	rows, err := store.Pool().Query(ctx, `SELECT stream_id, version, type, data, metadata FROM events
+		WHERE stream_id LIKE 'job:%' ORDER BY stream_id, version`)
+	if err != nil {
+		return rep, fmt.Errorf("verify: %w", err)
+	}
+	var (
+		cur      string
+		evs      []domain.Event
+		versions []int
+		stream   string
+		version  int
+		typ      string
+		data, md []byte
+		checkJob func()
+	)
+	checkJob = func() {
+		if cur == "" {
+			return
+		}
+		rep.Jobs++
+		for i, v := range versions {
+			if v != i+1 {
+				rep.violate("%s: version %d at place %d (versions must be gap-free)", cur, v, i+1)
+				break
+			}
+		}
+		j, err := domain.FoldJob(evs)
+		if err != nil {
+			rep.violate("%s: %v", cur, err)
+			return
+		}
+		rep.Statuses[j.Status]++
+		if !j.Status.Terminal() {
+			rep.violate("%s: not terminal (%s)", cur, j.Status)
+			return
+		}
+		rep.Terminal++
+		successes := 0
+		for _, e := range evs {
+			if e.Type == domain.EventSuccess {
+				successes++
+			}
+		}
+		if successes > 1 {
+			rep.violate("%s: %d SUCCESS events", cur, successes)
+		}
+		if j.Status == domain.StatusDeadLetter && j.Attempts != j.MaxAttempts {
+			rep.violate("%s: DEAD_LETTER after %d of %d attempts", cur, j.Attempts, j.MaxAttempts)
+		}
+		if j.CallbackURL != "" && !j.CallbackAcked {
+			rep.violate("%s: callback to %s never acknowledged", cur, j.CallbackURL)
+		}
+	}
+	_, err = pgx.ForEachRow(rows, []any{&stream, &version, &typ, &data, &md}, func() error {
+		if stream != cur {
+			checkJob()
+			cur, evs, versions = stream, nil, nil
+		}
+		evs = append(evs, domain.Event{Type: domain.EventType(typ), Data: append([]byte(nil), data...)})
+		versions = append(versions, version)
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("verify: %w", err)
+	}
+	checkJob()
+
+	for _, proj := range projector.Projections() {
+		before, err := dumpTables(ctx, store, tables[proj.Name()])
+		if err != nil {
+			return rep, err
+		}
+		if _, err := projector.Rebuild(ctx, proj, nil); err != nil {
+			return rep, err
+		}
+		after, err := dumpTables(ctx, store, tables[proj.Name()])
+		if err != nil {
+			return rep, err
+		}
+		if before != after {
+			rep.violate("projection %s differs from its rebuild", proj.Name())
+		}
+	}
+	return rep, nil
+}
+
+func dumpTables(ctx context.Context, store *eventstore.Store, tables []string) (string, error) {
+	var b strings.Builder
+	for _, t := range tables {
+		rows, err := store.Pool().Query(ctx, `SELECT t::text FROM `+pgx.Identifier{t}.Sanitize()+` t ORDER BY 1`)
+		if err != nil {
+			return "", fmt.Errorf("verify: dump %s: %w", t, err)
+		}
+		list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", fmt.Errorf("verify: dump %s: %w", t, err)
+		}
+		b.WriteString(strings.Join(list, "\n"))
+	}
+	return b.String(), nil
+}

@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run test test-short bench bench-micro fuzz lint fmt vet tidy clean
+.PHONY: help build run test test-short bench bench-micro chaos fuzz lint fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -21,6 +21,10 @@ test: ## every test, against the real PostgreSQL (each test gets its own databas
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 5s ./httpapi
+
+chaos: build ## chaos runs: one process, then three, each killed mid-run with a PostgreSQL restart; then verify
+	./bin/agentreach chaos --processes 1 --jobs 2000
+	./bin/agentreach chaos --processes 3 --jobs 2000
 
 fuzz: ## fuzz the request decoders for a minute each
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 60s ./httpapi

@@ -135,7 +135,7 @@ func runChaos(ctx context.Context, o chaosOptions) (jobs.VerifyReport, error) {
 	start := func(i int) error {
 		addr := services[i].addr
 		cmd := exec.Command(o.Exe, "serve", "--insecure", "--addr", addr, "--database-url", db.DSN, "--log-level", "warn",
-			"--deadline-sweep-interval", "250ms", "--lost-after", "2s")
+			"--deadline-sweep-interval", "250ms", "--lost-after", "2s", "--max-conns", "30")
 		cmd.Env = append(os.Environ(), o.Env...)
 		out := &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
@@ -222,7 +222,7 @@ func runChaos(ctx context.Context, o chaosOptions) (jobs.VerifyReport, error) {
 						}
 						_ = json.NewDecoder(resp.Body).Decode(&out)
 						resp.Body.Close()
-						if resp.StatusCode == http.StatusAccepted {
+						if resp.StatusCode == http.StatusAccepted && out.JobID != "" {
 							accepted.Store(out.JobID, true)
 							submitted.Add(1)
 							break
@@ -265,20 +265,28 @@ func runChaos(ctx context.Context, o chaosOptions) (jobs.VerifyReport, error) {
 	accepted.Range(func(any, any) bool { total++; return true })
 	o.Log("%d jobs accepted; waiting for every one to finish and call back", total)
 
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		var open, unacked int
 		err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status NOT IN ('SUCCESS','FAILED','DEAD_LETTER','CANCELLED','REJECTED')),
 			count(*) FILTER (WHERE NOT callback_done) FROM jobs`).Scan(&open, &unacked)
 		if err == nil && open == 0 && unacked == 0 {
 			var n int
-			_ = pool.QueryRow(ctx, `SELECT count(*) FROM jobs`).Scan(&n)
-			if n >= total {
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM jobs`).Scan(&n); err == nil && n >= total {
 				break
 			}
 		}
-		if time.Now().After(deadline) {
-			o.Log("still %d open and %d callbacks unacknowledged; last log:\n%s", open, unacked, tail(services[0].out.String(), 30))
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			var inLog int
+			var checkpoints string
+			_ = pool.QueryRow(ctx, `SELECT (SELECT count(DISTINCT stream_id) FROM events WHERE stream_id LIKE 'job:%'),
+				(SELECT string_agg(name || '@' || tx_id::text || '/' || position, ' ') FROM projection_checkpoints)`).Scan(&inLog, &checkpoints)
+			o.Log("still %d open and %d callbacks unacknowledged; %d of %d jobs in the log; checkpoints %s", open, unacked, inLog, total, checkpoints)
+			for i, s := range services {
+				if s.out != nil {
+					o.Log("log of service %d:\n%s", i, tail(s.out.String(), 15))
+				}
+			}
 			break
 		}
 		time.Sleep(200 * time.Millisecond) // poll interval while waiting on the condition

@@ -140,7 +140,8 @@ func startCluster(ctx context.Context, initdb, pgctl, dataDir string, log *slog.
 		}
 		c.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		// pg_ctl passes -o through /bin/sh: quote the folder.
-		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1", port, shellQuote(socketDir))
+		// Room for several service processes (50 connections each).
+		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c max_connections=300", port, shellQuote(socketDir))
 		c.started = true
 		out, err := c.run(ctx, c.pgctl, "-D", c.dataDir, "-o", opts, "-w", "-t", "60", "-l", logFile, "start")
 		c.pid = readPostmasterPID(c.dataDir)

@@ -204,10 +204,16 @@ func (s *Server) registerAgent(c *gin.Context) {
 	c.JSON(http.StatusCreated, resp)
 }
 
+// bearer is the credential of a request: "Authorization: Bearer <key>", or
+// the password of HTTP Basic auth, which is how a browser sends a key to
+// the dashboard and River UI (any user name).
 func bearer(c *gin.Context) string {
 	h := c.GetHeader("Authorization")
 	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
 		return strings.TrimSpace(t)
+	}
+	if _, pass, ok := c.Request.BasicAuth(); ok {
+		return pass
 	}
 	return ""
 }

@@ -135,6 +135,10 @@ func errorMiddleware(logger *slog.Logger) gin.HandlerFunc {
 		if status >= 500 {
 			logger.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method, "path", c.FullPath(), "err", err)
 		}
+		if apiErr.Code == CodeUnauthenticated {
+			// Browsers then ask for the key (as the Basic auth password).
+			c.Header("WWW-Authenticate", `Basic realm="Agent-Reach: an API key as the password", charset="UTF-8"`)
+		}
 		if apiErr.RetryAfter > 0 {
 			c.Header("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 		}

@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/exaring/otelpgx"
+	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/riverqueue/rivercontrib/otelriver"
+	"riverqueue.com/riverui"
 
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/eventstore"
@@ -41,6 +43,7 @@ type App struct {
 	projector *eventstore.Projector
 	registry  *registry.Registry
 	tel       *telemetry.Telemetry
+	ui        *riverui.Handler
 	auth      *auth.Store
 	jobs      *jobs.Service
 	river     *river.Client[pgx.Tx]
@@ -122,10 +125,20 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
 	}
 	a.jobs.SetPublicURL(a.URL())
+	a.ui, err = riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(a.river, nil), Logger: a.logger, Prefix: "/riverui"})
+	if err != nil {
+		a.pool.Close()
+		return fmt.Errorf("river UI: %w", err)
+	}
+	ui := a.ui
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Registry: a.registry, Jobs: a.jobs, Logger: a.logger, Ready: a.ready, Version: version,
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),
+		Extra: func(r *gin.Engine, admin gin.HandlerFunc) {
+			r.Any("/riverui", admin, gin.WrapH(ui)) // River UI has no auth of its own
+			r.Any("/riverui/*path", admin, gin.WrapH(ui))
+		},
 	})
 	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
 
@@ -170,6 +183,9 @@ func (a *App) background(ctx context.Context) {
 	a.goRun(func() { a.store.RunListener(ctx, a.logger) })
 	a.goRun(func() { _ = a.projector.Run(ctx) })
 	a.goRun(func() { a.registry.Run(ctx) })
+	if err := a.ui.Start(ctx); err != nil {
+		a.logger.Error("start River UI", "err", err)
+	}
 	if err := a.river.Start(ctx); err != nil {
 		a.logger.Error("start River", "err", err)
 		return

@@ -479,3 +479,38 @@ func TestKeysCLI(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "invalid_argument", apiErr.Code)
 }
+
+// TestRiverUIBehindAdmin: River UI is mounted at /riverui and needs an
+// admin key, which a browser sends as the Basic auth password.
+func TestRiverUIBehindAdmin(t *testing.T) {
+	t.Parallel()
+	svc := securedService(t, nil)
+	base := svc.m.URL()
+	resp, err := http.Get(base + "/riverui/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("WWW-Authenticate"), "Basic")
+
+	reader, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:read"]}`)
+	for key, want := range map[string]int{reader: http.StatusForbidden, testAdminKey: http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/riverui/", nil)
+		req.SetBasicAuth("operator", key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode)
+		if want == http.StatusOK {
+			require.Contains(t, strings.ToLower(string(body)), "<html")
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/riverui/api/queues", nil)
+	req.SetBasicAuth("operator", testAdminKey)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Contains(t, string(body), "dispatch_normal")
+}

@@ -17,9 +17,10 @@ import (
 
 // apiClient is the CLI's client of the HTTP API.
 type apiClient struct {
-	base string
-	key  string
-	http *http.Client
+	base    string
+	key     string
+	http    *http.Client
+	headers map[string]string // extra request headers (empty values are skipped)
 }
 
 // apiError is an error answer of the API, shown to the user as it is.
@@ -94,6 +95,11 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, into any)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range c.headers {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
 	}
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)

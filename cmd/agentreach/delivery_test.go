@@ -615,3 +615,43 @@ func TestMockAgentHelpDocumentsBehaviours(t *testing.T) {
 		require.Contains(t, out.String(), b)
 	}
 }
+
+// TestJobsCLI submits, waits, lists, shows events, and replays with the CLI.
+func TestJobsCLI(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "cli-agent", "t.cli", 50, answer("SUCCESS", ""))
+	run := func(args ...string) (string, error) {
+		out := &syncBuffer{}
+		m := NewMain()
+		m.Stdout, m.Stderr = out, out
+		m.Getenv = func(k string) string { return map[string]string{"AGENTREACH_URL": base}[k] }
+		err := m.Run(context.Background(), args)
+		return out.String(), err
+	}
+	out, err := run("jobs", "submit", "--capability", "t.cli", "--payload", `{"x":1}`, "--wait")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "SUCCESS")
+	require.Contains(t, out, "cli-agent")
+	out, err = run("jobs", "submit", "--capability", "t.nobody", "--max-attempts", "1", "--json")
+	require.NoError(t, err, out)
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sub))
+	waitTerminal(t, base, sub.JobID, 10*time.Second)
+	out, err = run("jobs", "events", sub.JobID)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "DEAD_LETTER")
+	out, err = run("jobs", "replay", sub.JobID)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "SUBMITTED")
+	out, err = run("jobs", "list", "--status", "DEAD_LETTER")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "JOB")
+	_, err = run("jobs", "get", "01a22909-80ec-7753-814f-87cf5cff8314")
+	var apiErr *apiError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "not_found", apiErr.Code)
+}

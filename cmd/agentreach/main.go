@@ -40,6 +40,7 @@ Usage:
   agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
   agentreach projections rebuild [NAME]  rebuild read models from the event log
   agentreach keys create|list|revoke      API keys (admin)
+  agentreach jobs submit|get|list|events|cancel|replay   submit and follow jobs (--json)
   agentreach bench     measure throughput and latency against pgbench and River on this machine
   agentreach chaos     kill processes and the database mid-run, then verify nothing was lost
   agentreach verify    check the invariants of every job in a database
@@ -118,6 +119,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runProjections(ctx, rest)
 	case "keys":
 		return m.runKeys(ctx, rest)
+	case "jobs":
+		return m.runJobs(ctx, rest)
 	case "bench":
 		return m.runBench(ctx, rest)
 	case "chaos":

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -105,4 +106,29 @@ type Verdict struct {
 	ReachRate   float64 `json:"reach_rate"`
 	SuccessRate float64 `json:"success_rate"`
 	Below       bool    `json:"below"`
+}
+
+// Point is one agent's minute of attempts, for trend lines.
+type Point struct {
+	AgentID   string    `json:"agent_id"`
+	Minute    time.Time `json:"minute"`
+	Attempted int       `json:"attempted"`
+	Delivered int       `json:"delivered"`
+	Succeeded int       `json:"succeeded"`
+}
+
+// Series returns every agent's per-minute figures over the last hour,
+// optionally of one namespace, oldest first.
+func Series(ctx context.Context, q eventstore.Querier, namespace string) ([]Point, error) {
+	rows, err := q.Query(ctx, `SELECT agent_id, bucket, sum(attempted)::int, sum(delivered)::int, sum(succeeded)::int
+		FROM agent_stats_minute WHERE bucket >= date_trunc('minute', now()) - interval '1 hour' AND ($1 = '' OR namespace = $1)
+		GROUP BY 1, 2 ORDER BY 1, 2`, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("read series: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Point, error) {
+		var p Point
+		err := r.Scan(&p.AgentID, &p.Minute, &p.Attempted, &p.Delivered, &p.Succeeded)
+		return p, err
+	})
 }

@@ -107,3 +107,22 @@ func (s *Server) eventStream(c *gin.Context) {
 		}
 	}
 }
+
+// agentSeries serves GET /v1/metrics/agents/series: per agent and minute,
+// the last hour, for the dashboard's trend lines.
+func (s *Server) agentSeries(c *gin.Context) {
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	points, err := health.Series(c.Request.Context(), s.deps.Pool, ns)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if points == nil {
+		points = []health.Point{}
+	}
+	c.JSON(http.StatusOK, gin.H{"points": points})
+}

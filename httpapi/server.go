@@ -80,6 +80,10 @@ func New(deps Deps) *gin.Engine {
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces
 	v1.GET("/events/stream", admin, everyNamespace, s.eventStream)
 	v1.GET("/metrics/agents", s.need(auth.ScopeAgentsRead), s.agentMetrics)
+	v1.GET("/metrics/agents/series", s.need(auth.ScopeAgentsRead), s.agentSeries)
+	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
+	r.GET("/dashboard", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
+	r.GET("/dashboard/*file", dashboardHandler())
 
 	v1.POST("/agents", s.need(auth.ScopeAgentsWrite), s.registerAgent)
 	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)

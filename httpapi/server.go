@@ -75,6 +75,7 @@ func New(deps Deps) *gin.Engine {
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
+	r.GET("/openapi.json", s.openAPI)
 	v1 := r.Group("/v1")
 	admin := s.need(auth.ScopeAdmin)
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces

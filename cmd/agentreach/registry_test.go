@@ -29,7 +29,15 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	contract := newContractTransport(http.DefaultTransport)
+	http.DefaultTransport = contract
+	code := m.Run()
+	report, ok := contract.report()
+	fmt.Print(report)
+	if !ok && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // startProcess runs `agentreach args...` as a child process.

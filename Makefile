@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run test test-short bench bench-micro chaos fuzz lint fmt vet tidy clean
+.PHONY: help build run test test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -21,6 +21,9 @@ test: ## every test, against the real PostgreSQL (each test gets its own databas
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 5s ./httpapi
+
+demo: build ## a guided run: dev, a fleet with flaky, slow and dead agents, 2000 jobs, the health table
+	./bin/agentreach demo --jobs 2000
 
 chaos: build ## chaos runs: one process, then three, each killed mid-run with a PostgreSQL restart; then verify
 	./bin/agentreach chaos --processes 1 --jobs 2000

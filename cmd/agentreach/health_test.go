@@ -454,3 +454,17 @@ func TestEventStream(t *testing.T) {
 	require.Contains(t, acc.String(), "event: SUBMITTED")
 	require.Regexp(t, `(?m)^id: \d+$`, acc.String())
 }
+
+// TestDemo runs `agentreach demo` with few jobs: it completes unattended
+// and prints the health table that GET /v1/metrics/agents gives.
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	out := &syncBuffer{}
+	m := NewMain()
+	m.Stdout, m.Stderr = out, out
+	m.Getenv = func(string) string { return "" }
+	require.NoError(t, m.Run(context.Background(), []string{"demo", "--jobs", "80"}), out.String())
+	for _, want := range []string{"AGENT", "ocr-fast", "translate-dead", "80 jobs done", "/v1/metrics/agents", "/dashboard/", "100%"} {
+		require.Contains(t, out.String(), want)
+	}
+}

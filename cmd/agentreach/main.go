@@ -44,6 +44,7 @@ Usage:
   agentreach bench     measure throughput and latency against pgbench and River on this machine
   agentreach chaos     kill processes and the database mid-run, then verify nothing was lost
   agentreach verify    check the invariants of every job in a database
+  agentreach demo      a guided run: dev, a mixed fleet, a few thousand jobs, the health table
   agentreach version   print the version
 
 Run "agentreach COMMAND -h" for a command's flags.
@@ -125,6 +126,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runBench(ctx, rest)
 	case "chaos":
 		return m.runChaos(ctx, rest)
+	case "demo":
+		return m.runDemo(ctx, rest)
 	case "verify":
 		return m.runVerify(ctx, rest)
 	case "version":

@@ -101,6 +101,7 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 type progressBar struct {
 	w     io.Writer
 	label string
+	unit  string // "events" when empty
 	drawn bool
 }
 
@@ -110,8 +111,12 @@ func (b *progressBar) update(done, total int64) {
 		total = 1
 	}
 	filled := int(float64(width) * float64(done) / float64(total))
-	fmt.Fprintf(b.w, "\r%s [%s%s] %3d%% %d/%d events", b.label, strings.Repeat("#", filled),
-		strings.Repeat(".", width-filled), 100*done/total, done, total)
+	unit := b.unit
+	if unit == "" {
+		unit = "events"
+	}
+	fmt.Fprintf(b.w, "\r%s [%s%s] %3d%% %d/%d %s", b.label, strings.Repeat("#", filled),
+		strings.Repeat(".", width-filled), 100*done/total, done, total, unit)
 	b.drawn = true
 }
 

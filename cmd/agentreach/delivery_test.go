@@ -89,6 +89,14 @@ func newTestAgentFull(t *testing.T, base, id, capability string, weight int, han
 		}
 	}()
 	waitState(t, base, id, "HEALTHY", 20*time.Second)
+	waitRoute(t, base, capability, func(rj routeJSON) bool { // the router's snapshot has it too
+		for _, c := range rj.Candidates {
+			if c.AgentID == id {
+				return true
+			}
+		}
+		return false
+	})
 	return a
 }
 

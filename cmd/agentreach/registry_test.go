@@ -167,8 +167,7 @@ func TestKilledAgentGoesDownLiveAgentKeepsRouting(t *testing.T) {
 		waitState(t, base, id, "HEALTHY", 20*time.Second)
 	}
 	require.Contains(t, doomedOut.String(), "mock-agent doomed registered")
-	rj := route(t, base, capability)
-	require.Len(t, rj.Candidates, 3)
+	waitRoute(t, base, capability, func(rj routeJSON) bool { return len(rj.Candidates) == 3 })
 
 	require.NoError(t, doomed.Process.Signal(syscall.SIGKILL))
 	_, _ = doomed.Process.Wait()
@@ -181,7 +180,7 @@ func TestKilledAgentGoesDownLiveAgentKeepsRouting(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "OFFLINE", agentState(t, base, "graceful"), "a graceful shutdown takes effect at once")
 
-	rj = route(t, base, capability)
+	rj := waitRoute(t, base, capability, func(rj routeJSON) bool { return len(rj.Candidates) == 1 })
 	require.Equal(t, "live", rj.Chosen)
 	require.Equal(t, "live", rj.Candidates[0].AgentID)
 	require.Len(t, rj.Candidates, 1)
@@ -222,7 +221,7 @@ func TestReregisteredAgentWaitsForProbe(t *testing.T) {
 	<-healthy
 	healthy <- true
 	waitState(t, base, "re-1", "HEALTHY", 20*time.Second)
-	require.Equal(t, "re-1", route(t, base, "weather.forecast").Chosen)
+	waitChosen(t, base, "weather.forecast", "re-1")
 
 	// A restart: PROBING again at once, no routing until the probe passes.
 	<-healthy
@@ -233,7 +232,33 @@ func TestReregisteredAgentWaitsForProbe(t *testing.T) {
 	<-healthy
 	healthy <- true
 	waitState(t, base, "re-1", "HEALTHY", 20*time.Second)
-	require.Equal(t, "re-1", route(t, base, "weather.forecast").Chosen)
+	waitChosen(t, base, "weather.forecast", "re-1")
+}
+
+// waitRoute waits until the route answer satisfies ok (the router's
+// snapshot follows the registry within about a second) and returns it.
+func waitRoute(t *testing.T, base, capability string, ok func(routeJSON) bool) routeJSON {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rj := route(t, base, capability)
+		if ok(rj) {
+			return rj
+		}
+		require.True(t, time.Now().Before(deadline), "route never settled: %+v", rj)
+		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
+	}
+}
+
+// waitChosen waits until routing picks agent: the snapshot the router
+// reads is refreshed just after the state change commits.
+func waitChosen(t *testing.T, base, capability, agent string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for route(t, base, capability).Chosen != agent {
+		require.True(t, time.Now().Before(deadline), "routing never picked %s", agent)
+		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
+	}
 }
 
 func newSwitchServer(t *testing.T, healthy chan bool) *httpTestServer {

@@ -288,7 +288,8 @@ func newSecuredAgent(t *testing.T, base, key, id, ns, capability string, status 
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, out := call(t, http.MethodGet, base+"/v1/agents/"+id, "Bearer "+key, "")
-		if strings.Contains(out, `"state":"HEALTHY"`) {
+		_, routed := call(t, http.MethodGet, base+"/v1/route?namespace="+ns+"&capability="+capability, "Bearer "+key, "")
+		if strings.Contains(out, `"state":"HEALTHY"`) && strings.Contains(routed, `"agent_id":"`+id+`"`) {
 			return a
 		}
 		require.True(t, time.Now().Before(deadline), "agent %s not healthy: %s", id, out)

@@ -299,12 +299,7 @@ func runChaos(ctx context.Context, o chaosOptions) (jobs.VerifyReport, error) {
 		}
 	}
 	o.Log("verifying")
-	store := eventstore.New(pool)
-	tables := map[string][]string{}
-	for _, p := range projection.All() {
-		tables[p.Name()] = projection.Tables(p.Name())
-	}
-	rep, err = jobs.Verify(ctx, store, eventstore.NewProjector(store, discardLogger(), projection.All()...), tables)
+	rep, err = verifyDatabase(ctx, pool)
 	if err != nil {
 		return rep, err
 	}
@@ -440,11 +435,8 @@ func (m *Main) runVerify(ctx context.Context, args []string) error {
 	var cfg Config
 	fs := m.newFlagSet("verify")
 	m.commonFlags(fs, &cfg, "")
-	if err := fs.Parse(args); err != nil {
+	if _, err := m.parseService(fs, &cfg, args); err != nil {
 		return err
-	}
-	if cfg.DatabaseURL == "" {
-		cfg.DatabaseURL = defaultDatabaseURL
 	}
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
@@ -454,12 +446,7 @@ func (m *Main) runVerify(ctx context.Context, args []string) error {
 	if err := arsql.Check(ctx, pool); err != nil {
 		return err
 	}
-	store := eventstore.New(pool)
-	tables := map[string][]string{}
-	for _, p := range projection.All() {
-		tables[p.Name()] = projection.Tables(p.Name())
-	}
-	rep, err := jobs.Verify(ctx, store, eventstore.NewProjector(store, discardLogger(), projection.All()...), tables)
+	rep, err := verifyDatabase(ctx, pool)
 	if err != nil {
 		return err
 	}
@@ -468,4 +455,14 @@ func (m *Main) runVerify(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d invariant violations", len(rep.Violations))
 	}
 	return nil
+}
+
+// verifyDatabase runs jobs.Verify over every projection of a database.
+func verifyDatabase(ctx context.Context, pool *pgxpool.Pool) (jobs.VerifyReport, error) {
+	store := eventstore.New(pool)
+	tables := map[string][]string{}
+	for _, p := range projection.All() {
+		tables[p.Name()] = projection.Tables(p.Name())
+	}
+	return jobs.Verify(ctx, store, eventstore.NewProjector(store, discardLogger(), projection.All()...), tables)
 }

@@ -240,17 +240,23 @@ func (m *Main) logger(cfg Config) (*slog.Logger, error) {
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/agentreach?sslmode=disable"
 
-func (m *Main) runServe(ctx context.Context, args []string) error {
-	var cfg Config
-	fs := m.newFlagSet("serve")
-	m.commonFlags(fs, &cfg, ":8080")
+// parseService parses the flags of a command that talks to the database,
+// fills the database default, and returns the logger the flags ask for.
+func (m *Main) parseService(fs *flag.FlagSet, cfg *Config, args []string) (*slog.Logger, error) {
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = defaultDatabaseURL
 	}
-	logger, err := m.logger(cfg)
+	return m.logger(*cfg)
+}
+
+func (m *Main) runServe(ctx context.Context, args []string) error {
+	var cfg Config
+	fs := m.newFlagSet("serve")
+	m.commonFlags(fs, &cfg, ":8080")
+	logger, err := m.parseService(fs, &cfg, args)
 	if err != nil {
 		return err
 	}
@@ -357,13 +363,7 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	var cfg Config
 	fs := m.newFlagSet("migrate")
 	m.commonFlags(fs, &cfg, "")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if cfg.DatabaseURL == "" {
-		cfg.DatabaseURL = defaultDatabaseURL
-	}
-	logger, err := m.logger(cfg)
+	logger, err := m.parseService(fs, &cfg, args)
 	if err != nil {
 		return err
 	}

@@ -18,9 +18,9 @@ run: build ## zero-setup dev server: finds or starts PostgreSQL, migrates, serve
 
 test: ## every test, against the real PostgreSQL (each test gets its own database), and a short fuzz run
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 5s ./httpapi
+	$(GO) test -count=1 -timeout 15m $(PKGS)
 
 demo: build ## a guided run: dev, a fleet with flaky, slow and dead agents, 2000 jobs, the health table
 	./bin/agentreach demo --jobs 2000

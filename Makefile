@@ -37,7 +37,7 @@ test-short: ## quick run without -count=1
 	$(GO) test -short $(PKGS)
 
 bench: build ## side-by-side benchmark: submits, end to end, routing, against pgbench and River (a few minutes)
-	./bin/agentreach bench --out bench-results.md
+	./bin/agentreach bench --out bench-results.md --png bench-results.png
 
 bench-micro: ## Go microbenchmarks (router)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

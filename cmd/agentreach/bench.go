@@ -74,6 +74,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	duration := fs.Duration("duration", 5*time.Second, "how long each submit measurement runs")
 	e2eJobs := fs.Int("jobs", 3000, "jobs in the end-to-end measurement")
 	out := fs.String("out", "", "also write the Markdown table to this file")
+	chart := fs.String("png", "", "also draw the rates as a PNG chart in this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the end-to-end phase to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -160,6 +161,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	var bars []chartBar
 	var best float64
 	for _, clients := range []int{1, 16, 64} {
 		progress("submit throughput, %d clients, %s …", clients, *duration)
@@ -168,6 +170,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 			return err
 		}
 		best = max(best, rate)
+		bars = append(bars, chartBar{label: fmt.Sprintf("durable submits, %d clients", clients), value: rate})
 		ratio := "n/a"
 		if tps8 > 0 {
 			ratio = fmt.Sprintf("%.2f × pgbench", rate/tps8)
@@ -208,6 +211,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	bars = append(bars, chartBar{label: "end to end, with callbacks", value: e2eRate})
 	res.add("end-to-end jobs/s (submit → delivered → SUCCESS → callback acknowledged)", fmt.Sprintf("%.0f", e2eRate),
 		fmt.Sprintf("bare River %.0f jobs/s", riverRate), fmt.Sprintf("%.2f × River", e2eRate/riverRate))
 	loaded, err := submitToDelivered(ctx, app.pool, ids)
@@ -252,6 +256,16 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	fmt.Fprint(m.Stdout, table)
 	if *out != "" {
 		if err := os.WriteFile(*out, []byte(table), 0o644); err != nil {
+			return err
+		}
+	}
+	if *chart != "" {
+		if tps8 > 0 {
+			bars = append(bars, chartBar{label: "pgbench -N, 8 clients (tps)", value: tps8, base: true})
+		}
+		bars = append(bars, chartBar{label: "bare River insert-and-work", value: riverRate, base: true})
+		title := fmt.Sprintf("Agent-Reach vs this machine (%s, %d cores, %s)", hostDescription(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+		if err := writeBenchChart(*chart, title, bars); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentreach/agentreach/registry"
 )
 
 // apiClient is the CLI's client of the HTTP API.
@@ -164,17 +166,7 @@ type agentView struct {
 		Attempts  int        `json:"attempts"`
 		RetryAt   *time.Time `json:"retry_at"`
 	} `json:"breaker"`
-	Recent *struct {
-		Window    string  `json:"window"`
-		Routed    int     `json:"routed"`
-		Attempted int     `json:"attempted"`
-		Delivered int     `json:"delivered"`
-		Succeeded int     `json:"succeeded"`
-		Failed    int     `json:"failed"`
-		TimedOut  int     `json:"timed_out"`
-		ReachRate float64 `json:"reach_rate"`
-		Success   float64 `json:"success_rate"`
-	} `json:"recent,omitempty"`
+	Recent *registry.Recent `json:"recent,omitempty"`
 }
 
 func ago(t time.Time) string {

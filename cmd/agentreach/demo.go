@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentreach/agentreach/health"
 	"github.com/agentreach/agentreach/internal/devdb"
 )
 
@@ -192,19 +193,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	bar.done()
 
 	var metrics struct {
-		Agents []struct {
-			AgentID     string   `json:"agent_id"`
-			Attempted   int      `json:"attempted"`
-			Delivered   int      `json:"delivered"`
-			Succeeded   int      `json:"succeeded"`
-			Failed      int      `json:"failed"`
-			TimedOut    int      `json:"timed_out"`
-			ReachRate   *float64 `json:"reach_rate"`
-			SuccessRate *float64 `json:"success_rate"`
-			HealthScore *float64 `json:"health_score"`
-			P50         *float64 `json:"latency_p50_ms"`
-			P95         *float64 `json:"latency_p95_ms"`
-		} `json:"agents"`
+		Agents []health.AgentHealth `json:"agents"`
 	}
 	raw, err := demoGet(base + "/v1/metrics/agents?window=1h")
 	if err != nil {
@@ -223,7 +212,7 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 	fmt.Fprintln(tw, "AGENT\tATTEMPTED\tDELIVERED\tSUCCEEDED\tFAILED\tTIMED OUT\tREACH\tSUCCESS\tHEALTH\tP50 ms\tP95 ms")
 	for _, a := range metrics.Agents {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", a.AgentID, a.Attempted, a.Delivered, a.Succeeded, a.Failed, a.TimedOut,
-			f(a.ReachRate, 100, "%.1f%%"), f(a.SuccessRate, 100, "%.1f%%"), f(a.HealthScore, 1, "%.2f"), f(a.P50, 1, "%.1f"), f(a.P95, 1, "%.1f"))
+			f(a.ReachRate, 100, "%.1f%%"), f(a.SuccessRate, 100, "%.1f%%"), f(a.HealthScore, 1, "%.2f"), f(a.LatencyP50MS, 1, "%.1f"), f(a.LatencyP95MS, 1, "%.1f"))
 	}
 	_ = tw.Flush()
 	// The table is GET /v1/metrics/agents; a second read must agree, now

@@ -117,6 +117,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if err != nil {
 		return err // River retries; the next run reloads and sees whether the attempt started
 	}
+	l.RoutedAt = now // l is now the fold after ROUTED
 
 	start := time.Now()
 	out := s.deliver(ctx, agent, l, attempt, deadline)
@@ -127,29 +128,40 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	s.logger.DebugContext(ctx, "delivery", "job_id", l.JobID, "trace_id", l.TraceID, "agent_id", agent.AgentID,
 		"attempt", attempt, "outcome", out.kind, "reason", out.reason, "latency_ms", latency.Milliseconds())
 
+	tries := 0
 	return s.retryConflict(ctx, func(tx pgx.Tx) error {
-		l, err := s.Load(ctx, tx, job.Args.JobID)
-		if err != nil {
-			return err
-		}
+		tries++
 		now := s.now().UTC()
-		if !l.lastIsRouted(attempt) {
-			// The job moved on while we delivered: a result came through
-			// result_url, the attempt was declared lost, or it was cancelled.
-			if out.kind == outcomeResult && l.Status != domain.StatusNone {
-				if err := s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
-					Attempt: attempt, Status: out.status, Reason: "late", Result: out.result}, md)); err != nil {
-					return err
-				}
+		cur := *l
+		if tries > 1 {
+			// Something was appended while we delivered (the expected
+			// version said so): read what.
+			loaded, err := s.Load(ctx, tx, job.Args.JobID)
+			if err != nil {
+				return err
 			}
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-			return err
+			cur = *loaded
+			if !cur.lastIsRouted(attempt) {
+				// The job moved on while we delivered: a result came through
+				// result_url, the attempt was declared lost, or it was cancelled.
+				if out.kind == outcomeResult && cur.Status != domain.StatusNone {
+					if err := s.appendTx(ctx, tx, &cur, sideEffects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+						Attempt: attempt, Status: out.status, Reason: "late", Result: out.result}, md)); err != nil {
+						return err
+					}
+				}
+				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+				return err
+			}
 		}
+		// Usually nothing happened since our ROUTED: decide on the state we
+		// hold, and let the expected version catch anything else.
+		l := &cur
 		evs, fx := s.outcomeOf(l, out, deadline, latency, now, md)
 		if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
 			return err
 		}
-		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
 }

@@ -122,7 +122,8 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.Click(`#close-detail`, chromedp.ByQuery),
 		chromedp.Click(`nav button[data-tab="agents"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#agents-table tr[data-agent="dash-ocr"]`, chromedp.ByQuery),
-		chromedp.Sleep(2500*time.Millisecond), // one refresh, so the sparklines are drawn for the screenshot
+		// The hour of per-minute bars is drawn once the series has arrived.
+		chromedp.WaitReady(`#agents-table tr[data-agent="dash-ocr"] svg.spark rect + rect`, chromedp.ByQuery),
 		chromedp.CaptureScreenshot(&png),
 	))
 	require.Greater(t, len(png), 1000)

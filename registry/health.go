@@ -24,8 +24,24 @@ type healthSweepWorker struct {
 }
 
 func (w *healthSweepWorker) Work(ctx context.Context, _ *river.Job[HealthSweepArgs]) error {
-	_, err := w.r.HealthSweep(ctx)
-	return err
+	if _, err := w.r.HealthSweep(ctx); err != nil {
+		return err
+	}
+	return w.r.PruneAttempts(ctx)
+}
+
+// attemptsKept is how long attempt samples are kept: the breaker reads the
+// last Window+CoolDown (90 s by default); the rest is the log's business.
+const attemptsKept = time.Hour
+
+// PruneAttempts deletes attempt samples older than an hour; they are a
+// working set for the breaker, not the audit trail (that is the log).
+func (r *Registry) PruneAttempts(ctx context.Context) error {
+	_, err := r.pool.Exec(ctx, `DELETE FROM agent_attempts WHERE at < $1`, r.now().Add(-attemptsKept))
+	if err != nil {
+		return fmt.Errorf("prune attempt samples: %w", err)
+	}
+	return nil
 }
 
 // HealthReport says which alerts one health sweep raised and cleared.

@@ -262,6 +262,14 @@ func TestBreakerFromAttempts(t *testing.T) {
 	require.NoError(t, b.r.pool.SendBatch(b.ctx, batch).Close())
 	require.NoError(t, b.r.snap.Refresh(b.ctx))
 	require.Equal(t, domain.BreakerOpen, b.r.snap.Breaker("b1").State)
+
+	// Samples are a working set: an hour later they are pruned.
+	_, err := b.r.pool.Exec(b.ctx, `INSERT INTO agent_attempts (agent_id, at, ok) VALUES ('b1', $1, false)`, now.Add(-2*time.Hour))
+	require.NoError(t, err)
+	require.NoError(t, b.r.PruneAttempts(b.ctx))
+	var n int
+	require.NoError(t, b.r.pool.QueryRow(b.ctx, `SELECT count(*) FROM agent_attempts`).Scan(&n))
+	require.Equal(t, 12, n, "only the old sample went")
 	res := b.r.snap.Route(domain.RouteRequest{Namespace: "default", Capability: "doc:parse"})
 	require.Empty(t, res.Chosen)
 	require.Equal(t, domain.RouteRejectBreakerOpen, res.Rejected[0].Reason)

@@ -244,5 +244,19 @@ func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("repair sweep: %w", err)
 	}
+	if err := s.pruneIdempotencyKeys(ctx); err != nil {
+		return rep, err
+	}
 	return rep, s.recordSweep(ctx, rep)
+}
+
+// IdempotencyKeyTTL is how long an Idempotency-Key keeps returning the job
+// it created (Svix keeps its keys 12 h).
+const IdempotencyKeyTTL = 24 * time.Hour
+
+func (s *Service) pruneIdempotencyKeys(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < $1`, s.now().Add(-IdempotencyKeyTTL)); err != nil {
+		return fmt.Errorf("prune idempotency keys: %w", err)
+	}
+	return nil
 }

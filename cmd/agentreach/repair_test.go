@@ -37,6 +37,22 @@ func TestRepairSweep(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = 'sweep:repair' AND type = 'SWEEP_REPORT'
 		AND data->'redispatched' ? $1`, open).Scan(&reports))
 	require.Equal(t, 1, reports, "the repair is recorded once")
+
+	// The repair sweep also forgets idempotency keys after a day.
+	_, err = pool.Exec(ctx, `INSERT INTO idempotency_keys (namespace, key, job_id, request_hash, created_at)
+		VALUES ('default', 'old', $1, '\x00', now() - interval '25 hours'), ('default', 'new', $1, '\x00', now())`, open)
+	require.NoError(t, err)
+	_, err = svc.m.app.jobs.SweepRepairs(ctx)
+	require.NoError(t, err)
+	var keys []string
+	rows, err := pool.Query(ctx, `SELECT key FROM idempotency_keys ORDER BY key`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var k string
+		require.NoError(t, rows.Scan(&k))
+		keys = append(keys, k)
+	}
+	require.Equal(t, []string{"new"}, keys)
 }
 
 // TestWatchdogRequeuesStuckWork: River jobs left "running" by a process

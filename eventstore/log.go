@@ -127,30 +127,8 @@ func (s *Store) broadcast() {
 // RunListener LISTENs for commits on NotifyChannel and signals every
 // subscriber, until ctx ends.
 func (s *Store) RunListener(ctx context.Context, logger *slog.Logger) {
-	for ctx.Err() == nil {
-		err := func() error {
-			conn, err := s.pool.Acquire(ctx)
-			if err != nil {
-				return err
-			}
-			defer conn.Release()
-			if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-				return err
-			}
-			defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *") }()
-			for {
-				if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
-					return err
-				}
-				s.broadcast()
-			}
-		}()
-		if ctx.Err() == nil {
-			logger.Warn("event log listener restarting", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
+	Listen(ctx, s.pool, NotifyChannel, logger, func(context.Context) (time.Duration, error) {
+		s.broadcast()
+		return 0, nil
+	})
 }

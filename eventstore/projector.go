@@ -2,7 +2,6 @@ package eventstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -159,52 +158,27 @@ func (p *Projector) Rebuild(ctx context.Context, proj Projection, progress func(
 // lost. Errors are logged and retried after a pause; Run returns nil when
 // ctx ends.
 func (p *Projector) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		err := p.listen(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		p.logger.Warn("projector: restarting", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	Listen(ctx, p.store.pool, NotifyChannel, p.logger, p.step)
 	return nil
 }
 
-func (p *Projector) listen(ctx context.Context) error {
-	conn, err := p.store.pool.Acquire(ctx)
+// step catches every projection up and says how long to wait for the next
+// notification before looking again.
+func (p *Projector) step(ctx context.Context) (time.Duration, error) {
+	if _, err := p.CatchUp(ctx); err != nil {
+		return 0, err
+	}
+	// Events committed but not yet readable (an older transaction anywhere
+	// in the cluster holds the horizon back) bring no new notification:
+	// look again soon instead of waiting for one.
+	behind, err := p.behind(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		return err
+	if behind {
+		return min(p.PollInterval, 25*time.Millisecond), nil
 	}
-	defer func() {
-		_, _ = conn.Exec(context.Background(), "UNLISTEN *")
-	}()
-	for {
-		if _, err := p.CatchUp(ctx); err != nil {
-			return err
-		}
-		// Events committed but not yet readable (an older transaction
-		// anywhere in the cluster holds the horizon back) bring no new
-		// notification: look again soon instead of waiting for one.
-		wait := p.PollInterval
-		if behind, err := p.behind(ctx); err != nil {
-			return err
-		} else if behind {
-			wait = min(wait, 25*time.Millisecond)
-		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		_, err := conn.Conn().WaitForNotification(wctx)
-		cancel()
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
-	}
+	return p.PollInterval, nil
 }
 
 // behind reports whether any projection has committed events after its

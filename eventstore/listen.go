@@ -1,0 +1,58 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Listen holds one pooled connection LISTENing on channel until ctx ends.
+// It calls step at once, then after every notification or when the wait
+// step returned has passed (0 waits for a notification alone). When the
+// connection or step fails it logs, pauses a second and listens again, so
+// a reader that also polls loses nothing to a dropped connection.
+func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, logger *slog.Logger,
+	step func(ctx context.Context) (wait time.Duration, err error)) {
+	for ctx.Err() == nil {
+		err := listenOnce(ctx, pool, channel, step)
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Warn("listener restarting", "channel", channel, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func listenOnce(ctx context.Context, pool *pgxpool.Pool, channel string,
+	step func(ctx context.Context) (time.Duration, error)) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *") }()
+	for {
+		wait, err := step(ctx)
+		if err != nil {
+			return err
+		}
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if wait > 0 {
+			wctx, cancel = context.WithTimeout(ctx, wait)
+		}
+		_, err = conn.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
+			return err
+		}
+	}
+}

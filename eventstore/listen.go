@@ -56,3 +56,24 @@ func listenOnce(ctx context.Context, pool *pgxpool.Pool, channel string,
 		}
 	}
 }
+
+// Notify sends one NOTIFY on channel for every receive from pokes until ctx
+// ends; pokes that arrive while one is being sent collapse into the next.
+// Readers also poll, so a lost notification only delays them.
+func Notify(ctx context.Context, pool *pgxpool.Pool, channel string, pokes <-chan struct{}, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-pokes:
+		}
+		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, '')`, channel); err != nil && ctx.Err() == nil {
+			logger.Warn("notify listeners", "channel", channel, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}

@@ -79,22 +79,7 @@ const NotifyChannel = "agentreach_events"
 // transaction, because a NOTIFY inside it would serialise every commit on
 // PostgreSQL's notification queue lock; bursts collapse into one message.
 func (s *Store) RunNotifier(ctx context.Context, logger *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.pokes:
-		}
-		if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil && ctx.Err() == nil {
-			logger.Warn("notify readers of the event log", "err", err)
-			// Readers also poll, so a lost notification only delays them.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
+	Notify(ctx, s.pool, NotifyChannel, s.pokes, logger)
 }
 
 // Subscribe returns a channel that receives a signal soon after events are

@@ -15,7 +15,7 @@ import (
 func (r *Registry) Run(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.flushLoop(ctx) }()
-	go r.notifyLoop(ctx)
+	go eventstore.Notify(ctx, r.pool, NotifyChannel, r.pokes, r.logger)
 	eventstore.Listen(ctx, r.pool, NotifyChannel, r.logger, func(ctx context.Context) (time.Duration, error) {
 		return r.cfg.RefreshInterval, r.snap.Refresh(ctx)
 	})
@@ -39,19 +39,6 @@ func (r *Registry) flushLoop(ctx context.Context) {
 			if err := r.flushHeartbeats(ctx); err != nil && ctx.Err() == nil {
 				r.logger.Warn("registry: flush heartbeats", "err", err)
 			}
-		}
-	}
-}
-
-func (r *Registry) notifyLoop(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.pokes:
-		}
-		if _, err := r.pool.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil && ctx.Err() == nil {
-			r.logger.Warn("registry: notify", "err", err)
 		}
 	}
 }

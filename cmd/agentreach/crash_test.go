@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -21,14 +20,6 @@ import (
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs"
 )
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // serveProcess runs `agentreach serve` as a child process on addr.
 func serveProcess(t *testing.T, dsn, addr string) (*exec.Cmd, string, *syncBuffer) {
@@ -57,7 +48,7 @@ func serveProcess(t *testing.T, dsn, addr string) (*exec.Cmd, string, *syncBuffe
 func TestCrashConsistency(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
-	addr := freePort(t)
+	addr := deadAddr(t)
 	first, base, _ := serveProcess(t, dsn, addr)
 
 	// An inline agent that takes a moment, and an async one whose result
@@ -199,7 +190,7 @@ func TestCrashConsistency(t *testing.T) {
 func TestGroupCommitKeepsThePromise(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
-	svc, base, _ := serveProcess(t, dsn, freePort(t))
+	svc, base, _ := serveProcess(t, dsn, deadAddr(t))
 	var (
 		mu       sync.Mutex
 		accepted []string

@@ -113,6 +113,8 @@ func waitReady(t *testing.T, baseURL string) {
 	}
 }
 
+// deadAddr returns a 127.0.0.1 address where nothing listens (yet): a
+// place to start a server, or one to fail to reach.
 func deadAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/health"
 )
 
@@ -56,11 +55,8 @@ func (s *Server) eventStream(c *gin.Context) {
 		after = v
 	}
 	ctx := c.Request.Context()
-	cur, err := s.deps.Store.CursorAt(ctx, after)
-	if errors.Is(err, eventstore.ErrNotFound) {
-		_ = c.Error(Invalid("after", "after must be the position of an event you received, or 0"))
-		return
-	} else if err != nil {
+	cur, err := s.cursorAt(ctx, after)
+	if err != nil {
 		_ = c.Error(err)
 		return
 	}

@@ -209,6 +209,16 @@ func (r rawJSON) MarshalJSON() ([]byte, error) {
 	return r, nil
 }
 
+// cursorAt turns the after= position a client sent into a place in the
+// log; a position that names no event is the client's mistake.
+func (s *Server) cursorAt(ctx context.Context, after int64) (eventstore.Cursor, error) {
+	cur, err := s.deps.Store.CursorAt(ctx, after)
+	if errors.Is(err, eventstore.ErrNotFound) {
+		return cur, Invalid("after", "after must be the position of an event you received, or 0")
+	}
+	return cur, err
+}
+
 // listEvents serves the global log: GET /v1/events?after=POSITION&limit=N.
 // after is the position of the last event the client received; the log's
 // order is commit-safe (see eventstore.Cursor), so resuming from it never
@@ -224,11 +234,8 @@ func (s *Server) listEvents(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	cur, err := s.deps.Store.CursorAt(c.Request.Context(), after)
-	if errors.Is(err, eventstore.ErrNotFound) {
-		_ = c.Error(Invalid("after", "after must be the position of an event you received, or 0"))
-		return
-	} else if err != nil {
+	cur, err := s.cursorAt(c.Request.Context(), after)
+	if err != nil {
 		_ = c.Error(err)
 		return
 	}

@@ -63,6 +63,12 @@ func (m *Main) runChaos(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return m.printVerify(rep)
+}
+
+// printVerify prints a verification report and fails when it found any
+// violation.
+func (m *Main) printVerify(rep jobs.VerifyReport) error {
 	fmt.Fprint(m.Stdout, formatVerify(rep))
 	if !rep.OK() {
 		return fmt.Errorf("%d invariant violations", len(rep.Violations))
@@ -450,11 +456,7 @@ func (m *Main) runVerify(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(m.Stdout, formatVerify(rep))
-	if !rep.OK() {
-		return fmt.Errorf("%d invariant violations", len(rep.Violations))
-	}
-	return nil
+	return m.printVerify(rep)
 }
 
 // verifyDatabase runs jobs.Verify over every projection of a database.

@@ -46,7 +46,12 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 	}
 	fs, c := m.apiFlags("jobs " + args[0])
 	fs.Usage = func() { fmt.Fprint(fs.Output(), jobsHelp); fs.PrintDefaults() }
-	one := func(pos []string) (string, error) {
+	// jobID parses the flags of a command that takes one JOB_ID.
+	jobID := func() (string, error) {
+		pos, err := fs.parse(args[1:])
+		if err != nil {
+			return "", err
+		}
 		if len(pos) != 1 {
 			return "", fmt.Errorf("%w: agentreach jobs %s JOB_ID", errUsage, args[0])
 		}
@@ -105,11 +110,7 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 			}
 		}
 	case "get":
-		pos, err := fs.parse(args[1:])
-		if err != nil {
-			return err
-		}
-		id, err := one(pos)
+		id, err := jobID()
 		if err != nil {
 			return err
 		}
@@ -148,11 +149,7 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	case "events":
-		pos, err := fs.parse(args[1:])
-		if err != nil {
-			return err
-		}
-		id, err := one(pos)
+		id, err := jobID()
 		if err != nil {
 			return err
 		}
@@ -185,11 +182,7 @@ func (m *Main) runJobs(ctx context.Context, args []string) error {
 		if args[0] == "cancel" {
 			fs.StringVar(&reason, "reason", "", "why")
 		}
-		pos, err := fs.parse(args[1:])
-		if err != nil {
-			return err
-		}
-		id, err := one(pos)
+		id, err := jobID()
 		if err != nil {
 			return err
 		}

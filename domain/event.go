@@ -24,6 +24,12 @@ const (
 	EventResultDuplicate  EventType = "RESULT_DUPLICATE"
 	EventCallbackSent     EventType = "CALLBACK_DELIVERED"
 	EventCallbackFailed   EventType = "CALLBACK_FAILED"
+	// EventAwaitingInput: an A2A agent asked for input (input-required or
+	// auth-required); the attempt's deadline stops until it resumes.
+	EventAwaitingInput EventType = "AWAITING_INPUT"
+	// EventResumed: an A2A agent that awaited input works again, under a
+	// fresh deadline.
+	EventResumed EventType = "RESUMED"
 )
 
 // JobEventTypes lists every job event type, for exhaustive tests and for
@@ -32,7 +38,7 @@ var JobEventTypes = []EventType{
 	EventSubmitted, EventAwaitingApproval, EventApproved, EventRejected,
 	EventRouted, EventDelivered, EventAttemptFailed, EventSuccess, EventFailed,
 	EventTimeout, EventDeadLetter, EventCancelled, EventResultDuplicate,
-	EventCallbackSent, EventCallbackFailed,
+	EventCallbackSent, EventCallbackFailed, EventAwaitingInput, EventResumed,
 }
 
 // Metadata travels with every event: who caused it and within which trace.

@@ -23,6 +23,9 @@ const (
 	StatusDeadLetter       JobStatus = "DEAD_LETTER"
 	StatusCancelled        JobStatus = "CANCELLED"
 	StatusRejected         JobStatus = "REJECTED"
+	// StatusAwaitingInput: an A2A agent holds the attempt and waits for
+	// input; no deadline runs.
+	StatusAwaitingInput JobStatus = "AWAITING_INPUT"
 )
 
 // JobStatuses lists every status a job can be in, including StatusNone (a
@@ -30,7 +33,7 @@ const (
 var JobStatuses = []JobStatus{
 	StatusNone, StatusSubmitted, StatusAwaitingApproval, StatusDelivered,
 	StatusTimeout, StatusSuccess, StatusFailed, StatusDeadLetter,
-	StatusCancelled, StatusRejected,
+	StatusCancelled, StatusRejected, StatusAwaitingInput,
 }
 
 // Terminal reports whether a job in status s is finished for good.
@@ -90,6 +93,15 @@ var transitions = map[JobStatus]map[EventType]JobStatus{
 		EventTimeout:         StatusTimeout,
 		EventCancelled:       StatusCancelled,
 		EventResultDuplicate: StatusDelivered,
+		EventAwaitingInput:   StatusAwaitingInput,
+	},
+	StatusAwaitingInput: {
+		EventResumed:         StatusDelivered,
+		EventSuccess:         StatusSuccess,
+		EventFailed:          StatusFailed,
+		EventAttemptFailed:   StatusSubmitted,
+		EventCancelled:       StatusCancelled,
+		EventResultDuplicate: StatusAwaitingInput,
 	},
 	StatusTimeout: {
 		EventRouted:          StatusSubmitted,
@@ -176,6 +188,24 @@ type Delivered struct {
 	Deadline  time.Time `json:"deadline"`
 	Async     bool      `json:"async"`
 	LatencyMS float64   `json:"latency_ms"`
+	// RemoteTaskID is the A2A agent's task id for the attempt, if any.
+	RemoteTaskID string `json:"remote_task_id,omitempty"`
+}
+
+// AwaitingInput is the data of an AWAITING_INPUT event.
+type AwaitingInput struct {
+	Attempt int    `json:"attempt"`
+	AgentID string `json:"agent_id"`
+	// State is the A2A task state: input-required or auth-required.
+	State   string          `json:"state"`
+	Message json.RawMessage `json:"message,omitempty"`
+}
+
+// Resumed is the data of a RESUMED event.
+type Resumed struct {
+	Attempt  int       `json:"attempt"`
+	AgentID  string    `json:"agent_id"`
+	Deadline time.Time `json:"deadline"`
 }
 
 // AttemptFailed is the data of an ATTEMPT_FAILED event: an attempt that did
@@ -247,9 +277,11 @@ type Job struct {
 	AgentID   string    // agent of the latest attempt
 	Delivered bool      // the latest attempt reached its agent and awaits a result
 	Deadline  time.Time // result deadline of the latest delivered attempt
-	Result    json.RawMessage
-	BizCode   string
-	Error     string
+	// RemoteTaskID is the A2A task id of the latest delivered attempt.
+	RemoteTaskID string
+	Result       json.RawMessage
+	BizCode      string
+	Error        string
 
 	CallbackAcked  bool
 	CallbackGaveUp bool // the last callback attempt failed
@@ -304,7 +336,15 @@ func (j *Job) applyData(e Event) error {
 		if err := json.Unmarshal(e.Data, &d); err != nil {
 			return err
 		}
-		j.Delivered, j.Deadline = true, d.Deadline
+		j.Delivered, j.Deadline, j.RemoteTaskID = true, d.Deadline, d.RemoteTaskID
+	case EventAwaitingInput:
+		j.Deadline = time.Time{}
+	case EventResumed:
+		var d Resumed
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Deadline = d.Deadline
 	case EventAttemptFailed:
 		var d AttemptFailed
 		if err := json.Unmarshal(e.Data, &d); err != nil {

@@ -43,6 +43,15 @@ func TestTransitionExhaustive(t *testing.T) {
 			domain.EventTimeout:         S(domain.StatusTimeout),
 			domain.EventCancelled:       S(domain.StatusCancelled),
 			domain.EventResultDuplicate: S(domain.StatusDelivered),
+			domain.EventAwaitingInput:   S(domain.StatusAwaitingInput),
+		},
+		domain.StatusAwaitingInput: {
+			domain.EventResumed:         S(domain.StatusDelivered),
+			domain.EventSuccess:         S(domain.StatusSuccess),
+			domain.EventFailed:          S(domain.StatusFailed),
+			domain.EventAttemptFailed:   S(domain.StatusSubmitted),
+			domain.EventCancelled:       S(domain.StatusCancelled),
+			domain.EventResultDuplicate: S(domain.StatusAwaitingInput),
 		},
 		domain.StatusTimeout: {
 			domain.EventRouted:          S(domain.StatusSubmitted),

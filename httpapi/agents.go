@@ -29,6 +29,8 @@ type registerRequest struct {
 	TTLSeconds     int            `json:"ttl_seconds"`
 	Context        map[string]any `json:"context"`
 	Metadata       map[string]any `json:"metadata"`
+	// CardURL registers an A2A agent by its Agent Card instead.
+	CardURL string `json:"card_url"`
 }
 
 type breakerResponse struct {
@@ -188,13 +190,21 @@ func (s *Server) registerAgent(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	if prev, err := s.deps.Registry.Get(c.Request.Context(), req.AgentID); err == nil && !principal(c).Sees(prev.Namespace) {
-		_ = c.Error(&Error{Code: CodeConflict, Field: "agent_id", Message: "agent_id is taken"})
-		return
+	taken := func(id string) error {
+		if prev, err := s.deps.Registry.Get(c.Request.Context(), id); err == nil && !principal(c).Sees(prev.Namespace) {
+			return &Error{Code: CodeConflict, Field: "agent_id", Message: "agent_id is taken"}
+		}
+		return nil
 	}
 	req.Namespace = ns
 	reg := registration(req)
-	a, token, err := s.deps.Registry.Register(c.Request.Context(), reg, s.meta(c, principal(c).Actor()))
+	var a *registry.Agent
+	var token string
+	if req.CardURL != "" {
+		a, token, err = s.deps.Registry.RegisterCard(c.Request.Context(), req.CardURL, reg, taken, s.meta(c, principal(c).Actor()))
+	} else if err = taken(req.AgentID); err == nil {
+		a, token, err = s.deps.Registry.Register(c.Request.Context(), reg, s.meta(c, principal(c).Actor()))
+	}
 	if err != nil {
 		_ = c.Error(err)
 		return

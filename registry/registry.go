@@ -111,6 +111,8 @@ type Registry struct {
 	cfg    Config
 	now    func() time.Time
 	http   *http.Client
+	// cardHTTP fetches Agent Cards (longer timeout than a probe).
+	cardHTTP *http.Client
 
 	snap       *Snapshot
 	heartbeats *heartbeatBuffer
@@ -133,6 +135,8 @@ func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg C
 		pool: pool, store: store, logger: logger, cfg: cfg, now: time.Now,
 		http: &http.Client{Timeout: cfg.ProbeTimeout, Transport: &http.Transport{Proxy: nil,
 			DialContext: cfg.Guard.DialContext(&net.Dialer{Timeout: cfg.ProbeTimeout})}},
+		cardHTTP: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil,
+			DialContext: cfg.Guard.DialContext(&net.Dialer{Timeout: 5 * time.Second})}},
 		pokes: make(chan struct{}, 1), preserving: map[string]bool{},
 	}
 	r.snap = newSnapshot(r)
@@ -295,6 +299,15 @@ func (r *Registry) List(ctx context.Context, f ListFilter) ([]*Agent, error) {
 // health URL succeeds. It returns the agent and its new token; an earlier
 // token stops working.
 func (r *Registry) Register(ctx context.Context, reg domain.AgentRegistration, md domain.Metadata) (*Agent, string, error) {
+	return r.register(ctx, reg, md, func(ctx context.Context, tx pgx.Tx) error {
+		// Registered by hand now: its card, if it had one, no longer speaks for it.
+		_, err := tx.Exec(ctx, `DELETE FROM agent_cards WHERE agent_id = $1`, reg.AgentID)
+		return err
+	})
+}
+
+// register is Register with more writes (also) in its transaction.
+func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, md domain.Metadata, also func(context.Context, pgx.Tx) error) (*Agent, string, error) {
 	if err := reg.Normalize(); err != nil {
 		return nil, "", err
 	}
@@ -349,6 +362,9 @@ func (r *Registry) Register(ctx context.Context, reg domain.AgentRegistration, m
 		if err := r.enqueueProbeTx(ctx, tx, reg.AgentID, instance); err != nil {
 			return err
 		}
+		if err := also(ctx, tx); err != nil {
+			return err
+		}
 		out, err = r.load(ctx, tx, reg.AgentID, false)
 		return err
 	})
@@ -377,7 +393,7 @@ func orEmptySlice(s []string) []string {
 // CheckURLs checks outbound URLs (field name → URL; empty ones are skipped)
 // against the SSRF guard, as a *domain.FieldError naming the field.
 func CheckURLs(ctx context.Context, guard *netguard.Policy, urls map[string]string) error {
-	for _, field := range []string{"endpoint", "health_url", "callback_url"} {
+	for _, field := range []string{"endpoint", "health_url", "callback_url", "card_url"} {
 		u := urls[field]
 		if u == "" {
 			continue

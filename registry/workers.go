@@ -115,10 +115,11 @@ func (r *Registry) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &probeWorker{r: r})
 	river.AddWorker(workers, &sweepWorker{r: r})
 	river.AddWorker(workers, &healthSweepWorker{r: r})
+	river.AddWorker(workers, &cardRefreshWorker{r: r})
 }
 
-// PeriodicJobs returns the registry's periodic River jobs: the lease sweep
-// and the health sweep.
+// PeriodicJobs returns the registry's periodic River jobs: the lease sweep,
+// the health sweep and the Agent Card refresh (as often as the lease sweep).
 func (r *Registry) PeriodicJobs() []*river.PeriodicJob {
 	return []*river.PeriodicJob{
 		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.SweepInterval),
@@ -129,6 +130,9 @@ func (r *Registry) PeriodicJobs() []*river.PeriodicJob {
 				return HealthSweepArgs{}, periodicOpts(r.cfg.healthInterval())
 			},
 			&river.PeriodicJobOpts{ID: "health_sweep", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.SweepInterval),
+			func() (river.JobArgs, *river.InsertOpts) { return CardRefreshArgs{}, periodicOpts(r.cfg.SweepInterval) },
+			&river.PeriodicJobOpts{ID: "agent_card_refresh", RunOnStart: true}),
 	}
 }
 

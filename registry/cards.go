@@ -1,0 +1,276 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/agentreach/agentreach/a2abridge"
+	"github.com/agentreach/agentreach/domain"
+)
+
+// EventAgentCardUpdated records that an agent's Agent Card changed what the
+// registry takes from it (skills, version, endpoint, push support).
+const EventAgentCardUpdated domain.EventType = "AGENT_CARD_UPDATED"
+
+// DefaultCardTTLSeconds is the lease of an agent registered by card when
+// the registration names none: its card is fetched every third of it.
+const DefaultCardTTLSeconds = 60
+
+// CardInfo is what the registry keeps of an agent's card in its metadata
+// (under "a2a"), so the router's snapshot and operators see it.
+type CardInfo struct {
+	CardURL         string `json:"card_url"`
+	Name            string `json:"name,omitempty"`
+	Push            bool   `json:"push"`
+	Streaming       bool   `json:"streaming"`
+	ProtocolVersion string `json:"protocol_version,omitempty"`
+}
+
+// A2AInfo returns the card facts of an agent registered by card.
+func (a *Agent) A2AInfo() (CardInfo, bool) {
+	v, ok := a.Metadata["a2a"]
+	if !ok {
+		return CardInfo{}, false
+	}
+	b, _ := json.Marshal(v)
+	var ci CardInfo
+	return ci, json.Unmarshal(b, &ci) == nil && ci.CardURL != ""
+}
+
+func (m cardMapping) info(cardURL string) map[string]any {
+	b, _ := json.Marshal(CardInfo{CardURL: cardURL, Name: m.Name, Push: m.Push, Streaming: m.Streaming, ProtocolVersion: m.ProtocolVersion})
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+type cardMapping struct{ a2abridge.Mapping }
+
+var slugRe = regexp.MustCompile(`[^a-z0-9._:-]+`)
+
+// slug makes an agent id of a card's name.
+func slug(name string) string {
+	return strings.Trim(slugRe.ReplaceAllString(strings.ToLower(name), "-"), "-._:")
+}
+
+// RegisterCard registers an A2A agent by its Agent Card: it fetches the card
+// at cardURL (or, for a base URL, its well-known path, falling back to the
+// legacy agent.json), takes skill ids as capabilities, skill tags as
+// aliases, the card's version and its JSON-RPC interface as the endpoint,
+// and registers the agent with protocol a2a. reg carries what the card
+// does not say (agent_id, namespace, weight, max_concurrent, rollout, ttl,
+// context, metadata); agent_id defaults to the card's name made an id.
+// The card is fetched again every third of the lease, with its ETag; each
+// successful fetch renews the lease, and a change is recorded as an
+// AGENT_CARD_UPDATED event. A card that cannot be fetched or used is a
+// *domain.FieldError on card_url. check, once the agent id is known, may
+// refuse it (an id taken in another namespace) with its own error.
+func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.AgentRegistration, check func(agentID string) error, md domain.Metadata) (*Agent, string, error) {
+	if len(reg.Capabilities) > 0 || reg.Endpoint != "" || reg.HealthURL != "" || (reg.Protocol != "" && reg.Protocol != domain.ProtocolA2A) {
+		return nil, "", &domain.FieldError{Field: "card_url", Message: "with card_url, capabilities, endpoint, health_url and protocol come from the card; leave them out"}
+	}
+	if err := CheckURLs(ctx, r.cfg.Guard, map[string]string{"card_url": cardURL}); err != nil {
+		return nil, "", err
+	}
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	f, err := a2abridge.FetchFirst(fctx, r.cardHTTP, cardURL)
+	cancel()
+	if err != nil {
+		return nil, "", &domain.FieldError{Field: "card_url", Message: "cannot be read: " + err.Error()}
+	}
+	mapped, err := f.Card.Map()
+	if err != nil {
+		return nil, "", &domain.FieldError{Field: "card_url", Message: err.Error()}
+	}
+	m := cardMapping{mapped}
+	if reg.AgentID == "" {
+		reg.AgentID = slug(m.Name)
+		if reg.AgentID == "" {
+			return nil, "", &domain.FieldError{Field: "agent_id", Message: "is required: the card has no name to make one of"}
+		}
+	}
+	if err := check(reg.AgentID); err != nil {
+		return nil, "", err
+	}
+	reg.Capabilities, reg.Aliases, reg.Endpoint, reg.Protocol, reg.HealthURL = m.Capabilities, m.Aliases, m.Endpoint, domain.ProtocolA2A, f.URL
+	if reg.Version == "" {
+		reg.Version = m.Version
+	}
+	if reg.TTLSeconds == 0 {
+		reg.TTLSeconds = DefaultCardTTLSeconds
+	}
+	reg.Metadata = maps.Clone(reg.Metadata)
+	if reg.Metadata == nil {
+		reg.Metadata = map[string]any{}
+	}
+	reg.Metadata["a2a"] = m.info(f.URL)
+	now := r.now().UTC()
+	return r.register(ctx, reg, md, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO agent_cards (agent_id, card_url, etag, card_hash, card, fetched_at, next_fetch_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (agent_id) DO UPDATE SET card_url = excluded.card_url, etag = excluded.etag,
+				card_hash = excluded.card_hash, card = excluded.card, fetched_at = excluded.fetched_at,
+				next_fetch_at = excluded.next_fetch_at, failures = 0, last_error = ''`,
+			reg.AgentID, f.URL, keptETag(f), m.Hash(), f.Raw, now, now.Add(cardInterval(reg.TTLSeconds, f.MaxAge)))
+		return err
+	})
+}
+
+func keptETag(f a2abridge.Fetched) string {
+	if f.NoStore {
+		return ""
+	}
+	return f.ETag
+}
+
+// cardInterval is how long until a card is fetched again: a third of the
+// lease, so a live agent never lapses, or sooner when the card's own
+// max-age says it may change sooner (at least a second).
+func cardInterval(ttlSeconds int, maxAge time.Duration) time.Duration {
+	d := time.Duration(ttlSeconds) * time.Second / 3
+	if maxAge > 0 && maxAge < d {
+		d = maxAge
+	}
+	return max(d, time.Second)
+}
+
+// CardRefreshArgs is the periodic River job that fetches the Agent Cards
+// that are due.
+type CardRefreshArgs struct{}
+
+// Kind implements river.JobArgs.
+func (CardRefreshArgs) Kind() string { return "agent_card_refresh" }
+
+type cardRefreshWorker struct {
+	river.WorkerDefaults[CardRefreshArgs]
+	r *Registry
+}
+
+func (w *cardRefreshWorker) Timeout(*river.Job[CardRefreshArgs]) time.Duration { return time.Minute }
+
+func (w *cardRefreshWorker) Work(ctx context.Context, _ *river.Job[CardRefreshArgs]) error {
+	_, err := w.r.RefreshCards(ctx)
+	return err
+}
+
+type dueCard struct {
+	agentID, url, etag string
+	hash               []byte
+	ttl                int
+}
+
+// RefreshCards fetches every card that is due, with If-None-Match. A fetch
+// that answers (200 or 304) renews the agent's lease; a changed card
+// updates the agent and records AGENT_CARD_UPDATED; a failed one leaves the
+// lease to lapse. It returns how many cards changed.
+func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
+	rows, err := r.pool.Query(ctx, `SELECT c.agent_id, c.card_url, c.etag, c.card_hash, a.ttl_seconds
+		FROM agent_cards c JOIN agents a USING (agent_id)
+		WHERE c.next_fetch_at <= $1 AND NOT a.deregistered AND a.state <> 'OFFLINE'
+		ORDER BY c.next_fetch_at LIMIT 100`, r.now().UTC())
+	if err != nil {
+		return 0, fmt.Errorf("cards due: %w", err)
+	}
+	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueCard, error) {
+		var d dueCard
+		return d, row.Scan(&d.agentID, &d.url, &d.etag, &d.hash, &d.ttl)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cards due: %w", err)
+	}
+	changed := 0
+	for _, d := range due {
+		ok, err := r.refreshCard(ctx, d)
+		if err != nil {
+			r.logger.WarnContext(ctx, "agent card refresh", "agent_id", d.agentID, "card_url", d.url, "err", err)
+		}
+		if ok {
+			changed++
+		}
+	}
+	if changed > 0 {
+		r.changed(ctx)
+	}
+	return changed, nil
+}
+
+func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	f, err := a2abridge.Fetch(fctx, r.cardHTTP, d.url, d.etag)
+	cancel()
+	now := r.now().UTC()
+	next := now.Add(cardInterval(d.ttl, f.MaxAge))
+	if err != nil {
+		_, uerr := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = failures + 1, last_error = $3 WHERE agent_id = $1`,
+			d.agentID, next, err.Error())
+		return false, errors.Join(err, uerr)
+	}
+	r.heartbeats.add(d.agentID, now, nil) // the card answered: the agent is there
+	if f.NotModified {
+		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = 0, last_error = '' WHERE agent_id = $1`, d.agentID, next)
+		return false, err
+	}
+	mapped, mapErr := f.Card.Map()
+	if mapErr == nil {
+		mapErr = CheckURLs(ctx, r.cfg.Guard, map[string]string{"endpoint": mapped.Endpoint})
+	}
+	if mapErr != nil {
+		// Keep serving the card we had: the agent answers, its new card is unusable.
+		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = failures + 1, last_error = $3 WHERE agent_id = $1`,
+			d.agentID, next, mapErr.Error())
+		return false, errors.Join(mapErr, err)
+	}
+	m := cardMapping{mapped}
+	if bytes.Equal(m.Hash(), d.hash) {
+		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET etag = $2, card = $3, fetched_at = $4, next_fetch_at = $5, failures = 0, last_error = ''
+			WHERE agent_id = $1`, d.agentID, keptETag(f), f.Raw, now, next)
+		return false, err
+	}
+	err = r.store.InTx(ctx, func(tx pgx.Tx) error {
+		a, err := r.load(ctx, tx, d.agentID, true)
+		if err != nil {
+			return err
+		}
+		from := map[string]any{"capabilities": a.Capabilities, "aliases": a.Aliases, "version": a.Version, "endpoint": a.Endpoint}
+		if ci, ok := a.A2AInfo(); ok {
+			from["push"] = ci.Push
+		}
+		to := map[string]any{"capabilities": m.Capabilities, "aliases": orEmptySlice(m.Aliases), "version": m.Version,
+			"endpoint": m.Endpoint, "push": m.Push}
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(d.agentID), a.StreamVersion,
+			domain.NewEvent(EventAgentCardUpdated, map[string]any{"card_url": d.url, "from": from, "to": to},
+				domain.Metadata{Actor: "registry:card_refresh"}))
+		if err != nil {
+			return err
+		}
+		md := maps.Clone(a.Metadata)
+		if md == nil {
+			md = map[string]any{}
+		}
+		md["a2a"] = m.info(d.url)
+		mdJSON, _ := json.Marshal(md)
+		if _, err := tx.Exec(ctx, `UPDATE agents SET capabilities = $2, aliases = $3, version = $4, endpoint = $5,
+				metadata = $6, stream_version = $7 WHERE agent_id = $1`,
+			d.agentID, m.Capabilities, orEmptySlice(m.Aliases), m.Version, m.Endpoint, mdJSON, recs[0].Version); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE agent_cards SET etag = $2, card = $3, card_hash = $4, fetched_at = $5, next_fetch_at = $6,
+				failures = 0, last_error = '' WHERE agent_id = $1`, d.agentID, keptETag(f), f.Raw, m.Hash(), now, next)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("update card of agent %s: %w", d.agentID, err)
+	}
+	r.logger.InfoContext(ctx, "agent card changed", "agent_id", d.agentID, "capabilities", m.Capabilities, "version", m.Version)
+	return true, nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -292,7 +293,17 @@ type Job struct {
 	// LastFailedAgent is the agent of the latest attempt that failed or
 	// timed out: the router prefers another one next time.
 	LastFailedAgent string
+	// RefusedBy are the agents that refused the job (an A2A REJECTED task,
+	// or an operation they do not support): no later attempt goes to them.
+	RefusedBy []string
 }
+
+// Attempt-failure reasons that mean the agent refused the job, so it is
+// routed again at once to another agent.
+const (
+	ReasonRejected     = "rejected"
+	ReasonIncompatible = "a2a_incompatible"
+)
 
 // CanRetry reports whether another attempt is allowed.
 func (j *Job) CanRetry() bool { return j.Attempts < j.MaxAttempts }
@@ -353,6 +364,9 @@ func (j *Job) applyData(e Event) error {
 		j.Delivered, j.Error, j.BizCode = false, d.Reason, d.BizCode
 		if d.AgentID != "" {
 			j.LastFailedAgent = d.AgentID
+			if d.Reason == ReasonRejected || d.Reason == ReasonIncompatible {
+				j.RefusedBy = append(slices.Clip(j.RefusedBy), d.AgentID)
+			}
 		}
 		if d.Error != "" {
 			j.Error = d.Reason + ": " + d.Error

@@ -16,6 +16,7 @@ const (
 	QueueDispatchLow    = "dispatch_low"
 	QueueCallbacks      = "callbacks"
 	QueueSweeps         = "sweeps"
+	QueueA2APoll        = "a2a_poll"
 )
 
 // laneQueue is the dispatch queue of a priority.

@@ -53,7 +53,8 @@ func (w *callbackWorker) NextRetry(job *river.Job[CallbackArgs]) time.Time {
 func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { return 30 * time.Second }
 
 // Work posts the terminal outcome to the caller, signed in the Standard
-// Webhooks style, and records CALLBACK_DELIVERED on a 2xx, CALLBACK_FAILED
+// Webhooks style (or, for a job submitted over A2A with push configs, as an
+// A2A task to each config), and records CALLBACK_DELIVERED on a 2xx, CALLBACK_FAILED
 // otherwise (then River retries it, until CallbackMaxAttempts).
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
 	s := w.s
@@ -71,13 +72,24 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	ctx, span := s.tracer.Start(ctx, "callback", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", job.Attempt)))
 	defer span.End()
-	secrets, err := s.CallbackSecrets(ctx, l.Namespace)
+	pushes, err := s.PushConfigs(ctx, l.JobID)
 	if err != nil {
 		return err
 	}
-	body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
-		Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
-	code, postErr := s.postCallback(ctx, l, secrets, body)
+	var code int
+	var postErr error
+	if len(pushes) > 0 {
+		// Submitted over A2A: the caller gets an A2A task, as agents push.
+		code, postErr = s.postA2APushes(ctx, l, pushes)
+	} else {
+		secrets, err := s.CallbackSecrets(ctx, l.Namespace)
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
+			Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
+		code, postErr = s.postCallback(ctx, l, secrets, body)
+	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	ok := postErr == nil && code/100 == 2
 	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", ok)))

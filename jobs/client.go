@@ -37,6 +37,7 @@ func DefaultQueues() map[string]int {
 		QueueDispatchLow:    20,
 		QueueCallbacks:      20,
 		QueueSweeps:         2,
+		QueueA2APoll:        10,
 	}
 }
 

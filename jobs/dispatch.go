@@ -68,9 +68,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
 		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol}
-	if l.LastFailedAgent != "" {
-		req.Exclude = []string{l.LastFailedAgent}
-	}
+	req.Exclude = excluded(l)
 	route := s.registry.Snapshot().Route(req)
 	if route.Chosen == "" && route.AllAtCapacity {
 		// Wait for a slot, spending no attempt: the deadline sweep brings
@@ -170,7 +168,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 func (s *Service) outcomeOf(l *Loaded, out outcome, deadline time.Time, latency time.Duration, now time.Time, md domain.Metadata) ([]domain.Event, sideEffects) {
 	attempt, agentID := l.Attempts, l.AgentID
 	delivered := domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: attempt, AgentID: agentID, Deadline: deadline,
-		Async: out.kind == outcomeAccepted, LatencyMS: float64(latency.Microseconds()) / 1000}, md)
+		Async: out.kind == outcomeAccepted || out.kind == outcomeAwaiting, LatencyMS: float64(latency.Microseconds()) / 1000,
+		RemoteTaskID: out.remoteTaskID}, md)
 	switch out.kind {
 	case outcomeResult:
 		afterDelivered := *l
@@ -178,7 +177,33 @@ func (s *Service) outcomeOf(l *Loaded, out outcome, deadline time.Time, latency 
 		evs, fx := s.outcomeEvents(&afterDelivered, out.status, out.result, out.bizCode, now, md)
 		return append([]domain.Event{delivered}, evs...), fx
 	case outcomeAccepted:
-		return []domain.Event{delivered}, sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: deadline}}
+		fx := sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: deadline}}
+		if out.poll && out.remoteTaskID != "" {
+			fx.poll = attempt
+		}
+		return []domain.Event{delivered}, fx
+	case outcomeAwaiting:
+		fx := sideEffects{clearTimer: true}
+		if out.poll && out.remoteTaskID != "" {
+			fx.poll = attempt
+		}
+		return []domain.Event{delivered, domain.NewEvent(domain.EventAwaitingInput, domain.AwaitingInput{Attempt: attempt,
+			AgentID: agentID, State: out.a2aState, Message: out.result}, md)}, fx
+	case outcomeCancelled:
+		return []domain.Event{delivered, domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: "cancelled by agent " + agentID}, md)},
+			sideEffects{clearTimer: true, callback: true}
+	case outcomeRejected:
+		failure := func(at time.Time) domain.Event {
+			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: agentID,
+				Reason: out.reason, Error: out.errText, RetryAt: at}, md)
+		}
+		if out.reason == ReasonIncompatible { // refused before taking it: not delivered
+			return s.reroute(l, failure, now, md, out.reason)
+		}
+		afterDelivered := *l
+		_ = afterDelivered.Job.Apply(delivered)
+		evs, fx := s.reroute(&afterDelivered, failure, now, md, out.reason)
+		return append([]domain.Event{delivered}, evs...), fx
 	case outcomeHung:
 		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: agentID, Deadline: deadline, RetryAt: at}, md)
@@ -201,6 +226,10 @@ const (
 	outcomeAccepted outcomeKind = "accepted" // 202: the result comes later
 	outcomeHung     outcomeKind = "hung"     // delivered, no answer by the deadline
 	outcomeFailed   outcomeKind = "failed"   // not delivered
+	// A2A agents only:
+	outcomeRejected  outcomeKind = "rejected"  // the agent refused the task: route elsewhere
+	outcomeCancelled outcomeKind = "cancelled" // the agent cancelled the task
+	outcomeAwaiting  outcomeKind = "awaiting"  // the agent needs input
 )
 
 type outcome struct {
@@ -211,6 +240,10 @@ type outcome struct {
 	reason     string
 	errText    string
 	retryAfter time.Duration
+	// A2A: the agent's task id, whether to poll it, and an interrupted state.
+	remoteTaskID string
+	poll         bool
+	a2aState     string
 }
 
 // Envelope is what an agent receives for one attempt (API.md).
@@ -230,6 +263,9 @@ const maxAgentAnswer = 16 << 20
 // deliver POSTs the envelope to the agent and classifies what happened. It
 // waits for an answer until the attempt's deadline.
 func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) outcome {
+	if a.Protocol == domain.ProtocolA2A {
+		return s.deliverA2A(ctx, a, l, attempt, deadline)
+	}
 	body, _ := json.Marshal(Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
 		Attempt: attempt, Deadline: deadline, ResultURL: s.cfg.PublicURL + "/v1/jobs/" + l.JobID + "/result"})
 	ctx, span := s.tracer.Start(ctx, "deliver", trace.WithSpanKind(trace.SpanKindClient),

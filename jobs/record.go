@@ -21,6 +21,8 @@ type sideEffects struct {
 	dispatch   *nextDispatch
 	// callback queues the caller's callback if the events end the job.
 	callback bool
+	// poll starts polling an A2A agent for this attempt's task.
+	poll int
 }
 
 type timer struct {
@@ -75,6 +77,11 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 		// job: River promotes scheduled jobs every 5 s, the deadline sweep
 		// every DeadlineSweepInterval (1 s).
 		if err := s.setTimerTx(ctx, tx, l.JobID, timer{attempt: d.attempt, phase: "retry", due: d.at}); err != nil {
+			return err
+		}
+	}
+	if fx.poll > 0 {
+		if err := s.enqueuePollTx(ctx, tx, l.JobID, fx.poll); err != nil {
 			return err
 		}
 	}

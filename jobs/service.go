@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentreach/agentreach/a2abridge"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/netguard"
@@ -143,6 +144,7 @@ type Service struct {
 	cfg      Config
 	client   *river.Client[pgx.Tx]
 	http     *http.Client
+	a2a      *a2abridge.Client
 	now      func() time.Time
 	tracer   trace.Tracer
 	metrics  instruments
@@ -164,6 +166,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 			return http.ErrUseLastResponse // deliveries never follow redirects
 		}},
 		now: time.Now}
+	s.a2a = &a2abridge.Client{HTTP: s.http}
 	s.initTelemetry()
 	return s
 }
@@ -189,6 +192,7 @@ func (s *Service) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &callbackWorker{s: s})
 	river.AddWorker(workers, &deadlineSweepWorker{s: s})
 	river.AddWorker(workers, &repairSweepWorker{s: s})
+	river.AddWorker(workers, &a2aPollWorker{s: s})
 }
 
 // PeriodicJobs returns the compensation sweeps.
@@ -263,18 +267,9 @@ type SubmitResult struct {
 // fan-out of its root, and appends SUBMITTED with the River dispatch job in
 // one transaction. When it returns without error the job is committed.
 func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
-	if err := domain.NormalizeSubmission(&sub, s.cfg.MaxPayloadBytes); err != nil {
+	if err := s.prepare(ctx, &sub); err != nil {
 		return SubmitResult{}, err
 	}
-	if sub.ParentJobID != "" {
-		if _, err := uuid.Parse(sub.ParentJobID); err != nil {
-			return SubmitResult{}, &domain.FieldError{Field: "parent_job_id", Message: "must be a job id"}
-		}
-	}
-	if err := registry.CheckURLs(ctx, s.cfg.Guard, map[string]string{"callback_url": sub.CallbackURL}); err != nil {
-		return SubmitResult{}, err
-	}
-	sub.JobID = uuid.Must(uuid.NewV7()).String()
 	var res SubmitResult
 	var err error
 	if s.batcher != nil {
@@ -294,6 +289,23 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 			attribute.String("priority", string(sub.Priority))))
 	}
 	return res, nil
+}
+
+// prepare validates and normalizes a submission and gives it its job id.
+func (s *Service) prepare(ctx context.Context, sub *domain.Submitted) error {
+	if err := domain.NormalizeSubmission(sub, s.cfg.MaxPayloadBytes); err != nil {
+		return err
+	}
+	if sub.ParentJobID != "" {
+		if _, err := uuid.Parse(sub.ParentJobID); err != nil {
+			return &domain.FieldError{Field: "parent_job_id", Message: "must be a job id"}
+		}
+	}
+	if err := registry.CheckURLs(ctx, s.cfg.Guard, map[string]string{"callback_url": sub.CallbackURL}); err != nil {
+		return err
+	}
+	sub.JobID = uuid.Must(uuid.NewV7()).String()
+	return nil
 }
 
 // submitTx writes one submission in tx: idempotency key, fan-out, the

@@ -1,0 +1,377 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentreach/agentreach/a2abridge"
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/internal/telemetry"
+	"github.com/agentreach/agentreach/registry"
+)
+
+// Attempt-failure reasons of A2A agents: both re-route the job at once to
+// another agent rather than retry the same one after a backoff.
+const (
+	ReasonRejected     = domain.ReasonRejected
+	ReasonIncompatible = domain.ReasonIncompatible
+)
+
+// PushPath is where A2A agents push task updates of a job's attempt:
+// PushPath + job_id + "/" + attempt, under the service's public URL.
+const PushPath = "/a2a/push/"
+
+// deliverA2A sends the attempt to an A2A agent as SendMessage and reads
+// what the agent answered into an outcome.
+func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) outcome {
+	ctx, span := s.tracer.Start(ctx, "deliver a2a", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", attempt),
+			attribute.String("agent_id", a.AgentID), attribute.String("url.full", a.Endpoint)))
+	defer span.End()
+	wait := deadline
+	if capped := time.Now().Add(s.cfg.InlineWait); capped.Before(deadline) {
+		wait = capped
+	}
+	ctx, cancel := context.WithDeadline(ctx, wait)
+	defer cancel()
+	var wrote bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) { wrote = info.Err == nil },
+	})
+	send := a2abridge.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt, Capability: l.Capability,
+		Payload: l.Payload, Header: s.a2aHeader(ctx, l, attempt)}
+	ci, byCard := a.A2AInfo()
+	push := !byCard || ci.Push
+	if push {
+		send.Push = s.pushTarget(a, l.JobID, attempt)
+	}
+	task, err := s.a2a.SendMessage(ctx, send)
+	var rpc *a2abridge.RPCError
+	if errors.As(err, &rpc) && rpc.Code == a2abridge.CodePushNotSupported && send.Push != nil {
+		// The card promised push, or said nothing: ask again without, and poll.
+		push, send.Push = false, nil
+		task, err = s.a2a.SendMessage(ctx, send)
+	}
+	var httpErr *a2abridge.HTTPError
+	switch {
+	case errors.As(err, &rpc) && rpc.Incompatible():
+		return outcome{kind: outcomeRejected, reason: ReasonIncompatible, errText: rpc.Error()}
+	case errors.As(err, &rpc):
+		return outcome{kind: outcomeFailed, reason: "a2a_error_" + strconv.Itoa(-rpc.Code), errText: truncate(rpc.Error(), 256)}
+	case errors.As(err, &httpErr) && httpErr.Status == http.StatusTooManyRequests:
+		return outcome{kind: outcomeFailed, reason: "http_429", errText: "agent is rate limiting",
+			retryAfter: parseRetryAfter(httpErr.RetryAfter, time.Now())}
+	case errors.As(err, &httpErr):
+		return outcome{kind: outcomeFailed, reason: "http_" + strconv.Itoa(httpErr.Status), errText: httpErr.Body}
+	case errors.Is(err, a2abridge.ErrBadTask):
+		return outcome{kind: outcomeFailed, reason: "bad_response", errText: truncate(err.Error(), 256)}
+	case err != nil && ctx.Err() != nil && wrote && wait.Before(deadline):
+		return outcome{kind: outcomeAccepted, poll: !push}
+	case err != nil && ctx.Err() != nil && wrote:
+		return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
+	case err != nil:
+		return outcome{kind: outcomeFailed, reason: classifyNetErr(err, ctx), errText: err.Error()}
+	}
+	return a2aOutcome(task, !push)
+}
+
+// a2aOutcome reads an agent's task into an outcome of the attempt.
+func a2aOutcome(t a2abridge.Task, poll bool) outcome {
+	out := outcome{remoteTaskID: t.ID, poll: poll}
+	switch t.State {
+	case a2abridge.StateCompleted:
+		out.kind, out.status, out.result = outcomeResult, domain.StatusSuccess, t.Result
+	case a2abridge.StateFailed:
+		out.kind, out.status, out.result, out.bizCode = outcomeResult, domain.StatusFailed, t.Result, "a2a_failed"
+	case a2abridge.StateRejected:
+		out.kind, out.reason, out.errText = outcomeRejected, ReasonRejected, "the agent rejected the task"
+	case a2abridge.StateCanceled:
+		out.kind = outcomeCancelled
+	case a2abridge.StateInputRequired, a2abridge.StateAuthRequired:
+		out.kind, out.a2aState, out.result = outcomeAwaiting, string(t.State), t.Message
+	default: // submitted, working, unknown: the result comes by push or poll
+		out.kind = outcomeAccepted
+	}
+	return out
+}
+
+func (s *Service) a2aHeader(ctx context.Context, l *Loaded, attempt int) http.Header {
+	h := http.Header{}
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
+	h.Set("X-Reach-Job-Id", l.JobID)
+	h.Set("X-Reach-Attempt", strconv.Itoa(attempt))
+	return h
+}
+
+func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2abridge.Push {
+	return &a2abridge.Push{URL: s.cfg.PublicURL + PushPath + jobID + "/" + strconv.Itoa(attempt),
+		Token: a2abridge.PushToken(a.SigningKeys(s.now())[0], jobID, attempt)}
+}
+
+// reroute ends an attempt that its agent refused (REJECTED, or an
+// incompatible operation) and routes the job again at once, away from that
+// agent; with no attempts left it is dead-lettered.
+func (s *Service) reroute(l *Loaded, failure func(retryAt time.Time) domain.Event, now time.Time, md domain.Metadata, reason string) ([]domain.Event, sideEffects) {
+	fx := sideEffects{clearTimer: true, callback: true}
+	if l.Attempts < l.MaxAttempts {
+		fx.dispatch = &nextDispatch{attempt: l.Attempts + 1, at: now}
+		return []domain.Event{failure(now)}, fx
+	}
+	return []domain.Event{failure(time.Time{}),
+		domain.NewEvent(domain.EventDeadLetter, domain.DeadLettered{Attempts: l.Attempts, Reason: reason, AgentID: l.AgentID}, md)}, fx
+}
+
+// a2aEvents decides what an update of attempt's A2A task (pushed, or read
+// by polling) does to the job l: the events to append (none when it changes
+// nothing) and whether it decided the attempt.
+func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.Time, md domain.Metadata) ([]domain.Event, sideEffects, Recorded) {
+	agentID := l.AttemptAgents[attempt]
+	latest := attempt == l.Attempts
+	var pre []domain.Event
+	cur := *l
+	if latest && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt) {
+		// The update beat the dispatcher's record of the delivery.
+		d := domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: attempt, AgentID: agentID,
+			Deadline: now.Add(l.Timeout()), Async: true, RemoteTaskID: t.ID}, md)
+		if err := cur.Job.Apply(d); err == nil {
+			pre = append(pre, d)
+		}
+	}
+	open := latest && (cur.Status == domain.StatusDelivered || cur.Status == domain.StatusAwaitingInput)
+	if !open {
+		if !t.State.Terminal() {
+			return nil, sideEffects{}, ""
+		}
+		reason := "late"
+		if latest && l.Status.Terminal() {
+			reason = "duplicate"
+		} else if !latest {
+			reason = "stale_attempt"
+		}
+		status := domain.StatusSuccess
+		if t.State != a2abridge.StateCompleted {
+			status = domain.StatusFailed
+		}
+		return []domain.Event{domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+			Attempt: attempt, Status: status, Reason: reason, Result: t.Result}, md)}, sideEffects{}, RecordedDuplicate
+	}
+	out := a2aOutcome(t, false)
+	var evs []domain.Event
+	var fx sideEffects
+	switch out.kind {
+	case outcomeResult:
+		evs, fx = s.outcomeEvents(&cur, out.status, out.result, out.bizCode, now, md)
+	case outcomeRejected:
+		evs, fx = s.reroute(&cur, func(at time.Time) domain.Event {
+			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: agentID,
+				Reason: out.reason, Error: out.errText, RetryAt: at}, md)
+		}, now, md, out.reason)
+	case outcomeCancelled:
+		evs = []domain.Event{domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: "cancelled by agent " + agentID}, md)}
+		fx = sideEffects{clearTimer: true, callback: true}
+	case outcomeAwaiting:
+		if cur.Status != domain.StatusAwaitingInput {
+			evs = []domain.Event{domain.NewEvent(domain.EventAwaitingInput, domain.AwaitingInput{Attempt: attempt, AgentID: agentID,
+				State: out.a2aState, Message: t.Message}, md)}
+			fx = sideEffects{clearTimer: true}
+		}
+	case outcomeAccepted:
+		if cur.Status == domain.StatusAwaitingInput {
+			deadline := now.Add(l.Timeout())
+			evs = []domain.Event{domain.NewEvent(domain.EventResumed, domain.Resumed{Attempt: attempt, AgentID: agentID, Deadline: deadline}, md)}
+			fx = sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: deadline}}
+		} else if len(pre) > 0 {
+			fx = sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: cur.Deadline}}
+		}
+	}
+	if len(pre)+len(evs) == 0 {
+		return nil, sideEffects{}, ""
+	}
+	return append(pre, evs...), fx, RecordedOutcome
+}
+
+// Push errors.
+var (
+	// ErrPushToken: the push carries no token, or not the attempt's.
+	ErrPushToken = errors.New("push token missing or invalid")
+)
+
+// ReportA2APush records a push notification an A2A agent sent about
+// attempt of job id: body is the task (v0.3) or a StreamResponse (v1.0),
+// token the bearer token Agent-Reach gave the agent for the attempt. An
+// update that changes nothing (a repeat, WORKING while working) is
+// accepted and writes nothing; a terminal one for an attempt already
+// decided is recorded as RESULT_DUPLICATE. Errors: ErrNotFound for an
+// unknown job or attempt, ErrPushToken, and a *domain.FieldError for a
+// body that is no task.
+func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, token string, body []byte) (Recorded, error) {
+	t, err := a2abridge.ParseTask(body)
+	if err != nil {
+		return "", &domain.FieldError{Field: "body", Message: err.Error()}
+	}
+	l, err := s.Load(ctx, nil, id)
+	if err != nil {
+		return "", err
+	}
+	agentID := l.AttemptAgents[attempt]
+	if agentID == "" {
+		return "", fmt.Errorf("job %s has no attempt %d: %w", id, attempt, ErrNotFound)
+	}
+	a, err := s.registry.Get(ctx, agentID)
+	if err != nil || !a2abridge.PushTokenValid(a.SigningKeys(s.now()), id, attempt, token) {
+		return "", fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
+	}
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "a2a:push:" + agentID}
+	ctx = telemetry.JobContext(ctx, l.TraceID)
+	if t.Partial && t.State.Terminal() && t.ID != "" {
+		// A status update names the end but not the output: read the task.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if full, err := s.a2a.GetTask(rctx, a.Endpoint, t.ID, s.a2aHeader(rctx, l, attempt)); err == nil && full.State == t.State {
+			t = full
+		}
+		cancel()
+	}
+	var recorded Recorded
+	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		evs, fx, rec := s.a2aEvents(l, attempt, t, s.now().UTC(), md)
+		recorded = rec
+		if len(evs) == 0 {
+			return nil
+		}
+		return s.appendTx(ctx, tx, l, fx, evs...)
+	})
+	return recorded, err
+}
+
+// A2APollArgs is the River job that polls an A2A agent that offers no push
+// notifications for the task of a job's attempt, with GetTask.
+type A2APollArgs struct {
+	JobID   string `json:"job_id" river:"unique"`
+	Attempt int    `json:"attempt" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (A2APollArgs) Kind() string { return "a2a_poll" }
+
+// InsertOpts implements river.JobArgsWithInsertOpts: one poller per
+// attempt, on its own queue so pollers never hold up deliveries or
+// callbacks.
+func (A2APollArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueA2APoll, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// pollRun bounds one run of the poller; then it snoozes and comes back.
+const pollRun = 30 * time.Second
+
+type a2aPollWorker struct {
+	river.WorkerDefaults[A2APollArgs]
+	s *Service
+}
+
+func (w *a2aPollWorker) Timeout(*river.Job[A2APollArgs]) time.Duration {
+	return pollRun + 15*time.Second
+}
+
+// Work polls GetTask with a backoff (250 ms doubling to 5 s) for up to
+// pollRun, records what changed, and ends when the attempt is decided or
+// no longer the job's; otherwise it snoozes and polls again (after 30 s
+// when the agent waits for input).
+func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) error {
+	s := w.s
+	stop := time.Now().Add(pollRun)
+	wait := 250 * time.Millisecond
+	for {
+		l, err := s.Load(ctx, nil, job.Args.JobID)
+		if errors.Is(err, ErrNotFound) {
+			return river.JobCancel(err)
+		}
+		if err != nil {
+			return err
+		}
+		if l.Attempts != job.Args.Attempt || (l.Status != domain.StatusDelivered && l.Status != domain.StatusAwaitingInput) {
+			return nil // decided, or the job moved on
+		}
+		if l.RemoteTaskID == "" {
+			return nil // nothing to poll: the deadline decides
+		}
+		a, err := s.registry.Get(ctx, l.AgentID)
+		if err != nil {
+			return nil // gone: the deadline decides
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		t, err := s.a2a.GetTask(rctx, a.Endpoint, l.RemoteTaskID, s.a2aHeader(rctx, l, l.Attempts))
+		cancel()
+		if err == nil {
+			md := domain.Metadata{TraceID: l.TraceID, Actor: "a2a:poll", CausationID: fmt.Sprintf("river:%d", job.ID)}
+			done := false
+			err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+				l, err := s.Load(ctx, tx, job.Args.JobID)
+				if err != nil {
+					return err
+				}
+				evs, fx, _ := s.a2aEvents(l, job.Args.Attempt, t, s.now().UTC(), md)
+				if len(evs) > 0 {
+					if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
+						return err
+					}
+				}
+				if done = t.State.Terminal(); done {
+					_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+				}
+				return err
+			})
+			if err != nil || done {
+				return err
+			}
+		} else {
+			s.logger.DebugContext(ctx, "a2a poll", "job_id", l.JobID, "agent_id", l.AgentID, "err", err)
+		}
+		if t.State.Interrupted() {
+			return river.JobSnooze(30 * time.Second) // waiting on the caller, not the agent: look now and then
+		}
+		if time.Now().Add(wait).After(stop) {
+			return river.JobSnooze(5 * time.Second)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// enqueuePollTx starts polling attempt of job in tx.
+func (s *Service) enqueuePollTx(ctx context.Context, tx pgx.Tx, jobID string, attempt int) error {
+	if _, err := s.client.InsertTx(ctx, tx, A2APollArgs{JobID: jobID, Attempt: attempt}, nil); err != nil {
+		return fmt.Errorf("enqueue poll of attempt %d of job %s: %w", attempt, jobID, err)
+	}
+	return nil
+}
+
+// excluded are the agents the next attempt must avoid: the last one that
+// failed, and every one that refused the job.
+func excluded(l *Loaded) []string {
+	out := append([]string(nil), l.RefusedBy...)
+	if l.LastFailedAgent != "" {
+		out = append(out, l.LastFailedAgent)
+	}
+	return out
+}

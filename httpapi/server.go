@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
@@ -51,13 +52,15 @@ type Deps struct {
 
 // Server holds the API's handlers.
 type Server struct {
-	deps Deps
+	deps          Deps
+	a2aRPCHandler http.Handler
 }
 
 // New returns the HTTP handler of the whole API.
 func New(deps Deps) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{deps: deps}
+	s.a2aRPCHandler = a2asrv.NewJSONRPCHandler(&a2aHandler{s: s})
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, rec any) {
 		deps.Logger.ErrorContext(c.Request.Context(), "panic in handler", "panic", rec, "path", c.FullPath())
@@ -76,6 +79,13 @@ func New(deps Deps) *gin.Engine {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/openapi.json", s.openAPI)
+	// Agent-Reach as an A2A agent per namespace, and the push ingress of A2A agents.
+	r.GET("/.well-known/agent-card.json", s.a2aCard)
+	r.GET("/.well-known/agent.json", s.a2aCard)
+	r.GET("/a2a/:namespace/.well-known/agent-card.json", s.a2aCard)
+	r.GET("/a2a/:namespace/.well-known/agent.json", s.a2aCard)
+	r.POST("/a2a/:namespace", s.need(""), s.a2aRPC)
+	r.POST(jobs.PushPath+":job_id/:attempt", s.a2aPush) // per-attempt push token
 	v1 := r.Group("/v1")
 	admin := s.need(auth.ScopeAdmin)
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces

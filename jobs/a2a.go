@@ -32,7 +32,7 @@ const (
 
 // PushPath is where A2A agents push task updates of a job's attempt:
 // PushPath + job_id + "/" + attempt, under the service's public URL.
-const PushPath = "/a2a/push/"
+const PushPath = "/a2a-push/"
 
 // deliverA2A sends the attempt to an A2A agent as SendMessage and reads
 // what the agent answered into an outcome.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,4 +183,44 @@ func (s *Snapshot) Route(req domain.RouteRequest) domain.RouteResult {
 	ix := s.index
 	s.mu.RUnlock()
 	return ix.Route(req, s.r.cfg.Route, rand.IntN)
+}
+
+// Skill is a capability that healthy agents of a namespace offer, with
+// their aliases.
+type Skill struct {
+	Capability string
+	Aliases    []string
+	Agents     int
+}
+
+// Skills lists the capabilities of a namespace's HEALTHY agents, sorted.
+func (s *Snapshot) Skills(namespace string) []Skill {
+	s.mu.RLock()
+	byCap := map[string]*Skill{}
+	for _, a := range s.agents {
+		if a.Namespace != namespace || a.State != domain.AgentHealthy || a.Deregistered {
+			continue
+		}
+		for _, c := range a.Capabilities {
+			sk := byCap[c]
+			if sk == nil {
+				sk = &Skill{Capability: c}
+				byCap[c] = sk
+			}
+			sk.Agents++
+			for _, al := range a.Aliases {
+				if !slices.Contains(sk.Aliases, al) {
+					sk.Aliases = append(sk.Aliases, al)
+				}
+			}
+		}
+	}
+	s.mu.RUnlock()
+	out := make([]Skill, 0, len(byCap))
+	for _, sk := range byCap {
+		slices.Sort(sk.Aliases)
+		out = append(out, *sk)
+	}
+	slices.SortFunc(out, func(a, b Skill) int { return strings.Compare(a.Capability, b.Capability) })
+	return out
 }

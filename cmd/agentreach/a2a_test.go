@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/a2aproject/a2a-go/a2asrv/push"
+	"github.com/stretchr/testify/require"
+)
+
+// sdkAgent is a real A2A agent built with the Go A2A SDK (a2asrv): its
+// JSON-RPC endpoint at /, its card, with an ETag and a max-age, at the
+// well-known path. The card can be changed while it runs.
+type sdkAgent struct {
+	srv       *httptest.Server
+	mu        sync.Mutex
+	card      a2a.AgentCard
+	revalids  atomic.Int32 // card fetches answered 304
+	messages  chan *a2a.Message
+	executeFn func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error
+}
+
+type sdkExecutor struct{ a *sdkAgent }
+
+func (e sdkExecutor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	e.a.messages <- rc.Message
+	return e.a.executeFn(ctx, rc, q)
+}
+
+func (e sdkExecutor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+// newSDKAgent starts an A2A agent offering skills; withPush gives it push
+// notifications (else Agent-Reach must poll it).
+func newSDKAgent(t *testing.T, name string, skills []a2a.AgentSkill, withPush bool,
+	execute func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error) *sdkAgent {
+	t.Helper()
+	a := &sdkAgent{messages: make(chan *a2a.Message, 100), executeFn: execute}
+	var opts []a2asrv.RequestHandlerOption
+	if withPush {
+		opts = append(opts, a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(nil)))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(sdkExecutor{a}, opts...)))
+	mux.HandleFunc("GET /.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		body, _ := json.Marshal(a.card)
+		a.mu.Unlock()
+		sum := sha256.Sum256(body)
+		etag := `"` + hex.EncodeToString(sum[:8]) + `"`
+		w.Header().Set("ETag", etag)
+		w.Header().Set("Cache-Control", "max-age=1")
+		if r.Header.Get("If-None-Match") == etag {
+			a.revalids.Add(1)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})
+	a.srv = httptest.NewServer(mux)
+	t.Cleanup(a.srv.Close)
+	a.card = a2a.AgentCard{Name: name, Description: "a test agent", URL: a.srv.URL + "/", Version: "1.0.0",
+		ProtocolVersion: "0.3.0", PreferredTransport: a2a.TransportProtocolJSONRPC,
+		Capabilities:      a2a.AgentCapabilities{PushNotifications: withPush},
+		DefaultInputModes: []string{"application/json"}, DefaultOutputModes: []string{"application/json"}, Skills: skills}
+	return a
+}
+
+func (a *sdkAgent) setSkills(skills []a2a.AgentSkill) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.card.Skills = skills
+}
+
+// completes answers {"sum": a+b, "by": name}: working, an artifact, then
+// completed, each pushed by the SDK when it has a push config.
+func completes(name string) func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	return func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+		in := map[string]any{}
+		if dp, ok := rc.Message.Parts[0].(a2a.DataPart); ok {
+			in = dp.Data
+		}
+		a, _ := in["a"].(float64)
+		b, _ := in["b"].(float64)
+		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
+			return err
+		}
+		if err := q.Write(ctx, a2a.NewArtifactEvent(rc, a2a.DataPart{Data: map[string]any{"sum": a + b, "by": name}})); err != nil {
+			return err
+		}
+		done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
+		done.Final = true
+		return q.Write(ctx, done)
+	}
+}
+
+func rejects(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateRejected, a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "not for me"}))
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+type fullEventJSON struct {
+	StreamID string          `json:"stream_id"`
+	Type     string          `json:"type"`
+	Data     json.RawMessage `json:"data"`
+	Metadata struct {
+		Actor string `json:"actor"`
+	} `json:"metadata"`
+}
+
+func jobEventsFull(t *testing.T, base, id string) []fullEventJSON {
+	t.Helper()
+	var out struct {
+		Events []fullEventJSON `json:"events"`
+	}
+	getJSON(t, base+"/v1/jobs/"+id+"/events", http.StatusOK, &out)
+	return out.Events
+}
+
+func registerCard(t *testing.T, base, body string) agentJSON {
+	t.Helper()
+	var reg agentJSON
+	postJSON(t, base+"/v1/agents", body, http.StatusCreated, &reg)
+	return reg
+}
+
+type cardAgentJSON struct {
+	AgentID         string         `json:"agent_id"`
+	Capabilities    []string       `json:"capabilities"`
+	Aliases         []string       `json:"aliases"`
+	Endpoint        string         `json:"endpoint"`
+	Protocol        string         `json:"protocol"`
+	Version         string         `json:"version"`
+	Metadata        map[string]any `json:"metadata"`
+	State           string         `json:"state"`
+	RegisteredAt    time.Time      `json:"registered_at"`
+	LastHeartbeatAt time.Time      `json:"last_heartbeat_at"`
+}
+
+func getCardAgent(t *testing.T, base, id string) cardAgentJSON {
+	t.Helper()
+	var a cardAgentJSON
+	getJSON(t, base+"/v1/agents/"+id, http.StatusOK, &a)
+	return a
+}
+
+// waitFor polls cond until it holds or within passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "not within %s: %s", within, what)
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+}
+
+// TestA2ARegisterByCardAndDeliverByPush: an agent built with the Go A2A SDK
+// is registered from its card; a job for one of its skills, submitted
+// through the API, ends SUCCESS with the agent's result, which arrived by
+// push notification. Its card is revalidated with its ETag (each answer
+// renews the lease), and a changed card is picked up and recorded.
+func TestA2ARegisterByCardAndDeliverByPush(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	agent := newSDKAgent(t, "Calc Agent", []a2a.AgentSkill{{ID: "calc.add", Name: "add", Tags: []string{"math"}}}, true, completes("calc"))
+
+	reg := registerCard(t, base, fmt.Sprintf(`{"card_url":%q,"ttl_seconds":6}`, agent.srv.URL))
+	require.Equal(t, "calc-agent", reg.AgentID, "the id comes from the card's name")
+	require.NotEmpty(t, reg.Token)
+	a := getCardAgent(t, base, "calc-agent")
+	require.Equal(t, "a2a", a.Protocol)
+	require.Equal(t, []string{"calc.add"}, a.Capabilities)
+	require.Equal(t, []string{"math"}, a.Aliases)
+	require.Equal(t, agent.srv.URL+"/", a.Endpoint)
+	require.Equal(t, "1.0.0", a.Version)
+	require.Equal(t, true, a.Metadata["a2a"].(map[string]any)["push"])
+	waitState(t, base, "calc-agent", "HEALTHY", 20*time.Second)
+	waitChosen(t, base, "calc.add", "calc-agent")
+
+	id := submitOK(t, base, `{"capability":"calc.add","payload":{"a":2,"b":3}}`)
+	j := waitTerminal(t, base, id, 15*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, j.Error)
+	require.Equal(t, "calc-agent", j.AgentID)
+	require.JSONEq(t, `{"sum":5,"by":"calc"}`, string(j.Result))
+	evs := jobEventsFull(t, base, id)
+	var got []string
+	for _, e := range evs {
+		got = append(got, e.Type)
+	}
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "SUCCESS"}, got)
+	require.Equal(t, "a2a:push:calc-agent", evs[3].Metadata.Actor, "the result came by push")
+	msg := <-agent.messages
+	require.Equal(t, id, msg.ID, "the message id is the job id, so the agent can drop a repeat")
+	require.Equal(t, "calc.add", msg.Metadata["skill"])
+
+	// The card is revalidated with its ETag, and each answer renews the lease.
+	waitFor(t, 15*time.Second, "a 304 revalidation and a lease renewed by it", func() bool {
+		a := getCardAgent(t, base, "calc-agent")
+		return agent.revalids.Load() > 0 && a.LastHeartbeatAt.After(a.RegisteredAt.Add(2*time.Second)) && a.State == "HEALTHY"
+	})
+
+	// A changed card is picked up on the next refresh and recorded.
+	agent.setSkills([]a2a.AgentSkill{{ID: "calc.add", Tags: []string{"math"}}, {ID: "calc.mul", Tags: []string{"math"}}})
+	waitFor(t, 15*time.Second, "the new skill", func() bool {
+		return len(getCardAgent(t, base, "calc-agent").Capabilities) == 2
+	})
+	var log struct {
+		Events []fullEventJSON `json:"events"`
+	}
+	getJSON(t, base+"/v1/events?limit=1000", http.StatusOK, &log)
+	var updates []fullEventJSON
+	for _, e := range log.Events {
+		if e.StreamID == "agent:calc-agent" && e.Type == "AGENT_CARD_UPDATED" {
+			updates = append(updates, e)
+		}
+	}
+	require.Len(t, updates, 1)
+	require.Contains(t, string(updates[0].Data), `"calc.mul"`)
+}
+
+// TestA2ARejectedIsRerouted: an A2A agent that answers REJECTED does not
+// get the job again; it goes at once to another agent with the capability.
+func TestA2ARejectedIsRerouted(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	skill := []a2a.AgentSkill{{ID: "t.pick"}}
+	rejecter := newSDKAgent(t, "Rejecter", skill, true, rejects)
+	taker := newSDKAgent(t, "Taker", skill, true, completes("taker"))
+	registerCard(t, base, fmt.Sprintf(`{"card_url":%q,"agent_id":"rejecter","weight":100}`, rejecter.srv.URL))
+	registerCard(t, base, fmt.Sprintf(`{"card_url":%q,"agent_id":"taker","weight":1}`, taker.srv.URL))
+	waitState(t, base, "rejecter", "HEALTHY", 20*time.Second)
+	waitState(t, base, "taker", "HEALTHY", 20*time.Second)
+	waitChosen(t, base, "t.pick", "rejecter")
+
+	id := submitOK(t, base, `{"capability":"t.pick","payload":{"a":1,"b":1},"max_attempts":3,"backoff_base_ms":600000}`)
+	j := waitTerminal(t, base, id, 15*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, j.Error)
+	require.Equal(t, "taker", j.AgentID)
+	require.JSONEq(t, `{"sum":2,"by":"taker"}`, string(j.Result))
+	evs := jobEvents(t, base, id)
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "ATTEMPT_FAILED", "ROUTED", "DELIVERED", "SUCCESS"}, types(evs))
+	require.Equal(t, []string{"rejecter", "taker"}, routedTo(t, evs))
+	require.Contains(t, string(evs[3].Data), `"reason":"rejected"`)
+	require.Len(t, rejecter.messages, 1, "a rejecting agent is not asked again")
+}
+
+// TestA2APollsAgentWithoutPush: an agent whose card offers no push
+// notifications is polled with GetTask until its task ends.
+func TestA2APollsAgentWithoutPush(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	release := make(chan struct{})
+	agent := newSDKAgent(t, "Slow", []a2a.AgentSkill{{ID: "t.slow"}}, false, func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
+			return err
+		}
+		<-release
+		return completes("slow")(ctx, rc, q)
+	})
+	registerCard(t, base, fmt.Sprintf(`{"card_url":%q}`, agent.srv.URL))
+	waitState(t, base, "slow", "HEALTHY", 20*time.Second)
+	waitChosen(t, base, "t.slow", "slow")
+
+	id := submitOK(t, base, `{"capability":"t.slow","payload":{"a":4,"b":5}}`)
+	waitJob(t, base, id, func(j jobJSON) bool { return j.Status == "DELIVERED" }, 10*time.Second)
+	close(release)
+	j := waitTerminal(t, base, id, 20*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, j.Error)
+	require.JSONEq(t, `{"sum":9,"by":"slow"}`, string(j.Result))
+	evs := jobEventsFull(t, base, id)
+	require.Equal(t, "SUCCESS", evs[len(evs)-1].Type)
+	require.Equal(t, "a2a:poll", evs[len(evs)-1].Metadata.Actor)
+	require.Contains(t, string(evs[2].Data), `"remote_task_id"`)
+}
+
+// TestAgentReachAsA2AAgent: the Go A2A SDK's client, pointed at
+// Agent-Reach's own card, sends a message and reads the task's result back
+// with GetTask; the v1.0 method names work too, and a push config is the
+// job's callback, delivered as an A2A task.
+func TestAgentReachAsA2AAgent(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "echo", "t.echo", 50, answer("SUCCESS", ""))
+	newTestAgent(t, base, "other", "t.other", 50, answer("SUCCESS", ""))
+	ctx := context.Background()
+
+	card, err := agentcard.DefaultResolver.Resolve(ctx, base+"/a2a/default")
+	require.NoError(t, err)
+	require.Equal(t, base+"/a2a/default", card.URL)
+	var skills []string
+	for _, s := range card.Skills {
+		skills = append(skills, s.ID)
+	}
+	require.Equal(t, []string{"t.echo", "t.other"}, skills, "skills are the namespace's healthy capabilities")
+	root, err := agentcard.DefaultResolver.Resolve(ctx, base)
+	require.NoError(t, err)
+	require.Equal(t, card.URL, root.URL, "the default namespace's card is also at the root")
+
+	client, err := a2aclient.NewFromCard(ctx, card)
+	require.NoError(t, err)
+	res, err := client.SendMessage(ctx, &a2a.MessageSendParams{
+		Message:  a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{"n": 1}}),
+		Metadata: map[string]any{"skill": "t.echo"}})
+	require.NoError(t, err)
+	sent, ok := res.(*a2a.Task)
+	require.True(t, ok, "%T", res)
+	task, err := client.GetTask(ctx, &a2a.TaskQueryParams{ID: sent.ID})
+	require.NoError(t, err)
+	require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
+	require.Len(t, task.Artifacts, 1)
+	data := task.Artifacts[0].Parts[0].(a2a.DataPart).Data
+	require.Equal(t, string(sent.ID), data["job_id"], "the task id is the job id, and the result is the agent's")
+	require.Equal(t, "SUCCESS", getJob(t, base, string(sent.ID)).Status)
+
+	// No skill named, and the namespace offers two: a clear error.
+	_, err = client.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "hi"})})
+	require.ErrorIs(t, err, a2a.ErrInvalidParams)
+	// An unknown task.
+	_, err = client.GetTask(ctx, &a2a.TaskQueryParams{ID: "0190f1c2-0000-7000-8000-000000000000"})
+	require.ErrorIs(t, err, a2a.ErrTaskNotFound)
+
+	// v1.0 names and shapes, returning at once; then GetTask until done.
+	rpc := func(body string) map[string]any {
+		resp, err := http.Post(base+"/a2a/default", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		require.Nil(t, out["error"], "%v", out)
+		return out["result"].(map[string]any)
+	}
+	r := rpc(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-v1","role":"ROLE_USER",
+		"parts":[{"data":{"n":2}}]},"configuration":{"returnImmediately":true},"metadata":{"skill":"t.echo"}}}`)
+	jobID := r["id"].(string)
+	waitFor(t, 10*time.Second, "the v1.0 task to complete", func() bool {
+		r := rpc(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":%q}}`, jobID))
+		return r["status"].(map[string]any)["state"] == "completed"
+	})
+	again := rpc(`{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m-v1","role":"ROLE_USER",
+		"parts":[{"data":{"n":2}}]},"configuration":{"returnImmediately":true},"metadata":{"skill":"t.echo"}}}`)
+	require.Equal(t, jobID, again["id"], "the message id is the idempotency key")
+
+	// A push config is the job's callback: the caller gets the task, with its credentials.
+	type pushed struct {
+		auth, token string
+		task        a2a.Task
+	}
+	pushes := make(chan pushed, 4)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var tk a2a.Task
+		_ = json.Unmarshal(b, &tk)
+		pushes <- pushed{auth: r.Header.Get("Authorization"), token: r.Header.Get("X-A2A-Notification-Token"), task: tk}
+	}))
+	t.Cleanup(receiver.Close)
+	blocking := false
+	res, err = client.SendMessage(ctx, &a2a.MessageSendParams{
+		Message:  a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{"n": 3}}),
+		Metadata: map[string]any{"skill": "t.echo"},
+		Config: &a2a.MessageSendConfig{Blocking: &blocking, PushConfig: &a2a.PushConfig{URL: receiver.URL, Token: "tok-1",
+			Auth: &a2a.PushAuthInfo{Schemes: []string{"Bearer"}, Credentials: "secret-1"}}}})
+	require.NoError(t, err)
+	withPush := res.(*a2a.Task)
+	select {
+	case p := <-pushes:
+		require.Equal(t, "Bearer secret-1", p.auth)
+		require.Equal(t, "tok-1", p.token)
+		require.Equal(t, withPush.ID, p.task.ID)
+		require.Equal(t, a2a.TaskStateCompleted, p.task.Status.State)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no push of the finished task")
+	}
+	list, err := client.ListTaskPushConfig(ctx, &a2a.ListTaskPushConfigParams{TaskID: withPush.ID})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, receiver.URL, list[0].Config.URL)
+	waitJob(t, base, string(withPush.ID), func(j jobJSON) bool { return j.Callback != nil && j.Callback.Acknowledged }, 10*time.Second)
+
+	// Cancelling a finished task is refused with A2A's code.
+	_, err = client.CancelTask(ctx, &a2a.TaskIDParams{ID: sent.ID})
+	require.ErrorIs(t, err, a2a.ErrTaskNotCancelable)
+}

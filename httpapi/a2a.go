@@ -98,12 +98,12 @@ func (s *Server) agentCard(ns string) map[string]any {
 		Description: "Agent-Reach reaches every agent registered in namespace " + ns + ": name a skill in the message's " +
 			"metadata.skill, and the job is routed to the best healthy agent offering it, delivered durably, and its task answered here.",
 		URL: url, PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: s.deps.Version,
-		Capabilities:       a2a.AgentCapabilities{PushNotifications: true, StateTransitionHistory: true},
-		DefaultInputModes:  []string{"application/json", "text/plain"},
-		DefaultOutputModes: []string{"application/json", "text/plain"},
-		Skills:             skills,
-		SecuritySchemes:    a2a.NamedSecuritySchemes{"api_key": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer", Description: "an Agent-Reach API key"}},
-		Security:           []a2a.SecurityRequirements{{"api_key": a2a.SecuritySchemeScopes{}}},
+		Capabilities:                      a2a.AgentCapabilities{PushNotifications: true, StateTransitionHistory: true},
+		DefaultInputModes:                 []string{"application/json", "text/plain"},
+		DefaultOutputModes:                []string{"application/json", "text/plain"},
+		Skills:                            skills,
+		SecuritySchemes:                   a2a.NamedSecuritySchemes{"api_key": a2a.HTTPAuthSecurityScheme{Scheme: "Bearer", Description: "an Agent-Reach API key"}},
+		Security:                          []a2a.SecurityRequirements{{"api_key": a2a.SecuritySchemeScopes{}}},
 		SupportsAuthenticatedExtendedCard: true,
 	}
 	b, _ := json.Marshal(card)

@@ -218,6 +218,9 @@ var (
 // unknown job or attempt, ErrPushToken, and a *domain.FieldError for a
 // body that is no task.
 func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, token string, body []byte) (Recorded, error) {
+	if token == "" {
+		return "", fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
+	}
 	t, err := a2abridge.ParseTask(body)
 	if err != nil {
 		return "", &domain.FieldError{Field: "body", Message: err.Error()}

@@ -21,6 +21,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 	"github.com/a2aproject/a2a-go/a2asrv/push"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -405,4 +406,108 @@ func TestAgentReachAsA2AAgent(t *testing.T) {
 	// Cancelling a finished task is refused with A2A's code.
 	_, err = client.CancelTask(ctx, &a2a.TaskIDParams{ID: sent.ID})
 	require.ErrorIs(t, err, a2a.ErrTaskNotCancelable)
+}
+
+// TestA2AInputRequiredStopsTheDeadline: an agent that needs input holds the
+// job in AWAITING_INPUT with no deadline running; when it works again the
+// job is RESUMED under a fresh deadline, and its result ends the job.
+func TestA2AInputRequiredStopsTheDeadline(t *testing.T) {
+	t.Parallel()
+	svc, dsn := service(t)
+	base := svc.m.URL()
+	resume := make(chan struct{})
+	agent := newSDKAgent(t, "Asker", []a2a.AgentSkill{{ID: "t.ask"}}, true, func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+		ask := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateInputRequired, a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "which unit?"}))
+		if err := q.Write(ctx, ask); err != nil {
+			return err
+		}
+		<-resume
+		return completes("asker")(ctx, rc, q)
+	})
+	registerCard(t, base, fmt.Sprintf(`{"card_url":%q}`, agent.srv.URL))
+	waitState(t, base, "asker", "HEALTHY", 20*time.Second)
+	waitChosen(t, base, "t.ask", "asker")
+
+	id := submitOK(t, base, `{"capability":"t.ask","payload":{"a":1,"b":2},"timeout_ms":2000}`)
+	waitJob(t, base, id, func(j jobJSON) bool { return j.Status == "AWAITING_INPUT" }, 10*time.Second)
+	db := openDB(t, dsn)
+	var timers int
+	require.NoError(t, db.QueryRow(context.Background(), `SELECT count(*) FROM job_timers WHERE job_id = $1`, id).Scan(&timers))
+	require.Zero(t, timers, "no deadline runs while the agent waits for input")
+	evs := jobEventsFull(t, base, id)
+	require.Contains(t, string(evs[len(evs)-1].Data), `"state":"input-required"`)
+	require.Contains(t, string(evs[len(evs)-1].Data), `which unit?`)
+
+	close(resume)
+	j := waitTerminal(t, base, id, 10*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, j.Error)
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "AWAITING_INPUT", "RESUMED", "SUCCESS"}, types(jobEvents(t, base, id)))
+}
+
+// TestA2AEndpointsSecurity: the JSON-RPC endpoint needs a key of its
+// namespace, the card is public, and a push needs the attempt's token.
+func TestA2AEndpointsSecurity(t *testing.T) {
+	t.Parallel()
+	svc := securedService(t, nil)
+	base := svc.m.URL()
+	keyA, _ := createKey(t, base, testAdminKey, `{"namespace":"a","scopes":["jobs:read","jobs:submit:*"]}`)
+	keyB, _ := createKey(t, base, testAdminKey, `{"namespace":"b","scopes":["jobs:read","jobs:submit:*"]}`)
+	get := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"0190f1c2-0000-7000-8000-000000000000"}}`
+
+	code, _ := call(t, http.MethodGet, base+"/a2a/a/.well-known/agent-card.json", "", "")
+	require.Equal(t, http.StatusOK, code, "the card is public")
+	code, out := call(t, http.MethodPost, base+"/a2a/a", "", get)
+	require.Equal(t, http.StatusUnauthorized, code, out)
+	code, out = call(t, http.MethodPost, base+"/a2a/a", "Bearer "+keyB, get)
+	require.Equal(t, http.StatusNotFound, code, out)
+	code, out = call(t, http.MethodPost, base+"/a2a/a", "Bearer "+keyA, get)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Contains(t, out, `"code":-32001`, "an unknown task, in A2A's terms")
+
+	// A job of namespace a is not a task of namespace b.
+	newSecuredAgent(t, base, testAdminKey, "sec-a2a", "a", "sec.held", http.StatusAccepted)
+	code, out = call(t, http.MethodPost, base+"/v1/jobs", "Bearer "+keyA, `{"capability":"sec.held","payload":{}}`)
+	require.Equal(t, http.StatusAccepted, code, out)
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, jsonUnmarshal(out, &sub))
+	getIt := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":%q}}`, sub.JobID)
+	_, out = call(t, http.MethodPost, base+"/a2a/a", "Bearer "+keyA, getIt)
+	require.Contains(t, out, `"result"`)
+	_, out = call(t, http.MethodPost, base+"/a2a/b", "Bearer "+keyB, getIt)
+	require.Contains(t, out, `"code":-32001`)
+
+	// Pushes need the attempt's token; nothing is written without it.
+	waitJobAuth(t, base, "Bearer "+keyA, sub.JobID, "DELIVERED")
+	before := len(jobEventsAuth(t, base, "Bearer "+keyA, sub.JobID))
+	task := `{"kind":"task","id":"x","contextId":"c","status":{"state":"completed"}}`
+	code, out = call(t, http.MethodPost, base+"/a2a-push/"+sub.JobID+"/1", "", task)
+	require.Equal(t, http.StatusUnauthorized, code, out)
+	code, out = call(t, http.MethodPost, base+"/a2a-push/"+sub.JobID+"/1", "Bearer arp_forged", task)
+	require.Equal(t, http.StatusUnauthorized, code, out)
+	code, out = call(t, http.MethodPost, base+"/a2a-push/"+sub.JobID+"/0", "Bearer arp_forged", task)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	code, out = call(t, http.MethodPost, base+"/a2a-push/"+sub.JobID+"/1", "Bearer arp_forged", `{"nonsense":true}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Len(t, jobEventsAuth(t, base, "Bearer "+keyA, sub.JobID), before)
+}
+
+func jobEventsAuth(t *testing.T, base, auth, id string) []fullEventJSON {
+	t.Helper()
+	code, out := call(t, http.MethodGet, base+"/v1/jobs/"+id+"/events", auth, "")
+	require.Equal(t, http.StatusOK, code, out)
+	var evs struct {
+		Events []fullEventJSON `json:"events"`
+	}
+	require.NoError(t, jsonUnmarshal(out, &evs))
+	return evs.Events
+}
+
+func openDB(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
 }

@@ -152,7 +152,7 @@ func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.T
 	}
 	open := latest && (cur.Status == domain.StatusDelivered || cur.Status == domain.StatusAwaitingInput)
 	if !open {
-		if !t.State.Terminal() {
+		if !t.State.Terminal() || (t.State == a2abridge.StateCanceled && l.Status == domain.StatusCancelled) {
 			return nil, sideEffects{}, ""
 		}
 		reason := "late"
@@ -359,6 +359,24 @@ func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) e
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// cancelAtAgent asks the A2A agent that holds a cancelled job's task to
+// cancel it too. It is a courtesy, in the background: the job is already
+// CANCELLED, and whatever the agent pushes later is recorded and changes
+// nothing.
+func (s *Service) cancelAtAgent(ctx context.Context, l *Loaded) {
+	a := s.registry.Snapshot().Agent(l.AgentID)
+	if a == nil || a.Protocol != domain.ProtocolA2A {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	go func() {
+		defer cancel()
+		if err := s.a2a.CancelTask(ctx, a.Endpoint, l.RemoteTaskID, s.a2aHeader(ctx, l, l.Attempts)); err != nil {
+			s.logger.InfoContext(ctx, "a2a cancel at the agent", "job_id", l.JobID, "agent_id", a.AgentID, "err", err)
+		}
+	}()
 }
 
 // enqueuePollTx starts polling attempt of job in tx.

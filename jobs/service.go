@@ -474,6 +474,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 // Cancel ends a job that is not terminal. A job already at an agent is
 // not recalled; its late result will be recorded as a duplicate.
 func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*Loaded, error) {
+	var held *Loaded // the job as an A2A agent holds it, if one does
 	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, id)
 		if err != nil {
@@ -485,11 +486,18 @@ func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metad
 		if reason == "" {
 			reason = "cancelled by " + md.Actor
 		}
+		if held = nil; (l.Status == domain.StatusDelivered || l.Status == domain.StatusAwaitingInput) && l.RemoteTaskID != "" {
+			c := *l
+			held = &c
+		}
 		return s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
 			domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: reason}, md))
 	})
 	if err != nil {
 		return nil, err
+	}
+	if held != nil {
+		s.cancelAtAgent(ctx, held)
 	}
 	return s.Load(ctx, nil, id)
 }

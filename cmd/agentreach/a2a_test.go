@@ -34,6 +34,7 @@ type sdkAgent struct {
 	card      a2a.AgentCard
 	revalids  atomic.Int32 // card fetches answered 304
 	messages  chan *a2a.Message
+	cancels   chan a2a.TaskID
 	executeFn func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error
 }
 
@@ -45,6 +46,7 @@ func (e sdkExecutor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q e
 }
 
 func (e sdkExecutor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	e.a.cancels <- rc.TaskID
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
 	ev.Final = true
 	return q.Write(ctx, ev)
@@ -55,7 +57,7 @@ func (e sdkExecutor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q ev
 func newSDKAgent(t *testing.T, name string, skills []a2a.AgentSkill, withPush bool,
 	execute func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error) *sdkAgent {
 	t.Helper()
-	a := &sdkAgent{messages: make(chan *a2a.Message, 100), executeFn: execute}
+	a := &sdkAgent{messages: make(chan *a2a.Message, 100), cancels: make(chan a2a.TaskID, 100), executeFn: execute}
 	var opts []a2asrv.RequestHandlerOption
 	if withPush {
 		opts = append(opts, a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(nil)))
@@ -421,7 +423,11 @@ func TestA2AInputRequiredStopsTheDeadline(t *testing.T) {
 		if err := q.Write(ctx, ask); err != nil {
 			return err
 		}
-		<-resume
+		select {
+		case <-resume:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		return completes("asker")(ctx, rc, q)
 	})
 	registerCard(t, base, fmt.Sprintf(`{"card_url":%q}`, agent.srv.URL))
@@ -438,10 +444,31 @@ func TestA2AInputRequiredStopsTheDeadline(t *testing.T) {
 	require.Contains(t, string(evs[len(evs)-1].Data), `"state":"input-required"`)
 	require.Contains(t, string(evs[len(evs)-1].Data), `which unit?`)
 
+	// Cancelling a job an A2A agent holds cancels its task there too.
+	second := submitOK(t, base, `{"capability":"t.ask","payload":{"a":0,"b":0}}`)
+	waitJob(t, base, second, func(j jobJSON) bool { return j.Status == "AWAITING_INPUT" }, 10*time.Second)
+	var remote struct {
+		RemoteTaskID string `json:"remote_task_id"`
+	}
+	for _, e := range jobEventsFull(t, base, second) {
+		if e.Type == "DELIVERED" {
+			require.NoError(t, json.Unmarshal(e.Data, &remote))
+		}
+	}
+	postJSON(t, base+"/v1/jobs/"+second+"/cancel", `{}`, http.StatusOK, nil)
+	select {
+	case got := <-agent.cancels:
+		require.NotEmpty(t, remote.RemoteTaskID)
+		require.Equal(t, remote.RemoteTaskID, string(got), "the agent's own task id")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was not asked to cancel its task")
+	}
+
 	close(resume)
 	j := waitTerminal(t, base, id, 10*time.Second)
 	require.Equal(t, "SUCCESS", j.Status, j.Error)
 	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "AWAITING_INPUT", "RESUMED", "SUCCESS"}, types(jobEvents(t, base, id)))
+	require.Equal(t, "CANCELLED", getJob(t, base, second).Status)
 }
 
 // TestA2AEndpointsSecurity: the JSON-RPC endpoint needs a key of its

@@ -39,7 +39,7 @@ test-short: ## quick run without -count=1
 bench: build ## side-by-side benchmark: submits, end to end, routing, against pgbench and River (a few minutes)
 	./bin/agentreach bench --out bench-results.md --png bench-results.png
 
-bench-micro: ## Go microbenchmarks (router)
+bench-micro: ## Go microbenchmarks (router, A2A push parsing)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 lint: fmt vet ## gofmt check and go vet

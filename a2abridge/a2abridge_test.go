@@ -129,3 +129,17 @@ func TestPushToken(t *testing.T) {
 	require.False(t, a2abridge.PushTokenValid([][]byte{k2}, "job", 2, tok), "another key")
 	require.False(t, a2abridge.PushTokenValid([][]byte{k1}, "job", 2, ""))
 }
+
+// BenchmarkParseTask reads one pushed v0.3 task with a data artifact: the
+// work of the push ingress before it touches the database.
+func BenchmarkParseTask(b *testing.B) {
+	body := []byte(`{"kind":"task","id":"0b6c1f7e-1d0e-4a51-9c1e-3f4c2b1a0d9e","contextId":"c1","status":{"state":"completed",
+		"timestamp":"2026-11-29T23:00:00Z"},"artifacts":[{"artifactId":"a","parts":[{"kind":"data","data":{"sum":3,"by":"calc"}}]}],
+		"history":[{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"data","data":{"a":1,"b":2}}]}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a2abridge.ParseTask(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

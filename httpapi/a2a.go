@@ -392,6 +392,9 @@ func rpcError(err error) error {
 
 // task loads the job of a task id that the call's key may see.
 func (h *a2aHandler) task(ctx context.Context, id a2a.TaskID) (*jobs.Loaded, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: id is required", a2a.ErrInvalidParams)
+	}
 	call := a2aCallFrom(ctx)
 	l, err := h.s.deps.Jobs.Load(ctx, nil, string(id))
 	if err != nil {
@@ -404,8 +407,8 @@ func (h *a2aHandler) task(ctx context.Context, id a2a.TaskID) (*jobs.Loaded, err
 }
 
 func (h *a2aHandler) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Task, error) {
-	if q == nil || q.ID == "" {
-		return nil, fmt.Errorf("%w: id is required", a2a.ErrInvalidParams)
+	if q == nil {
+		return nil, a2a.ErrInvalidParams
 	}
 	l, err := h.task(ctx, q.ID)
 	if err != nil {
@@ -415,8 +418,8 @@ func (h *a2aHandler) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2
 }
 
 func (h *a2aHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
-	if p == nil || p.ID == "" {
-		return nil, fmt.Errorf("%w: id is required", a2a.ErrInvalidParams)
+	if p == nil {
+		return nil, a2a.ErrInvalidParams
 	}
 	l, err := h.task(ctx, p.ID)
 	if err != nil {
@@ -453,12 +456,17 @@ func toTaskPushConfig(id a2a.TaskID, p jobs.PushConfig) *a2a.TaskPushConfig {
 	return &a2a.TaskPushConfig{TaskID: id, Config: cfg}
 }
 
-func (h *a2aHandler) OnGetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
-	l, err := h.task(ctx, p.TaskID)
+// pushConfigs lists the push configs of a task the call's key may see.
+func (h *a2aHandler) pushConfigs(ctx context.Context, id a2a.TaskID) ([]jobs.PushConfig, error) {
+	l, err := h.task(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	configs, err := h.s.deps.Jobs.PushConfigs(ctx, l.JobID)
+	return h.s.deps.Jobs.PushConfigs(ctx, l.JobID)
+}
+
+func (h *a2aHandler) OnGetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	configs, err := h.pushConfigs(ctx, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
@@ -471,11 +479,7 @@ func (h *a2aHandler) OnGetTaskPushConfig(ctx context.Context, p *a2a.GetTaskPush
 }
 
 func (h *a2aHandler) OnListTaskPushConfig(ctx context.Context, p *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
-	l, err := h.task(ctx, p.TaskID)
-	if err != nil {
-		return nil, err
-	}
-	configs, err := h.s.deps.Jobs.PushConfigs(ctx, l.JobID)
+	configs, err := h.pushConfigs(ctx, p.TaskID)
 	if err != nil {
 		return nil, err
 	}

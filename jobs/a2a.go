@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptrace"
 	"strconv"
 	"time"
 
@@ -13,9 +12,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/a2abridge"
 	"github.com/agentreach/agentreach/domain"
@@ -37,20 +34,8 @@ const PushPath = "/a2a-push/"
 // deliverA2A sends the attempt to an A2A agent as SendMessage and reads
 // what the agent answered into an outcome.
 func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) outcome {
-	ctx, span := s.tracer.Start(ctx, "deliver a2a", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", attempt),
-			attribute.String("agent_id", a.AgentID), attribute.String("url.full", a.Endpoint)))
-	defer span.End()
-	wait := deadline
-	if capped := time.Now().Add(s.cfg.InlineWait); capped.Before(deadline) {
-		wait = capped
-	}
-	ctx, cancel := context.WithDeadline(ctx, wait)
-	defer cancel()
-	var wrote bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) { wrote = info.Err == nil },
-	})
+	ctx, wait, wrote, end := s.deliveryCtx(ctx, "deliver a2a", a, l, attempt, deadline)
+	defer end()
 	send := a2abridge.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt, Capability: l.Capability,
 		Payload: l.Payload, Header: s.a2aHeader(ctx, l, attempt)}
 	ci, byCard := a.A2AInfo()
@@ -78,9 +63,9 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 		return outcome{kind: outcomeFailed, reason: "http_" + strconv.Itoa(httpErr.Status), errText: httpErr.Body}
 	case errors.Is(err, a2abridge.ErrBadTask):
 		return outcome{kind: outcomeFailed, reason: "bad_response", errText: truncate(err.Error(), 256)}
-	case err != nil && ctx.Err() != nil && wrote && wait.Before(deadline):
+	case err != nil && ctx.Err() != nil && wrote() && wait.Before(deadline):
 		return outcome{kind: outcomeAccepted, poll: !push}
-	case err != nil && ctx.Err() != nil && wrote:
+	case err != nil && ctx.Err() != nil && wrote():
 		return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
 	case err != nil:
 		return outcome{kind: outcomeFailed, reason: classifyNetErr(err, ctx), errText: err.Error()}

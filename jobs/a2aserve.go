@@ -1,20 +1,15 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/registry"
@@ -196,26 +191,12 @@ func (s *Service) postA2APushes(ctx context.Context, l *Loaded, configs []PushCo
 }
 
 func (s *Service) postA2APush(ctx context.Context, l *Loaded, p PushConfig, body []byte) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
+	h := http.Header{}
 	if p.Token != "" {
-		req.Header.Set("X-A2A-Notification-Token", p.Token)
+		h.Set("X-A2A-Notification-Token", p.Token)
 	}
 	if p.Scheme != "" && p.Credentials != "" {
-		req.Header.Set("Authorization", p.Scheme+" "+p.Credentials)
+		h.Set("Authorization", p.Scheme+" "+p.Credentials)
 	}
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
-	req.Header.Set("X-Reach-Job-Id", l.JobID)
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return s.postToCaller(ctx, l, p.URL, body, h)
 }

@@ -129,22 +129,30 @@ func (s *Service) postCallback(ctx context.Context, l *Loaded, secrets []string,
 		}
 		keys = append(keys, key)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.CallbackURL, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
 	id := "msg_" + l.JobID
 	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("webhook-id", id)
-	req.Header.Set("webhook-timestamp", ts)
+	h := http.Header{}
+	h.Set("webhook-id", id)
+	h.Set("webhook-timestamp", ts)
 	sigs := make([]string, len(keys))
 	for i, key := range keys {
 		sigs[i] = "v1," + Sign(key, id, ts, body)
 	}
-	req.Header.Set("webhook-signature", strings.Join(sigs, " "))
+	h.Set("webhook-signature", strings.Join(sigs, " "))
+	return s.postToCaller(ctx, l, l.CallbackURL, body, h)
+}
+
+// postToCaller POSTs a JSON body to a caller's URL with header, the trace
+// context and the job id, within 15 s, and answers the status.
+func (s *Service) postToCaller(ctx context.Context, l *Loaded, url string, body []byte, header http.Header) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = header
+	req.Header.Set("Content-Type", "application/json")
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent
 	req.Header.Set("X-Reach-Job-Id", l.JobID)
 	resp, err := s.http.Do(req)

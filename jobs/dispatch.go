@@ -15,6 +15,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -268,20 +269,8 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 	}
 	body, _ := json.Marshal(Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
 		Attempt: attempt, Deadline: deadline, ResultURL: s.cfg.PublicURL + "/v1/jobs/" + l.JobID + "/result"})
-	ctx, span := s.tracer.Start(ctx, "deliver", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", attempt),
-			attribute.String("agent_id", a.AgentID), attribute.String("url.full", a.Endpoint)))
-	defer span.End()
-	wait := deadline
-	if capped := time.Now().Add(s.cfg.InlineWait); capped.Before(deadline) {
-		wait = capped
-	}
-	ctx, cancel := context.WithDeadline(ctx, wait)
-	defer cancel()
-	var wrote bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) { wrote = info.Err == nil },
-	})
+	ctx, wait, wrote, end := s.deliveryCtx(ctx, "deliver", a, l, attempt, deadline)
+	defer end()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Endpoint, bytes.NewReader(body))
 	if err != nil {
 		return outcome{kind: outcomeFailed, reason: "bad_endpoint", errText: err.Error()}
@@ -302,12 +291,12 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 
 	resp, err := s.http.Do(req)
 	if err != nil {
-		if ctx.Err() != nil && wrote && wait.Before(deadline) {
+		if ctx.Err() != nil && wrote() && wait.Before(deadline) {
 			// Past the longest inline wait: the agent has the job; its
 			// result must come through result_url by the deadline.
 			return outcome{kind: outcomeAccepted}
 		}
-		if ctx.Err() != nil && wrote {
+		if ctx.Err() != nil && wrote() {
 			return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
 		}
 		return outcome{kind: outcomeFailed, reason: classifyNetErr(err, ctx), errText: err.Error()}
@@ -340,6 +329,26 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 	default:
 		return outcome{kind: outcomeFailed, reason: "http_" + strconv.Itoa(resp.StatusCode), errText: truncate(string(answer), 256)}
 	}
+}
+
+// deliveryCtx starts an attempt's client span and bounds the call by the
+// attempt's deadline or the longest inline wait, whichever comes first
+// (wait). wrote reports whether the request went out whole, so a timeout
+// after it means the agent has the job; end ends the span and the context.
+func (s *Service) deliveryCtx(ctx context.Context, name string, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) (_ context.Context, wait time.Time, wrote func() bool, end func()) {
+	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", attempt),
+			attribute.String("agent_id", a.AgentID), attribute.String("url.full", a.Endpoint)))
+	wait = deadline
+	if capped := time.Now().Add(s.cfg.InlineWait); capped.Before(deadline) {
+		wait = capped
+	}
+	ctx, cancel := context.WithDeadline(ctx, wait)
+	var w atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) { w.Store(info.Err == nil) },
+	})
+	return ctx, wait, w.Load, func() { cancel(); span.End() }
 }
 
 func classifyNetErr(err error, ctx context.Context) string {

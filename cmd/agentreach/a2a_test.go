@@ -538,3 +538,76 @@ func openDB(t *testing.T, dsn string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// TestA2AVersion1Agent: an agent that speaks A2A v1.0 (SendMessage,
+// SendMessageResponse, TASK_STATE_* names, StreamResponse pushes) is served
+// in its own terms: no v0.3 fallback, and a pushed statusUpdate that ends
+// the task is completed with a GetTask for its artifacts.
+func TestA2AVersion1Agent(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	var methods sync.Map
+	sent := make(chan map[string]any, 1)
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			_ = json.NewEncoder(w).Encode(map[string]any{"name": "v1 agent", "description": "speaks 1.0", "version": "2.0.0",
+				"supportedInterfaces": []any{map[string]any{"url": srv.URL + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}},
+				"capabilities": map[string]any{"pushNotifications": true}, "skills": []any{map[string]any{"id": "v1.sum", "tags": []string{}}}})
+			return
+		}
+		var req struct {
+			ID     any            `json:"id"`
+			Method string         `json:"method"`
+			Params map[string]any `json:"params"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		methods.Store(req.Method, true)
+		answer := func(result any) {
+			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+		}
+		task := map[string]any{"id": "task-1", "contextId": "ctx-1", "status": map[string]any{"state": "TASK_STATE_WORKING"}}
+		switch req.Method {
+		case "SendMessage":
+			sent <- req.Params
+			answer(map[string]any{"task": task})
+			cfg := req.Params["configuration"].(map[string]any)["taskPushNotificationConfig"].(map[string]any)
+			go func() { // later, the end of the task, without its output
+				body := `{"statusUpdate":{"taskId":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"}}}`
+				preq, _ := http.NewRequest(http.MethodPost, cfg["url"].(string), strings.NewReader(body))
+				auth := cfg["authentication"].(map[string]any)
+				preq.Header.Set("Authorization", auth["scheme"].(string)+" "+auth["credentials"].(string))
+				preq.Header.Set("Content-Type", "application/a2a+json")
+				if resp, err := http.DefaultClient.Do(preq); err == nil {
+					resp.Body.Close()
+				}
+			}()
+		case "GetTask":
+			task["status"] = map[string]any{"state": "TASK_STATE_COMPLETED"}
+			task["artifacts"] = []any{map[string]any{"artifactId": "a", "parts": []any{map[string]any{"data": map[string]any{"sum": 7}}}}}
+			answer(task)
+		default:
+			_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "method not found"}})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	registerCard(t, base, fmt.Sprintf(`{"card_url":%q,"agent_id":"v1"}`, srv.URL+"/.well-known/agent-card.json"))
+	waitState(t, base, "v1", "HEALTHY", 20*time.Second)
+	waitChosen(t, base, "v1.sum", "v1")
+
+	id := submitOK(t, base, `{"capability":"v1.sum","payload":{"a":3,"b":4}}`)
+	j := waitTerminal(t, base, id, 10*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, j.Error)
+	require.JSONEq(t, `{"sum":7}`, string(j.Result))
+	params := <-sent
+	msg := params["message"].(map[string]any)
+	require.Equal(t, id, msg["messageId"])
+	require.Equal(t, "ROLE_USER", msg["role"])
+	require.Equal(t, map[string]any{"a": 3.0, "b": 4.0}, msg["parts"].([]any)[0].(map[string]any)["data"])
+	require.Equal(t, true, params["configuration"].(map[string]any)["returnImmediately"])
+	_, fellBack := methods.Load("message/send")
+	require.False(t, fellBack, "a v1.0 agent is not asked in v0.3 terms")
+	_, read := methods.Load("GetTask")
+	require.True(t, read, "the task's output was read with GetTask")
+}

@@ -554,7 +554,7 @@ func TestA2AVersion1Agent(t *testing.T) {
 		if r.Method == http.MethodGet {
 			_ = json.NewEncoder(w).Encode(map[string]any{"name": "v1 agent", "description": "speaks 1.0", "version": "2.0.0",
 				"supportedInterfaces": []any{map[string]any{"url": srv.URL + "/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}},
-				"capabilities": map[string]any{"pushNotifications": true}, "skills": []any{map[string]any{"id": "v1.sum", "tags": []string{}}}})
+				"capabilities":        map[string]any{"pushNotifications": true}, "skills": []any{map[string]any{"id": "v1.sum", "tags": []string{}}}})
 			return
 		}
 		var req struct {

@@ -70,6 +70,17 @@ type Send struct {
 	Push *Push
 	// Header is added to the request (trace context, job headers).
 	Header http.Header
+	// TaskID continues the agent's task (the answer to input-required);
+	// MessageID then names this message (default: the job id).
+	TaskID    string
+	MessageID string
+}
+
+func (s Send) messageID() string {
+	if s.MessageID != "" {
+		return s.MessageID
+	}
+	return s.JobID
 }
 
 // Push is a per-attempt push-notification target.
@@ -139,12 +150,11 @@ func sendParamsV1(s Send) map[string]any {
 		cfg["taskPushNotificationConfig"] = map[string]any{"url": s.Push.URL, "token": s.Push.Token,
 			"authentication": map[string]any{"scheme": "Bearer", "credentials": s.Push.Token}}
 	}
-	return map[string]any{
-		"message": map[string]any{"messageId": s.JobID, "role": "ROLE_USER", "parts": []any{part},
-			"metadata": metadata(s)},
-		"configuration": cfg,
-		"metadata":      metadata(s),
+	msg := map[string]any{"messageId": s.messageID(), "role": "ROLE_USER", "parts": []any{part}, "metadata": metadata(s)}
+	if s.TaskID != "" {
+		msg["taskId"] = s.TaskID
 	}
+	return map[string]any{"message": msg, "configuration": cfg, "metadata": metadata(s)}
 }
 
 func sendParamsV03(s Send) map[string]any {
@@ -164,12 +174,11 @@ func sendParamsV03(s Send) map[string]any {
 		cfg["pushNotificationConfig"] = map[string]any{"url": s.Push.URL, "token": s.Push.Token,
 			"authentication": map[string]any{"schemes": []string{"Bearer"}, "credentials": s.Push.Token}}
 	}
-	return map[string]any{
-		"message": map[string]any{"kind": "message", "messageId": s.JobID, "role": "user", "parts": []any{part},
-			"metadata": metadata(s)},
-		"configuration": cfg,
-		"metadata":      metadata(s),
+	msg := map[string]any{"kind": "message", "messageId": s.messageID(), "role": "user", "parts": []any{part}, "metadata": metadata(s)}
+	if s.TaskID != "" {
+		msg["taskId"] = s.TaskID
 	}
+	return map[string]any{"message": msg, "configuration": cfg, "metadata": metadata(s)}
 }
 
 func metadata(s Send) map[string]any {

@@ -30,6 +30,9 @@ const (
 	// EventResumed: an A2A agent that awaited input works again, under a
 	// fresh deadline.
 	EventResumed EventType = "RESUMED"
+	// EventInputProvided records the caller's input sent to the agent of a
+	// job that awaited it. It changes no status: the agent's answer does.
+	EventInputProvided EventType = "INPUT_PROVIDED"
 )
 
 // JobEventTypes lists every job event type, for exhaustive tests and for
@@ -38,7 +41,7 @@ var JobEventTypes = []EventType{
 	EventSubmitted, EventAwaitingApproval, EventApproved, EventRejected,
 	EventRouted, EventDelivered, EventAttemptFailed, EventSuccess, EventFailed,
 	EventTimeout, EventDeadLetter, EventCancelled, EventResultDuplicate,
-	EventCallbackSent, EventCallbackFailed, EventAwaitingInput, EventResumed,
+	EventCallbackSent, EventCallbackFailed, EventAwaitingInput, EventResumed, EventInputProvided,
 }
 
 // Metadata travels with every event: who caused it and within which trace.

@@ -95,8 +95,10 @@ var transitions = map[JobStatus]map[EventType]JobStatus{
 		EventCancelled:       StatusCancelled,
 		EventResultDuplicate: StatusDelivered,
 		EventAwaitingInput:   StatusAwaitingInput,
+		EventInputProvided:   StatusDelivered, // the agent's answer to the input beat it
 	},
 	StatusAwaitingInput: {
+		EventInputProvided:   StatusAwaitingInput,
 		EventResumed:         StatusDelivered,
 		EventSuccess:         StatusSuccess,
 		EventFailed:          StatusFailed,
@@ -122,6 +124,7 @@ func init() {
 				EventResultDuplicate: s,
 				EventCallbackSent:    s,
 				EventCallbackFailed:  s,
+				EventInputProvided:   s, // the agent's answer to the input ended the job first
 			}
 		}
 	}
@@ -200,6 +203,13 @@ type AwaitingInput struct {
 	// State is the A2A task state: input-required or auth-required.
 	State   string          `json:"state"`
 	Message json.RawMessage `json:"message,omitempty"`
+}
+
+// InputProvided is the data of an INPUT_PROVIDED event.
+type InputProvided struct {
+	Attempt int             `json:"attempt"`
+	AgentID string          `json:"agent_id"`
+	Payload json.RawMessage `json:"payload"`
 }
 
 // Resumed is the data of a RESUMED event.

@@ -18,7 +18,8 @@ func TestTransitionExhaustive(t *testing.T) {
 	S := func(s domain.JobStatus) *domain.JobStatus { return &s }
 	type row map[domain.EventType]*domain.JobStatus
 	terminal := func(s domain.JobStatus) row {
-		return row{domain.EventResultDuplicate: S(s), domain.EventCallbackSent: S(s), domain.EventCallbackFailed: S(s)}
+		return row{domain.EventResultDuplicate: S(s), domain.EventCallbackSent: S(s), domain.EventCallbackFailed: S(s),
+			domain.EventInputProvided: S(s)}
 	}
 	want := map[domain.JobStatus]row{
 		domain.StatusNone: {domain.EventSubmitted: S(domain.StatusSubmitted)},
@@ -44,8 +45,10 @@ func TestTransitionExhaustive(t *testing.T) {
 			domain.EventCancelled:       S(domain.StatusCancelled),
 			domain.EventResultDuplicate: S(domain.StatusDelivered),
 			domain.EventAwaitingInput:   S(domain.StatusAwaitingInput),
+			domain.EventInputProvided:   S(domain.StatusDelivered),
 		},
 		domain.StatusAwaitingInput: {
+			domain.EventInputProvided:   S(domain.StatusAwaitingInput),
 			domain.EventResumed:         S(domain.StatusDelivered),
 			domain.EventSuccess:         S(domain.StatusSuccess),
 			domain.EventFailed:          S(domain.StatusFailed),

@@ -293,8 +293,13 @@ func (h *a2aHandler) OnSendMessage(ctx context.Context, params *a2a.MessageSendP
 		return nil, fmt.Errorf("message is required: %w", a2a.ErrInvalidParams)
 	}
 	msg := params.Message
+	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
+	wait := time.Duration(0)
+	if blocking {
+		wait = a2aBlockingWait
+	}
 	if msg.TaskID != "" {
-		return nil, fmt.Errorf("%w: each message is a new job; a follow-up message to task %s is not supported", a2a.ErrUnsupportedOperation, msg.TaskID)
+		return h.continueTask(ctx, params, wait)
 	}
 	meta := metaString(params.Metadata, msg.Metadata)
 	skill := meta("skill")
@@ -336,20 +341,51 @@ func (h *a2aHandler) OnSendMessage(ctx context.Context, params *a2a.MessageSendP
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
-	wait := time.Duration(0)
-	if blocking {
-		wait = a2aBlockingWait
-	}
-	l, err := h.s.waitJob(ctx, res.JobID, wait)
+	l, err := h.s.waitJob(ctx, res.JobID, wait, func(l *jobs.Loaded) bool {
+		return l.Status.Terminal() || l.Status == domain.StatusAwaitingInput
+	})
 	if err != nil {
 		return nil, rpcError(err)
 	}
 	return jobs.A2ATask(l), nil
 }
 
-// waitJob loads a job, waiting up to d for it to end or to need input.
-func (s *Server) waitJob(ctx context.Context, id string, d time.Duration) (*jobs.Loaded, error) {
+// continueTask takes a message to an existing task as the caller's input
+// to the job, which must await it (AWAITING_INPUT).
+func (h *a2aHandler) continueTask(ctx context.Context, params *a2a.MessageSendParams, wait time.Duration) (a2a.SendMessageResult, error) {
+	call := a2aCallFrom(ctx)
+	l, err := h.task(ctx, params.Message.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if !call.p.CanSubmit(l.Capability) {
+		return nil, fmt.Errorf("%w: this key may not act on jobs for %s", a2a.ErrInvalidRequest, l.Capability)
+	}
+	payload, err := payloadOf(params.Message.Parts)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+	}
+	l, err = h.s.deps.Jobs.ProvideInput(ctx, l.JobID, payload, call.md)
+	if err != nil {
+		if errors.Is(err, jobs.ErrConflict) {
+			return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+		}
+		return nil, rpcError(err)
+	}
+	given := l.Version
+	l, err = h.s.waitJob(ctx, l.JobID, wait, func(l *jobs.Loaded) bool {
+		// Done when the job ends, or the agent asks for input again.
+		return l.Status.Terminal() || l.Status == domain.StatusAwaitingInput &&
+			l.Records[len(l.Records)-1].Type == domain.EventAwaitingInput && l.Version > given
+	})
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return jobs.A2ATask(l), nil
+}
+
+// waitJob loads a job, waiting up to d for done to hold of it.
+func (s *Server) waitJob(ctx context.Context, id string, d time.Duration, done func(*jobs.Loaded) bool) (*jobs.Loaded, error) {
 	wake, unsubscribe := s.deps.Store.Subscribe()
 	defer unsubscribe()
 	deadline := time.NewTimer(d)
@@ -358,7 +394,7 @@ func (s *Server) waitJob(ctx context.Context, id string, d time.Duration) (*jobs
 	defer tick.Stop()
 	for {
 		l, err := s.deps.Jobs.Load(ctx, nil, id)
-		if err != nil || d <= 0 || l.Status.Terminal() || l.Status == domain.StatusAwaitingInput {
+		if err != nil || d <= 0 || done(l) {
 			return l, err
 		}
 		select {

@@ -107,6 +107,8 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodeConflict, Message: err.Error()}
 	case errors.Is(err, jobs.ErrFanout):
 		return &Error{Code: CodeFanoutExceeded, Field: "parent_job_id", Message: err.Error()}
+	case errors.Is(err, jobs.ErrAgentUnavailable):
+		return &Error{Code: CodeUnavailable, Message: err.Error()}
 	case errors.Is(err, jobs.ErrForbidden):
 		return &Error{Code: CodePermissionDenied, Message: "this token does not belong to the agent of that attempt"}
 	case errors.Is(err, eventstore.ErrNotFound):

@@ -284,6 +284,29 @@ type decisionRequest struct {
 	Reason string `json:"reason"`
 }
 
+type inputRequest struct {
+	Payload json.RawMessage `json:"payload"`
+}
+
+// provideInput sends the caller's input to the A2A agent that awaits it:
+// POST /v1/jobs/{id}/input {"payload": ...}.
+func (s *Server) provideInput(c *gin.Context) {
+	var req inputRequest
+	if err := bindJSON(c, &req, true); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if _, ok := s.loadOwnJob(c); !ok {
+		return
+	}
+	l, err := s.deps.Jobs.ProvideInput(c.Request.Context(), c.Param("job_id"), req.Payload, s.meta(c, principal(c).Actor()))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, toJobResponse(l))
+}
+
 func (s *Server) approveJob(c *gin.Context) { s.decide(c, true) }
 
 func (s *Server) rejectJob(c *gin.Context) { s.decide(c, false) }

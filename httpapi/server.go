@@ -112,6 +112,7 @@ func New(deps Deps) *gin.Engine {
 	v1.POST("/jobs/:job_id/result", s.reportResult) // agent token
 	v1.POST("/jobs/:job_id/cancel", s.need(""), s.cancelJob)
 	v1.POST("/jobs/:job_id/replay", s.need(""), s.replayJob)
+	v1.POST("/jobs/:job_id/input", s.need(""), s.provideInput)
 	v1.POST("/jobs/:job_id/approve", s.need(auth.ScopeJobsApprove), s.approveJob)
 	v1.POST("/jobs/:job_id/reject", s.need(auth.ScopeJobsApprove), s.rejectJob)
 

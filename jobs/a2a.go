@@ -2,12 +2,14 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -188,11 +190,69 @@ func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.T
 	return append(pre, evs...), fx, RecordedOutcome
 }
 
-// Push errors.
+// A2A errors.
 var (
 	// ErrPushToken: the push carries no token, or not the attempt's.
 	ErrPushToken = errors.New("push token missing or invalid")
+	// ErrAgentUnavailable: the agent holding a job did not take a message
+	// about it (the caller's input).
+	ErrAgentUnavailable = errors.New("the agent did not take the message")
 )
+
+// ProvideInput sends the caller's input to the A2A agent whose task awaits
+// it (the job is AWAITING_INPUT), as a message that continues that task,
+// and records it as INPUT_PROVIDED together with what the agent answered
+// (RESUMED, or the outcome). The agent is sent the input before anything
+// is recorded, so the log never claims input the agent did not get. A job
+// that does not await input is ErrConflict; a payload that is not JSON a
+// *domain.FieldError; an agent that does not take it ErrAgentUnavailable.
+func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawMessage, md domain.Metadata) (*Loaded, error) {
+	if len(payload) == 0 || !json.Valid(payload) {
+		return nil, &domain.FieldError{Field: "payload", Message: "must be valid JSON"}
+	}
+	if len(payload) > s.cfg.MaxPayloadBytes {
+		return nil, &domain.FieldError{Field: "payload", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes)}
+	}
+	l, err := s.Load(ctx, nil, id)
+	if err != nil {
+		return nil, err
+	}
+	if l.Status != domain.StatusAwaitingInput || l.RemoteTaskID == "" {
+		return nil, fmt.Errorf("job %s is %s, not awaiting input: %w", id, l.Status, ErrConflict)
+	}
+	a, err := s.registry.Get(ctx, l.AgentID)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s of job %s: %v: %w", l.AgentID, id, err, ErrAgentUnavailable)
+	}
+	attempt := l.Attempts
+	ctx = telemetry.JobContext(ctx, l.TraceID)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	t, err := s.a2a.SendMessage(rctx, a2abridge.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt,
+		Capability: l.Capability, Payload: payload, TaskID: l.RemoteTaskID, MessageID: uuid.Must(uuid.NewV7()).String(),
+		Header: s.a2aHeader(rctx, l, attempt)})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("input for job %s to agent %s: %v: %w", id, a.AgentID, err, ErrAgentUnavailable)
+	}
+	md.TraceID = l.TraceID
+	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		in := domain.NewEvent(domain.EventInputProvided, domain.InputProvided{Attempt: attempt, AgentID: a.AgentID, Payload: payload}, md)
+		cur := *l
+		if l.Attempts != attempt || cur.Job.Apply(in) != nil {
+			return nil // the job moved on meanwhile (cancelled, say): the agent has the input all the same
+		}
+		evs, fx, _ := s.a2aEvents(&cur, attempt, t, s.now().UTC(), md)
+		return s.appendTx(ctx, tx, l, fx, append([]domain.Event{in}, evs...)...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.Load(ctx, nil, id)
+}
 
 // ReportA2APush records a push notification an A2A agent sent about
 // attempt of job id: body is the task (v0.3) or a StreamResponse (v1.0),

@@ -517,6 +517,14 @@ func TestA2AEndpointsSecurity(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, code, out)
 	code, out = call(t, http.MethodPost, base+"/a2a-push/"+sub.JobID+"/1", "Bearer arp_forged", `{"nonsense":true}`)
 	require.Equal(t, http.StatusBadRequest, code, out)
+	// Input needs a key that may act on the job, and a job that awaits it.
+	input := `{"payload":{"x":1}}`
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+sub.JobID+"/input", "", input)
+	require.Equal(t, http.StatusUnauthorized, code, out)
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+sub.JobID+"/input", "Bearer "+keyB, input)
+	require.Equal(t, http.StatusNotFound, code, out)
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+sub.JobID+"/input", "Bearer "+keyA, input)
+	require.Equal(t, http.StatusConflict, code, out)
 	require.Len(t, jobEventsAuth(t, base, "Bearer "+keyA, sub.JobID), before)
 }
 
@@ -610,4 +618,93 @@ func TestA2AVersion1Agent(t *testing.T) {
 	require.False(t, fellBack, "a v1.0 agent is not asked in v0.3 terms")
 	_, read := methods.Load("GetTask")
 	require.True(t, read, "the task's output was read with GetTask")
+}
+
+// TestA2AInputReachesTheAgent: the caller's answer to input-required goes
+// to the agent as a message continuing its task, by the REST API or by an
+// A2A client sending to the task; the agent then finishes the job.
+func TestA2AInputReachesTheAgent(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	finish := make(chan struct{})
+	agent := newSDKAgent(t, "Unit Asker", []a2a.AgentSkill{{ID: "t.unit"}}, true, func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+		if rc.StoredTask == nil { // a new task: ask which unit
+			ask := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateInputRequired, a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "which unit?"}))
+			ask.Final = true
+			return q.Write(ctx, ask)
+		}
+		unit := rc.Message.Parts[0].(a2a.DataPart).Data["unit"]
+		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
+			return err
+		}
+		select {
+		case <-finish:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := q.Write(ctx, a2a.NewArtifactEvent(rc, a2a.DataPart{Data: map[string]any{"unit": unit}})); err != nil {
+			return err
+		}
+		done := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
+		done.Final = true
+		return q.Write(ctx, done)
+	})
+	registerCard(t, base, fmt.Sprintf(`{"card_url":%q,"agent_id":"unit"}`, agent.srv.URL))
+	waitState(t, base, "unit", "HEALTHY", 20*time.Second)
+	waitChosen(t, base, "t.unit", "unit")
+
+	// By the REST API.
+	id := submitOK(t, base, `{"capability":"t.unit","payload":{"weight":3}}`)
+	waitJob(t, base, id, func(j jobJSON) bool { return j.Status == "AWAITING_INPUT" }, 10*time.Second)
+	code, out := call(t, http.MethodPost, base+"/v1/jobs/"+id+"/input", "", `{"payload":{"unit":"kg"}}`)
+	require.Equal(t, http.StatusOK, code, out)
+	waitJob(t, base, id, func(j jobJSON) bool { return j.Status == "DELIVERED" }, 10*time.Second) // RESUMED
+	close(finish)
+	j := waitTerminal(t, base, id, 10*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, j.Error)
+	require.JSONEq(t, `{"unit":"kg"}`, string(j.Result))
+	got := types(jobEvents(t, base, id))
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "AWAITING_INPUT"}, got[:4])
+	require.ElementsMatch(t, []string{"INPUT_PROVIDED", "RESUMED"}, got[4:6], "the input, and the agent working again (in either order: its push may come first)")
+	require.Equal(t, "SUCCESS", got[len(got)-1])
+	var msgs []*a2a.Message
+	for len(agent.messages) > 0 {
+		msgs = append(msgs, <-agent.messages)
+	}
+	require.Len(t, msgs, 2)
+	var delivered struct {
+		RemoteTaskID string `json:"remote_task_id"`
+	}
+	require.NoError(t, json.Unmarshal(jobEvents(t, base, id)[2].Data, &delivered))
+	require.Empty(t, msgs[0].TaskID)
+	require.Equal(t, delivered.RemoteTaskID, string(msgs[1].TaskID), "the input continues the agent's own task")
+	require.Equal(t, "kg", msgs[1].Parts[0].(a2a.DataPart).Data["unit"])
+
+	// A job that does not await input refuses it, and writes nothing.
+	before := len(jobEvents(t, base, id))
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+id+"/input", "", `{"payload":{"unit":"g"}}`)
+	require.Equal(t, http.StatusConflict, code, out)
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+id+"/input", "", `{}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Len(t, jobEvents(t, base, id), before)
+
+	// By an A2A client sending a message to the task.
+	ctx := context.Background()
+	card, err := agentcard.DefaultResolver.Resolve(ctx, base+"/a2a/default")
+	require.NoError(t, err)
+	client, err := a2aclient.NewFromCard(ctx, card)
+	require.NoError(t, err)
+	res, err := client.SendMessage(ctx, &a2a.MessageSendParams{
+		Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{"weight": 5}}), Metadata: map[string]any{"skill": "t.unit"}})
+	require.NoError(t, err)
+	task := res.(*a2a.Task)
+	require.Equal(t, a2a.TaskStateInputRequired, task.Status.State, "a blocking send returns when the agent needs input")
+	answer := a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{"unit": "lb"}})
+	answer.TaskID = task.ID
+	res, err = client.SendMessage(ctx, &a2a.MessageSendParams{Message: answer})
+	require.NoError(t, err)
+	task = res.(*a2a.Task)
+	require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
+	require.Equal(t, "lb", task.Artifacts[0].Parts[0].(a2a.DataPart).Data["unit"])
 }

@@ -173,7 +173,7 @@ func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.T
 		if cur.Status != domain.StatusAwaitingInput {
 			evs = []domain.Event{domain.NewEvent(domain.EventAwaitingInput, domain.AwaitingInput{Attempt: attempt, AgentID: agentID,
 				State: out.a2aState, Message: t.Message}, md)}
-			fx = sideEffects{clearTimer: true}
+			fx = sideEffects{timer: s.inputTimer(attempt, agentID, now)}
 		}
 	case outcomeAccepted:
 		if cur.Status == domain.StatusAwaitingInput {
@@ -404,6 +404,12 @@ func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) e
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// inputTimer replaces the attempt's deadline while its agent awaits input:
+// the caller has Config.InputTimeout to answer.
+func (s *Service) inputTimer(attempt int, agentID string, now time.Time) *timer {
+	return &timer{attempt: attempt, agentID: agentID, phase: "input", due: now.Add(s.cfg.InputTimeout)}
 }
 
 // cancelAtAgent asks the A2A agent that holds a cancelled job's task to

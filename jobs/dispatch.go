@@ -184,7 +184,7 @@ func (s *Service) outcomeOf(l *Loaded, out outcome, deadline time.Time, latency 
 		}
 		return []domain.Event{delivered}, fx
 	case outcomeAwaiting:
-		fx := sideEffects{clearTimer: true}
+		fx := sideEffects{timer: s.inputTimer(attempt, agentID, now)}
 		if out.poll && out.remoteTaskID != "" {
 			fx.poll = attempt
 		}

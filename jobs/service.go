@@ -81,6 +81,10 @@ type Config struct {
 	// ApprovalTimeout is how long a job waits for approval before it is
 	// rejected (default 1 h).
 	ApprovalTimeout time.Duration
+	// InputTimeout is how long a job waits for the caller's input when its
+	// A2A agent asks for it (AWAITING_INPUT) before it is cancelled
+	// (default 1 h).
+	InputTimeout time.Duration
 	// Guard decides which addresses deliveries and callbacks may reach
 	// (SSRF): callback URLs are checked at submit and every connection at
 	// connect time. Nil means netguard.DefaultPolicy.
@@ -124,6 +128,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ApprovalTimeout <= 0 {
 		c.ApprovalTimeout = time.Hour
+	}
+	if c.InputTimeout <= 0 {
+		c.InputTimeout = time.Hour
 	}
 	if c.CallbackGrace <= 0 {
 		c.CallbackGrace = 45 * time.Second

@@ -139,6 +139,14 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	case phase == "approval" && l.Status == domain.StatusAwaitingApproval:
 		return "rejected", s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
 			domain.NewEvent(domain.EventRejected, domain.Cancelled{Reason: "no approval decision before the approval timeout"}, md))
+	case phase == "input" && l.Status == domain.StatusAwaitingInput && l.Attempts == attempt:
+		held := *l
+		err := s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true}, domain.NewEvent(domain.EventCancelled,
+			domain.Cancelled{Reason: "input_timeout: the agent's request for input was not answered within " + s.cfg.InputTimeout.String()}, md))
+		if err == nil && held.RemoteTaskID != "" {
+			s.cancelAtAgent(ctx, &held) // a courtesy, in the background
+		}
+		return "input_timeout", err
 	case phase == "delivered" && l.Status == domain.StatusDelivered && l.Attempts == attempt:
 		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: l.AgentID, Deadline: due, RetryAt: at}, md)

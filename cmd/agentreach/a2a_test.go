@@ -437,9 +437,11 @@ func TestA2AInputRequiredStopsTheDeadline(t *testing.T) {
 	id := submitOK(t, base, `{"capability":"t.ask","payload":{"a":1,"b":2},"timeout_ms":2000}`)
 	waitJob(t, base, id, func(j jobJSON) bool { return j.Status == "AWAITING_INPUT" }, 10*time.Second)
 	db := openDB(t, dsn)
-	var timers int
-	require.NoError(t, db.QueryRow(context.Background(), `SELECT count(*) FROM job_timers WHERE job_id = $1`, id).Scan(&timers))
-	require.Zero(t, timers, "no deadline runs while the agent waits for input")
+	var phase string
+	var due time.Time
+	require.NoError(t, db.QueryRow(context.Background(), `SELECT phase, due_at FROM job_timers WHERE job_id = $1`, id).Scan(&phase, &due))
+	require.Equal(t, "input", phase, "no delivery deadline runs while the agent waits for input")
+	require.True(t, due.After(time.Now().Add(30*time.Minute)), "the input timeout (1 h), not the job's 2 s: %s", due)
 	evs := jobEventsFull(t, base, id)
 	require.Contains(t, string(evs[len(evs)-1].Data), `"state":"input-required"`)
 	require.Contains(t, string(evs[len(evs)-1].Data), `which unit?`)
@@ -707,4 +709,35 @@ func TestA2AInputReachesTheAgent(t *testing.T) {
 	task = res.(*a2a.Task)
 	require.Equal(t, a2a.TaskStateCompleted, task.Status.State)
 	require.Equal(t, "lb", task.Artifacts[0].Parts[0].(a2a.DataPart).Data["unit"])
+}
+
+// TestA2AInputTimeout: input that never comes ends the job CANCELLED after
+// the input timeout, and the agent is asked to cancel its task.
+func TestA2AInputTimeout(t *testing.T) {
+	t.Parallel()
+	svc := startTuned(t, map[string]string{"DATABASE_URL": newDatabase(t)}, func(c *Config) {
+		fastSweeps(c)
+		c.Jobs.InputTimeout = 500 * time.Millisecond
+	}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	base := svc.m.URL()
+	waitReady(t, base)
+	agent := newSDKAgent(t, "Patient", []a2a.AgentSkill{{ID: "t.patient"}}, true, func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+		ask := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateInputRequired, nil)
+		ask.Final = true
+		return q.Write(ctx, ask)
+	})
+	registerCard(t, base, fmt.Sprintf(`{"card_url":%q}`, agent.srv.URL))
+	waitState(t, base, "patient", "HEALTHY", 20*time.Second)
+	waitChosen(t, base, "t.patient", "patient")
+
+	id := submitOK(t, base, `{"capability":"t.patient","payload":{}}`)
+	j := waitTerminal(t, base, id, 10*time.Second)
+	require.Equal(t, "CANCELLED", j.Status)
+	require.Contains(t, j.Error, "input_timeout")
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "AWAITING_INPUT", "CANCELLED"}, types(jobEvents(t, base, id)))
+	select {
+	case <-agent.cancels:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent was not asked to cancel its task")
+	}
 }

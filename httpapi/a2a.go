@@ -29,8 +29,9 @@ import (
 // also at /.well-known/agent-card.json) lists the capabilities its healthy
 // agents offer as skills, and JSON-RPC at /a2a/{namespace} takes
 // SendMessage / message/send as a job submission, GetTask / tasks/get from
-// the job's event stream, CancelTask / tasks/cancel, and push-notification
-// configs as the job's callbacks. The JSON-RPC framing and the v0.3
+// the job's event stream, CancelTask / tasks/cancel, SendStreamingMessage
+// and SubscribeToTask as SSE, and push-notification configs as the job's
+// callbacks. The JSON-RPC framing and the v0.3
 // methods are a2a-go's (a2asrv); the v1.0 method names and shapes are
 // translated to them on the way in.
 
@@ -98,7 +99,7 @@ func (s *Server) agentCard(ns string) map[string]any {
 		Description: "Agent-Reach reaches every agent registered in namespace " + ns + ": name a skill in the message's " +
 			"metadata.skill, and the job is routed to the best healthy agent offering it, delivered durably, and its task answered here.",
 		URL: url, PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: s.deps.Version,
-		Capabilities:                      a2a.AgentCapabilities{PushNotifications: true, StateTransitionHistory: true},
+		Capabilities:                      a2a.AgentCapabilities{PushNotifications: true, Streaming: true, StateTransitionHistory: true},
 		DefaultInputModes:                 []string{"application/json", "text/plain"},
 		DefaultOutputModes:                []string{"application/json", "text/plain"},
 		Skills:                            skills,
@@ -288,18 +289,92 @@ func payloadOf(parts a2a.ContentParts) (json.RawMessage, error) {
 }
 
 func (h *a2aHandler) OnSendMessage(ctx context.Context, params *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	id, done, err := h.send(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	wait := a2aBlockingWait
+	if params.Config != nil && params.Config.Blocking != nil && !*params.Config.Blocking {
+		wait = 0
+	}
+	l, err := h.s.waitJob(ctx, id, wait, done)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	return jobs.A2ATask(l), nil
+}
+
+func (h *a2aHandler) OnSendMessageStream(ctx context.Context, params *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		id, _, err := h.send(ctx, params)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		h.stream(ctx, id)(yield)
+	}
+}
+
+func (h *a2aHandler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if p == nil {
+			yield(nil, a2a.ErrInvalidParams)
+			return
+		}
+		l, err := h.task(ctx, p.ID)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		h.stream(ctx, l.JobID)(yield)
+	}
+}
+
+// stream yields the job as a task now and at every change of its status,
+// until it ends (or the client goes): SSE fed by the log's LISTEN/NOTIFY.
+func (h *a2aHandler) stream(ctx context.Context, id string) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		wake, unsubscribe := h.s.deps.Store.Subscribe()
+		defer unsubscribe()
+		tick := time.NewTicker(time.Second) // in case a notification is missed
+		defer tick.Stop()
+		var last domain.JobStatus
+		for {
+			l, err := h.s.deps.Jobs.Load(ctx, nil, id)
+			if err != nil {
+				yield(nil, rpcError(err))
+				return
+			}
+			if l.Status != last {
+				last = l.Status
+				if !yield(jobs.A2ATask(l), nil) {
+					return
+				}
+			}
+			if l.Status.Terminal() {
+				return
+			}
+			select {
+			case <-wake:
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// send takes a message: a new job, or, for a message to an existing task,
+// the caller's input to a job that awaits it. It answers the job's id and
+// when a blocking send may answer.
+func (h *a2aHandler) send(ctx context.Context, params *a2a.MessageSendParams) (string, func(*jobs.Loaded) bool, error) {
 	call := a2aCallFrom(ctx)
 	if params == nil || params.Message == nil {
-		return nil, fmt.Errorf("message is required: %w", a2a.ErrInvalidParams)
+		return "", nil, fmt.Errorf("message is required: %w", a2a.ErrInvalidParams)
 	}
 	msg := params.Message
-	blocking := params.Config == nil || params.Config.Blocking == nil || *params.Config.Blocking
-	wait := time.Duration(0)
-	if blocking {
-		wait = a2aBlockingWait
-	}
 	if msg.TaskID != "" {
-		return h.continueTask(ctx, params, wait)
+		return h.continueTask(ctx, params)
 	}
 	meta := metaString(params.Metadata, msg.Metadata)
 	skill := meta("skill")
@@ -312,16 +387,16 @@ func (h *a2aHandler) OnSendMessage(ctx context.Context, params *a2a.MessageSendP
 			names = append(names, sk.Capability)
 		}
 		if len(names) != 1 {
-			return nil, fmt.Errorf("%w: name the skill in metadata.skill (this namespace offers: %s)", a2a.ErrInvalidParams, strings.Join(names, ", "))
+			return "", nil, fmt.Errorf("%w: name the skill in metadata.skill (this namespace offers: %s)", a2a.ErrInvalidParams, strings.Join(names, ", "))
 		}
 		skill = names[0]
 	}
 	if !call.p.CanSubmit(skill) {
-		return nil, fmt.Errorf("%w: this key may not submit jobs for %s", a2a.ErrInvalidRequest, skill)
+		return "", nil, fmt.Errorf("%w: this key may not submit jobs for %s", a2a.ErrInvalidRequest, skill)
 	}
 	payload, err := payloadOf(msg.Parts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+		return "", nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
 	}
 	sub := domain.Submitted{Namespace: call.ns, Capability: skill, Payload: payload,
 		Priority: domain.Priority(meta("priority")), TimeoutMS: metaInt(params.Metadata, "timeout_ms"),
@@ -339,49 +414,39 @@ func (h *a2aHandler) OnSendMessage(ctx context.Context, params *a2a.MessageSendP
 	}
 	res, err := h.s.deps.Jobs.SubmitA2A(ctx, sub, call.md, push)
 	if err != nil {
-		return nil, rpcError(err)
+		return "", nil, rpcError(err)
 	}
-	l, err := h.s.waitJob(ctx, res.JobID, wait, func(l *jobs.Loaded) bool {
-		return l.Status.Terminal() || l.Status == domain.StatusAwaitingInput
-	})
-	if err != nil {
-		return nil, rpcError(err)
-	}
-	return jobs.A2ATask(l), nil
+	return res.JobID, func(l *jobs.Loaded) bool { return l.Status.Terminal() || l.Status == domain.StatusAwaitingInput }, nil
 }
 
 // continueTask takes a message to an existing task as the caller's input
 // to the job, which must await it (AWAITING_INPUT).
-func (h *a2aHandler) continueTask(ctx context.Context, params *a2a.MessageSendParams, wait time.Duration) (a2a.SendMessageResult, error) {
+func (h *a2aHandler) continueTask(ctx context.Context, params *a2a.MessageSendParams) (string, func(*jobs.Loaded) bool, error) {
 	call := a2aCallFrom(ctx)
 	l, err := h.task(ctx, params.Message.TaskID)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if !call.p.CanSubmit(l.Capability) {
-		return nil, fmt.Errorf("%w: this key may not act on jobs for %s", a2a.ErrInvalidRequest, l.Capability)
+		return "", nil, fmt.Errorf("%w: this key may not act on jobs for %s", a2a.ErrInvalidRequest, l.Capability)
 	}
 	payload, err := payloadOf(params.Message.Parts)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+		return "", nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
 	}
 	l, err = h.s.deps.Jobs.ProvideInput(ctx, l.JobID, payload, call.md)
 	if err != nil {
 		if errors.Is(err, jobs.ErrConflict) {
-			return nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+			return "", nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
 		}
-		return nil, rpcError(err)
+		return "", nil, rpcError(err)
 	}
 	given := l.Version
-	l, err = h.s.waitJob(ctx, l.JobID, wait, func(l *jobs.Loaded) bool {
+	return l.JobID, func(l *jobs.Loaded) bool {
 		// Done when the job ends, or the agent asks for input again.
 		return l.Status.Terminal() || l.Status == domain.StatusAwaitingInput &&
 			l.Records[len(l.Records)-1].Type == domain.EventAwaitingInput && l.Version > given
-	})
-	if err != nil {
-		return nil, rpcError(err)
-	}
-	return jobs.A2ATask(l), nil
+	}, nil
 }
 
 // waitJob loads a job, waiting up to d for done to hold of it.
@@ -470,18 +535,6 @@ func (h *a2aHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2
 		return nil, rpcError(err)
 	}
 	return jobs.A2ATask(l), nil
-}
-
-func (h *a2aHandler) OnResubscribeToTask(context.Context, *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		yield(nil, fmt.Errorf("%w: streaming is not offered; use GetTask or a push config", a2a.ErrUnsupportedOperation))
-	}
-}
-
-func (h *a2aHandler) OnSendMessageStream(context.Context, *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		yield(nil, fmt.Errorf("%w: streaming is not offered; use SendMessage", a2a.ErrUnsupportedOperation))
-	}
 }
 
 func toTaskPushConfig(id a2a.TaskID, p jobs.PushConfig) *a2a.TaskPushConfig {

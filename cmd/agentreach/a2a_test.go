@@ -405,6 +405,28 @@ func TestAgentReachAsA2AAgent(t *testing.T) {
 	require.Equal(t, receiver.URL, list[0].Config.URL)
 	waitJob(t, base, string(withPush.ID), func(j jobJSON) bool { return j.Callback != nil && j.Callback.Acknowledged }, 10*time.Second)
 
+	// Streaming: the task at every change of its status, over SSE, until it ends.
+	var states []a2a.TaskState
+	var last *a2a.Task
+	for ev, err := range client.SendStreamingMessage(ctx, &a2a.MessageSendParams{
+		Message:  a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{"n": 4}}),
+		Metadata: map[string]any{"skill": "t.echo"}}) {
+		require.NoError(t, err)
+		tk, ok := ev.(*a2a.Task)
+		require.True(t, ok, "%T", ev)
+		states, last = append(states, tk.Status.State), tk
+	}
+	require.NotNil(t, last)
+	require.Equal(t, a2a.TaskStateCompleted, last.Status.State, "%v", states)
+	require.Equal(t, string(last.ID), last.Artifacts[0].Parts[0].(a2a.DataPart).Data["job_id"])
+	var resubscribed []a2a.Event
+	for ev, err := range client.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: last.ID}) {
+		require.NoError(t, err)
+		resubscribed = append(resubscribed, ev)
+	}
+	require.Len(t, resubscribed, 1, "a finished task streams once, as it ended")
+	require.Equal(t, a2a.TaskStateCompleted, resubscribed[0].(*a2a.Task).Status.State)
+
 	// Cancelling a finished task is refused with A2A's code.
 	_, err = client.CancelTask(ctx, &a2a.TaskIDParams{ID: sent.ID})
 	require.ErrorIs(t, err, a2a.ErrTaskNotCancelable)

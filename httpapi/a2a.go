@@ -131,7 +131,94 @@ func (s *Server) a2aRPC(c *gin.Context) {
 	req := c.Request.Clone(ctx)
 	req.Body = io.NopCloser(bytes.NewReader(normalizeA2ARequest(body)))
 	c.Header("Content-Type", "application/json")
-	s.a2aRPCHandler.ServeHTTP(c.Writer, req)
+	var head struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &head)
+	if _, v1 := v1Methods[head.Method]; !v1 || head.Method == "SendStreamingMessage" || head.Method == "SubscribeToTask" {
+		s.a2aRPCHandler.ServeHTTP(c.Writer, req)
+		return
+	}
+	// A v1.0 caller gets its answer in v1.0 shapes.
+	var buf bufferedResponse
+	s.a2aRPCHandler.ServeHTTP(&buf, req)
+	c.Data(buf.status(), "application/json", v1Response(head.Method, buf.body.Bytes()))
+}
+
+// bufferedResponse keeps a handler's answer to rewrite it.
+type bufferedResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header {
+	if b.header == nil {
+		b.header = http.Header{}
+	}
+	return b.header
+}
+
+func (b *bufferedResponse) Write(p []byte) (int, error) { return b.body.Write(p) }
+
+func (b *bufferedResponse) WriteHeader(code int) { b.code = code }
+
+func (b *bufferedResponse) status() int {
+	if b.code == 0 {
+		return http.StatusOK
+	}
+	return b.code
+}
+
+// v1Response rewrites a2asrv's v0.3 answer for a v1.0 caller: no "kind"
+// discriminators, TASK_STATE_* and ROLE_* names, and SendMessage's result
+// wrapped as a SendMessageResponse ({"task": …} or {"message": …}).
+func v1Response(method string, body []byte) []byte {
+	var resp map[string]any
+	if json.Unmarshal(body, &resp) != nil {
+		return body
+	}
+	result, ok := resp["result"].(map[string]any)
+	if !ok {
+		return body
+	}
+	kind, _ := result["kind"].(string)
+	v1Shapes(result)
+	if method == "SendMessage" {
+		if kind == "message" {
+			resp["result"] = map[string]any{"message": result}
+		} else {
+			resp["result"] = map[string]any{"task": result}
+		}
+	}
+	out, err := json.Marshal(resp)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func v1Shapes(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, "kind")
+		for k, e := range x {
+			switch s, _ := e.(string); {
+			case k == "state" && s != "":
+				x[k] = "TASK_STATE_" + strings.ToUpper(strings.ReplaceAll(s, "-", "_"))
+			case k == "role" && s != "":
+				x[k] = "ROLE_" + strings.ToUpper(s)
+			case k == "data" || k == "metadata":
+				// The caller's and agents' own JSON: left as it is.
+			default:
+				v1Shapes(e)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			v1Shapes(e)
+		}
+	}
 }
 
 // v1Methods maps A2A v1.0 method names to the v0.3 ones a2asrv serves.

@@ -30,3 +30,16 @@ func TestNormalizeA2ARequest(t *testing.T) {
 	}
 	require.Equal(t, "not json", string(normalizeA2ARequest([]byte("not json"))), "what is not JSON is left to the JSON-RPC parser")
 }
+
+func TestV1Response(t *testing.T) {
+	t.Parallel()
+	v03 := `{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t","contextId":"c","status":{"state":"input-required",
+		"message":{"kind":"message","messageId":"m","role":"agent","parts":[{"kind":"text","text":"which?"}]}},
+		"artifacts":[{"artifactId":"a","parts":[{"kind":"data","data":{"state":"kept as data"}}]}]}}`
+	require.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_INPUT_REQUIRED",
+		"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"which?"}]}},
+		"artifacts":[{"artifactId":"a","parts":[{"data":{"state":"kept as data"}}]}]}}}`,
+		string(v1Response("SendMessage", []byte(v03))))
+	errBody := `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"task not found"}}`
+	require.Equal(t, errBody, string(v1Response("GetTask", []byte(errBody))), "errors pass as they are")
+}

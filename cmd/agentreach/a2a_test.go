@@ -360,14 +360,20 @@ func TestAgentReachAsA2AAgent(t *testing.T) {
 	}
 	r := rpc(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-v1","role":"ROLE_USER",
 		"parts":[{"data":{"n":2}}]},"configuration":{"returnImmediately":true},"metadata":{"skill":"t.echo"}}}`)
-	jobID := r["id"].(string)
+	v1Task := r["task"].(map[string]any) // a SendMessageResponse
+	jobID := v1Task["id"].(string)
+	require.NotContains(t, v1Task, "kind")
+	var done map[string]any
 	waitFor(t, 10*time.Second, "the v1.0 task to complete", func() bool {
-		r := rpc(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":%q}}`, jobID))
-		return r["status"].(map[string]any)["state"] == "completed"
+		done = rpc(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":%q}}`, jobID))
+		return done["status"].(map[string]any)["state"] == "TASK_STATE_COMPLETED"
 	})
+	part := done["artifacts"].([]any)[0].(map[string]any)["parts"].([]any)[0].(map[string]any)
+	require.Equal(t, jobID, part["data"].(map[string]any)["job_id"], "a v1.0 part: no kind")
+	require.NotContains(t, part, "kind")
 	again := rpc(`{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m-v1","role":"ROLE_USER",
 		"parts":[{"data":{"n":2}}]},"configuration":{"returnImmediately":true},"metadata":{"skill":"t.echo"}}}`)
-	require.Equal(t, jobID, again["id"], "the message id is the idempotency key")
+	require.Equal(t, jobID, again["task"].(map[string]any)["id"], "the message id is the idempotency key")
 
 	// A push config is the job's callback: the caller gets the task, with its credentials.
 	type pushed struct {

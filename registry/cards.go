@@ -9,10 +9,12 @@ import (
 	"maps"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentreach/agentreach/a2abridge"
 	"github.com/agentreach/agentreach/domain"
@@ -169,7 +171,8 @@ type dueCard struct {
 	ttl                int
 }
 
-// RefreshCards fetches every card that is due, with If-None-Match. A fetch
+// RefreshCards fetches every card that is due (up to 100, eight at a
+// time), with If-None-Match. A fetch
 // that answers (200 or 304) renews the agent's lease; a changed card
 // updates the agent and records AGENT_CARD_UPDATED; a failed one leaves the
 // lease to lapse. It returns how many cards changed.
@@ -188,21 +191,30 @@ func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cards due: %w", err)
 	}
-	changed := 0
+	var changed atomic.Int32
+	var g errgroup.Group
+	g.SetLimit(cardFetchers) // a few slow cards must not hold up the rest
 	for _, d := range due {
-		ok, err := r.refreshCard(ctx, d)
-		if err != nil {
-			r.logger.WarnContext(ctx, "agent card refresh", "agent_id", d.agentID, "card_url", d.url, "err", err)
-		}
-		if ok {
-			changed++
-		}
+		g.Go(func() error {
+			ok, err := r.refreshCard(ctx, d)
+			if err != nil {
+				r.logger.WarnContext(ctx, "agent card refresh", "agent_id", d.agentID, "card_url", d.url, "err", err)
+			}
+			if ok {
+				changed.Add(1)
+			}
+			return nil
+		})
 	}
-	if changed > 0 {
+	_ = g.Wait()
+	if changed.Load() > 0 {
 		r.changed(ctx)
 	}
-	return changed, nil
+	return int(changed.Load()), nil
 }
+
+// cardFetchers is how many cards one refresh fetches at once.
+const cardFetchers = 8
 
 func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -769,3 +769,19 @@ func TestA2AInputTimeout(t *testing.T) {
 		t.Fatal("the agent was not asked to cancel its task")
 	}
 }
+
+// TestA2AAgentCommand: `agentreach a2a-agent --register` runs an A2A agent
+// that registers by its card; a job reaches it and comes back.
+func TestA2AAgentCommand(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	_, out := startProcess(t, "a2a-agent", "--server", base, "--register", "--name", "Echo Cmd", "--skills", "cmd.echo")
+	waitFor(t, 20*time.Second, "the agent to register", func() bool { return strings.Contains(out.String(), "registered with") })
+	waitState(t, base, "echo-cmd", "HEALTHY", 20*time.Second)
+	waitChosen(t, base, "cmd.echo", "echo-cmd")
+	id := submitOK(t, base, `{"capability":"cmd.echo","payload":{"q":"ping"}}`)
+	j := waitTerminal(t, base, id, 10*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, j.Error)
+	require.JSONEq(t, `{"echo":{"q":"ping"},"by":"Echo Cmd"}`, string(j.Result))
+}

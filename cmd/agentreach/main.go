@@ -38,6 +38,7 @@ Usage:
   agentreach agents    list registered agents (--json)
   agentreach dig ID    everything about one agent: state, lease, breaker, route hits (--json)
   agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
+  agentreach a2a-agent   run an A2A agent (Go A2A SDK) with a chosen behaviour, optionally registered by card
   agentreach projections rebuild [NAME]  rebuild read models from the event log
   agentreach keys create|list|revoke      API keys (admin)
   agentreach jobs submit|get|list|events|cancel|replay   submit and follow jobs (--json)
@@ -116,6 +117,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runDig(ctx, rest)
 	case "mock-agent":
 		return m.runMockAgent(ctx, rest)
+	case "a2a-agent":
+		return m.runA2AAgent(ctx, rest)
 	case "projections":
 		return m.runProjections(ctx, rest)
 	case "keys":

@@ -229,16 +229,22 @@ func TestA2ARegisterByCardAndDeliverByPush(t *testing.T) {
 	waitFor(t, 15*time.Second, "the new skill", func() bool {
 		return len(getCardAgent(t, base, "calc-agent").Capabilities) == 2
 	})
-	var log struct {
-		Events []fullEventJSON `json:"events"`
-	}
-	getJSON(t, base+"/v1/events?limit=1000", http.StatusOK, &log)
 	var updates []fullEventJSON
-	for _, e := range log.Events {
-		if e.StreamID == "agent:calc-agent" && e.Type == "AGENT_CARD_UPDATED" {
-			updates = append(updates, e)
+	// The global log shows events once every older transaction in the
+	// cluster has ended (its visibility horizon): wait for it.
+	waitFor(t, 15*time.Second, "AGENT_CARD_UPDATED in the global log", func() bool {
+		var log struct {
+			Events []fullEventJSON `json:"events"`
 		}
-	}
+		getJSON(t, base+"/v1/events?limit=1000", http.StatusOK, &log)
+		updates = nil
+		for _, e := range log.Events {
+			if e.StreamID == "agent:calc-agent" && e.Type == "AGENT_CARD_UPDATED" {
+				updates = append(updates, e)
+			}
+		}
+		return len(updates) > 0
+	})
 	require.Len(t, updates, 1)
 	require.Contains(t, string(updates[0].Data), `"calc.mul"`)
 }

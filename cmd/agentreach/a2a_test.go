@@ -187,7 +187,19 @@ func TestA2ARegisterByCardAndDeliverByPush(t *testing.T) {
 	t.Parallel()
 	svc, _ := service(t)
 	base := svc.m.URL()
-	agent := newSDKAgent(t, "Calc Agent", []a2a.AgentSkill{{ID: "calc.add", Name: "add", Tags: []string{"math"}}}, true, completes("calc"))
+	release := make(chan struct{})
+	agent := newSDKAgent(t, "Calc Agent", []a2a.AgentSkill{{ID: "calc.add", Name: "add", Tags: []string{"math"}}}, true,
+		func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+			if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
+				return err
+			}
+			select { // finish once the test saw the delivery recorded, so the result can only come by push
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return completes("calc")(ctx, rc, q)
+		})
 
 	reg := registerCard(t, base, fmt.Sprintf(`{"card_url":%q,"ttl_seconds":6}`, agent.srv.URL))
 	require.Equal(t, "calc-agent", reg.AgentID, "the id comes from the card's name")
@@ -203,6 +215,8 @@ func TestA2ARegisterByCardAndDeliverByPush(t *testing.T) {
 	waitChosen(t, base, "calc.add", "calc-agent")
 
 	id := submitOK(t, base, `{"capability":"calc.add","payload":{"a":2,"b":3}}`)
+	waitJob(t, base, id, func(j jobJSON) bool { return j.Status == "DELIVERED" }, 10*time.Second)
+	close(release)
 	j := waitTerminal(t, base, id, 15*time.Second)
 	require.Equal(t, "SUCCESS", j.Status, j.Error)
 	require.Equal(t, "calc-agent", j.AgentID)

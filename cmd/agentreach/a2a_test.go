@@ -117,6 +117,22 @@ func completes(name string) func(ctx context.Context, rc *a2asrv.RequestContext,
 	}
 }
 
+// completesAfter is completes once release is closed; until then the task
+// is working.
+func completesAfter(name string, release <-chan struct{}) func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	return func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
+			return err
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return completes(name)(ctx, rc, q)
+	}
+}
+
 func rejects(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateRejected, a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "not for me"}))
 	ev.Final = true
@@ -188,18 +204,9 @@ func TestA2ARegisterByCardAndDeliverByPush(t *testing.T) {
 	svc, _ := service(t)
 	base := svc.m.URL()
 	release := make(chan struct{})
+	// The agent finishes once the test saw the delivery recorded, so the result can only come by push.
 	agent := newSDKAgent(t, "Calc Agent", []a2a.AgentSkill{{ID: "calc.add", Name: "add", Tags: []string{"math"}}}, true,
-		func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-			if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
-				return err
-			}
-			select { // finish once the test saw the delivery recorded, so the result can only come by push
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			return completes("calc")(ctx, rc, q)
-		})
+		completesAfter("calc", release))
 
 	reg := registerCard(t, base, fmt.Sprintf(`{"card_url":%q,"ttl_seconds":6}`, agent.srv.URL))
 	require.Equal(t, "calc-agent", reg.AgentID, "the id comes from the card's name")
@@ -297,13 +304,7 @@ func TestA2APollsAgentWithoutPush(t *testing.T) {
 	svc, _ := service(t)
 	base := svc.m.URL()
 	release := make(chan struct{})
-	agent := newSDKAgent(t, "Slow", []a2a.AgentSkill{{ID: "t.slow"}}, false, func(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-		if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
-			return err
-		}
-		<-release
-		return completes("slow")(ctx, rc, q)
-	})
+	agent := newSDKAgent(t, "Slow", []a2a.AgentSkill{{ID: "t.slow"}}, false, completesAfter("slow", release))
 	registerCard(t, base, fmt.Sprintf(`{"card_url":%q}`, agent.srv.URL))
 	waitState(t, base, "slow", "HEALTHY", 20*time.Second)
 	waitChosen(t, base, "t.slow", "slow")

@@ -98,45 +98,34 @@ const maxAnswer = 16 << 20
 // status other than 200 an *HTTPError, an answer that is not a task
 // ErrBadTask.
 func (c *Client) SendMessage(ctx context.Context, s Send) (Task, error) {
-	if _, old := c.legacy.Load(s.Endpoint); !old {
-		t, err := c.call(ctx, s.Endpoint, "SendMessage", "1.0", sendParamsV1(s), s.Header)
-		var rpc *RPCError
-		if !errors.As(err, &rpc) || rpc.Code != CodeMethodNotFound {
-			return t, err
-		}
-		c.legacy.Store(s.Endpoint, true)
-	}
-	return c.call(ctx, s.Endpoint, "message/send", "0.3", sendParamsV03(s), s.Header)
+	return c.callEither(ctx, s.Endpoint, "SendMessage", sendParamsV1(s), "message/send", sendParamsV03(s), s.Header)
 }
 
 // GetTask reads a task from the agent.
 func (c *Client) GetTask(ctx context.Context, endpoint, taskID string, header http.Header) (Task, error) {
 	params := map[string]any{"id": taskID}
+	return c.callEither(ctx, endpoint, "GetTask", params, "tasks/get", params, header)
+}
+
+// CancelTask asks the agent to cancel a task.
+func (c *Client) CancelTask(ctx context.Context, endpoint, taskID string, header http.Header) error {
+	params := map[string]any{"id": taskID}
+	_, err := c.callEither(ctx, endpoint, "CancelTask", params, "tasks/cancel", params, header)
+	return err
+}
+
+// callEither calls the v1.0 method, or the v0.3 one for an agent that
+// answered method-not-found to a v1.0 name before (or does now).
+func (c *Client) callEither(ctx context.Context, endpoint, v1 string, v1Params any, v03 string, v03Params any, header http.Header) (Task, error) {
 	if _, old := c.legacy.Load(endpoint); !old {
-		t, err := c.call(ctx, endpoint, "GetTask", "1.0", params, header)
+		t, err := c.call(ctx, endpoint, v1, "1.0", v1Params, header)
 		var rpc *RPCError
 		if !errors.As(err, &rpc) || rpc.Code != CodeMethodNotFound {
 			return t, err
 		}
 		c.legacy.Store(endpoint, true)
 	}
-	return c.call(ctx, endpoint, "tasks/get", "0.3", params, header)
-}
-
-// CancelTask asks the agent to cancel a task; the answer is not awaited
-// beyond the call.
-func (c *Client) CancelTask(ctx context.Context, endpoint, taskID string, header http.Header) error {
-	params := map[string]any{"id": taskID}
-	method := "CancelTask"
-	if _, old := c.legacy.Load(endpoint); old {
-		method = "tasks/cancel"
-	}
-	_, err := c.call(ctx, endpoint, method, "1.0", params, header)
-	var rpc *RPCError
-	if errors.As(err, &rpc) && rpc.Code == CodeMethodNotFound && method == "CancelTask" {
-		_, err = c.call(ctx, endpoint, "tasks/cancel", "0.3", params, header)
-	}
-	return err
+	return c.call(ctx, endpoint, v03, "0.3", v03Params, header)
 }
 
 func sendParamsV1(s Send) map[string]any {

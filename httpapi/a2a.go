@@ -421,32 +421,18 @@ func (h *a2aHandler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParam
 // until it ends (or the client goes): SSE fed by the log's LISTEN/NOTIFY.
 func (h *a2aHandler) stream(ctx context.Context, id string) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		wake, unsubscribe := h.s.deps.Store.Subscribe()
-		defer unsubscribe()
-		tick := time.NewTicker(time.Second) // in case a notification is missed
-		defer tick.Stop()
 		var last domain.JobStatus
-		for {
-			l, err := h.s.deps.Jobs.Load(ctx, nil, id)
-			if err != nil {
-				yield(nil, rpcError(err))
-				return
-			}
+		_, err := h.s.followJob(ctx, id, nil, func(l *jobs.Loaded) bool {
 			if l.Status != last {
 				last = l.Status
 				if !yield(jobs.A2ATask(l), nil) {
-					return
+					return true
 				}
 			}
-			if l.Status.Terminal() {
-				return
-			}
-			select {
-			case <-wake:
-			case <-tick.C:
-			case <-ctx.Done():
-				return
-			}
+			return l.Status.Terminal()
+		})
+		if err != nil {
+			yield(nil, rpcError(err))
 		}
 	}
 }
@@ -538,21 +524,31 @@ func (h *a2aHandler) continueTask(ctx context.Context, params *a2a.MessageSendPa
 
 // waitJob loads a job, waiting up to d for done to hold of it.
 func (s *Server) waitJob(ctx context.Context, id string, d time.Duration, done func(*jobs.Loaded) bool) (*jobs.Loaded, error) {
-	wake, unsubscribe := s.deps.Store.Subscribe()
-	defer unsubscribe()
+	if d <= 0 {
+		return s.deps.Jobs.Load(ctx, nil, id)
+	}
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
+	return s.followJob(ctx, id, deadline.C, done)
+}
+
+// followJob loads a job now and again after commits to the log (at least
+// every second) until visit returns true, until fires (then it loads it
+// once more) or ctx ends, and answers the job as last loaded.
+func (s *Server) followJob(ctx context.Context, id string, until <-chan time.Time, visit func(*jobs.Loaded) bool) (*jobs.Loaded, error) {
+	wake, unsubscribe := s.deps.Store.Subscribe()
+	defer unsubscribe()
 	tick := time.NewTicker(time.Second) // in case a notification is missed
 	defer tick.Stop()
 	for {
 		l, err := s.deps.Jobs.Load(ctx, nil, id)
-		if err != nil || d <= 0 || done(l) {
+		if err != nil || visit(l) {
 			return l, err
 		}
 		select {
 		case <-wake:
 		case <-tick.C:
-		case <-deadline.C:
+		case <-until:
 			return s.deps.Jobs.Load(ctx, nil, id)
 		case <-ctx.Done():
 			return l, nil

@@ -49,14 +49,13 @@ func (a *Agent) A2AInfo() (CardInfo, bool) {
 	return ci, json.Unmarshal(b, &ci) == nil && ci.CardURL != ""
 }
 
-func (m cardMapping) info(cardURL string) map[string]any {
+// cardInfo is the metadata entry ("a2a") of an agent with card m at cardURL.
+func cardInfo(m a2abridge.Mapping, cardURL string) map[string]any {
 	b, _ := json.Marshal(CardInfo{CardURL: cardURL, Name: m.Name, Push: m.Push, Streaming: m.Streaming, ProtocolVersion: m.ProtocolVersion})
 	var out map[string]any
 	_ = json.Unmarshal(b, &out)
 	return out
 }
-
-type cardMapping struct{ a2abridge.Mapping }
 
 var slugRe = regexp.MustCompile(`[^a-z0-9._:-]+`)
 
@@ -90,11 +89,10 @@ func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.
 	if err != nil {
 		return nil, "", &domain.FieldError{Field: "card_url", Message: "cannot be read: " + err.Error()}
 	}
-	mapped, err := f.Card.Map()
+	m, err := f.Card.Map()
 	if err != nil {
 		return nil, "", &domain.FieldError{Field: "card_url", Message: err.Error()}
 	}
-	m := cardMapping{mapped}
 	if reg.AgentID == "" {
 		reg.AgentID = slug(m.Name)
 		if reg.AgentID == "" {
@@ -115,7 +113,7 @@ func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.
 	if reg.Metadata == nil {
 		reg.Metadata = map[string]any{}
 	}
-	reg.Metadata["a2a"] = m.info(f.URL)
+	reg.Metadata["a2a"] = cardInfo(m, f.URL)
 	now := r.now().UTC()
 	return r.register(ctx, reg, md, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO agent_cards (agent_id, card_url, etag, card_hash, card, fetched_at, next_fetch_at)
@@ -144,6 +142,14 @@ func cardInterval(ttlSeconds int, maxAge time.Duration) time.Duration {
 		d = maxAge
 	}
 	return max(d, time.Second)
+}
+
+// cardFailed records a failed fetch (or an unusable card) and when to try
+// again; it answers the failure.
+func (r *Registry) cardFailed(ctx context.Context, agentID string, next time.Time, failure error) error {
+	_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = failures + 1, last_error = $3 WHERE agent_id = $1`,
+		agentID, next, failure.Error())
+	return errors.Join(failure, err)
 }
 
 // CardRefreshArgs is the periodic River job that fetches the Agent Cards
@@ -223,26 +229,21 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 	now := r.now().UTC()
 	next := now.Add(cardInterval(d.ttl, f.MaxAge))
 	if err != nil {
-		_, uerr := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = failures + 1, last_error = $3 WHERE agent_id = $1`,
-			d.agentID, next, err.Error())
-		return false, errors.Join(err, uerr)
+		return false, r.cardFailed(ctx, d.agentID, next, err)
 	}
 	r.heartbeats.add(d.agentID, now, nil) // the card answered: the agent is there
 	if f.NotModified {
 		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = 0, last_error = '' WHERE agent_id = $1`, d.agentID, next)
 		return false, err
 	}
-	mapped, mapErr := f.Card.Map()
-	if mapErr == nil {
-		mapErr = CheckURLs(ctx, r.cfg.Guard, map[string]string{"endpoint": mapped.Endpoint})
+	m, err := f.Card.Map()
+	if err == nil {
+		err = CheckURLs(ctx, r.cfg.Guard, map[string]string{"endpoint": m.Endpoint})
 	}
-	if mapErr != nil {
+	if err != nil {
 		// Keep serving the card we had: the agent answers, its new card is unusable.
-		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = failures + 1, last_error = $3 WHERE agent_id = $1`,
-			d.agentID, next, mapErr.Error())
-		return false, errors.Join(mapErr, err)
+		return false, r.cardFailed(ctx, d.agentID, next, err)
 	}
-	m := cardMapping{mapped}
 	if bytes.Equal(m.Hash(), d.hash) {
 		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET etag = $2, card = $3, fetched_at = $4, next_fetch_at = $5, failures = 0, last_error = ''
 			WHERE agent_id = $1`, d.agentID, keptETag(f), f.Raw, now, next)
@@ -269,7 +270,7 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 		if md == nil {
 			md = map[string]any{}
 		}
-		md["a2a"] = m.info(d.url)
+		md["a2a"] = cardInfo(m, d.url)
 		mdJSON, _ := json.Marshal(md)
 		if _, err := tx.Exec(ctx, `UPDATE agents SET capabilities = $2, aliases = $3, version = $4, endpoint = $5,
 				metadata = $6, stream_version = $7 WHERE agent_id = $1`,

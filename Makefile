@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run test test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
+.PHONY: help build run preflight test test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -16,7 +16,14 @@ build: ## build bin/agentreach
 run: build ## zero-setup dev server: finds or starts PostgreSQL, migrates, serves on 127.0.0.1:8080
 	./bin/agentreach dev
 
-test: ## every test, against the real PostgreSQL (each test gets its own database), and a short fuzz run
+# Free connections the suite needs on the test server (pgtest.PoolMaxConns per
+# service, a few services at once); checked before anything is built.
+TEST_CONNS ?= 40
+
+preflight: ## one line on what is missing when the test server is unreachable or full
+	@$(GO) build -o bin/preflight ./internal/pgtest/preflight && ./bin/preflight -need $(TEST_CONNS)
+
+test: preflight ## every test, against the real PostgreSQL (each test gets its own database), and a short fuzz run
 	$(GO) vet $(PKGS)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 5s ./httpapi

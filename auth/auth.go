@@ -65,6 +65,9 @@ type Principal struct {
 	KeyID     string
 	Namespace string
 	Scopes    []string
+	// expires is the key's end, if it has one: checked on every use, not
+	// only when the key is looked up.
+	expires *time.Time
 }
 
 // Actor names the principal in event metadata.
@@ -183,6 +186,9 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*Principal, error
 	c, ok := s.cache[string(h)]
 	s.mu.Unlock()
 	if ok && now.Before(c.expires) {
+		if c.p != nil && c.p.expires != nil && !now.Before(*c.p.expires) {
+			return nil, ErrExpired
+		}
 		return c.p, c.err
 	}
 	p, err := s.lookup(ctx, h, now)
@@ -213,6 +219,7 @@ func (s *Store) lookup(ctx context.Context, h []byte, now time.Time) (*Principal
 	case expires != nil && !now.Before(*expires):
 		return nil, ErrExpired
 	}
+	p.expires = expires
 	return &p, nil
 }
 

@@ -385,19 +385,20 @@ func nonNilSlice[T any](s []T) []T {
 func (s *Server) rotateToken(c *gin.Context) {
 	id := c.Param("agent_id")
 	md := domain.Metadata{TraceID: traceID(c)}
+	presented := ""
 	if t := bearer(c); isAgentToken(t) {
 		if _, err := s.deps.Registry.Authenticate(c.Request.Context(), id, t); err != nil {
 			_ = c.Error(err)
 			return
 		}
-		md.Actor = "agent:" + id
+		md.Actor, presented = "agent:"+id, t
 	} else {
 		if _, ok := s.loadAgent(c); !ok {
 			return
 		}
 		md.Actor = principal(c).Actor()
 	}
-	token, until, err := s.deps.Registry.RotateToken(c.Request.Context(), id, md)
+	token, until, err := s.deps.Registry.RotateToken(c.Request.Context(), id, presented, md)
 	if err != nil {
 		_ = c.Error(err)
 		return

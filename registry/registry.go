@@ -462,7 +462,10 @@ const EventAgentTokenRotated domain.EventType = "AGENT_TOKEN_ROTATED"
 // RotateToken gives an agent a new token. The previous one keeps working,
 // for heartbeats, results and delivery signatures, until the overlap
 // (Config.TokenOverlap, default 24 h) ends; then only the new one does.
-func (r *Registry) RotateToken(ctx context.Context, id string, md domain.Metadata) (string, time.Time, error) {
+// presented is the agent token the request came with ("" when an operator's
+// key asks): only the current token may rotate, never one in its overlap,
+// else a leaked old token could mint fresh ones (ErrUnauthenticated).
+func (r *Registry) RotateToken(ctx context.Context, id, presented string, md domain.Metadata) (string, time.Time, error) {
 	token, hash := newToken()
 	now := r.now().UTC()
 	until := now.Add(r.cfg.TokenOverlap)
@@ -473,6 +476,9 @@ func (r *Registry) RotateToken(ctx context.Context, id string, md domain.Metadat
 		}
 		if a.Deregistered {
 			return fmt.Errorf("agent %s: %w", id, ErrNotFound)
+		}
+		if presented != "" && !tokenMatches(presented, a.tokenHash) {
+			return fmt.Errorf("agent %s: only the current token may rotate: %w", id, ErrUnauthenticated)
 		}
 		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(id), a.StreamVersion, domain.NewEvent(EventAgentTokenRotated,
 			map[string]any{"previous_valid_until": until, "instance_id": a.InstanceID}, md))

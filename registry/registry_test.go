@@ -281,7 +281,7 @@ func TestTokenRotationOverlap(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	_, old := b.register(t, "rot-1", 10, "http://127.0.0.1:1/")
-	fresh, until, err := b.r.RotateToken(b.ctx, "rot-1", domain.Metadata{Actor: "test"})
+	fresh, until, err := b.r.RotateToken(b.ctx, "rot-1", "", domain.Metadata{Actor: "test"})
 	require.NoError(t, err)
 	require.NotEqual(t, old, fresh)
 	require.Equal(t, b.clock.now().Add(24*time.Hour), until)
@@ -310,6 +310,29 @@ func TestTokenRotationOverlap(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, a.SigningKeys(b.clock.now()), 1)
 	require.Contains(t, b.events(t, domain.AgentStream("rot-1")), EventAgentTokenRotated)
+}
+
+// TestTokenRotationOnlyCurrent: a token in its overlap still authenticates
+// but cannot rotate; the current one can, and nothing changes on refusal.
+func TestTokenRotationOnlyCurrent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, t0 := b.register(t, "rot-2", 10, "http://127.0.0.1:1/")
+	t1, _, err := b.r.RotateToken(b.ctx, "rot-2", t0, domain.Metadata{Actor: "agent:rot-2"})
+	require.NoError(t, err)
+	before, err := b.r.load(b.ctx, b.r.pool, "rot-2", false)
+	require.NoError(t, err)
+
+	_, _, err = b.r.RotateToken(b.ctx, "rot-2", t0, domain.Metadata{Actor: "agent:rot-2"})
+	require.ErrorIs(t, err, ErrUnauthenticated, "a rotated-out token mints nothing")
+	after, err := b.r.load(b.ctx, b.r.pool, "rot-2", false)
+	require.NoError(t, err)
+	require.Equal(t, before.StreamVersion, after.StreamVersion, "no event appended")
+	_, err = b.r.Authenticate(b.ctx, "rot-2", t1)
+	require.NoError(t, err, "the real current token is not demoted")
+
+	_, _, err = b.r.RotateToken(b.ctx, "rot-2", t1, domain.Metadata{Actor: "agent:rot-2"})
+	require.NoError(t, err)
 }
 
 // TestRegistrationSSRFGuard: endpoints in denied networks are refused.

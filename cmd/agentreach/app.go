@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,8 +76,11 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.cfg.Registry.Guard, a.cfg.Jobs.Guard = &guard, &guard
 	// River's workers each hold a connection while they record an
-	// outcome; pgx's default (max(4, cores)) would starve them.
-	pcfg.MaxConns = 50
+	// outcome; pgx's default (max(4, cores)) would starve them. A URL that
+	// names pool_max_conns keeps its own.
+	if !strings.Contains(a.cfg.DatabaseURL, "pool_max_conns") {
+		pcfg.MaxConns = 50
+	}
 	if a.cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(a.cfg.MaxConns)
 	}

@@ -185,7 +185,7 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	cfg.Getenv = m.Getenv
 	fs.StringVar(&cfg.DatabaseURL, "database-url", m.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
 	fs.StringVar(&cfg.Addr, "addr", m.env("AGENTREACH_ADDR", defAddr), "listen address (env AGENTREACH_ADDR)")
-	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default 50)")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default 50; dev: 20)")
 	fs.StringVar(&cfg.LogLevel, "log-level", m.env("AGENTREACH_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENTREACH_LOG_LEVEL)")
 	fs.StringVar(&cfg.Jobs.PublicURL, "public-url", m.Getenv("AGENTREACH_PUBLIC_URL"), "base URL agents reach this service at, for result_url (env AGENTREACH_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&cfg.Jobs.CallbackSecret, "callback-secret", m.Getenv("AGENTREACH_CALLBACK_SECRET"), "whsec_... secret that signs callbacks (env AGENTREACH_CALLBACK_SECRET; default: one kept in the database)")
@@ -290,6 +290,9 @@ func (m *Main) serve(ctx context.Context, cfg Config, logger *slog.Logger) error
 	return m.app.Close(sctx)
 }
 
+// devMaxConns is dev's pool size unless --max-conns says otherwise.
+const devMaxConns = 20
+
 func (m *Main) runDev(ctx context.Context, args []string) error {
 	var cfg Config
 	var localAddr, dataDir string
@@ -315,6 +318,11 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		}
 	}()
 	cfg.DatabaseURL = db.DSN
+	if cfg.MaxConns == 0 {
+		// A dev server shares its PostgreSQL with tests and tools on the
+		// same machine (100 connections by default): a smaller pool.
+		cfg.MaxConns = devMaxConns
+	}
 	keyNote := "Admin key: " + cfg.AdminKey + " (from AGENTREACH_ADMIN_KEY)"
 	switch {
 	case cfg.Insecure:

@@ -219,7 +219,7 @@ func TestEveryEndpointEveryCredential(t *testing.T) {
 		{name: "replay", method: "POST", path: "/v1/jobs/" + jobDead + "/replay", want: keyed(404, 202)},
 		{name: "approve", method: "POST", path: "/v1/jobs/" + jobApprove + "/approve", body: `{"reason":"ok"}`, want: keyed(404, 200)},
 		{name: "reject", method: "POST", path: "/v1/jobs/" + jobReject + "/reject", body: `{"reason":"no"}`, want: keyed(404, 200)},
-		{name: "callback secret", method: "GET", path: "/v1/callbacks/secret?namespace=a", want: keyed(404, 200)},
+		{name: "callback secret", method: "GET", path: "/v1/callbacks/secret?namespace=a", admin: true, want: adminOnly(404, 200)},
 		{name: "rotate callback secret", method: "POST", path: "/v1/callbacks/secret:rotate?namespace=a", admin: true, want: adminOnly(404, 200)},
 		{name: "list keys", method: "GET", path: "/v1/keys", admin: true, want: adminOnly(200, 200)},
 		{name: "create key", method: "POST", path: "/v1/keys", admin: true, body: `{"namespace":"a","scopes":["jobs:read"]}`, want: adminOnly(400, 201)},

@@ -94,6 +94,11 @@ func ensureTemplate(ctx context.Context) (string, error) {
 	return name, templateErr
 }
 
+// PoolMaxConns bounds the pool of anything opened on a test database's URL
+// (pgxpool reads pool_max_conns from it): tests run in parallel beside a
+// `make run`, on a server that allows 100 connections in all.
+const PoolMaxConns = 12
+
 // withDatabase swaps the database name in a postgres:// URL.
 func withDatabase(raw, db string) string {
 	u, err := url.Parse(raw)
@@ -101,6 +106,15 @@ func withDatabase(raw, db string) string {
 		panic("pgtest: bad admin URL: " + err.Error())
 	}
 	u.Path = "/" + db
+	return u.String()
+}
+
+// testURL is the URL handed to a test: its database, and a small pool.
+func testURL(db string) string {
+	u, _ := url.Parse(withDatabase(AdminURL(), db))
+	q := u.Query()
+	q.Set("pool_max_conns", fmt.Sprint(PoolMaxConns))
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 
@@ -140,7 +154,7 @@ func createDatabase(t testing.TB, clause string) string {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})
-	return withDatabase(AdminURL(), name)
+	return testURL(name)
 }
 
 // NewPool returns a pool on a fresh migrated database, closed at test end.

@@ -52,3 +52,23 @@ func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	}
 	return false, time.Duration((1 - b.tokens) / l.Rate * float64(time.Second))
 }
+
+// Blocked reports, without taking a token, whether key has none left and
+// how long until it has one.
+func (l *Limiter) Blocked(key string) (bool, time.Duration) {
+	if l == nil || l.Rate <= 0 {
+		return false, 0
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		return false, 0
+	}
+	tokens := math.Min(l.Burst, b.tokens+now.Sub(b.at).Seconds()*l.Rate)
+	if tokens >= 1 {
+		return false, 0
+	}
+	return true, time.Duration((1 - tokens) / l.Rate * float64(time.Second))
+}

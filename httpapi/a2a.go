@@ -127,6 +127,10 @@ func (s *Server) a2aRPC(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
+	if id, code, msg := checkRPCRequest(body); code != 0 {
+		c.JSON(http.StatusOK, gin.H{"jsonrpc": "2.0", "id": id, "error": gin.H{"code": code, "message": msg}})
+		return
+	}
 	ctx := context.WithValue(c.Request.Context(), a2aCallKey{}, &a2aCall{p: p, ns: ns, md: s.meta(c, p.Actor())})
 	req := c.Request.Clone(ctx)
 	req.Body = io.NopCloser(bytes.NewReader(normalizeA2ARequest(body)))
@@ -143,6 +147,56 @@ func (s *Server) a2aRPC(c *gin.Context) {
 	var buf bufferedResponse
 	s.a2aRPCHandler.ServeHTTP(&buf, req)
 	c.Data(buf.status(), "application/json", v1Response(head.Method, buf.body.Bytes()))
+}
+
+// rpcMembers are the members a JSON-RPC request may have, and rpcParams
+// those of the params of the methods whose params are not A2A's
+// push-config shapes (which differ between versions and are read leniently).
+var (
+	rpcMembers = map[string]bool{"jsonrpc": true, "id": true, "method": true, "params": true}
+	sendParams = map[string]bool{"message": true, "configuration": true, "metadata": true, "tenant": true}
+	taskParams = map[string]bool{"id": true, "historyLength": true, "metadata": true, "tenant": true}
+	rpcParams  = map[string]map[string]bool{
+		"message/send": sendParams, "SendMessage": sendParams, "message/stream": sendParams, "SendStreamingMessage": sendParams,
+		"tasks/get": taskParams, "GetTask": taskParams, "tasks/cancel": taskParams, "CancelTask": taskParams,
+		"tasks/resubscribe": taskParams, "SubscribeToTask": taskParams,
+	}
+)
+
+// checkRPCRequest refuses, as REST refuses a body, a request that is not
+// one JSON value (trailing data: -32700), has members JSON-RPC or the
+// method does not define (-32600, -32602), or holds text PostgreSQL cannot
+// store (-32602). It answers the request's id and a code, 0 if it passes.
+func checkRPCRequest(body []byte) (json.RawMessage, int, string) {
+	if !json.Valid(body) {
+		return nil, -32700, "parse error: the body must be exactly one JSON object"
+	}
+	var req map[string]json.RawMessage
+	if json.Unmarshal(body, &req) != nil {
+		return nil, -32600, "invalid request: the body must be a JSON object"
+	}
+	id := req["id"]
+	for k := range req {
+		if !rpcMembers[k] {
+			return id, -32600, fmt.Sprintf("invalid request: unknown member %q", k)
+		}
+	}
+	var method string
+	_ = json.Unmarshal(req["method"], &method)
+	if known, ok := rpcParams[method]; ok && len(req["params"]) > 0 {
+		var params map[string]json.RawMessage
+		if json.Unmarshal(req["params"], &params) == nil {
+			for k := range params {
+				if !known[k] {
+					return id, -32602, fmt.Sprintf("invalid params: unknown member params.%s", k)
+				}
+			}
+		}
+	}
+	if at, bad := unstorableJSON(body); bad {
+		return id, -32602, "invalid params: " + unstorableError(at).Message
+	}
+	return id, 0, ""
 }
 
 // bufferedResponse keeps a handler's answer to rewrite it.
@@ -408,7 +462,7 @@ func (h *a2aHandler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParam
 			yield(nil, a2a.ErrInvalidParams)
 			return
 		}
-		l, err := h.task(ctx, p.ID)
+		l, err := h.readableTask(ctx, p.ID)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -465,7 +519,7 @@ func (h *a2aHandler) send(ctx context.Context, params *a2a.MessageSendParams) (s
 		skill = names[0]
 	}
 	if !call.p.CanSubmit(skill) {
-		return "", nil, fmt.Errorf("%w: this key may not submit jobs for %s", a2a.ErrInvalidRequest, skill)
+		return "", nil, errPermission("this key lacks the scope jobs:submit:%s", skill)
 	}
 	payload, err := payloadOf(msg.Parts)
 	if err != nil {
@@ -496,12 +550,9 @@ func (h *a2aHandler) send(ctx context.Context, params *a2a.MessageSendParams) (s
 // to the job, which must await it (AWAITING_INPUT).
 func (h *a2aHandler) continueTask(ctx context.Context, params *a2a.MessageSendParams) (string, func(*jobs.Loaded) bool, error) {
 	call := a2aCallFrom(ctx)
-	l, err := h.task(ctx, params.Message.TaskID)
+	l, err := h.ownTask(ctx, params.Message.TaskID)
 	if err != nil {
 		return "", nil, err
-	}
-	if !call.p.CanSubmit(l.Capability) {
-		return "", nil, fmt.Errorf("%w: this key may not act on jobs for %s", a2a.ErrInvalidRequest, l.Capability)
 	}
 	payload, err := payloadOf(params.Message.Parts)
 	if err != nil {
@@ -590,11 +641,39 @@ func (h *a2aHandler) task(ctx context.Context, id a2a.TaskID) (*jobs.Loaded, err
 	return l, nil
 }
 
+// errPermission is a JSON-RPC method refused for the key's scopes, as its
+// REST twin refuses it with 403. A2A defines no code for it: it is an
+// invalid request (-32600) whose message says why.
+func errPermission(format string, args ...any) error {
+	return fmt.Errorf("%w: permission denied: %s", a2a.ErrInvalidRequest, fmt.Sprintf(format, args...))
+}
+
+// readableTask is task for a key that may read jobs (jobs:read), as
+// GET /v1/jobs/{id} demands.
+func (h *a2aHandler) readableTask(ctx context.Context, id a2a.TaskID) (*jobs.Loaded, error) {
+	l, err := h.task(ctx, id)
+	if err == nil && !a2aCallFrom(ctx).p.Has(auth.ScopeJobsRead) {
+		return nil, errPermission("this key lacks the scope %s", auth.ScopeJobsRead)
+	}
+	return l, err
+}
+
+// ownTask is task for a key that may submit the job's capability, as REST
+// cancel and replay demand; push configs, which send the job's result
+// elsewhere, demand it too.
+func (h *a2aHandler) ownTask(ctx context.Context, id a2a.TaskID) (*jobs.Loaded, error) {
+	l, err := h.task(ctx, id)
+	if err == nil && !a2aCallFrom(ctx).p.CanSubmit(l.Capability) {
+		return nil, errPermission("this key may not act on jobs for %s", l.Capability)
+	}
+	return l, err
+}
+
 func (h *a2aHandler) OnGetTask(ctx context.Context, q *a2a.TaskQueryParams) (*a2a.Task, error) {
 	if q == nil {
 		return nil, a2a.ErrInvalidParams
 	}
-	l, err := h.task(ctx, q.ID)
+	l, err := h.readableTask(ctx, q.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -605,14 +684,11 @@ func (h *a2aHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2
 	if p == nil {
 		return nil, a2a.ErrInvalidParams
 	}
-	l, err := h.task(ctx, p.ID)
+	l, err := h.ownTask(ctx, p.ID)
 	if err != nil {
 		return nil, err
 	}
 	call := a2aCallFrom(ctx)
-	if !call.p.CanSubmit(l.Capability) {
-		return nil, fmt.Errorf("%w: this key may not act on jobs for %s", a2a.ErrInvalidRequest, l.Capability)
-	}
 	l, err = h.s.deps.Jobs.Cancel(ctx, l.JobID, "cancelled over A2A", call.md)
 	if err != nil {
 		return nil, rpcError(err)
@@ -630,7 +706,7 @@ func toTaskPushConfig(id a2a.TaskID, p jobs.PushConfig) *a2a.TaskPushConfig {
 
 // pushConfigs lists the push configs of a task the call's key may see.
 func (h *a2aHandler) pushConfigs(ctx context.Context, id a2a.TaskID) ([]jobs.PushConfig, error) {
-	l, err := h.task(ctx, id)
+	l, err := h.ownTask(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -666,7 +742,7 @@ func (h *a2aHandler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushCon
 	if p == nil {
 		return nil, a2a.ErrInvalidParams
 	}
-	l, err := h.task(ctx, p.TaskID)
+	l, err := h.ownTask(ctx, p.TaskID)
 	if err != nil {
 		return nil, err
 	}
@@ -682,7 +758,7 @@ func (h *a2aHandler) OnSetTaskPushConfig(ctx context.Context, p *a2a.TaskPushCon
 }
 
 func (h *a2aHandler) OnDeleteTaskPushConfig(ctx context.Context, p *a2a.DeleteTaskPushConfigParams) error {
-	l, err := h.task(ctx, p.TaskID)
+	l, err := h.ownTask(ctx, p.TaskID)
 	if err != nil {
 		return err
 	}

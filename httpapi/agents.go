@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -113,8 +114,14 @@ func bindJSON(c *gin.Context, into any, required bool) error {
 	return decodeJSON(c.Request.Body, into, required)
 }
 
+// decodeJSON is the one decoder of request bodies: strict, and refusing
+// text PostgreSQL cannot store (see unstorableJSON) before anything acts on it.
 func decodeJSON(body io.Reader, into any, required bool) error {
-	dec := json.NewDecoder(body)
+	b, err := io.ReadAll(body) // bounded by bodyLimit
+	if err != nil {
+		return decodeError(err, required)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
 		return decodeError(err, required)
@@ -122,7 +129,18 @@ func decodeJSON(body io.Reader, into any, required bool) error {
 	if dec.More() {
 		return Invalid("body", "unexpected data after the JSON object")
 	}
+	if at, bad := unstorableJSON(b); bad {
+		return unstorableError(at)
+	}
 	return nil
+}
+
+// unstorableError names where text PostgreSQL cannot store stands.
+func unstorableError(at string) *Error {
+	if at == "" {
+		at = "body"
+	}
+	return Invalid(at, "%s holds text that cannot be stored: a NUL character (\\u0000), a lone UTF-16 surrogate or bytes that are not UTF-8", at)
 }
 
 func decodeError(err error, required bool) error {

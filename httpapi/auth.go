@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"math"
 
@@ -37,8 +39,18 @@ func (s *Server) authenticate(c *gin.Context) (*auth.Principal, error) {
 // rate-limits them per key.
 func (s *Server) need(scope string) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		addr := "addr:" + c.ClientIP()
+		if blocked, wait := s.deps.FailLimiter.Blocked(addr); blocked {
+			_ = c.Error(&Error{Code: CodeRateLimited, Message: "too many failed authentications from this address",
+				RetryAfter: int(math.Ceil(wait.Seconds()))})
+			c.Abort()
+			return
+		}
 		p, err := s.authenticate(c)
 		if err != nil {
+			if !errors.Is(err, auth.ErrNoKey) && authError(err) != nil {
+				s.deps.FailLimiter.Allow(addr)
+			}
 			_ = c.Error(err)
 			c.Abort()
 			return
@@ -69,6 +81,22 @@ func (s *Server) agentOrKey(scope string) gin.HandlerFunc {
 		}
 		keyed(c)
 	}
+}
+
+// agentRate rate-limits the routes an agent's token takes, per agent (or,
+// where the path names none, per token), as need does per key.
+func (s *Server) agentRate(c *gin.Context) {
+	key := c.Param("agent_id")
+	if key == "" {
+		sum := sha256.Sum256([]byte(bearer(c)))
+		key = hex.EncodeToString(sum[:8])
+	}
+	if ok, wait := s.deps.Limiter.Allow("agent:" + key); !ok {
+		_ = c.Error(&Error{Code: CodeRateLimited, Message: "too many requests for this agent", RetryAfter: int(math.Ceil(wait.Seconds()))})
+		c.Abort()
+		return
+	}
+	c.Next()
 }
 
 func isAgentToken(t string) bool { return len(t) > 4 && t[:4] == "art_" }

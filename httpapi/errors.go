@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -29,6 +32,7 @@ const (
 	CodeFanoutExceeded   Code = "fanout_exceeded"
 	CodeRateLimited      Code = "rate_limited"
 	CodeUnavailable      Code = "unavailable"
+	CodeHeadersTooLarge  Code = "headers_too_large"
 	CodeInternal         Code = "internal"
 )
 
@@ -43,6 +47,7 @@ var statusOf = map[Code]int{
 	CodeFanoutExceeded:   http.StatusUnprocessableEntity,
 	CodeRateLimited:      http.StatusTooManyRequests,
 	CodeUnavailable:      http.StatusServiceUnavailable,
+	CodeHeadersTooLarge:  http.StatusRequestHeaderFieldsTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
 }
 
@@ -120,7 +125,28 @@ func toAPIError(err error) *Error {
 	if errors.As(err, &maxErr) {
 		return &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}
 	}
+	if databaseUnavailable(err) {
+		return &Error{Code: CodeUnavailable, Message: "the database is unavailable: try again shortly", RetryAfter: 2}
+	}
 	return &Error{Code: CodeInternal, Message: "internal error"}
+}
+
+// databaseUnavailable tells an outage (no connection, the server shutting
+// down or full) from a failed statement, by type and SQLSTATE class.
+func databaseUnavailable(err error) bool {
+	var connErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connErr), errors.As(err, &netErr):
+		return true
+	case errors.As(err, &pgErr):
+		// 08: connection exception; 57P01-03: shutdown, crash, cannot
+		// connect now; 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" ||
+			pgErr.Code == "57P03" || pgErr.Code == "53300"
+	}
+	return false
 }
 
 // errorMiddleware writes the error body for the last error a handler

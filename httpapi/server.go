@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -44,10 +45,15 @@ type Deps struct {
 	// admin of every namespace (development only).
 	Auth     *auth.Store
 	Insecure bool
-	// Limiter rate-limits each key (nil: no limit).
+	// Limiter rate-limits each key, and each agent on the routes its
+	// token takes (nil: no limit).
 	Limiter *auth.Limiter
-	// Extra mounts more handlers (the dashboard, River UI) on the engine.
-	Extra func(r *gin.Engine, admin gin.HandlerFunc)
+	// FailLimiter rate-limits failed authentications per client address
+	// (nil: no limit): an unknown key costs a database lookup.
+	FailLimiter *auth.Limiter
+	// Extra mounts more handlers (River UI) on the engine; operator is the
+	// chain that admits only admin keys of every namespace ("*").
+	Extra func(r *gin.Engine, operator ...gin.HandlerFunc)
 }
 
 // Server holds the API's handlers.
@@ -62,7 +68,10 @@ func New(deps Deps) *gin.Engine {
 	s := &Server{deps: deps}
 	s.a2aRPCHandler = a2asrv.NewJSONRPCHandler(&a2aHandler{s: s})
 	r := gin.New()
-	r.Use(gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, rec any) {
+	// The client address is the peer's: X-Forwarded-For would let anyone
+	// choose the address their failed authentications count against.
+	_ = r.SetTrustedProxies(nil)
+	r.Use(headerLimit, gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, rec any) {
 		deps.Logger.ErrorContext(c.Request.Context(), "panic in handler", "panic", rec, "path", c.FullPath())
 		c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: errorDetail{Code: CodeInternal, Message: "internal error"}})
 	}))
@@ -70,9 +79,12 @@ func New(deps Deps) *gin.Engine {
 		r.Use(otelgin.Middleware("agent-reach", otelgin.WithTracerProvider(deps.Tracer),
 			otelgin.WithGinFilter(func(c *gin.Context) bool { return c.FullPath() != "/metrics" && c.FullPath() != "/healthz" })))
 	}
-	r.Use(logMiddleware(deps.Logger), errorMiddleware(deps.Logger), bodyLimit)
+	r.Use(logMiddleware(deps.Logger), errorMiddleware(deps.Logger), bodyLimit, cleanPathAndQuery)
+	admin := s.need(auth.ScopeAdmin)
 	if deps.Metrics != nil {
-		r.GET("/metrics", gin.WrapH(deps.Metrics))
+		// Prometheus' series name every namespace: an operator's (a
+		// scrape config sends the key as its bearer credentials).
+		r.GET("/metrics", admin, everyNamespace, gin.WrapH(deps.Metrics))
 	}
 	r.NoRoute(func(c *gin.Context) { _ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path)) })
 
@@ -87,7 +99,6 @@ func New(deps Deps) *gin.Engine {
 	r.POST("/a2a/:namespace", s.need(""), s.a2aRPC)
 	r.POST(jobs.PushPath+":job_id/:attempt", s.a2aPush) // per-attempt push token
 	v1 := r.Group("/v1")
-	admin := s.need(auth.ScopeAdmin)
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces
 	v1.GET("/events/stream", admin, everyNamespace, s.eventStream)
 	v1.GET("/metrics/agents", s.need(auth.ScopeAgentsRead), s.agentMetrics)
@@ -100,8 +111,8 @@ func New(deps Deps) *gin.Engine {
 	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)
 	v1.GET("/agents/:agent_id", s.need(auth.ScopeAgentsRead), s.getAgent)
 	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
-	v1.PUT("/agents/:agent_id/heartbeat", s.heartbeat) // agent token
-	v1.POST("/agents/:agent_id/offline", s.offline)    // agent token
+	v1.PUT("/agents/:agent_id/heartbeat", s.agentRate, s.heartbeat) // agent token
+	v1.POST("/agents/:agent_id/offline", s.agentRate, s.offline)    // agent token
 	v1.POST("/agents/:agent_id/token:rotate", s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
 	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
 
@@ -109,7 +120,7 @@ func New(deps Deps) *gin.Engine {
 	v1.GET("/jobs", s.need(auth.ScopeJobsRead), s.listJobs)
 	v1.GET("/jobs/:job_id", s.need(auth.ScopeJobsRead), s.getJob)
 	v1.GET("/jobs/:job_id/events", s.need(auth.ScopeJobsRead), s.jobEvents)
-	v1.POST("/jobs/:job_id/result", s.reportResult) // agent token
+	v1.POST("/jobs/:job_id/result", s.agentRate, s.reportResult) // agent token
 	v1.POST("/jobs/:job_id/cancel", s.need(""), s.cancelJob)
 	v1.POST("/jobs/:job_id/replay", s.need(""), s.replayJob)
 	v1.POST("/jobs/:job_id/input", s.need(""), s.provideInput)
@@ -124,9 +135,29 @@ func New(deps Deps) *gin.Engine {
 	v1.GET("/policies/approvals", admin, s.getApprovalPolicy)
 	v1.PUT("/policies/approvals", admin, s.setApprovalPolicy)
 	if deps.Extra != nil {
-		deps.Extra(r, admin)
+		deps.Extra(r, admin, everyNamespace)
 	}
 	return r
+}
+
+// MaxHeaderBytes bounds a request's header; a larger one gets 431 with the
+// error body. The http.Server's own limit (which answers in plain text)
+// must sit above it.
+const MaxHeaderBytes = 64 << 10
+
+func headerLimit(c *gin.Context) {
+	n := len(c.Request.RequestURI)
+	for k, vs := range c.Request.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	if n > MaxHeaderBytes {
+		c.AbortWithStatusJSON(http.StatusRequestHeaderFieldsTooLarge, errorBody{Error: errorDetail{Code: CodeHeadersTooLarge,
+			Message: fmt.Sprintf("request headers are larger than %d bytes", MaxHeaderBytes)}})
+		return
+	}
+	c.Next()
 }
 
 // maxBody bounds every request body; larger ones get 413.

@@ -21,7 +21,9 @@ import (
 // Submits with neither an Idempotency-Key nor a parent (the common case)
 // are written in bulk: one INSERT for all their events, one River
 // InsertMany, one INSERT for their timers. The others go one by one, each
-// in a savepoint, so that a conflict of one does not fail the batch.
+// in a savepoint, so that a conflict of one does not fail the batch. Should
+// the shared transaction fail all the same, its members are written again
+// one by one, so one submit never fails another.
 
 type batchItem struct {
 	ctx  context.Context
@@ -120,6 +122,16 @@ func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
 		}
 		return s.bulkSubmitTx(ctx, tx, batch, bulk, patterns, results)
 	})
+	if err != nil && len(batch) > 1 {
+		// One member may have failed the shared transaction (the edge
+		// refuses what it knows PostgreSQL cannot store, but a batch must
+		// never fail for another's sake): nothing of it committed, so each
+		// member is written again alone and only an offender fails.
+		for _, it := range batch {
+			b.commit(ctx, []*batchItem{it})
+		}
+		return
+	}
 	for i, it := range batch {
 		r := results[i]
 		if err != nil && r.err == nil {

@@ -37,6 +37,15 @@ func TestCheckAddrDefaultPolicy(t *testing.T) {
 		{"255.255.255.255", true, "255.255.255.255/32"},
 		{"100.100.100.200", true, "100.100.100.200/32"},
 		{"::ffff:100.100.100.200", true, "100.100.100.200/32"},
+		// IPv6 forms that carry an IPv4 address to a gateway.
+		{"64:ff9b::a9fe:a9fe", true, "169.254.0.0/16"},   // NAT64
+		{"64:ff9b:1::a9fe:a9fe", true, "169.254.0.0/16"}, // NAT64, local use
+		{"::169.254.169.254", true, "169.254.0.0/16"},    // IPv4-compatible
+		{"::a9fe:a9fe", true, "169.254.0.0/16"},
+		{"2002:a9fe:a9fe::1", true, "169.254.0.0/16"},        // 6to4
+		{"2001:0:1:2:3:4:5601:5601", true, "169.254.0.0/16"}, // Teredo (inverted)
+		{"64:ff9b::808:808", false, ""},
+		{"2002:808:808::1", false, ""},
 
 		{"10.0.0.5", false, ""},
 		{"172.16.0.1", false, ""},

@@ -156,6 +156,17 @@ func (p Policy) CheckAddr(ip netip.Addr) error {
 		return errors.New("netguard: invalid IP address")
 	}
 	ip = ip.Unmap().WithZone("")
+	if v4, ok := embeddedIPv4(ip); ok {
+		// The IPv6 forms that carry an IPv4 address to a gateway reach
+		// that address: it is checked as itself too.
+		if err := p.CheckAddr(v4); err != nil {
+			var d *DeniedError
+			if errors.As(err, &d) {
+				d.Addr = ip
+			}
+			return err
+		}
+	}
 	for _, a := range p.Allow {
 		if a.Contains(ip) {
 			return nil
@@ -167,6 +178,35 @@ func (p Policy) CheckAddr(ip netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+// IPv6 prefixes whose addresses embed an IPv4 address.
+var (
+	nat64        = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052 well-known prefix
+	nat64Local   = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215 local-use
+	ipv4Compat   = netip.MustParsePrefix("::/96")          // deprecated IPv4-compatible (::a.b.c.d)
+	sixToFour    = netip.MustParsePrefix("2002::/16")      // RFC 3056: 2002:AABB:CCDD::
+	teredo       = netip.MustParsePrefix("2001::/32")      // RFC 4380: the client's address, inverted
+	loopbackV6   = netip.IPv6Loopback()
+	unspecified6 = netip.IPv6Unspecified()
+)
+
+// embeddedIPv4 returns the IPv4 address that an IPv6 address of the NAT64,
+// IPv4-compatible, 6to4 or Teredo forms carries.
+func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() || ip == loopbackV6 || ip == unspecified6 {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip), nat64Local.Contains(ip), ipv4Compat.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	case teredo.Contains(ip):
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]}), true
+	}
+	return netip.Addr{}, false
 }
 
 // String lists the deny and allow prefixes in a compact form for logs, e.g.

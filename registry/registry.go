@@ -128,14 +128,25 @@ type Registry struct {
 // registry because the client needs the registry's workers.
 func (r *Registry) SetClient(c *river.Client[pgx.Tx]) { r.client = c }
 
+// MaxRedirects bounds the redirects a probe or a card fetch follows; each
+// target is checked by the network guard when it is dialled.
+const MaxRedirects = 3
+
+func boundedRedirects(_ *http.Request, via []*http.Request) error {
+	if len(via) > MaxRedirects {
+		return fmt.Errorf("stopped after %d redirects", MaxRedirects)
+	}
+	return nil
+}
+
 // New returns a Registry. Start its background work with Run.
 func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg Config) *Registry {
 	cfg = cfg.withDefaults()
 	r := &Registry{
 		pool: pool, store: store, logger: logger, cfg: cfg, now: time.Now,
-		http: &http.Client{Timeout: cfg.ProbeTimeout, Transport: &http.Transport{Proxy: nil,
+		http: &http.Client{Timeout: cfg.ProbeTimeout, CheckRedirect: boundedRedirects, Transport: &http.Transport{Proxy: nil,
 			DialContext: cfg.Guard.DialContext(&net.Dialer{Timeout: cfg.ProbeTimeout})}},
-		cardHTTP: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil,
+		cardHTTP: &http.Client{Timeout: 10 * time.Second, CheckRedirect: boundedRedirects, Transport: &http.Transport{Proxy: nil,
 			DialContext: cfg.Guard.DialContext(&net.Dialer{Timeout: 5 * time.Second})}},
 		pokes: make(chan struct{}, 1), preserving: map[string]bool{},
 	}

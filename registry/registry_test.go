@@ -355,3 +355,19 @@ func TestRegistrationSSRFGuard(t *testing.T) {
 	_, err = b.r.Get(b.ctx, "ssrf")
 	require.ErrorIs(t, err, ErrNotFound, "nothing was written")
 }
+
+// TestProbeRedirectsBounded: a health URL that redirects for ever is
+// followed at most MaxRedirects times, and the probe fails.
+func TestProbeRedirectsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Redirect(w, r, "/again", http.StatusFound)
+	}))
+	t.Cleanup(srv.Close)
+	err := b.r.probe(b.ctx, &Agent{AgentRegistration: domain.AgentRegistration{Endpoint: srv.URL}})
+	require.ErrorContains(t, err, "redirects")
+	require.Equal(t, int32(MaxRedirects+1), hits.Load(), "the first request and %d redirects", MaxRedirects)
+}

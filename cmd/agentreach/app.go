@@ -139,12 +139,15 @@ func (a *App) Start(ctx context.Context) error {
 		Pool: a.pool, Store: a.store, Registry: a.registry, Jobs: a.jobs, Logger: a.logger, Ready: a.ready, Version: version,
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),
-		Extra: func(r *gin.Engine, admin gin.HandlerFunc) {
-			r.Any("/riverui", admin, gin.WrapH(ui)) // River UI has no auth of its own
-			r.Any("/riverui/*path", admin, gin.WrapH(ui))
+		FailLimiter: auth.NewLimiter(a.cfg.AuthFailRate, a.cfg.AuthFailBurst),
+		Extra: func(r *gin.Engine, operator ...gin.HandlerFunc) {
+			// River UI has no auth of its own and shows every namespace's
+			// River jobs and queues: only an admin of every namespace.
+			r.Any("/riverui", append(operator, gin.WrapH(ui))...)
+			r.Any("/riverui/*path", append(operator, gin.WrapH(ui))...)
 		},
 	})
-	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 4 * httpapi.MaxHeaderBytes}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel

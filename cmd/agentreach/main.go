@@ -167,6 +167,10 @@ type Config struct {
 	Insecure  bool
 	RateLimit float64
 	RateBurst float64
+	// AuthFailRate and AuthFailBurst bound failed authentications per
+	// client address.
+	AuthFailRate  float64
+	AuthFailBurst float64
 	// DenyNets and AllowNets tune the SSRF guard (netguard.ParsePolicy).
 	DenyNets, AllowNets string
 	// GroupCommitWindow is how long concurrent submits are gathered into
@@ -203,6 +207,8 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.DurationVar(&cfg.GroupCommitWindow, "group-commit-window", 2*time.Millisecond, "gather concurrent submits into one transaction for at most this long (0: off)")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 200, "requests per second per API key (token bucket; 0 = no limit)")
 	fs.Float64Var(&cfg.RateBurst, "rate-burst", 400, "burst of the per-key rate limit")
+	fs.Float64Var(&cfg.AuthFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (0 = no limit)")
+	fs.Float64Var(&cfg.AuthFailBurst, "auth-fail-burst", 50, "burst of failed authentications per client address")
 	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")
 }
 

@@ -136,17 +136,30 @@ func (s *Server) a2aRPC(c *gin.Context) {
 	req.Body = io.NopCloser(bytes.NewReader(normalizeA2ARequest(body)))
 	c.Header("Content-Type", "application/json")
 	var head struct {
-		Method string `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
 	}
 	_ = json.Unmarshal(body, &head)
-	if _, v1 := v1Methods[head.Method]; !v1 || head.Method == "SendStreamingMessage" || head.Method == "SubscribeToTask" {
+	v0 := v1Methods[head.Method]
+	if v0 == "" {
+		v0 = head.Method
+	}
+	if v0 == "message/stream" || v0 == "tasks/resubscribe" {
 		s.a2aRPCHandler.ServeHTTP(c.Writer, req)
 		return
 	}
-	// A v1.0 caller gets its answer in v1.0 shapes.
 	var buf bufferedResponse
 	s.a2aRPCHandler.ServeHTTP(&buf, req)
-	c.Data(buf.status(), "application/json", v1Response(head.Method, buf.body.Bytes()))
+	out := buf.body.Bytes()
+	switch {
+	case len(bytes.TrimSpace(out)) == 0:
+		// a2asrv answers a method without a result (a deleted push
+		// config) with nothing at all; JSON-RPC wants a null result.
+		out, _ = json.Marshal(gin.H{"jsonrpc": "2.0", "id": head.ID, "result": nil})
+	case v0 != head.Method:
+		out = v1Response(head.Method, out) // a v1.0 caller gets v1.0 shapes
+	}
+	c.Data(buf.status(), "application/json", out)
 }
 
 // rpcMembers are the members a JSON-RPC request may have, and rpcParams

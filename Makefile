@@ -27,6 +27,7 @@ test: preflight ## every test, against the real PostgreSQL (each test gets its o
 	$(GO) vet $(PKGS)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 5s ./httpapi
+	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime 5s ./httpapi
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
 demo: build ## a guided run: dev, a fleet with flaky, slow and dead agents, 2000 jobs, the health table
@@ -36,9 +37,10 @@ chaos: build ## chaos runs: one process, then three, each killed mid-run with a 
 	./bin/agentreach chaos --processes 1 --jobs 2000
 	./bin/agentreach chaos --processes 3 --jobs 2000
 
-fuzz: ## fuzz the request decoders for a minute each
+fuzz: ## fuzz the request decoders and every route (paths, queries, bodies) for a minute each
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 60s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 60s ./httpapi
+	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime 60s ./httpapi
 
 test-short: ## quick run without -count=1
 	$(GO) test -short $(PKGS)

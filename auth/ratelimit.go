@@ -44,8 +44,7 @@ func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 		b = &bucket{tokens: l.Burst, at: now}
 		l.buckets[key] = b
 	}
-	b.tokens = math.Min(l.Burst, b.tokens+now.Sub(b.at).Seconds()*l.Rate)
-	b.at = now
+	b.tokens, b.at = l.refilled(b, now), now
 	if b.tokens >= 1 {
 		b.tokens--
 		return true, 0
@@ -66,9 +65,14 @@ func (l *Limiter) Blocked(key string) (bool, time.Duration) {
 	if b == nil {
 		return false, 0
 	}
-	tokens := math.Min(l.Burst, b.tokens+now.Sub(b.at).Seconds()*l.Rate)
+	tokens := l.refilled(b, now)
 	if tokens >= 1 {
 		return false, 0
 	}
 	return true, time.Duration((1 - tokens) / l.Rate * float64(time.Second))
+}
+
+// refilled is what b holds at now.
+func (l *Limiter) refilled(b *bucket, now time.Time) float64 {
+	return math.Min(l.Burst, b.tokens+now.Sub(b.at).Seconds()*l.Rate)
 }

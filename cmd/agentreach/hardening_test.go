@@ -253,6 +253,14 @@ func TestOversizedHeadersGetTheErrorBody(t *testing.T) {
 	svc, _ := service(t)
 	req, _ := http.NewRequest(http.MethodGet, svc.m.URL()+"/v1/jobs", nil)
 	req.Header.Set("X-Big", strings.Repeat("x", 100<<10))
+	resp, code := errorCodeOf(t, req)
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+	require.Equal(t, "headers_too_large", code)
+}
+
+// errorCodeOf makes a request and answers its response and error code.
+func errorCodeOf(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -260,8 +268,7 @@ func TestOversizedHeadersGetTheErrorBody(t *testing.T) {
 		Error struct{ Code string } `json:"error"`
 	}
 	require.NoError(t, jsonDecode(resp.Body, &e))
-	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
-	require.Equal(t, "headers_too_large", e.Error.Code)
+	return resp, e.Error.Code
 }
 
 // TestDatabaseOutageIs503: with the database unreachable, a request that
@@ -272,14 +279,8 @@ func TestDatabaseOutageIs503(t *testing.T) {
 		"serve", "--admin-key", testAdminKey, "--addr", "127.0.0.1:0", "--log-level", "error")
 	req, _ := http.NewRequest(http.MethodGet, r.m.URL()+"/v1/jobs", nil)
 	req.Header.Set("Authorization", "Bearer "+testAdminKey)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var e struct {
-		Error struct{ Code string } `json:"error"`
-	}
-	require.NoError(t, jsonDecode(resp.Body, &e))
+	resp, code := errorCodeOf(t, req)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	require.Equal(t, "unavailable", e.Error.Code)
+	require.Equal(t, "unavailable", code)
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 }

@@ -319,21 +319,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			(SELECT count(*) FROM idempotency_keys), (SELECT string_agg(coalesce(prev_token_hash::text, '-'), ',') FROM agents))`).Scan(&s))
 		return s
 	}
-	// settle waits until background work a fixture or a success started
-	// (a probe, a dispatch) is over, so a refused call is judged alone.
-	settle := func() {
-		deadline := time.Now().Add(15 * time.Second)
-		prev := writes()
-		for {
-			time.Sleep(150 * time.Millisecond) // the interval over which the database must stay quiet
-			cur := writes()
-			if cur == prev {
-				return
-			}
-			require.True(t, time.Now().Before(deadline), "background work did not settle")
-			prev = cur
-		}
-	}
+	settle := func() { settleWrites(t, writes) }
 
 	client := &http.Client{Transport: http.DefaultTransport, Timeout: 30 * time.Second}
 	for _, row := range readMatrix(t) {

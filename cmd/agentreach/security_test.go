@@ -142,19 +142,7 @@ func TestEveryEndpointEveryCredential(t *testing.T) {
 
 	// Correct calls may start background work (a probe, a dispatch): let it
 	// finish before the next refused call is checked for writes.
-	settle := func() {
-		deadline := time.Now().Add(10 * time.Second)
-		prev := counts()
-		for {
-			time.Sleep(150 * time.Millisecond) // the interval over which the database must stay quiet
-			cur := counts()
-			if cur == prev {
-				return
-			}
-			require.True(t, time.Now().Before(deadline), "background work did not settle")
-			prev = cur
-		}
-	}
+	settle := func() { settleWrites(t, counts) }
 	// Replays and submits below wait for approval: no background dispatch.
 	code, out = call(t, http.MethodPut, base+"/v1/policies/approvals", "Bearer "+adminA, `{"patterns":["sec.risky*","sec.none*","sec.cap"]}`)
 	require.Equal(t, http.StatusOK, code, out)
@@ -254,6 +242,25 @@ func TestEveryEndpointEveryCredential(t *testing.T) {
 	// The global log is for keys of every namespace.
 	code, _ = call(t, http.MethodGet, base+"/v1/events", admin, "")
 	require.Equal(t, http.StatusOK, code)
+}
+
+// settleWrites waits until writes (a summary of what refused calls must
+// leave alone) stays the same for a while: background work that a fixture
+// or a success started (a probe, a dispatch) is over, so a refused call is
+// judged alone.
+func settleWrites(t *testing.T, writes func() string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	prev := writes()
+	for {
+		time.Sleep(150 * time.Millisecond) // the interval over which the database must stay quiet
+		cur := writes()
+		if cur == prev {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "background work did not settle")
+		prev = cur
+	}
 }
 
 type endpointCase struct {

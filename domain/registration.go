@@ -24,8 +24,18 @@ const (
 // AgentStreamPrefix starts the stream id of every agent.
 const AgentStreamPrefix = "agent:"
 
-// AgentStream is the event stream of agent id.
-func AgentStream(id string) string { return AgentStreamPrefix + id }
+// AgentStream is the event stream of an agent: agent:<namespace>/<id>.
+func AgentStream(k AgentKey) string { return AgentStreamPrefix + k.String() }
+
+// AgentKey names an agent. Each namespace has its own agent ids, so an id
+// is an agent's only within its namespace.
+type AgentKey struct {
+	Namespace string
+	ID        string
+}
+
+// String is "namespace/id" (neither may hold a '/').
+func (k AgentKey) String() string { return k.Namespace + "/" + k.ID }
 
 // RegistryStream is the stream of registry-wide facts of a namespace.
 func RegistryStream(namespace string) string { return "registry:" + namespace }
@@ -140,6 +150,9 @@ func ValidateHTTPURL(field, raw string) *FieldError {
 	}
 	return nil
 }
+
+// Key names the registered agent.
+func (r *AgentRegistration) Key() AgentKey { return AgentKey{Namespace: r.Namespace, ID: r.AgentID} }
 
 // Normalize fills defaults and checks every field, returning the first
 // problem as a *FieldError. It changes r only by filling defaults and

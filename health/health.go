@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 )
 
@@ -78,18 +79,18 @@ func Agents(ctx context.Context, q eventstore.Querier, window, namespace string)
 // Judge returns, for every agent with enough attempts in the alert window
 // (health_settings), whether it is below a threshold. Agents without
 // enough attempts are absent: there is no evidence either way.
-func Judge(ctx context.Context, q eventstore.Querier) (map[string]Verdict, error) {
-	rows, err := q.Query(ctx, `SELECT r.agent_id, r.attempted, coalesce(r.reach_rate, 0), coalesce(r.success_rate, 0),
+func Judge(ctx context.Context, q eventstore.Querier) (map[domain.AgentKey]Verdict, error) {
+	rows, err := q.Query(ctx, `SELECT r.namespace, r.agent_id, r.attempted, coalesce(r.reach_rate, 0), coalesce(r.success_rate, 0),
 			(r.reach_rate < h.reach_alert OR r.success_rate < h.success_alert), h.alert_window
 		FROM reach_health r CROSS JOIN health_settings h
 		WHERE r."window" = h.alert_window AND r.attempted >= h.alert_min_attempts`)
 	if err != nil {
 		return nil, fmt.Errorf("judge health: %w", err)
 	}
-	out := map[string]Verdict{}
-	var id string
+	out := map[domain.AgentKey]Verdict{}
+	var id domain.AgentKey
 	var v Verdict
-	_, err = pgx.ForEachRow(rows, []any{&id, &v.Attempted, &v.ReachRate, &v.SuccessRate, &v.Below, &v.Window}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &v.Attempted, &v.ReachRate, &v.SuccessRate, &v.Below, &v.Window}, func() error {
 		out[id] = v
 		return nil
 	})

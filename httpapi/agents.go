@@ -72,7 +72,7 @@ type agentResponse struct {
 
 func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 	snap := s.deps.Registry.Snapshot()
-	b := snap.Breaker(a.AgentID)
+	b := snap.Breaker(a.Key())
 	br := breakerResponse{State: string(b.State), ErrorRate: b.ErrorRate, Attempts: b.Attempts}
 	if !b.OpenedAt.IsZero() {
 		br.OpenedAt, br.RetryAt = &b.OpenedAt, &b.RetryAt
@@ -83,7 +83,7 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 		MaxConcurrent: a.MaxConcurrent, Version: a.Version, RolloutPercent: a.RolloutPercent, TTLSeconds: a.TTLSeconds,
 		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), InstanceID: a.InstanceID,
 		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
-		StateChangedAt: a.StateChangedAt.UTC(), InFlight: max(snap.InFlight(a.AgentID), a.ReportedInFlight), Breaker: br,
+		StateChangedAt: a.StateChangedAt.UTC(), InFlight: max(snap.InFlight(a.Key()), a.ReportedInFlight), Breaker: br,
 		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3,
 	}
 }
@@ -208,19 +208,15 @@ func (s *Server) registerAgent(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	taken := func(id string) error {
-		if prev, err := s.deps.Registry.Get(c.Request.Context(), id); err == nil && !principal(c).Sees(prev.Namespace) {
-			return &Error{Code: CodeConflict, Field: "agent_id", Message: "agent_id is taken"}
-		}
-		return nil
-	}
+	// Each namespace has its own agent ids: registering one says nothing
+	// of other namespaces.
 	req.Namespace = ns
 	reg := registration(req)
 	var a *registry.Agent
 	var token string
 	if req.CardURL != "" {
-		a, token, err = s.deps.Registry.RegisterCard(c.Request.Context(), req.CardURL, reg, taken, s.meta(c, principal(c).Actor()))
-	} else if err = taken(req.AgentID); err == nil {
+		a, token, err = s.deps.Registry.RegisterCard(c.Request.Context(), req.CardURL, reg, s.meta(c, principal(c).Actor()))
+	} else {
 		a, token, err = s.deps.Registry.Register(c.Request.Context(), reg, s.meta(c, principal(c).Actor()))
 	}
 	if err != nil {
@@ -322,10 +318,16 @@ func (s *Server) listAgents(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"agents": out})
 }
 
-// loadAgent loads the agent of the path for a principal that must see its
-// namespace: another namespace's agent is not found.
+// loadAgent loads the agent of the path in the key's namespace (or the
+// ?namespace= a key of every namespace names; without one, the only agent
+// of that id): another namespace's agent is not found.
 func (s *Server) loadAgent(c *gin.Context) (*registry.Agent, bool) {
-	a, err := s.deps.Registry.Get(c.Request.Context(), c.Param("agent_id"))
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return nil, false
+	}
+	a, err := s.deps.Registry.Find(c.Request.Context(), ns, c.Param("agent_id"))
 	if err == nil && !principal(c).Sees(a.Namespace) {
 		err = registry.ErrNotFound
 	}
@@ -341,7 +343,7 @@ func (s *Server) getAgent(c *gin.Context) {
 	if !ok {
 		return
 	}
-	recent, err := s.deps.Registry.RecentActivity(c.Request.Context(), a.AgentID, time.Hour)
+	recent, err := s.deps.Registry.RecentActivity(c.Request.Context(), a.Key(), time.Hour)
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -352,11 +354,11 @@ func (s *Server) getAgent(c *gin.Context) {
 }
 
 func (s *Server) deleteAgent(c *gin.Context) {
-	id := c.Param("agent_id")
-	if _, ok := s.loadAgent(c); !ok {
+	a, ok := s.loadAgent(c)
+	if !ok {
 		return
 	}
-	if err := s.deps.Registry.Deregister(c.Request.Context(), id, s.meta(c, principal(c).Actor())); err != nil {
+	if err := s.deps.Registry.Deregister(c.Request.Context(), a.Key(), s.meta(c, principal(c).Actor())); err != nil {
 		_ = c.Error(err)
 		return
 	}
@@ -404,19 +406,22 @@ func (s *Server) rotateToken(c *gin.Context) {
 	id := c.Param("agent_id")
 	md := domain.Metadata{TraceID: traceID(c)}
 	presented := ""
+	var a *registry.Agent
 	if t := bearer(c); isAgentToken(t) {
-		if _, err := s.deps.Registry.Authenticate(c.Request.Context(), id, t); err != nil {
+		var err error
+		if a, err = s.deps.Registry.Authenticate(c.Request.Context(), id, t); err != nil {
 			_ = c.Error(err)
 			return
 		}
 		md.Actor, presented = "agent:"+id, t
 	} else {
-		if _, ok := s.loadAgent(c); !ok {
+		var ok bool
+		if a, ok = s.loadAgent(c); !ok {
 			return
 		}
 		md.Actor = principal(c).Actor()
 	}
-	token, until, err := s.deps.Registry.RotateToken(c.Request.Context(), id, presented, md)
+	token, until, err := s.deps.Registry.RotateToken(c.Request.Context(), a.Key(), presented, md)
 	if err != nil {
 		_ = c.Error(err)
 		return

@@ -104,6 +104,8 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodeUnauthenticated, Message: "agent token missing or invalid (Authorization: Bearer <token>)"}
 	case errors.Is(err, registry.ErrGone):
 		return &Error{Code: CodeNotFound, Message: "agent is offline: register again"}
+	case errors.Is(err, registry.ErrAmbiguous):
+		return &Error{Code: CodeConflict, Field: "namespace", Message: "this agent id is in several namespaces: name one with ?namespace="}
 	case errors.Is(err, registry.ErrNotFound):
 		return &Error{Code: CodeNotFound, Message: "agent not found: register it"}
 	case errors.Is(err, jobs.ErrNotFound):

@@ -220,7 +220,7 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 	if l.Status != domain.StatusAwaitingInput || l.RemoteTaskID == "" {
 		return nil, fmt.Errorf("job %s is %s, not awaiting input: %w", id, l.Status, ErrConflict)
 	}
-	a, err := s.agent(ctx, l.AgentID)
+	a, err := s.agent(ctx, l.Namespace, l.AgentID)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s of job %s: %v: %w", l.AgentID, id, err, ErrAgentUnavailable)
 	}
@@ -278,7 +278,7 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 	if agentID == "" {
 		return "", fmt.Errorf("job %s has no attempt %d: %w", id, attempt, ErrNotFound)
 	}
-	a, err := s.agent(ctx, agentID)
+	a, err := s.agent(ctx, l.Namespace, agentID)
 	if err != nil || !a2abridge.PushTokenValid(a.SigningKeys(s.now()), id, attempt, token) {
 		return "", fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
 	}
@@ -359,7 +359,7 @@ func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) e
 		if l.RemoteTaskID == "" {
 			return nil // nothing to poll: the deadline decides
 		}
-		a, err := s.agent(ctx, l.AgentID)
+		a, err := s.agent(ctx, l.Namespace, l.AgentID)
 		if err != nil {
 			return nil // gone: the deadline decides
 		}
@@ -408,12 +408,14 @@ func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) e
 
 // agent returns an agent from the router's snapshot, which every push and
 // poll can read without a query, or from the registry if the snapshot does
-// not have it yet.
-func (s *Service) agent(ctx context.Context, id string) (*registry.Agent, error) {
-	if a := s.registry.Snapshot().Agent(id); a != nil {
+// not have it yet. A job names its agent by id; the job's namespace says
+// whose.
+func (s *Service) agent(ctx context.Context, namespace, id string) (*registry.Agent, error) {
+	k := domain.AgentKey{Namespace: namespace, ID: id}
+	if a := s.registry.Snapshot().Agent(k); a != nil {
 		return a, nil
 	}
-	return s.registry.Get(ctx, id)
+	return s.registry.Get(ctx, k)
 }
 
 // inputTimer replaces the attempt's deadline while its agent awaits input:
@@ -427,7 +429,7 @@ func (s *Service) inputTimer(attempt int, agentID string, now time.Time) *timer 
 // CANCELLED, and whatever the agent pushes later is recorded and changes
 // nothing.
 func (s *Service) cancelAtAgent(ctx context.Context, l *Loaded) {
-	a := s.registry.Snapshot().Agent(l.AgentID)
+	a := s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: l.AgentID})
 	if a == nil || a.Protocol != domain.ProtocolA2A {
 		return
 	}

@@ -88,7 +88,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 
 	var agent *registry.Agent
 	if route.Chosen != "" {
-		agent = s.registry.Snapshot().Agent(route.Chosen)
+		agent = s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: route.Chosen})
 	}
 	if agent == nil {
 		reason := fmt.Sprintf("no routable agent offers %s in namespace %s", l.Capability, l.Namespace)

@@ -68,7 +68,8 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 		}
 	}
 	if smp := fx.sample; smp != nil && smp.agentID != "" {
-		if _, err := tx.Exec(ctx, `INSERT INTO agent_attempts (agent_id, at, ok) VALUES ($1, $2, $3)`, smp.agentID, smp.at, smp.ok); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ($1, $2, $3, $4)`,
+			l.Namespace, smp.agentID, smp.at, smp.ok); err != nil {
 			return fmt.Errorf("record attempt of agent %s: %w", smp.agentID, err)
 		}
 	}

@@ -65,7 +65,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 	if err != nil {
 		return "", nil, err
 	}
-	if caller.AgentID != agentID {
+	if caller.AgentID != agentID || caller.Namespace != l.Namespace {
 		return "", nil, fmt.Errorf("attempt %d of job %s belongs to agent %s: %w", attempt, id, agentID, ErrForbidden)
 	}
 	md.Actor = "agent:" + agentID

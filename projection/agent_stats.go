@@ -34,6 +34,7 @@ func (AgentStats) Reset(ctx context.Context, tx pgx.Tx) error {
 }
 
 type statsKey struct {
+	namespace         string
 	agent, capability string
 	bucket            time.Time
 	hourly            bool
@@ -108,7 +109,7 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 		}
 		job := jobs[r.StreamID]
 		for _, hourly := range []bool{false, true} {
-			k := statsKey{agent: f.AgentID, capability: job.Capability, bucket: r.RecordedAt.UTC().Truncate(time.Minute), hourly: hourly}
+			k := statsKey{namespace: job.Namespace, agent: f.AgentID, capability: job.Capability, bucket: r.RecordedAt.UTC().Truncate(time.Minute), hourly: hourly}
 			if hourly {
 				k.bucket = r.RecordedAt.UTC().Truncate(time.Hour)
 			}
@@ -149,7 +150,7 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 		b.Queue(`INSERT INTO `+table+` AS s (agent_id, capability, bucket, namespace, attempted, delivered, succeeded,
 				failed, timed_out, dead_lettered, delivery_hist, result_hist)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, reach_hist_of($11::float8[]), reach_hist_of($12::float8[]))
-			ON CONFLICT (agent_id, capability, bucket) DO UPDATE SET
+			ON CONFLICT (namespace, agent_id, capability, bucket) DO UPDATE SET
 				attempted = s.attempted + excluded.attempted, delivered = s.delivered + excluded.delivered,
 				succeeded = s.succeeded + excluded.succeeded, failed = s.failed + excluded.failed,
 				timed_out = s.timed_out + excluded.timed_out, dead_lettered = s.dead_lettered + excluded.dead_lettered,

@@ -74,9 +74,8 @@ func slug(name string) string {
 // The card is fetched again every third of the lease, with its ETag; each
 // successful fetch renews the lease, and a change is recorded as an
 // AGENT_CARD_UPDATED event. A card that cannot be fetched or used is a
-// *domain.FieldError on card_url. check, once the agent id is known, may
-// refuse it (an id taken in another namespace) with its own error.
-func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.AgentRegistration, check func(agentID string) error, md domain.Metadata) (*Agent, string, error) {
+// *domain.FieldError on card_url.
+func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.AgentRegistration, md domain.Metadata) (*Agent, string, error) {
 	if len(reg.Capabilities) > 0 || reg.Endpoint != "" || reg.HealthURL != "" || (reg.Protocol != "" && reg.Protocol != domain.ProtocolA2A) {
 		return nil, "", &domain.FieldError{Field: "card_url", Message: "with card_url, capabilities, endpoint, health_url and protocol come from the card; leave them out"}
 	}
@@ -93,14 +92,14 @@ func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.
 	if err != nil {
 		return nil, "", &domain.FieldError{Field: "card_url", Message: err.Error()}
 	}
+	if reg.Namespace == "" {
+		reg.Namespace = domain.DefaultNamespace
+	}
 	if reg.AgentID == "" {
 		reg.AgentID = slug(m.Name)
 		if reg.AgentID == "" {
 			return nil, "", &domain.FieldError{Field: "agent_id", Message: "is required: the card has no name to make one of"}
 		}
-	}
-	if err := check(reg.AgentID); err != nil {
-		return nil, "", err
 	}
 	reg.Capabilities, reg.Aliases, reg.Endpoint, reg.Protocol, reg.HealthURL = m.Capabilities, m.Aliases, m.Endpoint, domain.ProtocolA2A, f.URL
 	if reg.Version == "" {
@@ -116,12 +115,12 @@ func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.
 	reg.Metadata["a2a"] = cardInfo(m, f.URL)
 	now := r.now().UTC()
 	return r.register(ctx, reg, md, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO agent_cards (agent_id, card_url, etag, card_hash, card, fetched_at, next_fetch_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (agent_id) DO UPDATE SET card_url = excluded.card_url, etag = excluded.etag,
+		_, err := tx.Exec(ctx, `INSERT INTO agent_cards (agent_id, card_url, etag, card_hash, card, fetched_at, next_fetch_at, namespace)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (namespace, agent_id) DO UPDATE SET card_url = excluded.card_url, etag = excluded.etag,
 				card_hash = excluded.card_hash, card = excluded.card, fetched_at = excluded.fetched_at,
 				next_fetch_at = excluded.next_fetch_at, failures = 0, last_error = ''`,
-			reg.AgentID, f.URL, keptETag(f), m.Hash(), f.Raw, now, now.Add(cardInterval(reg.TTLSeconds, f.MaxAge)))
+			reg.AgentID, f.URL, keptETag(f), m.Hash(), f.Raw, now, now.Add(cardInterval(reg.TTLSeconds, f.MaxAge)), reg.Namespace)
 		return err
 	})
 }
@@ -146,9 +145,9 @@ func cardInterval(ttlSeconds int, maxAge time.Duration) time.Duration {
 
 // cardFailed records a failed fetch (or an unusable card) and when to try
 // again; it answers the failure.
-func (r *Registry) cardFailed(ctx context.Context, agentID string, next time.Time, failure error) error {
-	_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = failures + 1, last_error = $3 WHERE agent_id = $1`,
-		agentID, next, failure.Error())
+func (r *Registry) cardFailed(ctx context.Context, k domain.AgentKey, next time.Time, failure error) error {
+	_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = failures + 1, last_error = $3
+		WHERE agent_id = $1 AND namespace = $4`, k.ID, next, failure.Error(), k.Namespace)
 	return errors.Join(failure, err)
 }
 
@@ -172,9 +171,10 @@ func (w *cardRefreshWorker) Work(ctx context.Context, _ *river.Job[CardRefreshAr
 }
 
 type dueCard struct {
-	agentID, url, etag string
-	hash               []byte
-	ttl                int
+	agent     domain.AgentKey
+	url, etag string
+	hash      []byte
+	ttl       int
 }
 
 // RefreshCards fetches every card that is due (up to 100, eight at a
@@ -183,8 +183,8 @@ type dueCard struct {
 // updates the agent and records AGENT_CARD_UPDATED; a failed one leaves the
 // lease to lapse. It returns how many cards changed.
 func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
-	rows, err := r.pool.Query(ctx, `SELECT c.agent_id, c.card_url, c.etag, c.card_hash, a.ttl_seconds
-		FROM agent_cards c JOIN agents a USING (agent_id)
+	rows, err := r.pool.Query(ctx, `SELECT c.namespace, c.agent_id, c.card_url, c.etag, c.card_hash, a.ttl_seconds
+		FROM agent_cards c JOIN agents a USING (namespace, agent_id)
 		WHERE c.next_fetch_at <= $1 AND NOT a.deregistered AND a.state <> 'OFFLINE'
 		ORDER BY c.next_fetch_at LIMIT 100`, r.now().UTC())
 	if err != nil {
@@ -192,7 +192,7 @@ func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
 	}
 	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueCard, error) {
 		var d dueCard
-		return d, row.Scan(&d.agentID, &d.url, &d.etag, &d.hash, &d.ttl)
+		return d, row.Scan(&d.agent.Namespace, &d.agent.ID, &d.url, &d.etag, &d.hash, &d.ttl)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cards due: %w", err)
@@ -204,7 +204,7 @@ func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
 		g.Go(func() error {
 			ok, err := r.refreshCard(ctx, d)
 			if err != nil {
-				r.logger.WarnContext(ctx, "agent card refresh", "agent_id", d.agentID, "card_url", d.url, "err", err)
+				r.logger.WarnContext(ctx, "agent card refresh", "agent_id", d.agent.ID, "namespace", d.agent.Namespace, "card_url", d.url, "err", err)
 			}
 			if ok {
 				changed.Add(1)
@@ -229,11 +229,12 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 	now := r.now().UTC()
 	next := now.Add(cardInterval(d.ttl, f.MaxAge))
 	if err != nil {
-		return false, r.cardFailed(ctx, d.agentID, next, err)
+		return false, r.cardFailed(ctx, d.agent, next, err)
 	}
-	r.heartbeats.add(d.agentID, now, nil) // the card answered: the agent is there
+	r.heartbeats.add(d.agent, now, nil) // the card answered: the agent is there
 	if f.NotModified {
-		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = 0, last_error = '' WHERE agent_id = $1`, d.agentID, next)
+		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = 0, last_error = ''
+			WHERE agent_id = $1 AND namespace = $3`, d.agent.ID, next, d.agent.Namespace)
 		return false, err
 	}
 	m, err := f.Card.Map()
@@ -242,15 +243,15 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 	}
 	if err != nil {
 		// Keep serving the card we had: the agent answers, its new card is unusable.
-		return false, r.cardFailed(ctx, d.agentID, next, err)
+		return false, r.cardFailed(ctx, d.agent, next, err)
 	}
 	if bytes.Equal(m.Hash(), d.hash) {
 		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET etag = $2, card = $3, fetched_at = $4, next_fetch_at = $5, failures = 0, last_error = ''
-			WHERE agent_id = $1`, d.agentID, keptETag(f), f.Raw, now, next)
+			WHERE agent_id = $1 AND namespace = $6`, d.agent.ID, keptETag(f), f.Raw, now, next, d.agent.Namespace)
 		return false, err
 	}
 	err = r.store.InTx(ctx, func(tx pgx.Tx) error {
-		a, err := r.load(ctx, tx, d.agentID, true)
+		a, err := r.load(ctx, tx, d.agent, true)
 		if err != nil {
 			return err
 		}
@@ -260,7 +261,7 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 		}
 		to := map[string]any{"capabilities": m.Capabilities, "aliases": orEmptySlice(m.Aliases), "version": m.Version,
 			"endpoint": m.Endpoint, "push": m.Push}
-		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(d.agentID), a.StreamVersion,
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(d.agent), a.StreamVersion,
 			domain.NewEvent(EventAgentCardUpdated, map[string]any{"card_url": d.url, "from": from, "to": to},
 				domain.Metadata{Actor: "registry:card_refresh"}))
 		if err != nil {
@@ -273,17 +274,17 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 		md["a2a"] = cardInfo(m, d.url)
 		mdJSON, _ := json.Marshal(md)
 		if _, err := tx.Exec(ctx, `UPDATE agents SET capabilities = $2, aliases = $3, version = $4, endpoint = $5,
-				metadata = $6, stream_version = $7 WHERE agent_id = $1`,
-			d.agentID, m.Capabilities, orEmptySlice(m.Aliases), m.Version, m.Endpoint, mdJSON, recs[0].Version); err != nil {
+				metadata = $6, stream_version = $7 WHERE agent_id = $1 AND namespace = $8`,
+			d.agent.ID, m.Capabilities, orEmptySlice(m.Aliases), m.Version, m.Endpoint, mdJSON, recs[0].Version, d.agent.Namespace); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE agent_cards SET etag = $2, card = $3, card_hash = $4, fetched_at = $5, next_fetch_at = $6,
-				failures = 0, last_error = '' WHERE agent_id = $1`, d.agentID, keptETag(f), f.Raw, m.Hash(), now, next)
+				failures = 0, last_error = '' WHERE agent_id = $1 AND namespace = $7`, d.agent.ID, keptETag(f), f.Raw, m.Hash(), now, next, d.agent.Namespace)
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("update card of agent %s: %w", d.agentID, err)
+		return false, fmt.Errorf("update card of agent %s: %w", d.agent, err)
 	}
-	r.logger.InfoContext(ctx, "agent card changed", "agent_id", d.agentID, "capabilities", m.Capabilities, "version", m.Version)
+	r.logger.InfoContext(ctx, "agent card changed", "agent_id", d.agent.ID, "namespace", d.agent.Namespace, "capabilities", m.Capabilities, "version", m.Version)
 	return true, nil
 }

@@ -63,19 +63,19 @@ func (r *Registry) HealthSweep(ctx context.Context) (HealthReport, error) {
 	}
 	err = r.store.InTx(ctx, func(tx pgx.Tx) error {
 		rep = HealthReport{}
-		rows, err := tx.Query(ctx, `SELECT agent_id, health_degraded, stream_version FROM agents
-			WHERE NOT deregistered ORDER BY agent_id FOR UPDATE SKIP LOCKED`)
+		rows, err := tx.Query(ctx, `SELECT namespace, agent_id, health_degraded, stream_version FROM agents
+			WHERE NOT deregistered ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED`)
 		if err != nil {
 			return err
 		}
 		type row struct {
-			id       string
+			id       domain.AgentKey
 			degraded bool
 			version  int
 		}
 		var agents []row
 		var a row
-		if _, err := pgx.ForEachRow(rows, []any{&a.id, &a.degraded, &a.version}, func() error {
+		if _, err := pgx.ForEachRow(rows, []any{&a.id.Namespace, &a.id.ID, &a.degraded, &a.version}, func() error {
 			agents = append(agents, a)
 			return nil
 		}); err != nil {
@@ -89,21 +89,21 @@ func (r *Registry) HealthSweep(ctx context.Context) (HealthReport, error) {
 			t := domain.EventHealthRecovered
 			if v.Below {
 				t = domain.EventHealthDegraded
-				rep.Degraded = append(rep.Degraded, a.id)
+				rep.Degraded = append(rep.Degraded, a.id.ID)
 			} else {
-				rep.Recovered = append(rep.Recovered, a.id)
+				rep.Recovered = append(rep.Recovered, a.id.ID)
 			}
 			recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(a.id), a.version,
 				domain.NewEvent(t, v, domain.Metadata{Actor: "health"}))
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE agents SET health_degraded = $2, stream_version = $3 WHERE agent_id = $1`,
-				a.id, v.Below, recs[0].Version); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE agents SET health_degraded = $3, stream_version = $4 WHERE namespace = $1 AND agent_id = $2`,
+				a.id.Namespace, a.id.ID, v.Below, recs[0].Version); err != nil {
 				return err
 			}
 			r.logger.WarnContext(ctx, "agent health "+map[bool]string{true: "degraded", false: "recovered"}[v.Below],
-				"agent_id", a.id, "window", v.Window, "attempted", v.Attempted, "reach_rate", v.ReachRate, "success_rate", v.SuccessRate)
+				"agent_id", a.id.ID, "namespace", a.id.Namespace, "window", v.Window, "attempted", v.Attempted, "reach_rate", v.ReachRate, "success_rate", v.SuccessRate)
 		}
 		return nil
 	})

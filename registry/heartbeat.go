@@ -4,13 +4,15 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/agentreach/agentreach/domain"
 )
 
 // heartbeatBuffer collects heartbeats between flushes: for each agent only
 // the latest one matters.
 type heartbeatBuffer struct {
 	mu      sync.Mutex
-	pending map[string]heartbeat
+	pending map[domain.AgentKey]heartbeat
 }
 
 type heartbeat struct {
@@ -19,10 +21,10 @@ type heartbeat struct {
 }
 
 func newHeartbeatBuffer() *heartbeatBuffer {
-	return &heartbeatBuffer{pending: map[string]heartbeat{}}
+	return &heartbeatBuffer{pending: map[domain.AgentKey]heartbeat{}}
 }
 
-func (b *heartbeatBuffer) add(id string, at time.Time, inFlight *int) {
+func (b *heartbeatBuffer) add(id domain.AgentKey, at time.Time, inFlight *int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if prev, ok := b.pending[id]; ok && inFlight == nil {
@@ -33,7 +35,7 @@ func (b *heartbeatBuffer) add(id string, at time.Time, inFlight *int) {
 
 // forget drops a buffered heartbeat of an agent that registered again: it
 // belonged to the previous instance.
-func (b *heartbeatBuffer) forget(id string) {
+func (b *heartbeatBuffer) forget(id domain.AgentKey) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.pending, id)
@@ -42,7 +44,7 @@ func (b *heartbeatBuffer) forget(id string) {
 // overlay shows a heartbeat that is not written yet on a.
 func (b *heartbeatBuffer) overlay(a *Agent) {
 	b.mu.Lock()
-	hb, ok := b.pending[a.AgentID]
+	hb, ok := b.pending[a.Key()]
 	b.mu.Unlock()
 	if !ok || !hb.at.After(a.LastSeenAt) {
 		return
@@ -54,11 +56,11 @@ func (b *heartbeatBuffer) overlay(a *Agent) {
 	}
 }
 
-func (b *heartbeatBuffer) take() map[string]heartbeat {
+func (b *heartbeatBuffer) take() map[domain.AgentKey]heartbeat {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := b.pending
-	b.pending = map[string]heartbeat{}
+	b.pending = map[domain.AgentKey]heartbeat{}
 	return out
 }
 
@@ -71,11 +73,12 @@ func (r *Registry) flushHeartbeats(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
+	namespaces := make([]string, 0, len(batch))
 	ids := make([]string, 0, len(batch))
 	ats := make([]time.Time, 0, len(batch))
 	inflight := make([]*int32, 0, len(batch))
 	for id, hb := range batch {
-		ids = append(ids, id)
+		namespaces, ids = append(namespaces, id.Namespace), append(ids, id.ID)
 		ats = append(ats, hb.at)
 		var n *int32
 		if hb.inFlight != nil {
@@ -88,8 +91,9 @@ func (r *Registry) flushHeartbeats(ctx context.Context) error {
 		UPDATE agents a SET last_seen_at = v.at,
 			lease_expires_at = v.at + a.ttl_seconds * interval '1 second',
 			reported_in_flight = coalesce(v.in_flight, a.reported_in_flight)
-		FROM unnest($1::text[], $2::timestamptz[], $3::int[]) AS v(id, at, in_flight)
-		WHERE a.agent_id = v.id AND v.at > a.last_seen_at AND NOT a.deregistered`, ids, ats, inflight)
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[]) AS v(namespace, id, at, in_flight)
+		WHERE a.namespace = v.namespace AND a.agent_id = v.id AND v.at > a.last_seen_at AND NOT a.deregistered`,
+		namespaces, ids, ats, inflight)
 	if err != nil {
 		// Put them back: the next flush retries, keeping the newest.
 		for id, hb := range batch {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,8 @@ var (
 	ErrNotFound = errors.New("agent not found")
 	// ErrUnauthenticated: the agent token is missing or wrong.
 	ErrUnauthenticated = errors.New("agent token missing or invalid")
+	// ErrAmbiguous: an agent id asked for in every namespace is in several.
+	ErrAmbiguous = errors.New("agent id is in several namespaces: name one")
 	// ErrGone: the agent is OFFLINE and must register again.
 	ErrGone = errors.New("agent is offline: register again")
 )
@@ -246,37 +249,57 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 	return &a, nil
 }
 
-func (r *Registry) load(ctx context.Context, q eventstore.Querier, id string, forUpdate bool) (*Agent, error) {
-	sql := `SELECT ` + agentColumns + ` FROM agents WHERE agent_id = $1`
+func (r *Registry) load(ctx context.Context, q eventstore.Querier, k domain.AgentKey, forUpdate bool) (*Agent, error) {
+	sql := `SELECT ` + agentColumns + ` FROM agents WHERE namespace = $1 AND agent_id = $2`
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
-	a, err := scanAgent(q.QueryRow(ctx, sql, id))
+	a, err := scanAgent(q.QueryRow(ctx, sql, k.Namespace, k.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("agent %s: %w", k, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load agent %s: %w", id, err)
+		return nil, fmt.Errorf("load agent %s: %w", k, err)
 	}
 	return a, nil
 }
 
 // Get returns an agent; a deregistered one is ErrNotFound.
-func (r *Registry) Get(ctx context.Context, id string) (*Agent, error) {
-	a, err := r.load(ctx, r.pool, id, false)
+func (r *Registry) Get(ctx context.Context, k domain.AgentKey) (*Agent, error) {
+	a, err := r.load(ctx, r.pool, k, false)
 	if err != nil {
 		return nil, err
 	}
 	if a.Deregistered {
-		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("agent %s: %w", k, ErrNotFound)
 	}
 	r.heartbeats.overlay(a)
 	return a, nil
 }
 
+// Find returns agent id of namespace ns, or, with ns empty (a key of every
+// namespace that named none), the one agent of that id in any namespace:
+// ErrAmbiguous when several namespaces have one.
+func (r *Registry) Find(ctx context.Context, ns, id string) (*Agent, error) {
+	if ns != "" {
+		return r.Get(ctx, domain.AgentKey{Namespace: ns, ID: id})
+	}
+	found, err := r.List(ctx, ListFilter{ID: id})
+	switch {
+	case err != nil:
+		return nil, err
+	case len(found) == 0:
+		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
+	case len(found) > 1:
+		return nil, fmt.Errorf("agent %s: %w", id, ErrAmbiguous)
+	}
+	return found[0], nil
+}
+
 // ListFilter narrows List; empty fields match everything.
 type ListFilter struct {
 	Namespace  string
+	ID         string
 	Capability string
 	State      domain.AgentState
 }
@@ -288,7 +311,8 @@ func (r *Registry) List(ctx context.Context, f ListFilter) ([]*Agent, error) {
 		  AND ($1 = '' OR namespace = $1)
 		  AND ($2 = '' OR capabilities @> ARRAY[$2])
 		  AND ($3 = '' OR state = $3)
-		ORDER BY agent_id LIMIT 10000`, f.Namespace, f.Capability, string(f.State))
+		  AND ($4 = '' OR agent_id = $4)
+		ORDER BY agent_id, namespace LIMIT 10000`, f.Namespace, f.Capability, string(f.State), f.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
@@ -312,7 +336,7 @@ func (r *Registry) List(ctx context.Context, f ListFilter) ([]*Agent, error) {
 func (r *Registry) Register(ctx context.Context, reg domain.AgentRegistration, md domain.Metadata) (*Agent, string, error) {
 	return r.register(ctx, reg, md, func(ctx context.Context, tx pgx.Tx) error {
 		// Registered by hand now: its card, if it had one, no longer speaks for it.
-		_, err := tx.Exec(ctx, `DELETE FROM agent_cards WHERE agent_id = $1`, reg.AgentID)
+		_, err := tx.Exec(ctx, `DELETE FROM agent_cards WHERE namespace = $1 AND agent_id = $2`, reg.Namespace, reg.AgentID)
 		return err
 	})
 }
@@ -330,7 +354,7 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 	instance := uuid.Must(uuid.NewV7()).String()
 	var out *Agent
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
-		prev, err := r.load(ctx, tx, reg.AgentID, true)
+		prev, err := r.load(ctx, tx, reg.Key(), true)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
@@ -339,7 +363,7 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 			version, from = prev.StreamVersion, prev.State
 		}
 		to, _ := domain.AgentTransition(from, domain.SignalRegistered)
-		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(reg.AgentID), version,
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(reg.Key()), version,
 			domain.NewEvent(domain.EventAgentRegistered, domain.AgentRegistered{AgentRegistration: reg, InstanceID: instance, Restart: prev != nil}, md),
 			domain.NewEvent(domain.EventAgentStateChanged, domain.AgentStateChanged{From: from, To: to, Signal: domain.SignalRegistered}, md))
 		if err != nil {
@@ -354,7 +378,7 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 				stream_version, deregistered)
 			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
 				false, 0, $17, $18, $18, $19, $18, $20, false)
-			ON CONFLICT (agent_id) DO UPDATE SET namespace = excluded.namespace, capabilities = excluded.capabilities,
+			ON CONFLICT (namespace, agent_id) DO UPDATE SET capabilities = excluded.capabilities,
 				aliases = excluded.aliases, endpoint = excluded.endpoint, health_url = excluded.health_url,
 				protocol = excluded.protocol, weight = excluded.weight, max_concurrent = excluded.max_concurrent,
 				version = excluded.version, rollout_percent = excluded.rollout_percent, ttl_seconds = excluded.ttl_seconds,
@@ -363,26 +387,27 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 				token_hash = excluded.token_hash, registered_at = excluded.registered_at,
 				last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
 				state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
-				deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL`,
+				deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL,
+				superseded_token_hash = agents.token_hash`,
 			reg.AgentID, reg.Namespace, reg.Capabilities, orEmptySlice(reg.Aliases), reg.Endpoint, reg.HealthURL, reg.Protocol,
 			reg.Weight, reg.MaxConcurrent, reg.Version, reg.RolloutPercent, reg.TTLSeconds, ctxJSON, mdJSON, string(to), instance,
 			hash, now, lease, recs[len(recs)-1].Version)
 		if err != nil {
-			return fmt.Errorf("register agent %s: %w", reg.AgentID, err)
+			return fmt.Errorf("register agent %s: %w", reg.Key(), err)
 		}
-		if err := r.enqueueProbeTx(ctx, tx, reg.AgentID, instance); err != nil {
+		if err := r.enqueueProbeTx(ctx, tx, reg.Key(), instance); err != nil {
 			return err
 		}
 		if err := also(ctx, tx); err != nil {
 			return err
 		}
-		out, err = r.load(ctx, tx, reg.AgentID, false)
+		out, err = r.load(ctx, tx, reg.Key(), false)
 		return err
 	})
 	if err != nil {
 		return nil, "", err
 	}
-	r.heartbeats.forget(reg.AgentID)
+	r.heartbeats.forget(reg.Key())
 	r.changed(ctx)
 	return out, token, nil
 }
@@ -422,47 +447,58 @@ func CheckURLs(ctx context.Context, guard *netguard.Policy, urls map[string]stri
 	return nil
 }
 
-// Authenticate checks an agent's token against its current one.
+// Authenticate finds the agent a token belongs to, which must be agent id
+// (of whatever namespace the token's agent is in: the token is the
+// agent's identity). A token of another agent, or one past its rotation
+// overlap, or one a re-registration replaced, is ErrUnauthenticated; a
+// token no agent holds, or one of a deregistered agent, is ErrNotFound
+// ("register again"). The answer depends on the token alone, whatever id
+// was asked for, so it says nothing of other namespaces' ids.
 func (r *Registry) Authenticate(ctx context.Context, id, token string) (*Agent, error) {
-	a := r.snap.agent(id)
-	if a == nil {
-		var err error
-		if a, err = r.load(ctx, r.pool, id, false); err != nil {
-			return nil, err
-		}
+	a, err := r.AgentByToken(ctx, token)
+	if err != nil {
+		return nil, err
 	}
-	if a.Deregistered {
-		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
-	}
-	now := r.now()
-	if !a.tokenValid(token, now) {
-		// The snapshot may hold the token of an earlier registration.
-		fresh, err := r.load(ctx, r.pool, id, false)
-		if err != nil {
-			return nil, err
-		}
-		if !fresh.tokenValid(token, now) {
-			return nil, fmt.Errorf("agent %s: %w", id, ErrUnauthenticated)
-		}
-		a = fresh
+	if a.AgentID != id {
+		return nil, fmt.Errorf("agent %s: the token is another agent's: %w", id, ErrUnauthenticated)
 	}
 	return a, nil
 }
 
 // AgentByToken returns the agent a token belongs to (its current token, or
-// its previous one during a rotation's overlap), or ErrUnauthenticated.
+// its previous one during a rotation's overlap): ErrUnauthenticated for
+// no token, ErrNotFound when no registered agent holds it.
 func (r *Registry) AgentByToken(ctx context.Context, token string) (*Agent, error) {
-	if token == "" {
+	if !strings.HasPrefix(token, "art_") {
 		return nil, ErrUnauthenticated
 	}
 	h := hashToken(token)
-	a, err := scanAgent(r.pool.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents
-		WHERE NOT deregistered AND (token_hash = $1 OR prev_token_hash = $1) LIMIT 1`, h))
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && !a.tokenValid(token, r.now()) {
-		return nil, ErrUnauthenticated
+	now := r.now()
+	a := r.snap.byToken(h)
+	if a == nil || !a.tokenValid(token, now) {
+		// Not in the snapshot (or a token it does not know yet): the rows.
+		var err error
+		a, err = scanAgent(r.pool.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents
+			WHERE token_hash = $1 OR prev_token_hash = $1 ORDER BY deregistered LIMIT 1`, h))
+		if errors.Is(err, pgx.ErrNoRows) {
+			var replaced bool
+			if err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE superseded_token_hash = $1)`, h).Scan(&replaced); err != nil {
+				return nil, fmt.Errorf("authenticate agent: %w", err)
+			}
+			if replaced {
+				return nil, fmt.Errorf("this token was replaced by a newer registration of its agent: %w", ErrUnauthenticated)
+			}
+			return nil, fmt.Errorf("no agent holds this token: %w", ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("authenticate agent: %w", err)
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("authenticate agent: %w", err)
+	switch {
+	case a.Deregistered:
+		return nil, fmt.Errorf("agent %s: %w", a.AgentID, ErrNotFound)
+	case !a.tokenValid(token, now):
+		return nil, fmt.Errorf("agent %s: %w", a.AgentID, ErrUnauthenticated)
 	}
 	return a, nil
 }
@@ -476,28 +512,28 @@ const EventAgentTokenRotated domain.EventType = "AGENT_TOKEN_ROTATED"
 // presented is the agent token the request came with ("" when an operator's
 // key asks): only the current token may rotate, never one in its overlap,
 // else a leaked old token could mint fresh ones (ErrUnauthenticated).
-func (r *Registry) RotateToken(ctx context.Context, id, presented string, md domain.Metadata) (string, time.Time, error) {
+func (r *Registry) RotateToken(ctx context.Context, k domain.AgentKey, presented string, md domain.Metadata) (string, time.Time, error) {
 	token, hash := newToken()
 	now := r.now().UTC()
 	until := now.Add(r.cfg.TokenOverlap)
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
-		a, err := r.load(ctx, tx, id, true)
+		a, err := r.load(ctx, tx, k, true)
 		if err != nil {
 			return err
 		}
 		if a.Deregistered {
-			return fmt.Errorf("agent %s: %w", id, ErrNotFound)
+			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
 		}
 		if presented != "" && !tokenMatches(presented, a.tokenHash) {
-			return fmt.Errorf("agent %s: only the current token may rotate: %w", id, ErrUnauthenticated)
+			return fmt.Errorf("agent %s: only the current token may rotate: %w", k, ErrUnauthenticated)
 		}
-		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(id), a.StreamVersion, domain.NewEvent(EventAgentTokenRotated,
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(k), a.StreamVersion, domain.NewEvent(EventAgentTokenRotated,
 			map[string]any{"previous_valid_until": until, "instance_id": a.InstanceID}, md))
 		if err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE agents SET prev_token_hash = token_hash, prev_token_expires_at = $2, token_hash = $3,
-			stream_version = $4 WHERE agent_id = $1`, id, until, hash, recs[0].Version)
+			stream_version = $4 WHERE namespace = $5 AND agent_id = $1`, k.ID, until, hash, recs[0].Version, k.Namespace)
 		return err
 	})
 	if err != nil {
@@ -522,11 +558,11 @@ func (r *Registry) Heartbeat(ctx context.Context, id, token string, inFlight *in
 	}
 	now := r.now().UTC()
 	if agentCtx != nil && !jsonEqual(agentCtx, a.Context) {
-		if err := r.setContext(ctx, id, agentCtx, md); err != nil {
+		if err := r.setContext(ctx, a.Key(), agentCtx, md); err != nil {
 			return nil, err
 		}
 	}
-	r.heartbeats.add(id, now, inFlight)
+	r.heartbeats.add(a.Key(), now, inFlight)
 	a.LastSeenAt = now
 	a.LeaseExpiresAt = now.Add(time.Duration(a.TTLSeconds) * time.Second)
 	return a, nil
@@ -542,23 +578,24 @@ func jsonEqual(a, b map[string]any) bool {
 // example accepting: false), which the router honours.
 const EventAgentContextChanged domain.EventType = "AGENT_CONTEXT_CHANGED"
 
-func (r *Registry) setContext(ctx context.Context, id string, agentCtx map[string]any, md domain.Metadata) error {
+func (r *Registry) setContext(ctx context.Context, k domain.AgentKey, agentCtx map[string]any, md domain.Metadata) error {
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
-		a, err := r.load(ctx, tx, id, true)
+		a, err := r.load(ctx, tx, k, true)
 		if err != nil {
 			return err
 		}
-		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(id), a.StreamVersion,
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(k), a.StreamVersion,
 			domain.NewEvent(EventAgentContextChanged, map[string]any{"from": orEmpty(a.Context), "to": agentCtx}, md))
 		if err != nil {
 			return err
 		}
 		b, _ := json.Marshal(agentCtx)
-		_, err = tx.Exec(ctx, `UPDATE agents SET context = $2, stream_version = $3 WHERE agent_id = $1`, id, b, recs[0].Version)
+		_, err = tx.Exec(ctx, `UPDATE agents SET context = $3, stream_version = $4 WHERE namespace = $1 AND agent_id = $2`,
+			k.Namespace, k.ID, b, recs[0].Version)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("set context of agent %s: %w", id, err)
+		return fmt.Errorf("set context of agent %s: %w", k, err)
 	}
 	r.changed(ctx)
 	return nil
@@ -566,34 +603,35 @@ func (r *Registry) setContext(ctx context.Context, id string, agentCtx map[strin
 
 // Offline takes an agent out of routing at once (graceful shutdown).
 func (r *Registry) Offline(ctx context.Context, id, token, reason string, md domain.Metadata) (*Agent, error) {
-	if _, err := r.Authenticate(ctx, id, token); err != nil {
+	a, err := r.Authenticate(ctx, id, token)
+	if err != nil {
 		return nil, err
 	}
-	return r.signal(ctx, id, "", domain.SignalOffline, reason, md)
+	return r.signal(ctx, a.Key(), "", domain.SignalOffline, reason, md)
 }
 
 // Deregister removes an agent from the registry; its stream stays as the
 // audit trail, and the same agent_id may register again.
-func (r *Registry) Deregister(ctx context.Context, id string, md domain.Metadata) error {
+func (r *Registry) Deregister(ctx context.Context, k domain.AgentKey, md domain.Metadata) error {
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
-		a, err := r.load(ctx, tx, id, true)
+		a, err := r.load(ctx, tx, k, true)
 		if err != nil {
 			return err
 		}
 		if a.Deregistered {
-			return fmt.Errorf("agent %s: %w", id, ErrNotFound)
+			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
 		}
-		evs := []domain.Event{domain.NewEvent(domain.EventAgentDeregistered, map[string]any{"agent_id": id}, md)}
+		evs := []domain.Event{domain.NewEvent(domain.EventAgentDeregistered, map[string]any{"agent_id": k.ID}, md)}
 		if a.State != domain.AgentOffline {
 			evs = append(evs, domain.NewEvent(domain.EventAgentStateChanged,
 				domain.AgentStateChanged{From: a.State, To: domain.AgentOffline, Signal: domain.SignalOffline, Reason: "deregistered"}, md))
 		}
-		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(id), a.StreamVersion, evs...)
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(k), a.StreamVersion, evs...)
 		if err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE agents SET deregistered = true, state = $2, state_changed_at = $3, stream_version = $4
-			WHERE agent_id = $1`, id, string(domain.AgentOffline), r.now().UTC(), recs[len(recs)-1].Version)
+			WHERE namespace = $5 AND agent_id = $1`, k.ID, string(domain.AgentOffline), r.now().UTC(), recs[len(recs)-1].Version, k.Namespace)
 		return err
 	})
 	if err != nil {
@@ -606,11 +644,11 @@ func (r *Registry) Deregister(ctx context.Context, id string, md domain.Metadata
 // signal applies one life-cycle signal to an agent in its own transaction.
 // With instance set, a signal about an earlier instance is dropped. An
 // illegal pair is dropped too (a stale fact), returning the agent unchanged.
-func (r *Registry) signal(ctx context.Context, id, instance string, sig domain.AgentSignal, reason string, md domain.Metadata) (*Agent, error) {
+func (r *Registry) signal(ctx context.Context, k domain.AgentKey, instance string, sig domain.AgentSignal, reason string, md domain.Metadata) (*Agent, error) {
 	var out *Agent
 	changed := false
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
-		a, err := r.load(ctx, tx, id, true)
+		a, err := r.load(ctx, tx, k, true)
 		if err != nil {
 			return err
 		}
@@ -642,7 +680,7 @@ func (r *Registry) signal(ctx context.Context, id, instance string, sig domain.A
 func (r *Registry) applyStateTx(ctx context.Context, tx pgx.Tx, a *Agent, lease domain.AgentLease, sig domain.AgentSignal, reason string, md domain.Metadata) (*Agent, error) {
 	version := a.StreamVersion
 	if lease.State != a.State {
-		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(a.AgentID), a.StreamVersion,
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(a.Key()), a.StreamVersion,
 			domain.NewEvent(domain.EventAgentStateChanged, domain.AgentStateChanged{From: a.State, To: lease.State, Signal: sig, Reason: reason}, md))
 		if err != nil {
 			return nil, err
@@ -652,12 +690,12 @@ func (r *Registry) applyStateTx(ctx context.Context, tx pgx.Tx, a *Agent, lease 
 	now := r.now().UTC()
 	_, err := tx.Exec(ctx, `UPDATE agents SET state = $2, probe_ok = $3, stream_version = $4,
 			state_changed_at = CASE WHEN state = $2 THEN state_changed_at ELSE $5 END
-		WHERE agent_id = $1`, a.AgentID, string(lease.State), lease.ProbeOK, version, now)
+		WHERE namespace = $6 AND agent_id = $1`, a.AgentID, string(lease.State), lease.ProbeOK, version, now, a.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("update agent %s: %w", a.AgentID, err)
+		return nil, fmt.Errorf("update agent %s: %w", a.Key(), err)
 	}
 	if lease.State != a.State {
-		r.logger.InfoContext(ctx, "agent state changed", "agent_id", a.AgentID, "from", a.State, "to", lease.State, "signal", sig, "reason", reason)
+		r.logger.InfoContext(ctx, "agent state changed", "agent_id", a.AgentID, "namespace", a.Namespace, "from", a.State, "to", lease.State, "signal", sig, "reason", reason)
 	}
 	b := *a
 	b.State, b.ProbeOK, b.StreamVersion = lease.State, lease.ProbeOK, version
@@ -677,10 +715,10 @@ func (r *Registry) changed(ctx context.Context) {
 
 // enqueueProbeTx inserts the probe of one agent instance in tx; a probe
 // already queued for it is not duplicated.
-func (r *Registry) enqueueProbeTx(ctx context.Context, tx pgx.Tx, agentID, instance string) error {
-	_, err := r.client.InsertTx(ctx, tx, ProbeArgs{AgentID: agentID, InstanceID: instance}, nil)
+func (r *Registry) enqueueProbeTx(ctx context.Context, tx pgx.Tx, k domain.AgentKey, instance string) error {
+	_, err := r.client.InsertTx(ctx, tx, ProbeArgs{Namespace: k.Namespace, AgentID: k.ID, InstanceID: instance}, nil)
 	if err != nil {
-		return fmt.Errorf("enqueue probe of agent %s: %w", agentID, err)
+		return fmt.Errorf("enqueue probe of agent %s: %w", k, err)
 	}
 	return nil
 }
@@ -700,20 +738,21 @@ type Recent struct {
 
 // RecentActivity counts an agent's routed attempts and their outcomes over
 // the last window, straight from the event log.
-func (r *Registry) RecentActivity(ctx context.Context, id string, window time.Duration) (Recent, error) {
+func (r *Registry) RecentActivity(ctx context.Context, k domain.AgentKey, window time.Duration) (Recent, error) {
 	rec := Recent{Window: window.String()}
+	// Job events name the agent by its id; the job's namespace says whose.
 	err := r.pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE type = 'ROUTED'),
-		       count(*) FILTER (WHERE type = 'DELIVERED'),
-		       count(*) FILTER (WHERE type = 'SUCCESS'),
-		       count(*) FILTER (WHERE type = 'FAILED'),
-		       count(*) FILTER (WHERE type = 'TIMEOUT')
-		FROM events
-		WHERE type IN ('ROUTED', 'DELIVERED', 'SUCCESS', 'FAILED', 'TIMEOUT')
-		  AND recorded_at > $2 AND data->>'agent_id' = $1`, id, r.now().Add(-window)).
+		SELECT count(*) FILTER (WHERE e.type = 'ROUTED'),
+		       count(*) FILTER (WHERE e.type = 'DELIVERED'),
+		       count(*) FILTER (WHERE e.type = 'SUCCESS'),
+		       count(*) FILTER (WHERE e.type = 'FAILED'),
+		       count(*) FILTER (WHERE e.type = 'TIMEOUT')
+		FROM events e JOIN jobs j ON e.stream_id = 'job:' || j.job_id::text AND j.namespace = $3
+		WHERE e.type IN ('ROUTED', 'DELIVERED', 'SUCCESS', 'FAILED', 'TIMEOUT')
+		  AND e.recorded_at > $2 AND e.data->>'agent_id' = $1`, k.ID, r.now().Add(-window), k.Namespace).
 		Scan(&rec.Routed, &rec.Delivered, &rec.Succeeded, &rec.Failed, &rec.TimedOut)
 	if err != nil {
-		return rec, fmt.Errorf("recent activity of agent %s: %w", id, err)
+		return rec, fmt.Errorf("recent activity of agent %s: %w", k, err)
 	}
 	rec.Attempted = rec.Routed
 	if rec.Attempted > 0 {

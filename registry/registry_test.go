@@ -22,6 +22,11 @@ import (
 	"github.com/agentreach/agentreach/internal/pgtest"
 )
 
+// key names an agent of the default namespace.
+func key(id string) domain.AgentKey {
+	return domain.AgentKey{Namespace: domain.DefaultNamespace, ID: id}
+}
+
 // clock is a settable clock for the registry.
 type clock struct {
 	mu sync.Mutex
@@ -65,7 +70,7 @@ func (b *bundle) register(t *testing.T, id string, ttl int, endpoint string) (*A
 
 func (b *bundle) state(t *testing.T, id string) domain.AgentState {
 	t.Helper()
-	a, err := b.r.load(b.ctx, b.r.pool, id, false)
+	a, err := b.r.load(b.ctx, b.r.pool, key(id), false)
 	require.NoError(t, err)
 	return a.State
 }
@@ -83,9 +88,9 @@ func (b *bundle) events(t *testing.T, stream string) []domain.EventType {
 
 func (b *bundle) prove(t *testing.T, id string) {
 	t.Helper()
-	a, err := b.r.load(b.ctx, b.r.pool, id, false)
+	a, err := b.r.load(b.ctx, b.r.pool, key(id), false)
 	require.NoError(t, err)
-	_, err = b.r.signal(b.ctx, id, a.InstanceID, domain.SignalProbeSucceeded, "test", domain.Metadata{})
+	_, err = b.r.signal(b.ctx, key(id), a.InstanceID, domain.SignalProbeSucceeded, "test", domain.Metadata{})
 	require.NoError(t, err)
 }
 
@@ -143,7 +148,7 @@ func TestLeaseLifecycleWithSweep(t *testing.T) {
 		domain.EventAgentStateChanged, // → HEALTHY
 		domain.EventAgentStateChanged, // → DOWN
 		domain.EventAgentStateChanged, // → PROBING
-	}, b.events(t, domain.AgentStream("a1")))
+	}, b.events(t, domain.AgentStream(key("a1"))))
 }
 
 func TestSelfPreservation(t *testing.T) {
@@ -199,7 +204,7 @@ func TestProbeAdmitsOnlyHealthyInstance(t *testing.T) {
 	require.Equal(t, domain.RouteRejectState, res.Rejected[0].Reason)
 
 	w := &probeWorker{r: b.r}
-	job := &river.Job[ProbeArgs]{JobRow: &rivertype.JobRow{ID: 1}, Args: ProbeArgs{AgentID: "p1", InstanceID: a.InstanceID}}
+	job := &river.Job[ProbeArgs]{JobRow: &rivertype.JobRow{ID: 1}, Args: ProbeArgs{Namespace: "default", AgentID: "p1", InstanceID: a.InstanceID}}
 	require.Error(t, w.Work(b.ctx, job), "a failing health URL fails the probe (River retries it)")
 	require.Equal(t, domain.AgentProbing, b.state(t, "p1"))
 
@@ -219,12 +224,19 @@ func TestHeartbeatAuthAndOffline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	_, token := b.register(t, "h1", 10, "http://127.0.0.1:1/")
+	// The token is the agent's identity: one no agent holds means
+	// "register again", whatever the id.
 	_, err := b.r.Heartbeat(b.ctx, "h1", "art_wrong", nil, nil, domain.Metadata{})
-	require.ErrorIs(t, err, ErrUnauthenticated)
-	_, err = b.r.Heartbeat(b.ctx, "nobody", token, nil, nil, domain.Metadata{})
 	require.ErrorIs(t, err, ErrNotFound)
+	_, err = b.r.Heartbeat(b.ctx, "nobody", "art_wrong", nil, nil, domain.Metadata{})
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = b.r.Heartbeat(b.ctx, "nobody", token, nil, nil, domain.Metadata{})
+	require.ErrorIs(t, err, ErrUnauthenticated, "h1's token does not speak for another id")
+	_, err = b.r.Heartbeat(b.ctx, "h1", "", nil, nil, domain.Metadata{})
+	require.ErrorIs(t, err, ErrUnauthenticated)
 
-	// A re-registration replaces the token.
+	// A re-registration replaces the token: the old instance is told so,
+	// not asked to register again.
 	_, token2 := b.register(t, "h1", 10, "http://127.0.0.1:1/")
 	_, err = b.r.Heartbeat(b.ctx, "h1", token, nil, nil, domain.Metadata{})
 	require.ErrorIs(t, err, ErrUnauthenticated)
@@ -243,10 +255,10 @@ func TestHeartbeatAuthAndOffline(t *testing.T) {
 	_, err = b.r.Heartbeat(b.ctx, "h1", token2, nil, nil, domain.Metadata{})
 	require.ErrorIs(t, err, ErrGone)
 
-	require.NoError(t, b.r.Deregister(b.ctx, "h1", domain.Metadata{}))
-	_, err = b.r.Get(b.ctx, "h1")
+	require.NoError(t, b.r.Deregister(b.ctx, key("h1"), domain.Metadata{}))
+	_, err = b.r.Get(b.ctx, key("h1"))
 	require.ErrorIs(t, err, ErrNotFound)
-	require.ErrorIs(t, b.r.Deregister(b.ctx, "h1", domain.Metadata{}), ErrNotFound)
+	require.ErrorIs(t, b.r.Deregister(b.ctx, key("h1"), domain.Metadata{}), ErrNotFound)
 }
 
 func TestBreakerFromAttempts(t *testing.T) {
@@ -257,14 +269,14 @@ func TestBreakerFromAttempts(t *testing.T) {
 	now := b.clock.now()
 	batch := &pgx.Batch{}
 	for i := range 12 {
-		batch.Queue(`INSERT INTO agent_attempts (agent_id, at, ok) VALUES ('b1', $1, $2)`, now.Add(time.Duration(i-20)*time.Second), i%2 == 0)
+		batch.Queue(`INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ('default', 'b1', $1, $2)`, now.Add(time.Duration(i-20)*time.Second), i%2 == 0)
 	}
 	require.NoError(t, b.r.pool.SendBatch(b.ctx, batch).Close())
 	require.NoError(t, b.r.snap.Refresh(b.ctx))
-	require.Equal(t, domain.BreakerOpen, b.r.snap.Breaker("b1").State)
+	require.Equal(t, domain.BreakerOpen, b.r.snap.Breaker(key("b1")).State)
 
 	// Samples are a working set: an hour later they are pruned.
-	_, err := b.r.pool.Exec(b.ctx, `INSERT INTO agent_attempts (agent_id, at, ok) VALUES ('b1', $1, false)`, now.Add(-2*time.Hour))
+	_, err := b.r.pool.Exec(b.ctx, `INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ('default', 'b1', $1, false)`, now.Add(-2*time.Hour))
 	require.NoError(t, err)
 	require.NoError(t, b.r.PruneAttempts(b.ctx))
 	var n int
@@ -281,7 +293,7 @@ func TestTokenRotationOverlap(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	_, old := b.register(t, "rot-1", 10, "http://127.0.0.1:1/")
-	fresh, until, err := b.r.RotateToken(b.ctx, "rot-1", "", domain.Metadata{Actor: "test"})
+	fresh, until, err := b.r.RotateToken(b.ctx, key("rot-1"), "", domain.Metadata{Actor: "test"})
 	require.NoError(t, err)
 	require.NotEqual(t, old, fresh)
 	require.Equal(t, b.clock.now().Add(24*time.Hour), until)
@@ -293,7 +305,7 @@ func TestTokenRotationOverlap(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "rot-1", a.AgentID)
 	}
-	a, err := b.r.load(b.ctx, b.r.pool, "rot-1", false)
+	a, err := b.r.load(b.ctx, b.r.pool, key("rot-1"), false)
 	require.NoError(t, err)
 	require.Len(t, a.SigningKeys(b.clock.now()), 2, "deliveries carry a signature for each token")
 
@@ -309,7 +321,7 @@ func TestTokenRotationOverlap(t *testing.T) {
 	_, err = b.r.Authenticate(b.ctx, "rot-1", fresh)
 	require.NoError(t, err)
 	require.Len(t, a.SigningKeys(b.clock.now()), 1)
-	require.Contains(t, b.events(t, domain.AgentStream("rot-1")), EventAgentTokenRotated)
+	require.Contains(t, b.events(t, domain.AgentStream(key("rot-1"))), EventAgentTokenRotated)
 }
 
 // TestTokenRotationOnlyCurrent: a token in its overlap still authenticates
@@ -318,20 +330,20 @@ func TestTokenRotationOnlyCurrent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	_, t0 := b.register(t, "rot-2", 10, "http://127.0.0.1:1/")
-	t1, _, err := b.r.RotateToken(b.ctx, "rot-2", t0, domain.Metadata{Actor: "agent:rot-2"})
+	t1, _, err := b.r.RotateToken(b.ctx, key("rot-2"), t0, domain.Metadata{Actor: "agent:rot-2"})
 	require.NoError(t, err)
-	before, err := b.r.load(b.ctx, b.r.pool, "rot-2", false)
+	before, err := b.r.load(b.ctx, b.r.pool, key("rot-2"), false)
 	require.NoError(t, err)
 
-	_, _, err = b.r.RotateToken(b.ctx, "rot-2", t0, domain.Metadata{Actor: "agent:rot-2"})
+	_, _, err = b.r.RotateToken(b.ctx, key("rot-2"), t0, domain.Metadata{Actor: "agent:rot-2"})
 	require.ErrorIs(t, err, ErrUnauthenticated, "a rotated-out token mints nothing")
-	after, err := b.r.load(b.ctx, b.r.pool, "rot-2", false)
+	after, err := b.r.load(b.ctx, b.r.pool, key("rot-2"), false)
 	require.NoError(t, err)
 	require.Equal(t, before.StreamVersion, after.StreamVersion, "no event appended")
 	_, err = b.r.Authenticate(b.ctx, "rot-2", t1)
 	require.NoError(t, err, "the real current token is not demoted")
 
-	_, _, err = b.r.RotateToken(b.ctx, "rot-2", t1, domain.Metadata{Actor: "agent:rot-2"})
+	_, _, err = b.r.RotateToken(b.ctx, key("rot-2"), t1, domain.Metadata{Actor: "agent:rot-2"})
 	require.NoError(t, err)
 }
 
@@ -352,7 +364,7 @@ func TestRegistrationSSRFGuard(t *testing.T) {
 	var fe *domain.FieldError
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "health_url", fe.Field)
-	_, err = b.r.Get(b.ctx, "ssrf")
+	_, err = b.r.Get(b.ctx, key("ssrf"))
 	require.ErrorIs(t, err, ErrNotFound, "nothing was written")
 }
 

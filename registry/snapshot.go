@@ -25,15 +25,16 @@ type Snapshot struct {
 	refreshMu sync.Mutex // one refresh at a time
 
 	mu       sync.RWMutex
-	agents   map[string]*Agent
-	breakers map[string]domain.BreakerStatus
-	inFlight map[string]int
+	agents   map[domain.AgentKey]*Agent
+	byTokens map[string]*Agent // by the hash of a current or previous token
+	breakers map[domain.AgentKey]domain.BreakerStatus
+	inFlight map[domain.AgentKey]int
 	index    *domain.RouteIndex
 	loadedAt time.Time
 }
 
 func newSnapshot(r *Registry) *Snapshot {
-	return &Snapshot{r: r, agents: map[string]*Agent{}, index: domain.NewRouteIndex(nil)}
+	return &Snapshot{r: r, agents: map[domain.AgentKey]*Agent{}, byTokens: map[string]*Agent{}, index: domain.NewRouteIndex(nil)}
 }
 
 // Refresh reloads the snapshot from the database.
@@ -47,7 +48,8 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("snapshot: load agents: %w", err)
 	}
-	agents := map[string]*Agent{}
+	agents := map[domain.AgentKey]*Agent{}
+	byTokens := map[string]*Agent{}
 	for rows.Next() {
 		a, err := scanAgent(rows)
 		if err != nil {
@@ -55,7 +57,11 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 			return fmt.Errorf("snapshot: load agents: %w", err)
 		}
 		r.heartbeats.overlay(a)
-		agents[a.AgentID] = a
+		agents[a.Key()] = a
+		byTokens[string(a.tokenHash)] = a
+		if a.prevTokenHash != nil {
+			byTokens[string(a.prevTokenHash)] = a
+		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -65,12 +71,12 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	// Attempts of the breaker's window plus its cool-down, so that an
 	// opening and its cool-down are never forgotten (see EvaluateBreaker).
 	horizon := r.cfg.Breaker.Window + r.cfg.Breaker.CoolDown
-	samples := map[string][]domain.AttemptSample{}
-	var id string
+	samples := map[domain.AgentKey][]domain.AttemptSample{}
+	var id domain.AgentKey
 	var smp domain.AttemptSample
-	rows, err = r.pool.Query(ctx, `SELECT agent_id, at, ok FROM agent_attempts WHERE at > $1 ORDER BY at`, now.Add(-horizon))
+	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, at, ok FROM agent_attempts WHERE at > $1 ORDER BY at`, now.Add(-horizon))
 	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&id, &smp.At, &smp.OK}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &smp.At, &smp.OK}, func() error {
 			samples[id] = append(samples[id], smp)
 			return nil
 		})
@@ -82,12 +88,12 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	// Recent outcomes from the health projection feed the router's
 	// failure term: an agent whose success collapses loses traffic.
 	type recent struct{ attempted, succeeded int }
-	recents := map[string]recent{}
+	recents := map[domain.AgentKey]recent{}
 	var rc recent
-	rows, err = r.pool.Query(ctx, `SELECT agent_id, sum(attempted)::int, sum(succeeded)::int FROM agent_stats_minute
-		WHERE bucket >= date_trunc('minute', $1::timestamptz) - interval '5 minutes' GROUP BY agent_id`, now)
+	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, sum(attempted)::int, sum(succeeded)::int FROM agent_stats_minute
+		WHERE bucket >= date_trunc('minute', $1::timestamptz) - interval '5 minutes' GROUP BY namespace, agent_id`, now)
 	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&id, &rc.attempted, &rc.succeeded}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &rc.attempted, &rc.succeeded}, func() error {
 			recents[id] = rc
 			return nil
 		})
@@ -96,11 +102,12 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 		return fmt.Errorf("snapshot: load recent health: %w", err)
 	}
 
-	inFlight := map[string]int{}
+	inFlight := map[domain.AgentKey]int{}
 	var n int
-	rows, err = r.pool.Query(ctx, `SELECT agent_id, count(*) FROM jobs WHERE status = 'DELIVERED' AND agent_id IS NOT NULL GROUP BY agent_id`)
+	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, count(*) FROM jobs WHERE status = 'DELIVERED' AND agent_id IS NOT NULL
+		GROUP BY namespace, agent_id`)
 	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &n}, func() error {
 			inFlight[id] = n
 			return nil
 		})
@@ -109,7 +116,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 		return fmt.Errorf("snapshot: load in-flight: %w", err)
 	}
 
-	breakers := make(map[string]domain.BreakerStatus, len(agents))
+	breakers := make(map[domain.AgentKey]domain.BreakerStatus, len(agents))
 	view := make([]domain.RouteAgent, 0, len(agents))
 	for id, a := range agents {
 		b := domain.EvaluateBreaker(samples[id], now, r.cfg.Breaker)
@@ -124,7 +131,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 			failureRate, attempts = 1-float64(rc.succeeded)/float64(rc.attempted), rc.attempted
 		}
 		view = append(view, domain.RouteAgent{
-			ID: id, Namespace: a.Namespace, Capabilities: a.Capabilities, Aliases: a.Aliases,
+			ID: id.ID, Namespace: a.Namespace, Capabilities: a.Capabilities, Aliases: a.Aliases,
 			Protocol: a.Protocol, Version: a.Version, Weight: a.Weight, MaxConcurrent: a.MaxConcurrent,
 			InFlight: n, RolloutPercent: a.RolloutPercent, Context: a.Context, State: state,
 			Breaker: b.State, FailureRate: failureRate, RecentAttempts: attempts,
@@ -133,19 +140,28 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	index := domain.NewRouteIndex(view)
 
 	s.mu.Lock()
-	s.agents, s.breakers, s.inFlight, s.index, s.loadedAt = agents, breakers, inFlight, index, now
+	s.agents, s.byTokens, s.breakers, s.inFlight, s.index, s.loadedAt = agents, byTokens, breakers, inFlight, index, now
 	s.mu.Unlock()
 	return nil
 }
 
-// Agent returns a copy of the snapshot's agent id, or nil.
-func (s *Snapshot) Agent(id string) *Agent { return s.agent(id) }
-
-func (s *Snapshot) agent(id string) *Agent {
+// Agent returns a copy of the snapshot's agent k, or nil.
+func (s *Snapshot) Agent(k domain.AgentKey) *Agent {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	a, ok := s.agents[id]
-	if !ok {
+	return copyOf(s.agents[k])
+}
+
+// byToken returns a copy of the agent whose current or previous token has
+// hash h, or nil.
+func (s *Snapshot) byToken(h []byte) *Agent {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return copyOf(s.byTokens[string(h)])
+}
+
+func copyOf(a *Agent) *Agent {
+	if a == nil {
 		return nil
 	}
 	c := *a
@@ -153,7 +169,7 @@ func (s *Snapshot) agent(id string) *Agent {
 }
 
 // Breaker returns an agent's breaker as of the last refresh.
-func (s *Snapshot) Breaker(id string) domain.BreakerStatus {
+func (s *Snapshot) Breaker(id domain.AgentKey) domain.BreakerStatus {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if b, ok := s.breakers[id]; ok {
@@ -163,7 +179,7 @@ func (s *Snapshot) Breaker(id string) domain.BreakerStatus {
 }
 
 // InFlight returns how many jobs an agent holds, as of the last refresh.
-func (s *Snapshot) InFlight(id string) int {
+func (s *Snapshot) InFlight(id domain.AgentKey) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.inFlight[id]

@@ -19,6 +19,7 @@ import (
 // health_url (or, without one, its endpoint) that must answer 2xx within
 // Config.ProbeTimeout. A success moves PROBING to HEALTHY.
 type ProbeArgs struct {
+	Namespace  string `json:"namespace" river:"unique"`
 	AgentID    string `json:"agent_id" river:"unique"`
 	InstanceID string `json:"instance_id" river:"unique"`
 }
@@ -52,7 +53,7 @@ type probeWorker struct {
 func (w *probeWorker) Timeout(*river.Job[ProbeArgs]) time.Duration { return 2 * w.r.cfg.ProbeTimeout }
 
 func (w *probeWorker) Work(ctx context.Context, job *river.Job[ProbeArgs]) error {
-	a, err := w.r.load(ctx, w.r.pool, job.Args.AgentID, false)
+	a, err := w.r.load(ctx, w.r.pool, domain.AgentKey{Namespace: job.Args.Namespace, ID: job.Args.AgentID}, false)
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
@@ -66,7 +67,7 @@ func (w *probeWorker) Work(ctx context.Context, job *river.Job[ProbeArgs]) error
 		return fmt.Errorf("probe agent %s: %w", a.AgentID, err)
 	}
 	md := domain.Metadata{Actor: "registry", CausationID: fmt.Sprintf("river:%d", job.ID)}
-	_, err = w.r.signal(ctx, a.AgentID, a.InstanceID, domain.SignalProbeSucceeded, "probe answered 2xx", md)
+	_, err = w.r.signal(ctx, a.Key(), a.InstanceID, domain.SignalProbeSucceeded, "probe answered 2xx", md)
 	return err
 }
 
@@ -169,7 +170,7 @@ func (r *Registry) Sweep(ctx context.Context) (SweepReport, error) {
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
 		rep = SweepReport{}
 		rows, err := tx.Query(ctx, `SELECT `+agentColumns+` FROM agents
-			WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY agent_id FOR UPDATE SKIP LOCKED`)
+			WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED`)
 		if err != nil {
 			return err
 		}
@@ -241,7 +242,7 @@ func (r *Registry) Sweep(ctx context.Context) (SweepReport, error) {
 		}
 		for _, a := range agents {
 			if a.State == domain.AgentProbing && !a.ProbeOK {
-				probes = append(probes, river.InsertManyParams{Args: ProbeArgs{AgentID: a.AgentID, InstanceID: a.InstanceID}})
+				probes = append(probes, river.InsertManyParams{Args: ProbeArgs{Namespace: a.Namespace, AgentID: a.AgentID, InstanceID: a.InstanceID}})
 			}
 		}
 		if len(probes) > 0 {

@@ -260,7 +260,7 @@ func TestA2ARegisterByCardAndDeliverByPush(t *testing.T) {
 		getJSON(t, base+"/v1/events?limit=1000", http.StatusOK, &log)
 		updates = nil
 		for _, e := range log.Events {
-			if e.StreamID == "agent:calc-agent" && e.Type == "AGENT_CARD_UPDATED" {
+			if e.StreamID == "agent:default/calc-agent" && e.Type == "AGENT_CARD_UPDATED" {
 				updates = append(updates, e)
 			}
 		}

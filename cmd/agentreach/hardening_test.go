@@ -284,3 +284,56 @@ func TestDatabaseOutageIs503(t *testing.T) {
 	require.Equal(t, "unavailable", code)
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 }
+
+// TestAgentIDsPerNamespace: each namespace has its own agent ids. An id
+// taken in another namespace registers like a free one, and the two agents
+// live apart: tokens, reads, deregistration and routing.
+func TestAgentIDsPerNamespace(t *testing.T) {
+	t.Parallel()
+	svc := securedService(t, nil)
+	base := svc.m.URL()
+	adminA, _ := createKey(t, base, testAdminKey, `{"namespace":"a","scopes":["admin"]}`)
+	adminB, _ := createKey(t, base, testAdminKey, `{"namespace":"b","scopes":["admin"]}`)
+	agentA := newSecuredAgent(t, base, adminA, "twin", "a", "twin.cap", http.StatusOK)
+	code, out := call(t, http.MethodPost, base+"/v1/agents", "Bearer "+adminB,
+		`{"agent_id":"twin","capabilities":["twin.other"],"endpoint":"http://127.0.0.1:9/"}`)
+	require.Equal(t, http.StatusCreated, code, "an id taken in another namespace answers as a free one: %s", out)
+	var twinB agentJSON
+	require.NoError(t, jsonUnmarshal(out, &twinB))
+	require.NotEqual(t, agentA.token, twinB.Token)
+
+	get := func(key, path string) agentJSON {
+		code, out := call(t, http.MethodGet, base+path, "Bearer "+key, "")
+		require.Equal(t, http.StatusOK, code, out)
+		var a agentJSON
+		require.NoError(t, jsonUnmarshal(out, &a))
+		return a
+	}
+	require.Equal(t, []string{"twin.cap"}, get(adminA, "/v1/agents/twin").Capabilities)
+	require.Equal(t, []string{"twin.other"}, get(adminB, "/v1/agents/twin").Capabilities)
+	require.Equal(t, []string{"twin.other"}, get(testAdminKey, "/v1/agents/twin?namespace=b").Capabilities)
+	code, out = call(t, http.MethodGet, base+"/v1/agents/twin", "Bearer "+testAdminKey, "")
+	require.Equal(t, http.StatusConflict, code, "a key of every namespace must say which twin: %s", out)
+
+	// Each token speaks for its own agent only.
+	code, out = call(t, http.MethodPut, base+"/v1/agents/twin/heartbeat", "Bearer "+twinB.Token, "")
+	require.Equal(t, http.StatusOK, code, out)
+	require.Contains(t, out, `"state":"PROBING"`, "b's twin, whose endpoint never answers a probe")
+	code, out = call(t, http.MethodPut, base+"/v1/agents/twin/heartbeat", "Bearer "+agentA.token, "")
+	require.Equal(t, http.StatusOK, code, out)
+	require.Contains(t, out, `"state":"HEALTHY"`, "a's twin")
+
+	// Deregistering b's twin leaves a's routed.
+	code, out = call(t, http.MethodDelete, base+"/v1/agents/twin", "Bearer "+adminB, "")
+	require.Equal(t, http.StatusNoContent, code, out)
+	code, out = call(t, http.MethodPost, base+"/v1/jobs", "Bearer "+adminA, `{"capability":"twin.cap","payload":{}}`)
+	require.Equal(t, http.StatusAccepted, code, out)
+	var job struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, jsonUnmarshal(out, &job))
+	waitJobAuth(t, base, "Bearer "+adminA, job.JobID, "SUCCESS")
+	require.Equal(t, []string{"twin.cap"}, get(adminA, "/v1/agents/twin").Capabilities)
+	code, _ = call(t, http.MethodGet, base+"/v1/agents/twin", "Bearer "+adminB, "")
+	require.Equal(t, http.StatusNotFound, code)
+}

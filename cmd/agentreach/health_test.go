@@ -226,7 +226,7 @@ func TestHealthAlertsOncePerCrossing(t *testing.T) {
 	})
 	healthEvents := func() []string {
 		var out []string
-		for _, e := range dumpTable(t, svc, `SELECT type FROM events WHERE stream_id = 'agent:sick' AND type LIKE 'HEALTH_%' ORDER BY version`) {
+		for _, e := range dumpTable(t, svc, `SELECT type FROM events WHERE stream_id = 'agent:default/sick' AND type LIKE 'HEALTH_%' ORDER BY version`) {
 			out = append(out, strings.Trim(e, "[]"))
 		}
 		return out

@@ -158,11 +158,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 	a2a := func(method, params string) matrixCall {
 		return matrixCall{"POST", "/a2a/a", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":%s}`, method, params)}
 	}
-	// A task with a push config, made over A2A.
+	// A task with a push config, made over A2A, that stays with its agent.
 	pushTask := func() string {
 		code, out := call(t, http.MethodPost, base+"/a2a/a", asKey(adminA), fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"message/send",
 			"params":{"message":{"kind":"message","role":"user","messageId":%q,"parts":[{"kind":"data","data":{}}]},
-			"metadata":{"skill":"mx.none","max_attempts":1},
+			"metadata":{"skill":"mx.cap","timeout_ms":3600000},
 			"configuration":{"blocking":false,"pushNotificationConfig":{"id":"cfg","url":%q}}}}`, fresh("msg"), receiver.URL))
 		require.Equal(t, http.StatusOK, code, out)
 		var r struct {

@@ -78,9 +78,10 @@ func fastSweeps(c *Config) {
 }
 
 type agentJSON struct {
-	AgentID string `json:"agent_id"`
-	State   string `json:"state"`
-	Token   string `json:"token"`
+	AgentID      string   `json:"agent_id"`
+	State        string   `json:"state"`
+	Token        string   `json:"token"`
+	Capabilities []string `json:"capabilities"`
 }
 
 func agentState(t *testing.T, base, id string) string {

@@ -253,7 +253,7 @@ func settleWrites(t *testing.T, writes func() string) {
 	deadline := time.Now().Add(15 * time.Second)
 	prev := writes()
 	for {
-		time.Sleep(150 * time.Millisecond) // the interval over which the database must stay quiet
+		time.Sleep(250 * time.Millisecond) // the interval over which the database must stay quiet
 		cur := writes()
 		if cur == prev {
 			return

@@ -337,3 +337,19 @@ func TestAgentIDsPerNamespace(t *testing.T) {
 	code, _ = call(t, http.MethodGet, base+"/v1/agents/twin", "Bearer "+adminB, "")
 	require.Equal(t, http.StatusNotFound, code)
 }
+
+// TestCallbackSecretNeedsAdmin: the secret that signs callbacks can forge
+// them, so a key that may only read jobs cannot read it.
+func TestCallbackSecretNeedsAdmin(t *testing.T) {
+	t.Parallel()
+	svc := securedService(t, nil)
+	base := svc.m.URL()
+	reader, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:read","jobs:submit:*","agents:read"]}`)
+	code, out := call(t, http.MethodGet, base+"/v1/callbacks/secret", "Bearer "+reader, "")
+	require.Equal(t, http.StatusForbidden, code, out)
+	require.NotContains(t, out, "whsec_")
+	adminD, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["admin"]}`)
+	code, out = call(t, http.MethodGet, base+"/v1/callbacks/secret", "Bearer "+adminD, "")
+	require.Equal(t, http.StatusOK, code, out)
+	require.Contains(t, out, "whsec_")
+}

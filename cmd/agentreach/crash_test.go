@@ -124,8 +124,22 @@ func TestCrashConsistency(t *testing.T) {
 	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
 	_ = first.Wait()
 
+	mu.Lock()
+	before := len(accepted)
+	mu.Unlock()
 	_, _, secondOut := serveProcess(t, dsn, addr) // same address: agents and result URLs stay valid
-	time.Sleep(300 * time.Millisecond)            // let a few submits land on the new process
+	// A few submits land on the new process before the stream stops.
+	landed := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(accepted)
+		mu.Unlock()
+		if n >= before+3 {
+			break
+		}
+		require.True(t, time.Now().Before(landed), "no submit was accepted by the restarted process")
+		time.Sleep(10 * time.Millisecond) // poll interval while waiting on the condition
+	}
 	stopSubmitting()
 	<-submitted
 

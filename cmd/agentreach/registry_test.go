@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -202,7 +203,8 @@ func TestReregisteredAgentWaitsForProbe(t *testing.T) {
 	base := svc.m.URL()
 	healthy := make(chan bool, 1)
 	healthy <- false
-	health := newSwitchServer(t, healthy)
+	var probes atomic.Int32
+	health := newSwitchServerCounting(t, healthy, &probes)
 
 	body := fmt.Sprintf(`{"agent_id":"re-1","capabilities":["weather.forecast"],"endpoint":%q,"health_url":%q,"ttl_seconds":30}`,
 		health.URL+"/work", health.URL+"/health")
@@ -212,12 +214,13 @@ func TestReregisteredAgentWaitsForProbe(t *testing.T) {
 	require.True(t, strings.HasPrefix(a.Token, "art_"))
 
 	// Several probes fail meanwhile; the agent gets no traffic.
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.Now().Add(20 * time.Second)
+	for probes.Load() < 3 {
 		rj := route(t, base, "weather.forecast")
 		require.Empty(t, rj.Chosen)
 		require.Equal(t, "state_not_routable", rejection(rj, "re-1"))
-		time.Sleep(100 * time.Millisecond) // sampling the route while probes fail
+		require.True(t, time.Now().Before(deadline), "three probes did not come")
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
 	}
 	<-healthy
 	healthy <- true
@@ -264,9 +267,19 @@ func waitChosen(t *testing.T, base, capability, agent string) {
 
 func newSwitchServer(t *testing.T, healthy chan bool) *httpTestServer {
 	t.Helper()
+	return newSwitchServerCounting(t, healthy, nil)
+}
+
+// newSwitchServerCounting is newSwitchServer that counts the probes it
+// answers in probes.
+func newSwitchServerCounting(t *testing.T, healthy chan bool, probes *atomic.Int32) *httpTestServer {
+	t.Helper()
 	return newHTTPTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok := <-healthy
 		healthy <- ok
+		if probes != nil && r.URL.Path == "/health" {
+			probes.Add(1)
+		}
 		if r.URL.Path == "/health" && ok {
 			w.WriteHeader(http.StatusOK)
 			return

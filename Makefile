@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run preflight test test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
+.PHONY: help build run preflight test lint-golangci test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -51,7 +51,18 @@ bench: build ## side-by-side benchmark: submits, end to end, routing, against pg
 bench-micro: ## Go microbenchmarks (router, A2A push parsing)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-lint: fmt vet ## gofmt check and go vet
+# The lint tools come from tools/go.mod, built on first use.
+bin/staticcheck: tools/go.mod tools/go.sum
+	$(GO) build -C tools -o ../bin/ honnef.co/go/tools/cmd/staticcheck
+
+bin/golangci-lint: tools/go.mod tools/go.sum
+	$(GO) build -C tools -o ../bin/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+lint: fmt vet bin/staticcheck ## gofmt, go vet and staticcheck (clean; CI runs it)
+	./bin/staticcheck ./...
+
+lint-golangci: bin/golangci-lint ## golangci-lint with .golangci.yml (errorlint, noctx, gocognit, funlen): not clean yet
+	./bin/golangci-lint run ./...
 
 fmt: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -82,7 +82,7 @@ var ErrCard = errors.New("unusable agent card")
 func ParseCard(b []byte) (*Card, error) {
 	var c Card
 	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("%w: not a JSON agent card: %v", ErrCard, err)
+		return nil, fmt.Errorf("%w: not a JSON agent card: %w", ErrCard, err)
 	}
 	return &c, nil
 }
@@ -187,7 +187,7 @@ func Fetch(ctx context.Context, client *http.Client, u, etag string) (Fetched, e
 	f := Fetched{URL: u}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return f, fmt.Errorf("%w: %v", ErrCard, err)
+		return f, fmt.Errorf("%w: %w", ErrCard, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	if etag != "" {

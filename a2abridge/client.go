@@ -213,7 +213,7 @@ func (c *Client) call(ctx context.Context, endpoint, method, version string, par
 		Error  *RPCError       `json:"error"`
 	}
 	if err := json.Unmarshal(answer, &rpc); err != nil {
-		return Task{}, fmt.Errorf("%w: not a JSON-RPC answer: %v", ErrBadTask, err)
+		return Task{}, fmt.Errorf("%w: not a JSON-RPC answer: %w", ErrBadTask, err)
 	}
 	if rpc.Error != nil {
 		return Task{}, rpc.Error

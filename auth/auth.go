@@ -102,25 +102,23 @@ func (p *Principal) Sees(ns string) bool { return p.Namespace == AllNamespaces |
 // Match reports whether s matches pattern, where '*' stands for any run of
 // characters (possibly empty) and everything else for itself.
 func Match(pattern, s string) bool {
-	for {
-		star := strings.IndexByte(pattern, '*')
-		if star < 0 {
-			return pattern == s
-		}
-		if !strings.HasPrefix(s, pattern[:star]) {
-			return false
-		}
-		s, pattern = s[star:], pattern[star+1:]
-		if pattern == "" {
-			return true
-		}
-		for i := 0; i <= len(s); i++ {
-			if Match(pattern, s[i:]) {
-				return true
-			}
-		}
+	star := strings.IndexByte(pattern, '*')
+	if star < 0 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, pattern[:star]) {
 		return false
 	}
+	s, pattern = s[star:], pattern[star+1:]
+	if pattern == "" {
+		return true
+	}
+	for i := 0; i <= len(s); i++ {
+		if Match(pattern, s[i:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // ValidScope reports whether s is a scope this service knows.

@@ -640,7 +640,7 @@ func TrigramSimilarity(a, b string) float64 {
 // so it is exact, not a hash.
 func appendTrigrams(dst []uint64, s string) []uint64 {
 	dst = dst[:0]
-	var p1, p2 rune = ' ', ' '
+	p1, p2 := ' ', ' '
 	inWord := false
 	for _, r := range s {
 		if !isWordRune(r) {

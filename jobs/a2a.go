@@ -133,7 +133,7 @@ func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.T
 		// The update beat the dispatcher's record of the delivery.
 		d := domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: attempt, AgentID: agentID,
 			Deadline: now.Add(l.Timeout()), Async: true, RemoteTaskID: t.ID}, md)
-		if err := cur.Job.Apply(d); err == nil {
+		if err := cur.Apply(d); err == nil {
 			pre = append(pre, d)
 		}
 	}
@@ -242,7 +242,7 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 		}
 		in := domain.NewEvent(domain.EventInputProvided, domain.InputProvided{Attempt: attempt, AgentID: a.AgentID, Payload: payload}, md)
 		cur := *l
-		if l.Attempts != attempt || cur.Job.Apply(in) != nil {
+		if l.Attempts != attempt || cur.Apply(in) != nil {
 			return nil // the job moved on meanwhile (cancelled, say): the agent has the input all the same
 		}
 		evs, fx, _ := s.a2aEvents(&cur, attempt, t, s.now().UTC(), md)

@@ -94,7 +94,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		reason := fmt.Sprintf("no routable agent offers %s in namespace %s", l.Capability, l.Namespace)
 		return s.store.InTx(ctx, func(tx pgx.Tx) error {
 			after := *l
-			if err := after.Job.Apply(routed); err != nil {
+			if err := after.Apply(routed); err != nil {
 				return err
 			}
 			evs, fx := s.failAttempt(&after, func(at time.Time) domain.Event {

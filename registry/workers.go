@@ -225,7 +225,7 @@ func (r *Registry) Sweep(ctx context.Context) (SweepReport, error) {
 				if hold && c.to == domain.AgentDown {
 					continue
 				}
-				sig := sweepSignal(c.a.State, c.to)
+				sig := sweepSignal(c.to)
 				lease := c.a.lease()
 				lease.State = c.to
 				if c.to == domain.AgentProbing {
@@ -268,11 +268,11 @@ func (r *Registry) Sweep(ctx context.Context) (SweepReport, error) {
 }
 
 // sweepSignal names the signal a lease change stands for, for the event.
-func sweepSignal(from, to domain.AgentState) domain.AgentSignal {
-	switch {
-	case to == domain.AgentDown:
+func sweepSignal(to domain.AgentState) domain.AgentSignal {
+	switch to {
+	case domain.AgentDown:
 		return domain.SignalLeaseExpired
-	case to == domain.AgentSuspect:
+	case domain.AgentSuspect:
 		return domain.SignalHeartbeatLate
 	default:
 		return domain.SignalHeartbeat

@@ -396,7 +396,7 @@ func benchRiver(ctx context.Context, dsn string, n int) (float64, error) {
 		case <-events:
 			done++
 		case <-time.After(60 * time.Second):
-			return 0, fmt.Errorf("River worked %d of %d jobs in a minute", done, n)
+			return 0, fmt.Errorf("bare River worked %d of %d jobs in a minute", done, n)
 		}
 	}
 	return float64(n) / time.Since(start).Seconds(), nil

@@ -265,19 +265,14 @@ func waitChosen(t *testing.T, base, capability, agent string) {
 	}
 }
 
-func newSwitchServer(t *testing.T, healthy chan bool) *httpTestServer {
-	t.Helper()
-	return newSwitchServerCounting(t, healthy, nil)
-}
-
-// newSwitchServerCounting is newSwitchServer that counts the probes it
-// answers in probes.
+// newSwitchServerCounting answers probes of /health as healthy says, and
+// counts them in probes.
 func newSwitchServerCounting(t *testing.T, healthy chan bool, probes *atomic.Int32) *httpTestServer {
 	t.Helper()
 	return newHTTPTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ok := <-healthy
 		healthy <- ok
-		if probes != nil && r.URL.Path == "/health" {
+		if r.URL.Path == "/health" {
 			probes.Add(1)
 		}
 		if r.URL.Path == "/health" && ok {

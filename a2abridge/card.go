@@ -76,7 +76,7 @@ type Mapping struct {
 
 // ErrCard is a card that cannot be used: not JSON, no skill that makes a
 // capability, or no JSON-RPC interface.
-var ErrCard = errors.New("unusable agent card")
+var ErrCard = domain.NewError(domain.ErrInvalid, "unusable agent card")
 
 // ParseCard decodes a card.
 func ParseCard(b []byte) (*Card, error) {
@@ -178,7 +178,7 @@ type Fetched struct {
 }
 
 // ErrNotFound is a card URL that answered 404.
-var ErrNotFound = errors.New("agent card not found")
+var ErrNotFound = domain.NewError(domain.ErrNotFound, "agent card not found")
 
 // Fetch GETs the card at u, sending etag as If-None-Match when it is set.
 // It returns ErrNotFound for a 404 and a wrapped ErrCard for a card that

@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/agentreach/agentreach/domain"
 	"strconv"
 	"strings"
 )
@@ -98,7 +98,7 @@ type envelope struct {
 }
 
 // ErrBadTask is an answer that is not a task, a message or an update.
-var ErrBadTask = errors.New("not an A2A task or message")
+var ErrBadTask = domain.NewError(domain.ErrInvalid, "not an A2A task or message")
 
 // ParseTask reads a SendMessage or GetTask result, or a push notification
 // body: a v0.3 object with a kind (task, message, status-update,

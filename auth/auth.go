@@ -31,14 +31,14 @@ import (
 
 // Errors of authentication; all of them mean 401.
 var (
-	ErrNoKey      = errors.New("an API key is required: Authorization: Bearer ark_…")
-	ErrUnknownKey = errors.New("API key not recognised")
-	ErrRevoked    = errors.New("API key revoked")
-	ErrExpired    = errors.New("API key expired")
+	ErrNoKey      = domain.NewError(domain.ErrUnauthenticated, "an API key is required: Authorization: Bearer ark_…")
+	ErrUnknownKey = domain.NewError(domain.ErrUnauthenticated, "API key not recognised")
+	ErrRevoked    = domain.NewError(domain.ErrUnauthenticated, "API key revoked")
+	ErrExpired    = domain.NewError(domain.ErrUnauthenticated, "API key expired")
 )
 
 // ErrNotFound is returned for an unknown key id.
-var ErrNotFound = errors.New("key not found")
+var ErrNotFound = domain.NewError(domain.ErrNotFound, "key not found")
 
 // Scopes.
 const (

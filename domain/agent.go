@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"errors"
 	"time"
 )
 
@@ -75,7 +74,7 @@ const (
 // pairs are stale facts that arrived after the agent moved on (a probe result
 // for an agent that went DOWN meanwhile). The one to answer is a heartbeat on
 // an OFFLINE agent: tell it to register again.
-var ErrIllegalAgentTransition = errors.New("illegal agent transition")
+var ErrIllegalAgentTransition = NewError(ErrConflict, "illegal agent transition")
 
 // AgentTransitionError says which signal was refused in which state. It
 // unwraps to ErrIllegalAgentTransition.

@@ -2,7 +2,6 @@ package domain
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -48,7 +47,7 @@ func (s JobStatus) Terminal() bool {
 
 // ErrIllegalTransition is returned (wrapped in a *TransitionError) when an
 // event may not follow a job's current status.
-var ErrIllegalTransition = errors.New("illegal job transition")
+var ErrIllegalTransition = NewError(ErrConflict, "illegal job transition")
 
 // TransitionError says which event was refused in which status.
 type TransitionError struct {

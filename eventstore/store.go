@@ -26,10 +26,10 @@ const (
 
 // ErrConflict is returned (wrapped in a *ConflictError) when a stream's
 // version is not the one the appender expected.
-var ErrConflict = errors.New("stream version conflict")
+var ErrConflict = domain.NewError(domain.ErrConflict, "stream version conflict")
 
 // ErrNotFound is returned when a stream or position does not exist.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = domain.NewError(domain.ErrNotFound, "not found")
 
 // ConflictError says which stream was appended to with which stale version.
 type ConflictError struct {

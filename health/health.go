@@ -4,7 +4,6 @@ package health
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 var Windows = []string{"1m", "5m", "1h", "24h"}
 
 // ErrUnknownWindow is returned for a window the views do not offer.
-var ErrUnknownWindow = errors.New("window must be one of 1m, 5m, 1h, 24h")
+var ErrUnknownWindow = domain.NewError(domain.ErrInvalid, "window must be one of 1m, 5m, 1h, 24h")
 
 // AgentHealth is one agent's figures over one window.
 type AgentHealth struct {

@@ -620,22 +620,32 @@ func (s *Server) followJob(ctx context.Context, id string, until <-chan time.Tim
 	}
 }
 
-// rpcError maps the jobs service's errors to A2A's.
+// rpcError answers an error in A2A's terms: the A2A errors of their own
+// (a task that cannot be cancelled, push configs), else its API error's
+// JSON-RPC code (rpcCode) with its message; an internal error's text is for
+// the log only.
 func rpcError(err error) error {
-	var fieldErr *domain.FieldError
 	switch {
-	case errors.As(err, &fieldErr):
-		return fmt.Errorf("%w: %s %s", a2a.ErrInvalidParams, fieldErr.Field, fieldErr.Message)
 	case errors.Is(err, jobs.ErrNotFound):
 		return a2a.ErrTaskNotFound
 	case errors.Is(err, jobs.ErrConflict):
 		return fmt.Errorf("%w: %v", a2a.ErrTaskNotCancelable, err)
 	case errors.Is(err, jobs.ErrPushConfig):
 		return fmt.Errorf("%w: %v", a2a.ErrUnsupportedOperation, err)
-	case errors.Is(err, jobs.ErrFanout):
-		return fmt.Errorf("%w: %v", a2a.ErrInvalidRequest, err)
 	}
-	return err
+	e := toAPIError(err)
+	if e.Code == CodeInternal {
+		return a2a.ErrInternalError
+	}
+	return fmt.Errorf("%w: %s", rpcErrors[rpcCode(e.Code)], e.Message)
+}
+
+// rpcErrors are the a2a-go errors that a2asrv answers with each code.
+var rpcErrors = map[int]error{
+	-32600: a2a.ErrInvalidRequest,
+	-32602: a2a.ErrInvalidParams,
+	-32603: a2a.ErrInternalError,
+	-32001: a2a.ErrTaskNotFound,
 }
 
 // task loads the job of a task id that the call's key may see.

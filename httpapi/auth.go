@@ -48,7 +48,7 @@ func (s *Server) need(scope string) gin.HandlerFunc {
 		}
 		p, err := s.authenticate(c)
 		if err != nil {
-			if !errors.Is(err, auth.ErrNoKey) && authError(err) != nil {
+			if !errors.Is(err, auth.ErrNoKey) && errors.Is(err, domain.ErrUnauthenticated) {
 				s.deps.FailLimiter.Allow(addr)
 			}
 			_ = c.Error(err)
@@ -133,16 +133,6 @@ func defaultNamespace(c *gin.Context, asked string) (string, error) {
 		return "", &Error{Code: CodePermissionDenied, Field: "namespace", Message: "this key is for namespace " + p.Namespace}
 	}
 	return asked, nil
-}
-
-func authError(err error) *Error {
-	switch {
-	case errors.Is(err, auth.ErrNoKey), errors.Is(err, auth.ErrUnknownKey), errors.Is(err, auth.ErrRevoked), errors.Is(err, auth.ErrExpired):
-		return &Error{Code: CodeUnauthenticated, Message: err.Error()}
-	case errors.Is(err, auth.ErrNotFound):
-		return &Error{Code: CodeNotFound, Message: "key not found"}
-	}
-	return nil
 }
 
 // everyNamespace admits only keys of every namespace ("*"): what spans

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
@@ -87,50 +86,71 @@ type errorDetail struct {
 	Field   string `json:"field,omitempty"`
 }
 
-// toAPIError classifies any error: API errors as they are, the store's kinds
-// by errors.Is, anything else as internal (its text is logged, not shown).
+// kinds is the one table where error kinds meet the API's codes: each
+// kind's code (and so its HTTP status) and its JSON-RPC code.
+var kinds = []struct {
+	kind error
+	code Code
+	rpc  int
+}{
+	{domain.ErrInvalid, CodeInvalidArgument, -32602},
+	{domain.ErrUnauthenticated, CodeUnauthenticated, -32600},
+	{domain.ErrForbidden, CodePermissionDenied, -32600},
+	{domain.ErrNotFound, CodeNotFound, -32001},
+	{domain.ErrConflict, CodeConflict, -32600},
+	{domain.ErrUnavailable, CodeUnavailable, -32603},
+}
+
+// toAPIError classifies any error: API errors as they are, the few errors
+// with codes of their own, then by kind (the kinds table); a database
+// outage is unavailable; anything else is internal (its text is logged, not
+// shown).
 func toAPIError(err error) *Error {
 	var apiErr *Error
 	var fieldErr *domain.FieldError
-	if a := authError(err); a != nil {
-		return a
-	}
+	var maxErr *http.MaxBytesError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
 	case errors.As(err, &fieldErr):
 		return &Error{Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Field + " " + fieldErr.Message}
-	case errors.Is(err, registry.ErrUnauthenticated):
-		return &Error{Code: CodeUnauthenticated, Message: "agent token missing or invalid (Authorization: Bearer <token>)"}
-	case errors.Is(err, registry.ErrGone):
-		return &Error{Code: CodeNotFound, Message: "agent is offline: register again"}
-	case errors.Is(err, registry.ErrAmbiguous):
-		return &Error{Code: CodeConflict, Field: "namespace", Message: "this agent id is in several namespaces: name one with ?namespace="}
-	case errors.Is(err, registry.ErrNotFound):
-		return &Error{Code: CodeNotFound, Message: "agent not found: register it"}
-	case errors.Is(err, jobs.ErrNotFound):
-		return &Error{Code: CodeNotFound, Message: "job not found"}
-	case errors.Is(err, jobs.ErrConflict):
-		return &Error{Code: CodeConflict, Message: err.Error()}
+	case errors.As(err, &maxErr):
+		return &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}
 	case errors.Is(err, jobs.ErrFanout):
 		return &Error{Code: CodeFanoutExceeded, Field: "parent_job_id", Message: err.Error()}
-	case errors.Is(err, jobs.ErrAgentUnavailable):
-		return &Error{Code: CodeUnavailable, Message: err.Error()}
-	case errors.Is(err, jobs.ErrForbidden):
-		return &Error{Code: CodePermissionDenied, Message: "this token does not belong to the agent of that attempt"}
-	case errors.Is(err, eventstore.ErrNotFound):
-		return &Error{Code: CodeNotFound, Message: "not found"}
-	case errors.Is(err, eventstore.ErrConflict):
-		return &Error{Code: CodeConflict, Message: "concurrent change, try again"}
-	}
-	var maxErr *http.MaxBytesError
-	if errors.As(err, &maxErr) {
-		return &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}
-	}
-	if databaseUnavailable(err) {
+	case errors.Is(err, registry.ErrAmbiguous):
+		return &Error{Code: CodeConflict, Field: "namespace", Message: "this agent id is in several namespaces: name one with ?namespace="}
+	case errors.Is(err, registry.ErrUnauthenticated):
+		return &Error{Code: CodeUnauthenticated, Message: "agent token missing or invalid (Authorization: Bearer <token>)"}
+	case errors.Is(err, registry.ErrNotFound) && !errors.Is(err, registry.ErrGone):
+		return &Error{Code: CodeNotFound, Message: err.Error() + ": register it"}
+	case databaseUnavailable(err):
 		return &Error{Code: CodeUnavailable, Message: "the database is unavailable: try again shortly", RetryAfter: 2}
 	}
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			e := &Error{Code: k.code, Message: err.Error()}
+			if k.code == CodeUnavailable {
+				e.RetryAfter = 2
+			}
+			return e
+		}
+	}
 	return &Error{Code: CodeInternal, Message: "internal error"}
+}
+
+// rpcCode is the JSON-RPC code of an API error code, by the same table:
+// the codes of their own (too large, rate limited) are invalid requests.
+func rpcCode(c Code) int {
+	for _, k := range kinds {
+		if k.code == c {
+			return k.rpc
+		}
+	}
+	if c == CodeInternal {
+		return -32603
+	}
+	return -32600
 }
 
 // databaseUnavailable tells an outage (no connection, the server shutting

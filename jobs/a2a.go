@@ -193,10 +193,10 @@ func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.T
 // A2A errors.
 var (
 	// ErrPushToken: the push carries no token, or not the attempt's.
-	ErrPushToken = errors.New("push token missing or invalid")
+	ErrPushToken = domain.NewError(domain.ErrUnauthenticated, "push token missing or invalid")
 	// ErrAgentUnavailable: the agent holding a job did not take a message
 	// about it (the caller's input).
-	ErrAgentUnavailable = errors.New("the agent did not take the message")
+	ErrAgentUnavailable = domain.NewError(domain.ErrUnavailable, "the agent did not take the message")
 )
 
 // ProvideInput sends the caller's input to the A2A agent whose task awaits

@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -31,7 +30,7 @@ type PushConfig struct {
 
 // ErrPushConfig: the job takes no push configs (it was submitted without
 // one, so it has no callback to carry them).
-var ErrPushConfig = errors.New("push configs must come with the message")
+var ErrPushConfig = domain.NewError(domain.ErrInvalid, "push configs must come with the message")
 
 // SubmitA2A submits a job that came as an A2A message, with the caller's
 // push config, if any, as its callback: the config is written in the

@@ -32,15 +32,15 @@ import (
 // Errors the service returns; callers match them with errors.Is.
 var (
 	// ErrNotFound: no such job (or not in the caller's namespace).
-	ErrNotFound = errors.New("job not found")
+	ErrNotFound = domain.NewError(domain.ErrNotFound, "job not found")
 	// ErrConflict: the request contradicts the job's state or an earlier
 	// request (a reused Idempotency-Key with another body, cancelling a
 	// finished job, replaying one that is not dead-lettered).
-	ErrConflict = errors.New("conflict")
+	ErrConflict = domain.NewError(domain.ErrConflict, "conflict")
 	// ErrFanout: the job's root already has the most descendants allowed.
-	ErrFanout = errors.New("fan-out limit exceeded")
+	ErrFanout = domain.NewError(domain.ErrInvalid, "fan-out limit exceeded")
 	// ErrForbidden: an agent reported on a job attempt that is not its own.
-	ErrForbidden = errors.New("not this agent's job")
+	ErrForbidden = domain.NewError(domain.ErrForbidden, "not this agent's job")
 )
 
 // Config tunes delivery.

@@ -29,13 +29,13 @@ import (
 // Errors the registry returns; callers match them with errors.Is.
 var (
 	// ErrNotFound: no such agent, or it was deregistered.
-	ErrNotFound = errors.New("agent not found")
+	ErrNotFound = domain.NewError(domain.ErrNotFound, "agent not found")
 	// ErrUnauthenticated: the agent token is missing or wrong.
-	ErrUnauthenticated = errors.New("agent token missing or invalid")
+	ErrUnauthenticated = domain.NewError(domain.ErrUnauthenticated, "agent token missing or invalid")
 	// ErrAmbiguous: an agent id asked for in every namespace is in several.
-	ErrAmbiguous = errors.New("agent id is in several namespaces: name one")
+	ErrAmbiguous = domain.NewError(domain.ErrConflict, "agent id is in several namespaces: name one")
 	// ErrGone: the agent is OFFLINE and must register again.
-	ErrGone = errors.New("agent is offline: register again")
+	ErrGone = domain.NewError(domain.ErrNotFound, "agent is offline: register again")
 )
 
 // NotifyChannel is the PostgreSQL channel on which registry changes are

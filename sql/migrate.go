@@ -3,7 +3,6 @@ package sql
 import (
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -16,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/agentreach/agentreach/domain"
 )
 
 //go:embed migrations/*.sql
@@ -129,7 +130,7 @@ func currentVersion(ctx context.Context, q interface {
 }
 
 // ErrNotMigrated is returned by Check when the database's schema is behind.
-var ErrNotMigrated = errors.New("database schema is not current")
+var ErrNotMigrated = domain.NewError(domain.ErrUnavailable, "database schema is not current")
 
 // Check reports whether the database is reachable and fully migrated, ours
 // and River's; it is what readiness means. It returns ErrNotMigrated

@@ -128,13 +128,13 @@ func TestCrashConsistency(t *testing.T) {
 	before := len(accepted)
 	mu.Unlock()
 	_, _, secondOut := serveProcess(t, dsn, addr) // same address: agents and result URLs stay valid
-	// A few submits land on the new process before the stream stops.
+	// Ten submits land on the new process before the stream stops.
 	landed := time.Now().Add(30 * time.Second)
 	for {
 		mu.Lock()
 		n := len(accepted)
 		mu.Unlock()
-		if n >= before+3 {
+		if n >= before+10 {
 			break
 		}
 		require.True(t, time.Now().Before(landed), "no submit was accepted by the restarted process")

@@ -54,12 +54,6 @@ const (
 // AllNamespaces is the namespace of a key that reaches every namespace.
 const AllNamespaces = "*"
 
-// Event types on "keys:<namespace>" streams.
-const (
-	EventKeyCreated domain.EventType = "KEY_CREATED"
-	EventKeyRevoked domain.EventType = "KEY_REVOKED"
-)
-
 // Principal is who a request acts for.
 type Principal struct {
 	KeyID     string
@@ -287,7 +281,8 @@ func (s *Store) Create(ctx context.Context, req NewKey, by *Principal, md domain
 		info.ExpiresAt = &t
 	}
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := s.store.AppendTx(ctx, tx, "keys:"+req.Namespace, eventstore.Any, domain.NewEvent(EventKeyCreated, info, md)); err != nil {
+		if _, err := s.store.AppendTx(ctx, tx, "keys:"+req.Namespace, eventstore.Any, domain.NewEvent(domain.EventKeyCreated, domain.KeyCreated{KeyID: info.KeyID, Namespace: info.Namespace,
+			Name: info.Name, Scopes: info.Scopes, CreatedAt: info.CreatedAt, CreatedBy: info.CreatedBy, ExpiresAt: info.ExpiresAt}, md)); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys (key_id, namespace, name, key_hash, scopes, created_at, created_by, expires_at)
@@ -315,7 +310,7 @@ func (s *Store) Revoke(ctx context.Context, keyID string, by *Principal, md doma
 			return err
 		}
 		if _, err := s.store.AppendTx(ctx, tx, "keys:"+ns, eventstore.Any,
-			domain.NewEvent(EventKeyRevoked, map[string]string{"key_id": keyID}, md)); err != nil {
+			domain.NewEvent(domain.EventKeyRevoked, domain.KeyRevoked{KeyID: keyID}, md)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE api_keys SET revoked_at = $2 WHERE key_id = $1`, keyID, s.now().UTC())

@@ -1,6 +1,9 @@
 package domain
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // EventType names a fact in a stream. The names are stored in the event log
 // and are part of the public audit trail, so they never change.
@@ -42,6 +45,129 @@ var JobEventTypes = []EventType{
 	EventRouted, EventDelivered, EventAttemptFailed, EventSuccess, EventFailed,
 	EventTimeout, EventDeadLetter, EventCancelled, EventResultDuplicate,
 	EventCallbackSent, EventCallbackFailed, EventAwaitingInput, EventResumed, EventInputProvided,
+}
+
+// The events of the other streams. Agent events (AGENT_REGISTERED and the
+// rest of the agent's life) are in registration.go, beside the registration.
+const (
+	// EventAgentTokenRotated, on the agent's stream: a new token (never the
+	// token itself).
+	EventAgentTokenRotated EventType = "AGENT_TOKEN_ROTATED"
+	// EventAgentContextChanged, on the agent's stream: its context (for
+	// example accepting: false), which the router honours.
+	EventAgentContextChanged EventType = "AGENT_CONTEXT_CHANGED"
+	// EventAgentCardUpdated, on the agent's stream: its A2A Agent Card
+	// changed what the registry knows of it.
+	EventAgentCardUpdated EventType = "AGENT_CARD_UPDATED"
+	// EventSelfPreservationEnded, on the namespace's registry stream.
+	EventSelfPreservationEnded EventType = "SELF_PRESERVATION_ENDED"
+	// EventKeyCreated and EventKeyRevoked, on "keys:<namespace>".
+	EventKeyCreated EventType = "KEY_CREATED"
+	EventKeyRevoked EventType = "KEY_REVOKED"
+	// EventPolicyChanged, on "policy:<namespace>": the approval patterns.
+	EventPolicyChanged EventType = "POLICY_CHANGED"
+	// EventSecretRotated, on "secrets:<namespace>": the callback secret.
+	EventSecretRotated EventType = "SECRET_ROTATED"
+	// EventSweepReport, on "sweep:<name>": what a compensation sweep did.
+	EventSweepReport EventType = "SWEEP_REPORT"
+)
+
+// HealthVerdict is the data of HEALTH_DEGRADED and HEALTH_RECOVERED: an
+// agent's standing against the alert thresholds in the alert window.
+type HealthVerdict struct {
+	Window      string  `json:"window"`
+	Attempted   int     `json:"attempted"`
+	ReachRate   float64 `json:"reach_rate"`
+	SuccessRate float64 `json:"success_rate"`
+	Below       bool    `json:"below"`
+}
+
+// AwaitingApproval is the data of AWAITING_APPROVAL: when the job is
+// rejected unless decided.
+type AwaitingApproval struct {
+	Until time.Time `json:"until"`
+}
+
+// Decided is the data of APPROVED and REJECTED: the approver's reason.
+type Decided struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// AgentTokenRotated is the data of AGENT_TOKEN_ROTATED.
+type AgentTokenRotated struct {
+	PreviousValidUntil time.Time `json:"previous_valid_until"`
+	InstanceID         string    `json:"instance_id"`
+}
+
+// AgentContextChanged is the data of AGENT_CONTEXT_CHANGED: the agent's own
+// context before and after.
+type AgentContextChanged struct {
+	From map[string]any `json:"from"`
+	To   map[string]any `json:"to"`
+}
+
+// AgentDeregistered is the data of AGENT_DEREGISTERED.
+type AgentDeregistered struct {
+	AgentID string `json:"agent_id"`
+}
+
+// CardView is what an Agent Card says of its agent.
+type CardView struct {
+	Capabilities []string `json:"capabilities"`
+	Aliases      []string `json:"aliases"`
+	Version      string   `json:"version"`
+	Endpoint     string   `json:"endpoint"`
+	Push         *bool    `json:"push,omitempty"`
+}
+
+// AgentCardUpdated is the data of AGENT_CARD_UPDATED.
+type AgentCardUpdated struct {
+	CardURL string   `json:"card_url"`
+	From    CardView `json:"from"`
+	To      CardView `json:"to"`
+}
+
+// SelfPreservationEnded is the data of SELF_PRESERVATION_ENDED.
+type SelfPreservationEnded struct {
+	Namespace string `json:"namespace"`
+}
+
+// KeyCreated is the data of KEY_CREATED: the key without its secret.
+type KeyCreated struct {
+	KeyID     string     `json:"key_id"`
+	Namespace string     `json:"namespace"`
+	Name      string     `json:"name"`
+	Scopes    []string   `json:"scopes"`
+	CreatedAt time.Time  `json:"created_at"`
+	CreatedBy string     `json:"created_by"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// KeyRevoked is the data of KEY_REVOKED.
+type KeyRevoked struct {
+	KeyID string `json:"key_id"`
+}
+
+// PolicyChanged is the data of POLICY_CHANGED.
+type PolicyChanged struct {
+	Namespace        string   `json:"namespace"`
+	ApprovalPatterns []string `json:"approval_patterns"`
+}
+
+// SecretRotated is the data of SECRET_ROTATED (never the secret).
+type SecretRotated struct {
+	Namespace          string    `json:"namespace"`
+	Secret             string    `json:"secret"` // which secret: "callbacks"
+	PreviousValidUntil time.Time `json:"previous_valid_until"`
+}
+
+// SweepReported is the data of SWEEP_REPORT: the jobs a sweep acted on.
+type SweepReported struct {
+	Sweep             string   `json:"sweep"`
+	TimedOut          []string `json:"timed_out,omitempty"`
+	Lost              []string `json:"lost,omitempty"`
+	Redispatched      []string `json:"redispatched,omitempty"`
+	CallbacksRequeued []string `json:"callbacks_requeued,omitempty"`
 }
 
 // Metadata travels with every event: who caused it and within which trace.

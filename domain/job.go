@@ -398,8 +398,14 @@ func (j *Job) applyData(e Event) error {
 			return err
 		}
 		j.Error = d.Reason
-	case EventCancelled, EventRejected:
+	case EventCancelled:
 		var d Cancelled
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Delivered, j.Error = false, d.Reason
+	case EventRejected:
+		var d Decided
 		if err := json.Unmarshal(e.Data, &d); err != nil {
 			return err
 		}

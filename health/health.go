@@ -99,14 +99,9 @@ func Judge(ctx context.Context, q eventstore.Querier) (map[domain.AgentKey]Verdi
 	return out, nil
 }
 
-// Verdict is one agent's standing against the alert thresholds.
-type Verdict struct {
-	Window      string  `json:"window"`
-	Attempted   int     `json:"attempted"`
-	ReachRate   float64 `json:"reach_rate"`
-	SuccessRate float64 `json:"success_rate"`
-	Below       bool    `json:"below"`
-}
+// Verdict is one agent's standing against the alert thresholds: the data
+// of HEALTH_DEGRADED and HEALTH_RECOVERED.
+type Verdict = domain.HealthVerdict
 
 // Point is one agent's minute of attempts, for trend lines.
 type Point struct {

@@ -13,10 +13,6 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 )
 
-// EventPolicyChanged records a new approval policy of a namespace, on the
-// stream "policy:<namespace>".
-const EventPolicyChanged domain.EventType = "POLICY_CHANGED"
-
 // approvalPatterns are the approval policies of some namespaces, by
 // namespace ("*" for every namespace).
 type approvalPatterns map[string][]string
@@ -92,8 +88,8 @@ func (s *Service) SetApprovalPolicy(ctx context.Context, namespace string, patte
 				return err
 			}
 		}
-		_, err := s.store.AppendTx(ctx, tx, "policy:"+namespace, eventstore.Any, domain.NewEvent(EventPolicyChanged,
-			map[string]any{"namespace": namespace, "approval_patterns": list}, md))
+		_, err := s.store.AppendTx(ctx, tx, "policy:"+namespace, eventstore.Any, domain.NewEvent(domain.EventPolicyChanged,
+			domain.PolicyChanged{Namespace: namespace, ApprovalPatterns: list}, md))
 		return err
 	})
 }
@@ -119,13 +115,13 @@ func (s *Service) decideApproval(ctx context.Context, id string, approve bool, r
 			return fmt.Errorf("job %s is %s, not awaiting approval: %w", id, l.Status, ErrConflict)
 		}
 		if approve {
-			if err := s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventApproved, domain.Cancelled{Reason: reason}, md)); err != nil {
+			if err := s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventApproved, domain.Decided{Reason: reason}, md)); err != nil {
 				return err
 			}
 			return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority)
 		}
 		return s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
-			domain.NewEvent(domain.EventRejected, domain.Cancelled{Reason: reason}, md))
+			domain.NewEvent(domain.EventRejected, domain.Decided{Reason: reason}, md))
 	})
 	if err != nil {
 		return nil, err

@@ -355,7 +355,7 @@ func (s *Service) submittedEvents(sub domain.Submitted, md domain.Metadata, patt
 	res := SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: domain.StatusSubmitted}
 	if patterns.match(sub.Namespace, sub.Capability, s.cfg.ApprovalPatterns) {
 		until := s.now().UTC().Add(s.cfg.ApprovalTimeout)
-		evs = append(evs, domain.NewEvent(domain.EventAwaitingApproval, map[string]any{"until": until}, md))
+		evs = append(evs, domain.NewEvent(domain.EventAwaitingApproval, domain.AwaitingApproval{Until: until}, md))
 		res.Status = domain.StatusAwaitingApproval
 	}
 	return evs, res
@@ -571,10 +571,6 @@ func newSecret() string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }
 
-// EventSecretRotated records a callback secret rotation (never the secret)
-// on the stream "secrets:<namespace>".
-const EventSecretRotated domain.EventType = "SECRET_ROTATED"
-
 // SecretOverlap is how long a rotated-out callback secret still signs.
 const SecretOverlap = 24 * time.Hour
 
@@ -595,8 +591,8 @@ func (s *Service) RotateCallbackSecret(ctx context.Context, namespace string, md
 			WHERE name = $1`, "callbacks:"+namespace, until, fresh); err != nil {
 			return err
 		}
-		_, err := s.store.AppendTx(ctx, tx, "secrets:"+namespace, eventstore.Any, domain.NewEvent(EventSecretRotated,
-			map[string]any{"namespace": namespace, "secret": "callbacks", "previous_valid_until": until}, md))
+		_, err := s.store.AppendTx(ctx, tx, "secrets:"+namespace, eventstore.Any, domain.NewEvent(domain.EventSecretRotated,
+			domain.SecretRotated{Namespace: namespace, Secret: "callbacks", PreviousValidUntil: until}, md))
 		return err
 	})
 	if err != nil {

@@ -13,11 +13,6 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 )
 
-// EventSweepReport records, on the sweep's own stream (sweep:NAME), what
-// one run of a compensation sweep repaired. Runs that repair nothing leave
-// no trace.
-const EventSweepReport domain.EventType = "SWEEP_REPORT"
-
 // SweepReport says what a sweep repaired.
 type SweepReport struct {
 	Sweep             string   `json:"sweep"`
@@ -38,7 +33,7 @@ func (s *Service) recordSweep(ctx context.Context, rep SweepReport) error {
 	s.logger.InfoContext(ctx, "sweep repaired jobs", "sweep", rep.Sweep, "timed_out", len(rep.TimedOut), "lost", len(rep.Lost),
 		"redispatched", len(rep.Redispatched), "callbacks_requeued", len(rep.CallbacksRequeued))
 	_, err := s.store.Append(ctx, "sweep:"+rep.Sweep, eventstore.Any,
-		domain.NewEvent(EventSweepReport, rep, domain.Metadata{Actor: "sweep:" + rep.Sweep}))
+		domain.NewEvent(domain.EventSweepReport, domain.SweepReported(rep), domain.Metadata{Actor: "sweep:" + rep.Sweep}))
 	return err
 }
 
@@ -138,7 +133,7 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 		return "callback_requeued", s.enqueueCallbackTx(ctx, tx, id)
 	case phase == "approval" && l.Status == domain.StatusAwaitingApproval:
 		return "rejected", s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
-			domain.NewEvent(domain.EventRejected, domain.Cancelled{Reason: "no approval decision before the approval timeout"}, md))
+			domain.NewEvent(domain.EventRejected, domain.Decided{Reason: "no approval decision before the approval timeout"}, md))
 	case phase == "input" && l.Status == domain.StatusAwaitingInput && l.Attempts == attempt:
 		held := *l
 		err := s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true}, domain.NewEvent(domain.EventCancelled,

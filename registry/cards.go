@@ -20,10 +20,6 @@ import (
 	"github.com/agentreach/agentreach/domain"
 )
 
-// EventAgentCardUpdated records that an agent's Agent Card changed what the
-// registry takes from it (skills, version, endpoint, push support).
-const EventAgentCardUpdated domain.EventType = "AGENT_CARD_UPDATED"
-
 // DefaultCardTTLSeconds is the lease of an agent registered by card when
 // the registration names none: its card is fetched every third of it.
 const DefaultCardTTLSeconds = 60
@@ -255,14 +251,14 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 		if err != nil {
 			return err
 		}
-		from := map[string]any{"capabilities": a.Capabilities, "aliases": a.Aliases, "version": a.Version, "endpoint": a.Endpoint}
+		from := domain.CardView{Capabilities: a.Capabilities, Aliases: a.Aliases, Version: a.Version, Endpoint: a.Endpoint}
 		if ci, ok := a.A2AInfo(); ok {
-			from["push"] = ci.Push
+			from.Push = &ci.Push
 		}
-		to := map[string]any{"capabilities": m.Capabilities, "aliases": orEmptySlice(m.Aliases), "version": m.Version,
-			"endpoint": m.Endpoint, "push": m.Push}
+		to := domain.CardView{Capabilities: m.Capabilities, Aliases: orEmptySlice(m.Aliases), Version: m.Version,
+			Endpoint: m.Endpoint, Push: &m.Push}
 		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(d.agent), a.StreamVersion,
-			domain.NewEvent(EventAgentCardUpdated, map[string]any{"card_url": d.url, "from": from, "to": to},
+			domain.NewEvent(domain.EventAgentCardUpdated, domain.AgentCardUpdated{CardURL: d.url, From: from, To: to},
 				domain.Metadata{Actor: "registry:card_refresh"}))
 		if err != nil {
 			return err

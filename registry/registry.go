@@ -503,9 +503,6 @@ func (r *Registry) AgentByToken(ctx context.Context, token string) (*Agent, erro
 	return a, nil
 }
 
-// EventAgentTokenRotated records a token rotation (never the token).
-const EventAgentTokenRotated domain.EventType = "AGENT_TOKEN_ROTATED"
-
 // RotateToken gives an agent a new token. The previous one keeps working,
 // for heartbeats, results and delivery signatures, until the overlap
 // (Config.TokenOverlap, default 24 h) ends; then only the new one does.
@@ -527,8 +524,8 @@ func (r *Registry) RotateToken(ctx context.Context, k domain.AgentKey, presented
 		if presented != "" && !tokenMatches(presented, a.tokenHash) {
 			return fmt.Errorf("agent %s: only the current token may rotate: %w", k, ErrUnauthenticated)
 		}
-		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(k), a.StreamVersion, domain.NewEvent(EventAgentTokenRotated,
-			map[string]any{"previous_valid_until": until, "instance_id": a.InstanceID}, md))
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(k), a.StreamVersion, domain.NewEvent(domain.EventAgentTokenRotated,
+			domain.AgentTokenRotated{PreviousValidUntil: until, InstanceID: a.InstanceID}, md))
 		if err != nil {
 			return err
 		}
@@ -574,10 +571,6 @@ func jsonEqual(a, b map[string]any) bool {
 	return string(x) == string(y)
 }
 
-// EventAgentContextChanged records a change of an agent's context (for
-// example accepting: false), which the router honours.
-const EventAgentContextChanged domain.EventType = "AGENT_CONTEXT_CHANGED"
-
 func (r *Registry) setContext(ctx context.Context, k domain.AgentKey, agentCtx map[string]any, md domain.Metadata) error {
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
 		a, err := r.load(ctx, tx, k, true)
@@ -585,7 +578,7 @@ func (r *Registry) setContext(ctx context.Context, k domain.AgentKey, agentCtx m
 			return err
 		}
 		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(k), a.StreamVersion,
-			domain.NewEvent(EventAgentContextChanged, map[string]any{"from": orEmpty(a.Context), "to": agentCtx}, md))
+			domain.NewEvent(domain.EventAgentContextChanged, domain.AgentContextChanged{From: orEmpty(a.Context), To: agentCtx}, md))
 		if err != nil {
 			return err
 		}
@@ -621,7 +614,7 @@ func (r *Registry) Deregister(ctx context.Context, k domain.AgentKey, md domain.
 		if a.Deregistered {
 			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
 		}
-		evs := []domain.Event{domain.NewEvent(domain.EventAgentDeregistered, map[string]any{"agent_id": k.ID}, md)}
+		evs := []domain.Event{domain.NewEvent(domain.EventAgentDeregistered, domain.AgentDeregistered{AgentID: k.ID}, md)}
 		if a.State != domain.AgentOffline {
 			evs = append(evs, domain.NewEvent(domain.EventAgentStateChanged,
 				domain.AgentStateChanged{From: a.State, To: domain.AgentOffline, Signal: domain.SignalOffline, Reason: "deregistered"}, md))

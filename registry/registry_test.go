@@ -179,7 +179,7 @@ func TestSelfPreservation(t *testing.T) {
 	}
 	b.clock.advance(6 * time.Second) // s1..s4 late: SUSPECT, a change without lapsing
 	require.Empty(t, b.sweep(t).SelfPreservation)
-	require.Equal(t, []domain.EventType{domain.EventSelfPreservation, EventSelfPreservationEnded},
+	require.Equal(t, []domain.EventType{domain.EventSelfPreservation, domain.EventSelfPreservationEnded},
 		b.events(t, domain.RegistryStream("default")))
 }
 
@@ -321,7 +321,7 @@ func TestTokenRotationOverlap(t *testing.T) {
 	_, err = b.r.Authenticate(b.ctx, "rot-1", fresh)
 	require.NoError(t, err)
 	require.Len(t, a.SigningKeys(b.clock.now()), 1)
-	require.Contains(t, b.events(t, domain.AgentStream(key("rot-1"))), EventAgentTokenRotated)
+	require.Contains(t, b.events(t, domain.AgentStream(key("rot-1"))), domain.EventAgentTokenRotated)
 }
 
 // TestTokenRotationOnlyCurrent: a token in its overlap still authenticates

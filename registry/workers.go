@@ -279,9 +279,6 @@ func sweepSignal(to domain.AgentState) domain.AgentSignal {
 	}
 }
 
-// EventSelfPreservationEnded closes a self-preservation episode.
-const EventSelfPreservationEnded domain.EventType = "SELF_PRESERVATION_ENDED"
-
 // trackSelfPreservation closes an episode this process saw begin once a
 // sweep of the namespace changes agents without holding back.
 func (r *Registry) trackSelfPreservation(ctx context.Context, tx pgx.Tx, ns string, hold bool) error {
@@ -298,7 +295,7 @@ func (r *Registry) trackSelfPreservation(ctx context.Context, tx pgx.Tx, ns stri
 	}
 	r.logger.Info("registry self-preservation ended", "namespace", ns)
 	_, err := r.store.AppendTx(ctx, tx, domain.RegistryStream(ns), eventstore.Any,
-		domain.NewEvent(EventSelfPreservationEnded, map[string]string{"namespace": ns}, domain.Metadata{Actor: "registry"}))
+		domain.NewEvent(domain.EventSelfPreservationEnded, domain.SelfPreservationEnded{Namespace: ns}, domain.Metadata{Actor: "registry"}))
 	return err
 }
 

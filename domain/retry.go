@@ -40,3 +40,28 @@ func Backoff(next int, base, max time.Duration, jitter float64) time.Duration {
 func RetryAfter(backoff, asked time.Duration) time.Duration {
 	return max(backoff, asked)
 }
+
+// TimerPhase says what a job's timer waits for; the deadline sweep acts on
+// a due timer by its phase.
+type TimerPhase string
+
+// The timer phases (job_timers.phase).
+const (
+	// PhaseQueued: a dispatch is in River's queue; due when it should have
+	// started (else it is enqueued again).
+	PhaseQueued TimerPhase = "queued"
+	// PhaseRouted: an attempt was routed; due when its dispatcher should
+	// have recorded an outcome.
+	PhaseRouted TimerPhase = "routed"
+	// PhaseDelivered: an agent holds the attempt; due at its deadline.
+	PhaseDelivered TimerPhase = "delivered"
+	// PhaseRetry: the next attempt waits for its backoff.
+	PhaseRetry TimerPhase = "retry"
+	// PhaseCallback: a callback is queued; due when it should have run.
+	PhaseCallback TimerPhase = "callback"
+	// PhaseApproval: a job awaits approval; due at the approval timeout.
+	PhaseApproval TimerPhase = "approval"
+	// PhaseInput: an agent awaits the caller's input; due at the input
+	// timeout.
+	PhaseInput TimerPhase = "input"
+)

@@ -33,7 +33,7 @@ func (s *Server) createKey(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	c.JSON(http.StatusCreated, gin.H{"key": key, "key_info": info})
+	c.JSON(http.StatusCreated, gin.H{"key": key, "key_info": toKeyInfo(info)})
 }
 
 func (s *Server) listKeys(c *gin.Context) {
@@ -42,10 +42,7 @@ func (s *Server) listKeys(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	if keys == nil {
-		keys = []auth.KeyInfo{}
-	}
-	c.JSON(http.StatusOK, gin.H{"keys": keys})
+	c.JSON(http.StatusOK, gin.H{"keys": each(keys, toKeyInfo)})
 }
 
 func (s *Server) revokeKey(c *gin.Context) {

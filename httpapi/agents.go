@@ -43,31 +43,31 @@ type breakerResponse struct {
 }
 
 type agentResponse struct {
-	AgentID          string           `json:"agent_id"`
-	Namespace        string           `json:"namespace"`
-	Capabilities     []string         `json:"capabilities"`
-	Aliases          []string         `json:"aliases"`
-	Endpoint         string           `json:"endpoint"`
-	HealthURL        string           `json:"health_url,omitempty"`
-	Protocol         string           `json:"protocol"`
-	Weight           int              `json:"weight"`
-	MaxConcurrent    int              `json:"max_concurrent"`
-	Version          string           `json:"version"`
-	RolloutPercent   int              `json:"rollout_percent"`
-	TTLSeconds       int              `json:"ttl_seconds"`
-	Context          map[string]any   `json:"context"`
-	Metadata         map[string]any   `json:"metadata"`
-	State            string           `json:"state"`
-	InstanceID       string           `json:"instance_id"`
-	RegisteredAt     time.Time        `json:"registered_at"`
-	LastHeartbeatAt  time.Time        `json:"last_heartbeat_at"`
-	LeaseExpiresAt   time.Time        `json:"lease_expires_at"`
-	StateChangedAt   time.Time        `json:"state_changed_at"`
-	InFlight         int              `json:"in_flight"`
-	Breaker          breakerResponse  `json:"breaker"`
-	Token            string           `json:"token,omitempty"`
-	Recent           *registry.Recent `json:"recent,omitempty"`
-	HeartbeatEveryMS int64            `json:"heartbeat_interval_ms"`
+	AgentID          string          `json:"agent_id"`
+	Namespace        string          `json:"namespace"`
+	Capabilities     []string        `json:"capabilities"`
+	Aliases          []string        `json:"aliases"`
+	Endpoint         string          `json:"endpoint"`
+	HealthURL        string          `json:"health_url,omitempty"`
+	Protocol         string          `json:"protocol"`
+	Weight           int             `json:"weight"`
+	MaxConcurrent    int             `json:"max_concurrent"`
+	Version          string          `json:"version"`
+	RolloutPercent   int             `json:"rollout_percent"`
+	TTLSeconds       int             `json:"ttl_seconds"`
+	Context          map[string]any  `json:"context"`
+	Metadata         map[string]any  `json:"metadata"`
+	State            string          `json:"state"`
+	InstanceID       string          `json:"instance_id"`
+	RegisteredAt     time.Time       `json:"registered_at"`
+	LastHeartbeatAt  time.Time       `json:"last_heartbeat_at"`
+	LeaseExpiresAt   time.Time       `json:"lease_expires_at"`
+	StateChangedAt   time.Time       `json:"state_changed_at"`
+	InFlight         int             `json:"in_flight"`
+	Breaker          breakerResponse `json:"breaker"`
+	Token            string          `json:"token,omitempty"`
+	Recent           *recentResponse `json:"recent,omitempty"`
+	HeartbeatEveryMS int64           `json:"heartbeat_interval_ms"`
 }
 
 func (s *Server) agentResponse(a *registry.Agent) agentResponse {
@@ -349,7 +349,8 @@ func (s *Server) getAgent(c *gin.Context) {
 		return
 	}
 	resp := s.agentResponse(a)
-	resp.Recent = &recent
+	r := toRecent(recent)
+	resp.Recent = &r
 	c.JSON(http.StatusOK, resp)
 }
 

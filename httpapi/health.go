@@ -30,10 +30,7 @@ func (s *Server) agentMetrics(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	if agents == nil {
-		agents = []health.AgentHealth{}
-	}
-	c.JSON(http.StatusOK, gin.H{"window": window, "agents": agents})
+	c.JSON(http.StatusOK, gin.H{"window": window, "agents": each(agents, toAgentHealth)})
 }
 
 // eventStream serves GET /v1/events/stream as Server-Sent Events: the global
@@ -117,8 +114,5 @@ func (s *Server) agentSeries(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	if points == nil {
-		points = []health.Point{}
-	}
-	c.JSON(http.StatusOK, gin.H{"points": points})
+	c.JSON(http.StatusOK, gin.H{"points": each(points, toPoint)})
 }

@@ -208,10 +208,7 @@ func (s *Server) listJobs(c *gin.Context) {
 	if len(list) == f.Limit {
 		next = list[len(list)-1].JobID
 	}
-	if list == nil {
-		list = []jobs.Summary{}
-	}
-	c.JSON(http.StatusOK, gin.H{"jobs": list, "next_cursor": next})
+	c.JSON(http.StatusOK, gin.H{"jobs": each(list, toJobSummary), "next_cursor": next})
 }
 
 func validStatus(st domain.JobStatus) bool {

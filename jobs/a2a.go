@@ -60,7 +60,7 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 		return outcome{kind: outcomeFailed, reason: "a2a_error_" + strconv.Itoa(-rpc.Code), errText: truncate(rpc.Error(), 256)}
 	case errors.As(err, &httpErr) && httpErr.Status == http.StatusTooManyRequests:
 		return outcome{kind: outcomeFailed, reason: "http_429", errText: "agent is rate limiting",
-			retryAfter: parseRetryAfter(httpErr.RetryAfter, time.Now())}
+			retryAfter: parseRetryAfter(httpErr.RetryAfter, s.now())}
 	case errors.As(err, &httpErr):
 		return outcome{kind: outcomeFailed, reason: "http_" + strconv.Itoa(httpErr.Status), errText: httpErr.Body}
 	case errors.Is(err, a2abridge.ErrBadTask):
@@ -70,7 +70,7 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 	case err != nil && ctx.Err() != nil && wrote():
 		return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
 	case err != nil:
-		return outcome{kind: outcomeFailed, reason: classifyNetErr(err, ctx), errText: err.Error()}
+		return outcome{kind: outcomeFailed, reason: classifyNetErr(ctx, err), errText: err.Error()}
 	}
 	return a2aOutcome(task, !push)
 }
@@ -179,9 +179,9 @@ func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.T
 		if cur.Status == domain.StatusAwaitingInput {
 			deadline := now.Add(l.Timeout())
 			evs = []domain.Event{domain.NewEvent(domain.EventResumed, domain.Resumed{Attempt: attempt, AgentID: agentID, Deadline: deadline}, md)}
-			fx = sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: deadline}}
+			fx = sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: domain.PhaseDelivered, due: deadline}}
 		} else if len(pre) > 0 {
-			fx = sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: cur.Deadline}}
+			fx = sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: domain.PhaseDelivered, due: cur.Deadline}}
 		}
 	}
 	if len(pre)+len(evs) == 0 {
@@ -421,7 +421,7 @@ func (s *Service) agent(ctx context.Context, namespace, id string) (*registry.Ag
 // inputTimer replaces the attempt's deadline while its agent awaits input:
 // the caller has Config.InputTimeout to answer.
 func (s *Service) inputTimer(attempt int, agentID string, now time.Time) *timer {
-	return &timer{attempt: attempt, agentID: agentID, phase: "input", due: now.Add(s.cfg.InputTimeout)}
+	return &timer{attempt: attempt, agentID: agentID, phase: domain.PhaseInput, due: now.Add(s.cfg.InputTimeout)}
 }
 
 // cancelAtAgent asks the A2A agent that holds a cancelled job's task to

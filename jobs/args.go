@@ -86,7 +86,8 @@ func (CallbackArgs) InsertOpts() river.InsertOpts {
 }
 
 // CallbackMaxAttempts is how many times a callback is tried before it is
-// recorded as finally failed (about 2 h with the backoff of callbackRetry).
+// recorded as finally failed: with callbackWorker.NextRetry's backoff (1 s
+// doubling, with jitter) its 11 retries span about 34 minutes.
 const CallbackMaxAttempts = 12
 
 // DeadlineSweepArgs is the periodic job that times out attempts past their

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -75,7 +74,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		// Wait for a slot, spending no attempt: the deadline sweep brings
 		// the same attempt back when the timer is due.
 		return s.store.InTx(ctx, func(tx pgx.Tx) error {
-			if err := s.setTimerTx(ctx, tx, l.JobID, timer{attempt: attempt, phase: "retry", due: s.now().Add(s.cfg.CapacityWait)}); err != nil {
+			if err := s.setTimerTx(ctx, tx, l.JobID, timer{attempt: attempt, phase: domain.PhaseRetry, due: s.now().Add(s.cfg.CapacityWait)}); err != nil {
 				return err
 			}
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
@@ -110,7 +109,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 
 	deadline := now.Add(l.Timeout())
 	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
-		return s.appendTx(ctx, tx, l, sideEffects{timer: &timer{attempt: attempt, agentID: agent.AgentID, phase: "routed",
+		return s.appendTx(ctx, tx, l, sideEffects{timer: &timer{attempt: attempt, agentID: agent.AgentID, phase: domain.PhaseRouted,
 			due: deadline.Add(s.cfg.LostAfter)}}, routed)
 	})
 	if err != nil {
@@ -178,7 +177,7 @@ func (s *Service) outcomeOf(l *Loaded, out outcome, deadline time.Time, latency 
 		evs, fx := s.outcomeEvents(&afterDelivered, out.status, out.result, out.bizCode, now, md)
 		return append([]domain.Event{delivered}, evs...), fx
 	case outcomeAccepted:
-		fx := sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: "delivered", due: deadline}}
+		fx := sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: domain.PhaseDelivered, due: deadline}}
 		if out.poll && out.remoteTaskID != "" {
 			fx.poll = attempt
 		}
@@ -276,7 +275,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 		return outcome{kind: outcomeFailed, reason: "bad_endpoint", errText: err.Error()}
 	}
 	msgID := l.JobID + "." + strconv.Itoa(attempt)
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	ts := strconv.FormatInt(s.now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent
 	req.Header.Set("X-Reach-Job-Id", l.JobID)
@@ -284,7 +283,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 	req.Header.Set("webhook-id", msgID)
 	req.Header.Set("webhook-timestamp", ts)
 	var sigs []string
-	for _, key := range a.SigningKeys(time.Now()) {
+	for _, key := range a.SigningKeys(s.now()) {
 		sigs = append(sigs, "v1,"+Sign(key, msgID, ts, body))
 	}
 	req.Header.Set("webhook-signature", strings.Join(sigs, " "))
@@ -299,7 +298,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 		if ctx.Err() != nil && wrote() {
 			return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
 		}
-		return outcome{kind: outcomeFailed, reason: classifyNetErr(err, ctx), errText: err.Error()}
+		return outcome{kind: outcomeFailed, reason: classifyNetErr(ctx, err), errText: err.Error()}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer+1))
@@ -325,7 +324,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 		return outcome{kind: outcomeAccepted}
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return outcome{kind: outcomeFailed, reason: "http_429", errText: "agent is rate limiting",
-			retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())}
+			retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.now())}
 	default:
 		return outcome{kind: outcomeFailed, reason: "http_" + strconv.Itoa(resp.StatusCode), errText: truncate(string(answer), 256)}
 	}
@@ -340,7 +339,7 @@ func (s *Service) deliveryCtx(ctx context.Context, name string, a *registry.Agen
 		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", attempt),
 			attribute.String("agent_id", a.AgentID), attribute.String("url.full", a.Endpoint)))
 	wait = deadline
-	if capped := time.Now().Add(s.cfg.InlineWait); capped.Before(deadline) {
+	if capped := s.now().Add(s.cfg.InlineWait); capped.Before(deadline) {
 		wait = capped
 	}
 	ctx, cancel := context.WithDeadline(ctx, wait)
@@ -351,15 +350,12 @@ func (s *Service) deliveryCtx(ctx context.Context, name string, a *registry.Agen
 	return ctx, wait, w.Load, func() { cancel(); span.End() }
 }
 
-func classifyNetErr(err error, ctx context.Context) string {
-	var opErr *net.OpError
+func classifyNetErr(ctx context.Context, err error) string {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection_refused"
 	case ctx.Err() != nil:
 		return "timeout"
-	case errors.As(err, &opErr) && opErr.Op == "dial":
-		return "connection_error"
 	}
 	return "connection_error"
 }

@@ -176,7 +176,7 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		streams = append(streams, eventstore.NewStream{Stream: domain.JobStream(it.sub.JobID), Events: evs})
 		results[i] = batchResult{res: res}
 		if res.Status == domain.StatusAwaitingApproval {
-			timers.add(it.sub.JobID, 1, "approval", now.Add(s.cfg.ApprovalTimeout), nil)
+			timers.add(it.sub.JobID, 1, domain.PhaseApproval, now.Add(s.cfg.ApprovalTimeout), nil)
 			continue
 		}
 		params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: it.sub.JobID, Attempt: 1}, InsertOpts: dispatchOpts(it.sub.Priority)})
@@ -195,7 +195,7 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		}
 		for k, i := range dispatched {
 			id := inserted[k].Job.ID
-			timers.add(batch[i].sub.JobID, 1, "queued", now.Add(s.cfg.LostAfter), &id)
+			timers.add(batch[i].sub.JobID, 1, domain.PhaseQueued, now.Add(s.cfg.LostAfter), &id)
 		}
 	}
 	return timers.insert(ctx, tx)
@@ -210,10 +210,10 @@ type timerRows struct {
 	riverIDs []*int64
 }
 
-func (t *timerRows) add(jobID string, attempt int, phase string, due time.Time, riverID *int64) {
+func (t *timerRows) add(jobID string, attempt int, phase domain.TimerPhase, due time.Time, riverID *int64) {
 	t.jobIDs = append(t.jobIDs, jobID)
 	t.attempts = append(t.attempts, int32(attempt))
-	t.phases = append(t.phases, phase)
+	t.phases = append(t.phases, string(phase))
 	t.dues = append(t.dues, due)
 	t.riverIDs = append(t.riverIDs, riverID)
 }

@@ -28,7 +28,7 @@ type sideEffects struct {
 type timer struct {
 	attempt    int
 	agentID    string
-	phase      string // queued, routed, delivered, retry or callback
+	phase      domain.TimerPhase
 	due        time.Time
 	riverJobID int64
 }
@@ -77,7 +77,7 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx sideEff
 		// A retry waits on the job's timer rather than as a scheduled River
 		// job: River promotes scheduled jobs every 5 s, the deadline sweep
 		// every DeadlineSweepInterval (1 s).
-		if err := s.setTimerTx(ctx, tx, l.JobID, timer{attempt: d.attempt, phase: "retry", due: d.at}); err != nil {
+		if err := s.setTimerTx(ctx, tx, l.JobID, timer{attempt: d.attempt, phase: domain.PhaseRetry, due: d.at}); err != nil {
 			return err
 		}
 	}
@@ -118,7 +118,7 @@ func (s *Service) enqueueDispatchTx(ctx context.Context, tx pgx.Tx, jobID string
 	if err != nil {
 		return fmt.Errorf("enqueue attempt %d of job %s: %w", attempt, jobID, err)
 	}
-	return s.setTimerTx(ctx, tx, jobID, timer{attempt: attempt, phase: "queued", due: s.now().Add(s.cfg.LostAfter), riverJobID: res.Job.ID})
+	return s.setTimerTx(ctx, tx, jobID, timer{attempt: attempt, phase: domain.PhaseQueued, due: s.now().Add(s.cfg.LostAfter), riverJobID: res.Job.ID})
 }
 
 // enqueueCallbackTx inserts the caller's callback job and the timer that
@@ -128,7 +128,7 @@ func (s *Service) enqueueCallbackTx(ctx context.Context, tx pgx.Tx, jobID string
 	if err != nil {
 		return fmt.Errorf("enqueue callback of job %s: %w", jobID, err)
 	}
-	return s.setTimerTx(ctx, tx, jobID, timer{phase: "callback", due: s.now().Add(s.cfg.CallbackGrace), riverJobID: res.Job.ID})
+	return s.setTimerTx(ctx, tx, jobID, timer{phase: domain.PhaseCallback, due: s.now().Add(s.cfg.CallbackGrace), riverJobID: res.Job.ID})
 }
 
 // failAttempt decides what follows an attempt that produced no usable

@@ -344,7 +344,7 @@ func (s *Service) submitTx(ctx context.Context, tx pgx.Tx, sub domain.Submitted,
 		return SubmitResult{}, err
 	}
 	if res.Status == domain.StatusAwaitingApproval {
-		return res, s.setTimerTx(ctx, tx, sub.JobID, timer{attempt: 1, phase: "approval", due: s.now().Add(s.cfg.ApprovalTimeout)})
+		return res, s.setTimerTx(ctx, tx, sub.JobID, timer{attempt: 1, phase: domain.PhaseApproval, due: s.now().Add(s.cfg.ApprovalTimeout)})
 	}
 	return res, s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority)
 }

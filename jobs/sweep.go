@@ -93,7 +93,7 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 
 func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, error) {
 	var attempt int
-	var phase string
+	var phase domain.TimerPhase
 	var due time.Time
 	var riverJobID *int64
 	err := tx.QueryRow(ctx, `SELECT attempt, phase, due_at, river_job_id FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED`, id).
@@ -116,25 +116,25 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	waiting := (l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout) && l.Attempts == attempt-1 &&
 		(l.Attempts == 0 || !l.lastIsRouted(l.Attempts))
 	switch {
-	case phase == "retry" && waiting:
+	case phase == domain.PhaseRetry && waiting:
 		return "", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority)
-	case phase == "queued" && waiting:
+	case phase == domain.PhaseQueued && waiting:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.LostAfter)
 		if err != nil || alive {
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.LostAfter), err)
 		}
 		return "redispatched", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority)
-	case phase == "callback" && l.Status.Terminal() && l.CallbackURL != "" && !l.CallbackAcked && !l.CallbackGaveUp &&
+	case phase == domain.PhaseCallback && l.Status.Terminal() && l.CallbackURL != "" && !l.CallbackAcked && !l.CallbackGaveUp &&
 		l.Callbacks < CallbackMaxAttempts:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.CallbackGrace)
 		if err != nil || alive {
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.CallbackGrace), err)
 		}
 		return "callback_requeued", s.enqueueCallbackTx(ctx, tx, id)
-	case phase == "approval" && l.Status == domain.StatusAwaitingApproval:
+	case phase == domain.PhaseApproval && l.Status == domain.StatusAwaitingApproval:
 		return "rejected", s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
 			domain.NewEvent(domain.EventRejected, domain.Decided{Reason: "no approval decision before the approval timeout"}, md))
-	case phase == "input" && l.Status == domain.StatusAwaitingInput && l.Attempts == attempt:
+	case phase == domain.PhaseInput && l.Status == domain.StatusAwaitingInput && l.Attempts == attempt:
 		held := *l
 		err := s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true}, domain.NewEvent(domain.EventCancelled,
 			domain.Cancelled{Reason: "input_timeout: the agent's request for input was not answered within " + s.cfg.InputTimeout.String()}, md))
@@ -142,13 +142,13 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 			s.cancelAtAgent(ctx, &held) // a courtesy, in the background
 		}
 		return "input_timeout", err
-	case phase == "delivered" && l.Status == domain.StatusDelivered && l.Attempts == attempt:
+	case phase == domain.PhaseDelivered && l.Status == domain.StatusDelivered && l.Attempts == attempt:
 		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: l.AgentID, Deadline: due, RetryAt: at}, md)
 		}, 0, now, md, "timeout")
 		fx.sample = &sample{agentID: l.AgentID, at: now, ok: false}
 		return "timeout", s.appendTx(ctx, tx, l, fx, evs...)
-	case phase == "routed" && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt):
+	case phase == domain.PhaseRouted && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt):
 		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: l.AgentID,
 				Reason: "dispatcher_lost", Error: "the dispatcher recorded no outcome by the deadline", RetryAt: at}, md)

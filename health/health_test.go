@@ -1,0 +1,76 @@
+package health
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/internal/pgtest"
+)
+
+// seed writes one minute bucket of agent_stats for an agent, now.
+func seed(t *testing.T, pool *pgxpool.Pool, ns, agent string, attempted, delivered, succeeded int) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `INSERT INTO agent_stats_minute (namespace, agent_id, capability, bucket,
+			attempted, delivered, succeeded, failed, delivery_hist, result_hist)
+		VALUES ($1, $2, 'cap', date_trunc('minute', now()), $3::int, $4::int, $5::int, $3::int - $5::int, reach_hist_of('{}'), reach_hist_of('{10,20}'))`,
+		ns, agent, attempted, delivered, succeeded)
+	require.NoError(t, err)
+}
+
+// TestAgentsAndJudge: the views' figures per agent and namespace, and the
+// verdict against the default thresholds (99 % reach, 95 % success, at
+// least 5 attempts in 5 minutes).
+func TestAgentsAndJudge(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	seed(t, pool, "a", "good", 10, 10, 10)
+	seed(t, pool, "a", "flaky", 10, 10, 5)
+	seed(t, pool, "b", "good", 10, 5, 5) // the same id in another namespace is another agent
+	seed(t, pool, "a", "quiet", 2, 0, 0) // too few attempts to judge
+
+	all, err := Agents(ctx, pool, "5m", "")
+	require.NoError(t, err)
+	require.Len(t, all, 4)
+	inA, err := Agents(ctx, pool, "5m", "a")
+	require.NoError(t, err)
+	require.Len(t, inA, 3)
+	for _, h := range inA {
+		require.Equal(t, "a", h.Namespace)
+		if h.AgentID == "flaky" {
+			require.InDelta(t, 0.5, *h.SuccessRate, 1e-9)
+			require.InDelta(t, 1.0, *h.ReachRate, 1e-9)
+		}
+	}
+	_, err = Agents(ctx, pool, "7m", "")
+	require.ErrorIs(t, err, ErrUnknownWindow)
+	require.ErrorIs(t, err, domain.ErrInvalid)
+
+	verdicts, err := Judge(ctx, pool)
+	require.NoError(t, err)
+	require.False(t, verdicts[domain.AgentKey{Namespace: "a", ID: "good"}].Below)
+	require.True(t, verdicts[domain.AgentKey{Namespace: "a", ID: "flaky"}].Below)
+	require.True(t, verdicts[domain.AgentKey{Namespace: "b", ID: "good"}].Below, "b's good is another agent, with half its jobs unreached")
+	require.NotContains(t, verdicts, domain.AgentKey{Namespace: "a", ID: "quiet"})
+}
+
+// TestSeries: per-minute points of the last hour, by namespace.
+func TestSeries(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	seed(t, pool, "a", "x", 3, 3, 2)
+	seed(t, pool, "b", "y", 1, 1, 1)
+	points, err := Series(ctx, pool, "a")
+	require.NoError(t, err)
+	require.Len(t, points, 1)
+	require.Equal(t, "x", points[0].AgentID)
+	require.Equal(t, 3, points[0].Attempted)
+	require.Equal(t, 2, points[0].Succeeded)
+	require.WithinDuration(t, time.Now(), points[0].Minute, 2*time.Minute)
+}

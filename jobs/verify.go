@@ -36,19 +36,10 @@ func (r *VerifyReport) violate(format string, args ...any) {
 // when the service is quiet.
 func Verify(ctx context.Context, store *eventstore.Store, projector *eventstore.Projector, tables map[string][]string) (VerifyReport, error) {
 	rep := VerifyReport{Statuses: map[domain.JobStatus]int{}}
-	rows, err := store.Pool().Query(ctx, `SELECT stream_id, version, type, data, metadata FROM events
-		WHERE stream_id LIKE 'job:%' ORDER BY stream_id, version`)
-	if err != nil {
-		return rep, fmt.Errorf("verify: %w", err)
-	}
 	var (
 		cur      string
 		evs      []domain.Event
 		versions []int
-		stream   string
-		version  int
-		typ      string
-		data, md []byte
 		checkJob func()
 	)
 	checkJob = func() {
@@ -89,13 +80,13 @@ func Verify(ctx context.Context, store *eventstore.Store, projector *eventstore.
 			rep.violate("%s: callback to %s never acknowledged", cur, j.CallbackURL)
 		}
 	}
-	_, err = pgx.ForEachRow(rows, []any{&stream, &version, &typ, &data, &md}, func() error {
-		if stream != cur {
+	err := store.ReadStreams(ctx, nil, domain.JobStream(""), func(r eventstore.Record) error {
+		if r.StreamID != cur {
 			checkJob()
-			cur, evs, versions = stream, nil, nil
+			cur, evs, versions = r.StreamID, nil, nil
 		}
-		evs = append(evs, domain.Event{Type: domain.EventType(typ), Data: append([]byte(nil), data...)})
-		versions = append(versions, version)
+		evs = append(evs, r.Event())
+		versions = append(versions, r.Version)
 		return nil
 	})
 	if err != nil {

@@ -81,17 +81,16 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 		}
 	}
 	if len(missing) > 0 {
-		rows, err := tx.Query(ctx, `SELECT stream_id, data->>'namespace', data->>'capability' FROM events
-			WHERE stream_id = ANY($1) AND version = 1`, missing)
+		firsts, err := eventstore.FirstOfType(ctx, tx, missing, domain.EventSubmitted)
 		if err != nil {
 			return err
 		}
-		var stream, ns, capability string
-		if _, err := pgx.ForEachRow(rows, []any{&stream, &ns, &capability}, func() error {
-			jobs[stream] = domain.Submitted{Namespace: ns, Capability: capability}
-			return nil
-		}); err != nil {
-			return err
+		for stream, r := range firsts {
+			var sub domain.Submitted
+			if err := json.Unmarshal(r.Data, &sub); err != nil {
+				return fmt.Errorf("event %d: %w", r.Position, err)
+			}
+			jobs[stream] = domain.Submitted{Namespace: sub.Namespace, Capability: sub.Capability}
 		}
 	}
 

@@ -730,19 +730,16 @@ type Recent struct {
 }
 
 // RecentActivity counts an agent's routed attempts and their outcomes over
-// the last window, straight from the event log.
+// the last window (rounded out to whole minutes), from the agent_stats
+// projection of the log.
 func (r *Registry) RecentActivity(ctx context.Context, k domain.AgentKey, window time.Duration) (Recent, error) {
 	rec := Recent{Window: window.String()}
-	// Job events name the agent by its id; the job's namespace says whose.
 	err := r.pool.QueryRow(ctx, `
-		SELECT count(*) FILTER (WHERE e.type = 'ROUTED'),
-		       count(*) FILTER (WHERE e.type = 'DELIVERED'),
-		       count(*) FILTER (WHERE e.type = 'SUCCESS'),
-		       count(*) FILTER (WHERE e.type = 'FAILED'),
-		       count(*) FILTER (WHERE e.type = 'TIMEOUT')
-		FROM events e JOIN jobs j ON e.stream_id = 'job:' || j.job_id::text AND j.namespace = $3
-		WHERE e.type IN ('ROUTED', 'DELIVERED', 'SUCCESS', 'FAILED', 'TIMEOUT')
-		  AND e.recorded_at > $2 AND e.data->>'agent_id' = $1`, k.ID, r.now().Add(-window), k.Namespace).
+		SELECT coalesce(sum(attempted), 0)::int, coalesce(sum(delivered), 0)::int, coalesce(sum(succeeded), 0)::int,
+		       coalesce(sum(failed), 0)::int, coalesce(sum(timed_out), 0)::int
+		FROM agent_stats_minute
+		WHERE namespace = $1 AND agent_id = $2 AND bucket >= date_trunc('minute', $3::timestamptz)`,
+		k.Namespace, k.ID, r.now().Add(-window)).
 		Scan(&rec.Routed, &rec.Delivered, &rec.Succeeded, &rec.Failed, &rec.TimedOut)
 	if err != nil {
 		return rec, fmt.Errorf("recent activity of agent %s: %w", k, err)

@@ -306,16 +306,14 @@ func (r *Registry) recordSelfPreservation(ctx context.Context, tx pgx.Tx, ns str
 	r.logger.Warn("registry self-preservation: most agents lapsed at once; not marking them DOWN",
 		"namespace", ns, "agents", total, "lapsing", lapsing)
 	stream := domain.RegistryStream(ns)
-	var version int
-	var last string
-	err := tx.QueryRow(ctx, `SELECT version, type FROM events WHERE stream_id = $1 ORDER BY version DESC LIMIT 1`, stream).Scan(&version, &last)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	last, _, err := eventstore.Last(ctx, tx, stream)
+	if err != nil {
 		return err
 	}
-	if last == string(domain.EventSelfPreservation) {
+	if last.Type == domain.EventSelfPreservation {
 		return nil
 	}
-	_, err = r.store.AppendTx(ctx, tx, stream, version, domain.NewEvent(domain.EventSelfPreservation,
+	_, err = r.store.AppendTx(ctx, tx, stream, last.Version, domain.NewEvent(domain.EventSelfPreservation,
 		domain.SelfPreservationEntered{Namespace: ns, Total: total, Lapsing: lapsing}, domain.Metadata{Actor: "registry"}))
 	return err
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/devdb"
 	"github.com/agentreach/agentreach/jobs"
 )
@@ -546,11 +547,11 @@ func waitDelivered(ctx context.Context, pool *pgxpool.Pool, ids []string, within
 	streams := jobStreams(ids)
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		var n int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'DELIVERED' AND stream_id = ANY($1)`, streams).Scan(&n); err != nil {
+		delivered, err := eventstore.FirstOfType(ctx, pool, streams, domain.EventDelivered)
+		if err != nil {
 			return err
 		}
-		if n >= len(ids) {
+		if len(delivered) >= len(ids) {
 			return nil
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
@@ -566,16 +567,27 @@ func jobStreams(ids []string) []string {
 	return out
 }
 
-// submitToDelivered reads p50/p95/p99 of DELIVERED − SUBMITTED from the log.
+// submitToDelivered reads p50/p95/p99 of DELIVERED − SUBMITTED (the first
+// delivery of each job) from the log.
 func submitToDelivered(ctx context.Context, pool *pgxpool.Pool, ids []string) ([3]float64, error) {
 	var out [3]float64
-	err := pool.QueryRow(ctx, `WITH d AS (
-			SELECT extract(epoch FROM (dl.recorded_at - s.recorded_at)) * 1000 AS ms
-			FROM events s JOIN events dl ON dl.stream_id = s.stream_id AND dl.type = 'DELIVERED'
-			WHERE s.type = 'SUBMITTED' AND s.stream_id = ANY($1))
-		SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY ms), percentile_disc(0.95) WITHIN GROUP (ORDER BY ms),
-			percentile_disc(0.99) WITHIN GROUP (ORDER BY ms) FROM d`, jobStreams(ids)).Scan(&out[0], &out[1], &out[2])
-	return out, err
+	streams := jobStreams(ids)
+	submitted, err := eventstore.FirstOfType(ctx, pool, streams, domain.EventSubmitted)
+	if err != nil {
+		return out, err
+	}
+	delivered, err := eventstore.FirstOfType(ctx, pool, streams, domain.EventDelivered)
+	if err != nil {
+		return out, err
+	}
+	var lat []time.Duration
+	for stream, d := range delivered {
+		if s, ok := submitted[stream]; ok {
+			lat = append(lat, d.RecordedAt.Sub(s.RecordedAt))
+		}
+	}
+	slices.Sort(lat)
+	return [3]float64{ms(lat, 0.50), ms(lat, 0.95), ms(lat, 0.99)}, nil
 }
 
 // benchRouting times single routing decisions over 1,000 agents.

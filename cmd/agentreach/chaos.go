@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/devdb"
 	"github.com/agentreach/agentreach/jobs"
@@ -283,10 +284,9 @@ func runChaos(ctx context.Context, o chaosOptions) (jobs.VerifyReport, error) {
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			var inLog int
 			var checkpoints string
-			_ = pool.QueryRow(ctx, `SELECT (SELECT count(DISTINCT stream_id) FROM events WHERE stream_id LIKE 'job:%'),
-				(SELECT string_agg(name || '@' || tx_id::text || '/' || position, ' ') FROM projection_checkpoints)`).Scan(&inLog, &checkpoints)
+			inLog, _ := eventstore.CountStreams(ctx, pool, domain.JobStream(""))
+			_ = pool.QueryRow(ctx, `SELECT string_agg(name || '@' || tx_id::text || '/' || position, ' ') FROM projection_checkpoints`).Scan(&checkpoints)
 			o.Log("still %d open and %d callbacks unacknowledged; %d of %d jobs in the log; checkpoints %s", open, unacked, inLog, total, checkpoints)
 			for i, s := range services {
 				if s.out != nil {

@@ -1,0 +1,86 @@
+package eventstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// Reads beyond one stream, for the projections, the verifier and the
+// tools: the event table is read here and nowhere else.
+
+// ReadStreams calls fn for every event of every stream whose id starts with
+// prefix, stream by stream and each in version order, reading in pages so
+// that the log need not fit in memory. fn's error stops the read.
+func (s *Store) ReadStreams(ctx context.Context, q Querier, prefix string, fn func(Record) error) error {
+	if q == nil {
+		q = s.pool
+	}
+	const page = 5000
+	lastStream, lastVersion := "", 0
+	for {
+		rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events
+			WHERE starts_with(stream_id, $1) AND (stream_id, version) > ($2, $3)
+			ORDER BY stream_id, version LIMIT $4`, prefix, lastStream, lastVersion, page)
+		if err != nil {
+			return fmt.Errorf("read streams %s*: %w", prefix, err)
+		}
+		recs, err := scanRecords(rows)
+		if err != nil {
+			return fmt.Errorf("read streams %s*: %w", prefix, err)
+		}
+		for _, r := range recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(recs) < page {
+			return nil
+		}
+		lastStream, lastVersion = recs[len(recs)-1].StreamID, recs[len(recs)-1].Version
+	}
+}
+
+// FirstOfType returns, for each of streams, its first event of type t
+// (version 1 when t is the stream's opening event); streams without one are
+// absent.
+func FirstOfType(ctx context.Context, q Querier, streams []string, t domain.EventType) (map[string]Record, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (stream_id) `+recordColumns+` FROM events
+		WHERE stream_id = ANY($1) AND type = $2 ORDER BY stream_id, version`, streams, string(t))
+	if err != nil {
+		return nil, fmt.Errorf("first %s of %d streams: %w", t, len(streams), err)
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("first %s of %d streams: %w", t, len(streams), err)
+	}
+	out := make(map[string]Record, len(recs))
+	for _, r := range recs {
+		out[r.StreamID] = r
+	}
+	return out, nil
+}
+
+// Last returns the newest event of stream, and false when it has none.
+func Last(ctx context.Context, q Querier, stream string) (Record, bool, error) {
+	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 ORDER BY version DESC LIMIT 1`, stream)
+	if err != nil {
+		return Record{}, false, fmt.Errorf("last event of %s: %w", stream, err)
+	}
+	recs, err := scanRecords(rows)
+	if err != nil || len(recs) == 0 {
+		return Record{}, false, err
+	}
+	return recs[0], true, nil
+}
+
+// CountStreams counts the streams whose id starts with prefix.
+func CountStreams(ctx context.Context, q Querier, prefix string) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(DISTINCT stream_id) FROM events WHERE starts_with(stream_id, $1)`, prefix).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count streams %s*: %w", prefix, err)
+	}
+	return n, nil
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -166,20 +167,18 @@ func (s *Service) riverJobAlive(ctx context.Context, tx pgx.Tx, id *int64, grace
 	if id == nil {
 		return false, nil
 	}
-	var state string
-	var attemptedAt *time.Time
-	err := tx.QueryRow(ctx, `SELECT state::text, attempted_at FROM river_job WHERE id = $1`, *id).Scan(&state, &attemptedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
+	job, err := s.client.JobGetTx(ctx, tx, *id)
+	if errors.Is(err, rivertype.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	switch state {
-	case "available", "scheduled", "retryable", "pending":
+	switch job.State {
+	case rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStateRetryable, rivertype.JobStatePending:
 		return true, nil
-	case "running":
-		return attemptedAt != nil && s.now().Sub(*attemptedAt) < grace, nil
+	case rivertype.JobStateRunning:
+		return job.AttemptedAt != nil && s.now().Sub(*job.AttemptedAt) < grace, nil
 	}
 	return false, nil
 }

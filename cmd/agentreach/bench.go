@@ -181,10 +181,7 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 			fmt.Sprintf("pgbench -N %s tps", fmtRate(tps8)), ratio)
 	}
 	// Clear the submit phase's backlog, then let dispatch run.
-	if _, err := app.pool.Exec(ctx, `DELETE FROM river_job WHERE kind = 'dispatch_job' AND state = 'available'`); err != nil {
-		return err
-	}
-	if _, err := app.pool.Exec(ctx, `DELETE FROM job_timers`); err != nil {
+	if err := app.jobs.DropDispatchBacklog(ctx); err != nil {
 		return err
 	}
 	for _, q := range []string{jobs.QueueDispatchHigh, jobs.QueueDispatchNormal, jobs.QueueDispatchLow} {

@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -33,21 +32,9 @@ func registerGauges(a *App) error {
 		if !a.migrated.Load() {
 			return nil
 		}
-		depth := map[string]int64{}
-		for q := range jobs.DefaultQueues() {
-			depth[q] = 0
-		}
-		rows, err := a.pool.Query(ctx, `SELECT queue, count(*) FROM river_job
-			WHERE state IN ('available', 'scheduled', 'retryable') GROUP BY queue`)
-		if err == nil {
-			var q string
-			var n int64
-			for rows.Next() {
-				if rows.Scan(&q, &n) == nil {
-					depth[q] = n
-				}
-			}
-			rows.Close()
+		depth, err := a.jobs.QueueDepths(ctx)
+		if err != nil {
+			return nil // a gauge without a reading this scrape
 		}
 		for q, n := range depth {
 			o.ObserveInt64(queue, n, metric.WithAttributes(attribute.String("queue", q)))

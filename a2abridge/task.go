@@ -106,7 +106,12 @@ var ErrBadTask = domain.NewError(domain.ErrInvalid, "not an A2A task or message"
 func ParseTask(raw []byte) (Task, error) {
 	var env envelope
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return Task{}, fmt.Errorf("%w: %v", ErrBadTask, err)
+		return Task{}, fmt.Errorf("%w: %w", ErrBadTask, err)
+	}
+	if at, bad := domain.UnstorableJSON(raw); bad {
+		// An agent's words go into the log: NUL, lone surrogates and
+		// numbers beyond numeric's range could not be stored.
+		return Task{}, fmt.Errorf("%w: it holds what cannot be stored at %q", ErrBadTask, at)
 	}
 	var w wireTask
 	kind := ""

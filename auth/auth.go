@@ -196,6 +196,24 @@ func (s *Store) Authenticate(ctx context.Context, key string) (*Principal, error
 	return p, err
 }
 
+// Known reports whether key is in this process's cache as a valid key, so
+// a caller can admit it without a lookup (an address over its budget of
+// failed authentications still serves its known keys).
+func (s *Store) Known(key string) bool {
+	if key == "" {
+		return false
+	}
+	h := hash(key)
+	if s.bootstrap != nil && subtle.ConstantTimeCompare(h, s.bootstrap) == 1 {
+		return true
+	}
+	now := s.now()
+	s.mu.Lock()
+	c, ok := s.cache[string(h)]
+	s.mu.Unlock()
+	return ok && now.Before(c.expires) && c.p != nil && (c.p.expires == nil || now.Before(*c.p.expires))
+}
+
 func (s *Store) lookup(ctx context.Context, h []byte, now time.Time) (*Principal, error) {
 	var p Principal
 	var expires, revoked *time.Time

@@ -39,7 +39,7 @@ func (l *Limiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	b := l.buckets[key]
 	if b == nil {
 		if len(l.buckets) > 100000 {
-			l.buckets = map[string]*bucket{}
+			l.evict(now)
 		}
 		b = &bucket{tokens: l.Burst, at: now}
 		l.buckets[key] = b
@@ -75,4 +75,18 @@ func (l *Limiter) Blocked(key string) (bool, time.Duration) {
 // refilled is what b holds at now.
 func (l *Limiter) refilled(b *bucket, now time.Time) float64 {
 	return math.Min(l.Burst, b.tokens+now.Sub(b.at).Seconds()*l.Rate)
+}
+
+// evict drops the buckets that have refilled (they hold what a new one
+// would), so that many one-off keys cannot reset everyone's bucket; only if
+// that frees nothing are all dropped.
+func (l *Limiter) evict(now time.Time) {
+	for k, b := range l.buckets {
+		if l.refilled(b, now) >= l.Burst {
+			delete(l.buckets, k)
+		}
+	}
+	if len(l.buckets) > 100000 {
+		l.buckets = map[string]*bucket{}
+	}
 }

@@ -105,6 +105,7 @@ type Verdict = domain.HealthVerdict
 
 // Point is one agent's minute of attempts, for trend lines.
 type Point struct {
+	Namespace string    `json:"namespace"`
 	AgentID   string    `json:"agent_id"`
 	Minute    time.Time `json:"minute"`
 	Attempted int       `json:"attempted"`
@@ -115,15 +116,15 @@ type Point struct {
 // Series returns every agent's per-minute figures over the last hour,
 // optionally of one namespace, oldest first.
 func Series(ctx context.Context, q eventstore.Querier, namespace string) ([]Point, error) {
-	rows, err := q.Query(ctx, `SELECT agent_id, bucket, sum(attempted)::int, sum(delivered)::int, sum(succeeded)::int
+	rows, err := q.Query(ctx, `SELECT namespace, agent_id, bucket, sum(attempted)::int, sum(delivered)::int, sum(succeeded)::int
 		FROM agent_stats_minute WHERE bucket >= date_trunc('minute', now()) - interval '1 hour' AND ($1 = '' OR namespace = $1)
-		GROUP BY 1, 2 ORDER BY 1, 2`, namespace)
+		GROUP BY 1, 2, 3 ORDER BY 2, 1, 3`, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("read series: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Point, error) {
 		var p Point
-		err := r.Scan(&p.AgentID, &p.Minute, &p.Attempted, &p.Delivered, &p.Succeeded)
+		err := r.Scan(&p.Namespace, &p.AgentID, &p.Minute, &p.Attempted, &p.Delivered, &p.Succeeded)
 		return p, err
 	})
 }

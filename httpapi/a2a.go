@@ -621,15 +621,13 @@ func (s *Server) followJob(ctx context.Context, id string, until <-chan time.Tim
 }
 
 // rpcError answers an error in A2A's terms: the A2A errors of their own
-// (a task that cannot be cancelled, push configs), else its API error's
+// (an unknown task, push configs), else its API error's
 // JSON-RPC code (rpcCode) with its message; an internal error's text is for
 // the log only.
 func rpcError(err error) error {
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
 		return a2a.ErrTaskNotFound
-	case errors.Is(err, jobs.ErrConflict):
-		return fmt.Errorf("%w: %v", a2a.ErrTaskNotCancelable, err)
 	case errors.Is(err, jobs.ErrPushConfig):
 		return fmt.Errorf("%w: %v", a2a.ErrUnsupportedOperation, err)
 	}
@@ -713,6 +711,9 @@ func (h *a2aHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2
 	}
 	call := a2aCallFrom(ctx)
 	l, err = h.s.deps.Jobs.Cancel(ctx, l.JobID, "cancelled over A2A", call.md)
+	if errors.Is(err, jobs.ErrConflict) {
+		return nil, fmt.Errorf("%w: %v", a2a.ErrTaskNotCancelable, err) // it ended already
+	}
 	if err != nil {
 		return nil, rpcError(err)
 	}

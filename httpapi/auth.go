@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/registry"
 )
 
 const principalKey = "principal"
@@ -40,7 +41,7 @@ func (s *Server) authenticate(c *gin.Context) (*auth.Principal, error) {
 func (s *Server) need(scope string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		addr := "addr:" + c.ClientIP()
-		if blocked, wait := s.deps.FailLimiter.Blocked(addr); blocked {
+		if blocked, wait := s.deps.FailLimiter.Blocked(addr); blocked && !s.deps.Auth.Known(bearer(c)) {
 			_ = c.Error(&Error{Code: CodeRateLimited, Message: "too many failed authentications from this address",
 				RetryAfter: int(math.Ceil(wait.Seconds()))})
 			c.Abort()
@@ -83,20 +84,38 @@ func (s *Server) agentOrKey(scope string) gin.HandlerFunc {
 	}
 }
 
-// agentRate rate-limits the routes an agent's token takes, per agent (or,
-// where the path names none, per token), as need does per key.
+// agentRate rate-limits the routes an agent's token takes, per token (the
+// agent's identity there; a path id is the caller's to choose), as need
+// does per key. A token that does not authenticate counts against the
+// client address's budget of failures, as an unknown key does; an address
+// over it is refused unless its token is known. Requests with an API key
+// instead are need's.
 func (s *Server) agentRate(c *gin.Context) {
-	key := c.Param("agent_id")
-	if key == "" {
-		sum := sha256.Sum256([]byte(bearer(c)))
-		key = hex.EncodeToString(sum[:8])
+	token := bearer(c)
+	if !isAgentToken(token) {
+		c.Next()
+		return
 	}
-	if ok, wait := s.deps.Limiter.Allow("agent:" + key); !ok {
+	addr := "addr:" + c.ClientIP()
+	if blocked, wait := s.deps.FailLimiter.Blocked(addr); blocked && !s.deps.Registry.KnownToken(token) {
+		_ = c.Error(&Error{Code: CodeRateLimited, Message: "too many failed authentications from this address",
+			RetryAfter: int(math.Ceil(wait.Seconds()))})
+		c.Abort()
+		return
+	}
+	sum := sha256.Sum256([]byte(token))
+	if ok, wait := s.deps.Limiter.Allow("agent:" + hex.EncodeToString(sum[:12])); !ok {
 		_ = c.Error(&Error{Code: CodeRateLimited, Message: "too many requests for this agent", RetryAfter: int(math.Ceil(wait.Seconds()))})
 		c.Abort()
 		return
 	}
 	c.Next()
+	for _, e := range c.Errors {
+		if errors.Is(e.Err, registry.ErrUnauthenticated) || errors.Is(e.Err, registry.ErrNotFound) {
+			s.deps.FailLimiter.Allow(addr) // a token that did not authenticate
+			break
+		}
+	}
 }
 
 func isAgentToken(t string) bool { return len(t) > 4 && t[:4] == "art_" }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
@@ -124,8 +125,10 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodeUnauthenticated, Message: "agent token missing or invalid (Authorization: Bearer <token>)"}
 	case errors.Is(err, registry.ErrNotFound) && !errors.Is(err, registry.ErrGone):
 		return &Error{Code: CodeNotFound, Message: err.Error() + ": register it"}
-	case databaseUnavailable(err):
-		return &Error{Code: CodeUnavailable, Message: "the database is unavailable: try again shortly", RetryAfter: 2}
+	case errors.Is(err, jobs.ErrForbidden):
+		return &Error{Code: CodePermissionDenied, Message: "this token does not belong to the agent of that attempt"}
+	case errors.Is(err, eventstore.ErrConflict):
+		return &Error{Code: CodeConflict, Message: "concurrent change, try again"}
 	}
 	for _, k := range kinds {
 		if errors.Is(err, k.kind) {
@@ -135,6 +138,9 @@ func toAPIError(err error) *Error {
 			}
 			return e
 		}
+	}
+	if databaseUnavailable(err) {
+		return &Error{Code: CodeUnavailable, Message: "the database is unavailable: try again shortly", RetryAfter: 2}
 	}
 	return &Error{Code: CodeInternal, Message: "internal error"}
 }
@@ -158,9 +164,9 @@ func rpcCode(c Code) int {
 func databaseUnavailable(err error) bool {
 	var connErr *pgconn.ConnectError
 	var pgErr *pgconn.PgError
-	var netErr net.Error
+	var opErr *net.OpError
 	switch {
-	case errors.As(err, &connErr), errors.As(err, &netErr):
+	case errors.As(err, &connErr), errors.As(err, &opErr):
 		return true
 	case errors.As(err, &pgErr):
 		// 08: connection exception; 57P01-03: shutdown, crash, cannot

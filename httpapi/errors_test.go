@@ -3,7 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
-	"net/http"
+	"net"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -51,17 +51,20 @@ func TestErrorKinds(t *testing.T) {
 		e := toAPIError(tc.err)
 		require.Equal(t, tc.code, e.Code, "%v", tc.err)
 		require.Equal(t, tc.status, statusOf[e.Code], "%v", tc.err)
-		if tc.status != http.StatusConflict || !errors.Is(tc.err, jobs.ErrConflict) {
-			require.ErrorIs(t, rpcError(tc.err), tc.rpc, "%v", tc.err)
-		}
+		require.ErrorIs(t, rpcError(tc.err), tc.rpc, "%v", tc.err)
 		if e.Code == CodeInternal {
 			require.Equal(t, "internal error", e.Message, "an internal error's text is not shown")
 			require.Equal(t, a2a.ErrInternalError, rpcError(tc.err))
 		}
 	}
 	// The A2A errors of their own.
-	require.ErrorIs(t, rpcError(jobs.ErrConflict), a2a.ErrTaskNotCancelable)
+	require.ErrorIs(t, rpcError(jobs.ErrConflict), a2a.ErrInvalidRequest, "a conflict is not a task that cannot be cancelled")
 	require.ErrorIs(t, rpcError(jobs.ErrPushConfig), a2a.ErrUnsupportedOperation)
+	// Messages of their own, that name nothing internal.
+	require.Equal(t, "concurrent change, try again", toAPIError(wrap(eventstore.ErrConflict)).Message)
+	require.NotContains(t, toAPIError(fmt.Errorf("attempt 1 of job x belongs to agent secret-id: %w", jobs.ErrForbidden)).Message, "secret-id")
+	// An agent's network error wrapped in a kind keeps its kind.
+	require.Equal(t, CodeUnavailable, toAPIError(fmt.Errorf("%w: %w", jobs.ErrAgentUnavailable, &net.OpError{Op: "dial"})).Code)
 	// Every code has a status.
 	for _, k := range kinds {
 		require.Contains(t, statusOf, k.code)

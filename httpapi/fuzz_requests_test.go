@@ -111,6 +111,10 @@ func TestUnstorableJSON(t *testing.T) {
 		{"{\"a\":\"\xff\"}", "a", true},
 		{`"\u0000"`, "", true},
 		{`[{"x":1},{"y":"\u0000"}]`, "[1].y", true},
+		{`{"a":1e200000}`, "a", true},
+		{`{"a":-1e-20000}`, "a", true},
+		{`[1,2e131072]`, "[1]", true},
+		{`{"a":1.5e300,"b":-0.000125,"c":0e999999,"d":1e-16383,"e":true,"f":null}`, "", false},
 	} {
 		at, bad := unstorableJSON([]byte(tc.doc))
 		require.Equal(t, tc.bad, bad, tc.doc)

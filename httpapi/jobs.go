@@ -78,6 +78,10 @@ func (s *Server) submitJob(c *gin.Context) {
 	req.Namespace = ns
 	sub := submission(req)
 	sub.IdempotencyKey = c.GetHeader("Idempotency-Key")
+	if !storableText(sub.IdempotencyKey) {
+		_ = c.Error(Invalid("Idempotency-Key", "the Idempotency-Key header must be UTF-8 text without NUL characters"))
+		return
+	}
 	res, err := s.deps.Jobs.Submit(c.Request.Context(), sub, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)

@@ -113,7 +113,7 @@ func New(deps Deps) *gin.Engine {
 	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
 	v1.PUT("/agents/:agent_id/heartbeat", s.agentRate, s.heartbeat) // agent token
 	v1.POST("/agents/:agent_id/offline", s.agentRate, s.offline)    // agent token
-	v1.POST("/agents/:agent_id/token:rotate", s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
+	v1.POST("/agents/:agent_id/token:rotate", s.agentRate, s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
 	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
 
 	v1.POST("/jobs", s.need(""), s.submitJob) // jobs:submit:<pattern>, checked per capability
@@ -189,7 +189,9 @@ func traceID(c *gin.Context) string {
 	}
 	id := ""
 	if tp := c.GetHeader("traceparent"); len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' {
-		id = tp[3:35]
+		if _, err := hex.DecodeString(tp[3:35]); err == nil {
+			id = strings.ToLower(tp[3:35])
+		}
 	}
 	if id == "" || strings.Trim(id, "0") == "" {
 		id = newTraceID()

@@ -51,6 +51,7 @@ type agentHealthResponse struct {
 }
 
 type pointResponse struct {
+	Namespace string    `json:"namespace"`
 	AgentID   string    `json:"agent_id"`
 	Minute    time.Time `json:"minute"`
 	Attempted int       `json:"attempted"`

@@ -270,17 +270,26 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 	if err != nil {
 		return "", &domain.FieldError{Field: "body", Message: err.Error()}
 	}
+	if at, bad := domain.UnstorableJSON(body); bad {
+		return "", &domain.FieldError{Field: "body", Message: "holds text that cannot be stored at " + at}
+	}
+	// An unknown job or attempt answers as a bad token does: a push says
+	// nothing of which jobs exist to whoever lacks the attempt's token.
+	denied := fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
 	l, err := s.Load(ctx, nil, id)
+	if errors.Is(err, ErrNotFound) {
+		return "", denied
+	}
 	if err != nil {
 		return "", err
 	}
 	agentID := l.AttemptAgents[attempt]
 	if agentID == "" {
-		return "", fmt.Errorf("job %s has no attempt %d: %w", id, attempt, ErrNotFound)
+		return "", denied
 	}
 	a, err := s.agent(ctx, l.Namespace, agentID)
 	if err != nil || !a2abridge.PushTokenValid(a.SigningKeys(s.now()), id, attempt, token) {
-		return "", fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
+		return "", denied
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "a2a:push:" + agentID}
 	ctx = telemetry.JobContext(ctx, l.TraceID)

@@ -319,6 +319,10 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 			return outcome{kind: outcomeFailed, reason: "bad_response",
 				errText: `a 200 answer must be JSON {"status": "SUCCESS"|"FAILED", "result": ..., "biz_code": ...} of at most 16 MiB`}
 		}
+		if at, bad := domain.UnstorableJSON(answer); bad || len(r.BizCode) > 128 {
+			return outcome{kind: outcomeFailed, reason: "bad_response",
+				errText: "the answer holds what cannot be stored (NUL, a lone surrogate, a number out of range, a biz_code over 128 characters) at " + at}
+		}
 		return outcome{kind: outcomeResult, status: domain.JobStatus(r.Status), result: r.Result, bizCode: r.BizCode}
 	case resp.StatusCode == http.StatusAccepted:
 		return outcome{kind: outcomeAccepted}
@@ -375,11 +379,18 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
+// truncate keeps the first n bytes of an agent's text for an event, as text
+// PostgreSQL can store: no NUL, valid UTF-8.
 func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+	cut := len(s) > n
+	if cut {
+		s = s[:n]
 	}
-	return s[:n] + "…"
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "")
+	if cut {
+		s += "…"
+	}
+	return s
 }
 
 // Sign is the Standard Webhooks signature of a message: base64 of

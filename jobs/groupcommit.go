@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 
 	"github.com/agentreach/agentreach/domain"
@@ -122,13 +124,16 @@ func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
 		}
 		return s.bulkSubmitTx(ctx, tx, batch, bulk, patterns, results)
 	})
-	if err != nil && len(batch) > 1 {
-		// One member may have failed the shared transaction (the edge
+	if err != nil && len(batch) > 1 && memberFault(err) {
+		// One member's data failed the shared transaction (the edge
 		// refuses what it knows PostgreSQL cannot store, but a batch must
 		// never fail for another's sake): nothing of it committed, so each
-		// member is written again alone and only an offender fails.
+		// member is written again alone, within a bound, and only an
+		// offender fails. An outage is not retried member by member.
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
 		for _, it := range batch {
-			b.commit(ctx, []*batchItem{it})
+			b.commit(rctx, []*batchItem{it})
 		}
 		return
 	}
@@ -139,6 +144,14 @@ func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
 		}
 		it.done <- r
 	}
+}
+
+// memberFault reports whether a shared transaction failed on data (SQLSTATE
+// class 22, data exception, or 23, integrity constraint), which one member
+// alone may have caused, rather than on the database itself.
+func memberFault(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
 }
 
 // submitInSavepoint writes one submission in a savepoint: its own errors

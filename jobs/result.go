@@ -49,7 +49,16 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 	if len(rep.Result) > s.cfg.MaxPayloadBytes {
 		return "", nil, &domain.FieldError{Field: "result", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes)}
 	}
+	// The token first: a caller without one learns nothing of the job, and
+	// an agent learns nothing of another namespace's.
+	caller, err := s.registry.AgentByToken(ctx, token)
+	if err != nil {
+		return "", nil, err
+	}
 	l, err := s.Load(ctx, nil, id)
+	if err == nil && l.Namespace != caller.Namespace {
+		err = fmt.Errorf("job %s: %w", id, ErrNotFound)
+	}
 	if err != nil {
 		return "", nil, err
 	}
@@ -61,12 +70,8 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 	if agentID == "" {
 		return "", nil, &domain.FieldError{Field: "attempt", Message: fmt.Sprintf("job %s has no attempt %d at an agent", id, attempt)}
 	}
-	caller, err := s.registry.AgentByToken(ctx, token)
-	if err != nil {
-		return "", nil, err
-	}
-	if caller.AgentID != agentID || caller.Namespace != l.Namespace {
-		return "", nil, fmt.Errorf("attempt %d of job %s belongs to agent %s: %w", attempt, id, agentID, ErrForbidden)
+	if caller.AgentID != agentID {
+		return "", nil, fmt.Errorf("attempt %d of job %s: %w", attempt, id, ErrForbidden)
 	}
 	md.Actor = "agent:" + agentID
 	var recorded Recorded

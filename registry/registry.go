@@ -465,6 +465,13 @@ func (r *Registry) Authenticate(ctx context.Context, id, token string) (*Agent, 
 	return a, nil
 }
 
+// KnownToken reports whether token is a current or previous token of an
+// agent in the snapshot, with no query.
+func (r *Registry) KnownToken(token string) bool {
+	a := r.snap.byToken(hashToken(token))
+	return a != nil && a.tokenValid(token, r.now())
+}
+
 // AgentByToken returns the agent a token belongs to (its current token, or
 // its previous one during a rotation's overlap): ErrUnauthenticated for
 // no token, ErrNotFound when no registered agent holds it.

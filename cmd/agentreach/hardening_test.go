@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs"
 )
 
 // TestUnstorableTextIsRefused: NUL, lone surrogates and bytes that are not
@@ -206,6 +208,10 @@ func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
 	t.Parallel()
 	svc := securedService(t, func(c *Config) { c.AuthFailRate, c.AuthFailBurst = 0.01, 5 })
 	base := svc.m.URL()
+	used, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:read"]}`)
+	unused, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:read"]}`)
+	code, out := call(t, http.MethodGet, base+"/v1/jobs", "Bearer "+used, "")
+	require.Equal(t, http.StatusOK, code, out)
 	for i := range 5 {
 		code, out := call(t, http.MethodGet, base+"/v1/jobs", fmt.Sprintf("Bearer ark_nope_%d", i), "")
 		require.Equal(t, http.StatusUnauthorized, code, out)
@@ -218,8 +224,13 @@ func TestFailedAuthenticationIsLimitedPerAddress(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
-	code, out := call(t, http.MethodGet, base+"/v1/jobs", "Bearer "+testAdminKey, "")
-	require.Equal(t, http.StatusTooManyRequests, code, "the address is blocked for any key until its budget refills: %s", out)
+	// Keys this process already knows to be good still work from there (an
+	// office behind one address is not locked out by one bad client); any
+	// other key waits until the budget refills, as an unknown one does.
+	code, out = call(t, http.MethodGet, base+"/v1/jobs", "Bearer "+used, "")
+	require.Equal(t, http.StatusOK, code, out)
+	code, out = call(t, http.MethodGet, base+"/v1/jobs", "Bearer "+unused, "")
+	require.Equal(t, http.StatusTooManyRequests, code, out)
 }
 
 // TestAgentRoutesAreLimitedPerAgent: heartbeats beyond an agent's rate get
@@ -352,4 +363,67 @@ func TestCallbackSecretNeedsAdmin(t *testing.T) {
 	code, out = call(t, http.MethodGet, base+"/v1/callbacks/secret", "Bearer "+adminD, "")
 	require.Equal(t, http.StatusOK, code, out)
 	require.Contains(t, out, "whsec_")
+}
+
+// TestAgentAnswersThatCannotBeStored: an agent's answer holding a NUL or a
+// number beyond PostgreSQL's numeric is a bad response (the attempt fails
+// and the job moves on), never an outcome that cannot be recorded.
+func TestAgentAnswersThatCannotBeStored(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "nul-agent", "t.nul", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"SUCCESS","result":{"k":"a\u0000b","n":1e200000}}`))
+	})
+	id := submitOK(t, base, `{"capability":"t.nul","payload":{},"max_attempts":1}`)
+	j := waitTerminal(t, base, id, 20*time.Second)
+	require.Equal(t, "DEAD_LETTER", j.Status)
+	var reasons []string
+	for _, e := range jobEvents(t, base, id) {
+		if e.Type == "ATTEMPT_FAILED" {
+			var d struct{ Reason string }
+			require.NoError(t, json.Unmarshal(e.Data, &d))
+			reasons = append(reasons, d.Reason)
+		}
+	}
+	require.Equal(t, []string{"bad_response"}, reasons)
+}
+
+// TestResultRouteSaysNothingWithoutAToken: a result without a token is 401
+// whether or not the job exists, and another namespace's agent is told the
+// job is not found.
+func TestResultRouteSaysNothingWithoutAToken(t *testing.T) {
+	t.Parallel()
+	svc := securedService(t, nil)
+	base := svc.m.URL()
+	adminA, _ := createKey(t, base, testAdminKey, `{"namespace":"a","scopes":["admin"]}`)
+	adminB, _ := createKey(t, base, testAdminKey, `{"namespace":"b","scopes":["admin"]}`)
+	holder := newSecuredAgent(t, base, adminA, "res-a", "a", "res.cap", http.StatusAccepted)
+	other := newSecuredAgent(t, base, adminB, "res-b", "b", "res.cap", http.StatusAccepted)
+	code, out := call(t, http.MethodPost, base+"/v1/jobs", "Bearer "+adminA, `{"capability":"res.cap","payload":{}}`)
+	require.Equal(t, http.StatusAccepted, code, out)
+	var job struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, jsonUnmarshal(out, &job))
+	env := <-holder.envelopes
+	body := fmt.Sprintf(`{"status":"SUCCESS","attempt":%d}`, env.Attempt)
+	for _, id := range []string{job.JobID, "0190f1c2-0000-7000-8000-000000000000"} {
+		code, out = call(t, http.MethodPost, base+"/v1/jobs/"+id+"/result", "", body)
+		require.Equal(t, http.StatusUnauthorized, code, out)
+	}
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+job.JobID+"/result", "Bearer "+other.token, body)
+	require.Equal(t, http.StatusNotFound, code, "another namespace's agent: %s", out)
+	require.NotContains(t, out, "res-a")
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+job.JobID+"/result", "Bearer "+holder.token, body)
+	require.Equal(t, http.StatusOK, code, out)
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/jobs", strings.NewReader(`{"capability":"res.cap","payload":{}}`))
+	req.Header.Set("Authorization", "Bearer "+adminA)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "a\xff\xfeb")
+	resp, code2 := errorCodeOf(t, req)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, "invalid_argument", code2)
 }

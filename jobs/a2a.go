@@ -35,7 +35,7 @@ const PushPath = "/a2a-push/"
 
 // deliverA2A sends the attempt to an A2A agent as SendMessage and reads
 // what the agent answered into an outcome.
-func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) outcome {
+func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) domain.Observation {
 	ctx, wait, wrote, end := s.deliveryCtx(ctx, "deliver a2a", a, l, attempt, deadline)
 	defer end()
 	send := a2abridge.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt, Capability: l.Capability,
@@ -55,42 +55,42 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 	var httpErr *a2abridge.HTTPError
 	switch {
 	case errors.As(err, &rpc) && rpc.Incompatible():
-		return outcome{kind: outcomeRejected, reason: ReasonIncompatible, errText: rpc.Error()}
+		return domain.Observation{Kind: domain.ObservedRejected, Reason: ReasonIncompatible, ErrText: rpc.Error()}
 	case errors.As(err, &rpc):
-		return outcome{kind: outcomeFailed, reason: "a2a_error_" + strconv.Itoa(-rpc.Code), errText: truncate(rpc.Error(), 256)}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "a2a_error_" + strconv.Itoa(-rpc.Code), ErrText: truncate(rpc.Error(), 256)}
 	case errors.As(err, &httpErr) && httpErr.Status == http.StatusTooManyRequests:
-		return outcome{kind: outcomeFailed, reason: "http_429", errText: "agent is rate limiting",
-			retryAfter: parseRetryAfter(httpErr.RetryAfter, s.now())}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_429", ErrText: "agent is rate limiting",
+			RetryAfter: parseRetryAfter(httpErr.RetryAfter, s.now())}
 	case errors.As(err, &httpErr):
-		return outcome{kind: outcomeFailed, reason: "http_" + strconv.Itoa(httpErr.Status), errText: httpErr.Body}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_" + strconv.Itoa(httpErr.Status), ErrText: httpErr.Body}
 	case errors.Is(err, a2abridge.ErrBadTask):
-		return outcome{kind: outcomeFailed, reason: "bad_response", errText: truncate(err.Error(), 256)}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response", ErrText: truncate(err.Error(), 256)}
 	case err != nil && ctx.Err() != nil && wrote() && wait.Before(deadline):
-		return outcome{kind: outcomeAccepted, poll: !push}
+		return domain.Observation{Kind: domain.ObservedAccepted, Poll: !push}
 	case err != nil && ctx.Err() != nil && wrote():
-		return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
+		return domain.Observation{Kind: domain.ObservedHung, Reason: "timeout", ErrText: "no answer by the deadline"}
 	case err != nil:
-		return outcome{kind: outcomeFailed, reason: classifyNetErr(ctx, err), errText: err.Error()}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: classifyNetErr(ctx, err), ErrText: err.Error()}
 	}
 	return a2aOutcome(task, !push)
 }
 
 // a2aOutcome reads an agent's task into an outcome of the attempt.
-func a2aOutcome(t a2abridge.Task, poll bool) outcome {
-	out := outcome{remoteTaskID: t.ID, poll: poll}
+func a2aOutcome(t a2abridge.Task, poll bool) domain.Observation {
+	out := domain.Observation{RemoteTaskID: t.ID, Poll: poll}
 	switch t.State {
 	case a2abridge.StateCompleted:
-		out.kind, out.status, out.result = outcomeResult, domain.StatusSuccess, t.Result
+		out.Kind, out.Status, out.Result = domain.ObservedResult, domain.StatusSuccess, t.Result
 	case a2abridge.StateFailed:
-		out.kind, out.status, out.result, out.bizCode = outcomeResult, domain.StatusFailed, t.Result, "a2a_failed"
+		out.Kind, out.Status, out.Result, out.BizCode = domain.ObservedResult, domain.StatusFailed, t.Result, "a2a_failed"
 	case a2abridge.StateRejected:
-		out.kind, out.reason, out.errText = outcomeRejected, ReasonRejected, "the agent rejected the task"
+		out.Kind, out.Reason, out.ErrText = domain.ObservedRejected, ReasonRejected, "the agent rejected the task"
 	case a2abridge.StateCanceled:
-		out.kind = outcomeCancelled
+		out.Kind = domain.ObservedCancelled
 	case a2abridge.StateInputRequired, a2abridge.StateAuthRequired:
-		out.kind, out.a2aState, out.result = outcomeAwaiting, string(t.State), t.Message
+		out.Kind, out.A2AState, out.Result = domain.ObservedAwaiting, string(t.State), t.Message
 	default: // submitted, working, unknown: the result comes by push or poll
-		out.kind = outcomeAccepted
+		out.Kind = domain.ObservedAccepted
 	}
 	return out
 }
@@ -108,23 +108,10 @@ func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2ab
 		Token: a2abridge.PushToken(a.SigningKeys(s.now())[0], jobID, attempt)}
 }
 
-// reroute ends an attempt that its agent refused (REJECTED, or an
-// incompatible operation) and routes the job again at once, away from that
-// agent; with no attempts left it is dead-lettered.
-func (s *Service) reroute(l *Loaded, failure func(retryAt time.Time) domain.Event, now time.Time, md domain.Metadata, reason string) ([]domain.Event, sideEffects) {
-	fx := sideEffects{clearTimer: true, callback: true}
-	if l.Attempts < l.MaxAttempts {
-		fx.dispatch = &nextDispatch{attempt: l.Attempts + 1, at: now}
-		return []domain.Event{failure(now)}, fx
-	}
-	return []domain.Event{failure(time.Time{}),
-		domain.NewEvent(domain.EventDeadLetter, domain.DeadLettered{Attempts: l.Attempts, Reason: reason, AgentID: l.AgentID}, md)}, fx
-}
-
 // a2aEvents decides what an update of attempt's A2A task (pushed, or read
 // by polling) does to the job l: the events to append (none when it changes
 // nothing) and whether it decided the attempt.
-func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.Time, md domain.Metadata) ([]domain.Event, sideEffects, Recorded) {
+func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
 	agentID := l.AttemptAgents[attempt]
 	latest := attempt == l.Attempts
 	var pre []domain.Event
@@ -140,7 +127,7 @@ func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.T
 	open := latest && (cur.Status == domain.StatusDelivered || cur.Status == domain.StatusAwaitingInput)
 	if !open {
 		if !t.State.Terminal() || (t.State == a2abridge.StateCanceled && l.Status == domain.StatusCancelled) {
-			return nil, sideEffects{}, ""
+			return nil, domain.Effects{}, ""
 		}
 		reason := "late"
 		if latest && l.Status.Terminal() {
@@ -153,39 +140,39 @@ func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.T
 			status = domain.StatusFailed
 		}
 		return []domain.Event{domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
-			Attempt: attempt, Status: status, Reason: reason, Result: t.Result}, md)}, sideEffects{}, RecordedDuplicate
+			Attempt: attempt, Status: status, Reason: reason, Result: t.Result}, md)}, domain.Effects{}, RecordedDuplicate
 	}
 	out := a2aOutcome(t, false)
 	var evs []domain.Event
-	var fx sideEffects
-	switch out.kind {
-	case outcomeResult:
-		evs, fx = s.outcomeEvents(&cur, out.status, out.result, out.bizCode, now, md)
-	case outcomeRejected:
-		evs, fx = s.reroute(&cur, func(at time.Time) domain.Event {
+	var fx domain.Effects
+	switch out.Kind {
+	case domain.ObservedResult:
+		evs, fx = domain.Answer(&cur.Job, cur.RoutedAt, out.Status, out.Result, out.BizCode, now, s.jitter(), md)
+	case domain.ObservedRejected:
+		evs, fx = domain.Reroute(&cur.Job, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: agentID,
-				Reason: out.reason, Error: out.errText, RetryAt: at}, md)
-		}, now, md, out.reason)
-	case outcomeCancelled:
+				Reason: out.Reason, Error: out.ErrText, RetryAt: at}, md)
+		}, now, md, out.Reason)
+	case domain.ObservedCancelled:
 		evs = []domain.Event{domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: "cancelled by agent " + agentID}, md)}
-		fx = sideEffects{clearTimer: true, callback: true}
-	case outcomeAwaiting:
+		fx = domain.Effects{ClearTimer: true, Callback: true}
+	case domain.ObservedAwaiting:
 		if cur.Status != domain.StatusAwaitingInput {
 			evs = []domain.Event{domain.NewEvent(domain.EventAwaitingInput, domain.AwaitingInput{Attempt: attempt, AgentID: agentID,
-				State: out.a2aState, Message: t.Message}, md)}
-			fx = sideEffects{timer: s.inputTimer(attempt, agentID, now)}
+				State: out.A2AState, Message: t.Message}, md)}
+			fx = domain.Effects{Timer: domain.InputTimer(attempt, agentID, now, s.attemptPolicy())}
 		}
-	case outcomeAccepted:
+	case domain.ObservedAccepted:
 		if cur.Status == domain.StatusAwaitingInput {
 			deadline := now.Add(l.Timeout())
 			evs = []domain.Event{domain.NewEvent(domain.EventResumed, domain.Resumed{Attempt: attempt, AgentID: agentID, Deadline: deadline}, md)}
-			fx = sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: domain.PhaseDelivered, due: deadline}}
+			fx = domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agentID, Phase: domain.PhaseDelivered, Due: deadline}}
 		} else if len(pre) > 0 {
-			fx = sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: domain.PhaseDelivered, due: cur.Deadline}}
+			fx = domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agentID, Phase: domain.PhaseDelivered, Due: cur.Deadline}}
 		}
 	}
 	if len(pre)+len(evs) == 0 {
-		return nil, sideEffects{}, ""
+		return nil, domain.Effects{}, ""
 	}
 	return append(pre, evs...), fx, RecordedOutcome
 }
@@ -425,12 +412,6 @@ func (s *Service) agent(ctx context.Context, namespace, id string) (*registry.Ag
 		return a, nil
 	}
 	return s.registry.Get(ctx, k)
-}
-
-// inputTimer replaces the attempt's deadline while its agent awaits input:
-// the caller has Config.InputTimeout to answer.
-func (s *Service) inputTimer(attempt int, agentID string, now time.Time) *timer {
-	return &timer{attempt: attempt, agentID: agentID, phase: domain.PhaseInput, due: now.Add(s.cfg.InputTimeout)}
 }
 
 // cancelAtAgent asks the A2A agent that holds a cancelled job's task to

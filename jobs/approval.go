@@ -115,12 +115,12 @@ func (s *Service) decideApproval(ctx context.Context, id string, approve bool, r
 			return fmt.Errorf("job %s is %s, not awaiting approval: %w", id, l.Status, ErrConflict)
 		}
 		if approve {
-			if err := s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventApproved, domain.Decided{Reason: reason}, md)); err != nil {
+			if err := s.appendTx(ctx, tx, l, domain.Effects{}, domain.NewEvent(domain.EventApproved, domain.Decided{Reason: reason}, md)); err != nil {
 				return err
 			}
 			return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority)
 		}
-		return s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
+		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true},
 			domain.NewEvent(domain.EventRejected, domain.Decided{Reason: reason}, md))
 	})
 	if err != nil {

@@ -99,14 +99,14 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 			return err
 		}
 		if ok {
-			return s.appendTx(ctx, tx, l, sideEffects{clearTimer: true}, domain.NewEvent(domain.EventCallbackSent,
+			return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true}, domain.NewEvent(domain.EventCallbackSent,
 				domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code}, md))
 		}
 		co := domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code, Final: job.Attempt >= job.MaxAttempts}
 		if postErr != nil {
 			co.Error = postErr.Error()
 		}
-		return s.appendTx(ctx, tx, l, sideEffects{clearTimer: co.Final}, domain.NewEvent(domain.EventCallbackFailed, co, md))
+		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: co.Final}, domain.NewEvent(domain.EventCallbackFailed, co, md))
 	})
 	if err != nil {
 		return err

@@ -74,7 +74,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		// Wait for a slot, spending no attempt: the deadline sweep brings
 		// the same attempt back when the timer is due.
 		return s.store.InTx(ctx, func(tx pgx.Tx) error {
-			if err := s.setTimerTx(ctx, tx, l.JobID, timer{attempt: attempt, phase: domain.PhaseRetry, due: s.now().Add(s.cfg.CapacityWait)}); err != nil {
+			if err := s.setTimerTx(ctx, tx, l.JobID, domain.Timer{Attempt: attempt, Phase: domain.PhaseRetry, Due: s.now().Add(s.cfg.CapacityWait)}); err != nil {
 				return err
 			}
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
@@ -96,9 +96,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 			if err := after.Apply(routed); err != nil {
 				return err
 			}
-			evs, fx := s.failAttempt(&after, func(at time.Time) domain.Event {
+			evs, fx := domain.FailAttempt(&after.Job, func(at time.Time) domain.Event {
 				return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, Reason: "no_agent", Error: reason, RetryAt: at}, md)
-			}, 0, now, md, "no_agent")
+			}, 0, now, s.jitter(), md, "no_agent")
 			if err := s.appendTx(ctx, tx, l, fx, append([]domain.Event{routed}, evs...)...); err != nil {
 				return err
 			}
@@ -109,8 +109,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 
 	deadline := now.Add(l.Timeout())
 	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
-		return s.appendTx(ctx, tx, l, sideEffects{timer: &timer{attempt: attempt, agentID: agent.AgentID, phase: domain.PhaseRouted,
-			due: deadline.Add(s.cfg.LostAfter)}}, routed)
+		return s.appendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted,
+			Due: deadline.Add(s.cfg.LostAfter)}}, routed)
 	})
 	if err != nil {
 		return err // River retries; the next run reloads and sees whether the attempt started
@@ -120,11 +120,11 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	start := time.Now()
 	out := s.deliver(ctx, agent, l, attempt, deadline)
 	latency := time.Since(start)
-	outcomeAttr := metric.WithAttributes(attribute.String("outcome", string(out.kind)))
-	s.metrics.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(out.kind)), attribute.String("reason", out.reason)))
+	outcomeAttr := metric.WithAttributes(attribute.String("outcome", string(out.Kind)))
+	s.metrics.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(out.Kind)), attribute.String("reason", out.Reason)))
 	s.metrics.duration.Record(ctx, latency.Seconds(), outcomeAttr)
 	s.logger.DebugContext(ctx, "delivery", "job_id", l.JobID, "trace_id", l.TraceID, "agent_id", agent.AgentID,
-		"attempt", attempt, "outcome", out.kind, "reason", out.reason, "latency_ms", latency.Milliseconds())
+		"attempt", attempt, "outcome", out.Kind, "reason", out.Reason, "latency_ms", latency.Milliseconds())
 
 	tries := 0
 	return s.retryConflict(ctx, func(tx pgx.Tx) error {
@@ -142,9 +142,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 			if !cur.lastIsRouted(attempt) {
 				// The job moved on while we delivered: a result came through
 				// result_url, the attempt was declared lost, or it was cancelled.
-				if out.kind == outcomeResult && cur.Status != domain.StatusNone {
-					if err := s.appendTx(ctx, tx, &cur, sideEffects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
-						Attempt: attempt, Status: out.status, Reason: "late", Result: out.result}, md)); err != nil {
+				if out.Kind == domain.ObservedResult && cur.Status != domain.StatusNone {
+					if err := s.appendTx(ctx, tx, &cur, domain.Effects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+						Attempt: attempt, Status: out.Status, Reason: "late", Result: out.Result}, md)); err != nil {
 						return err
 					}
 				}
@@ -155,95 +155,13 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		// Usually nothing happened since our ROUTED: decide on the state we
 		// hold, and let the expected version catch anything else.
 		l := &cur
-		evs, fx := s.outcomeOf(l, out, deadline, latency, now, md)
+		evs, fx := domain.Delivery(&l.Job, l.RoutedAt, out, deadline, latency, now, s.jitter(), s.attemptPolicy(), md)
 		if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
 			return err
 		}
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
-}
-
-// outcomeOf turns what the delivery saw into the attempt's events.
-func (s *Service) outcomeOf(l *Loaded, out outcome, deadline time.Time, latency time.Duration, now time.Time, md domain.Metadata) ([]domain.Event, sideEffects) {
-	attempt, agentID := l.Attempts, l.AgentID
-	delivered := domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: attempt, AgentID: agentID, Deadline: deadline,
-		Async: out.kind == outcomeAccepted || out.kind == outcomeAwaiting, LatencyMS: float64(latency.Microseconds()) / 1000,
-		RemoteTaskID: out.remoteTaskID}, md)
-	switch out.kind {
-	case outcomeResult:
-		afterDelivered := *l
-		_ = afterDelivered.Job.Apply(delivered)
-		evs, fx := s.outcomeEvents(&afterDelivered, out.status, out.result, out.bizCode, now, md)
-		return append([]domain.Event{delivered}, evs...), fx
-	case outcomeAccepted:
-		fx := sideEffects{timer: &timer{attempt: attempt, agentID: agentID, phase: domain.PhaseDelivered, due: deadline}}
-		if out.poll && out.remoteTaskID != "" {
-			fx.poll = attempt
-		}
-		return []domain.Event{delivered}, fx
-	case outcomeAwaiting:
-		fx := sideEffects{timer: s.inputTimer(attempt, agentID, now)}
-		if out.poll && out.remoteTaskID != "" {
-			fx.poll = attempt
-		}
-		return []domain.Event{delivered, domain.NewEvent(domain.EventAwaitingInput, domain.AwaitingInput{Attempt: attempt,
-			AgentID: agentID, State: out.a2aState, Message: out.result}, md)}, fx
-	case outcomeCancelled:
-		return []domain.Event{delivered, domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: "cancelled by agent " + agentID}, md)},
-			sideEffects{clearTimer: true, callback: true}
-	case outcomeRejected:
-		failure := func(at time.Time) domain.Event {
-			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: agentID,
-				Reason: out.reason, Error: out.errText, RetryAt: at}, md)
-		}
-		if out.reason == ReasonIncompatible { // refused before taking it: not delivered
-			return s.reroute(l, failure, now, md, out.reason)
-		}
-		afterDelivered := *l
-		_ = afterDelivered.Job.Apply(delivered)
-		evs, fx := s.reroute(&afterDelivered, failure, now, md, out.reason)
-		return append([]domain.Event{delivered}, evs...), fx
-	case outcomeHung:
-		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
-			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: agentID, Deadline: deadline, RetryAt: at}, md)
-		}, 0, now, md, "timeout")
-		fx.sample = &sample{agentID: agentID, at: now, ok: false}
-		return append([]domain.Event{delivered}, evs...), fx
-	}
-	evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
-		return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: agentID,
-			Reason: out.reason, Error: out.errText, RetryAt: at}, md)
-	}, out.retryAfter, now, md, out.reason)
-	fx.sample = &sample{agentID: agentID, at: now, ok: false}
-	return evs, fx
-}
-
-type outcomeKind string
-
-const (
-	outcomeResult   outcomeKind = "result"   // 200 with SUCCESS or FAILED
-	outcomeAccepted outcomeKind = "accepted" // 202: the result comes later
-	outcomeHung     outcomeKind = "hung"     // delivered, no answer by the deadline
-	outcomeFailed   outcomeKind = "failed"   // not delivered
-	// A2A agents only:
-	outcomeRejected  outcomeKind = "rejected"  // the agent refused the task: route elsewhere
-	outcomeCancelled outcomeKind = "cancelled" // the agent cancelled the task
-	outcomeAwaiting  outcomeKind = "awaiting"  // the agent needs input
-)
-
-type outcome struct {
-	kind       outcomeKind
-	status     domain.JobStatus
-	result     json.RawMessage
-	bizCode    string
-	reason     string
-	errText    string
-	retryAfter time.Duration
-	// A2A: the agent's task id, whether to poll it, and an interrupted state.
-	remoteTaskID string
-	poll         bool
-	a2aState     string
 }
 
 // Envelope is what an agent receives for one attempt (API.md).
@@ -262,7 +180,7 @@ const maxAgentAnswer = 16 << 20
 
 // deliver POSTs the envelope to the agent and classifies what happened. It
 // waits for an answer until the attempt's deadline.
-func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) outcome {
+func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) domain.Observation {
 	if a.Protocol == domain.ProtocolA2A {
 		return s.deliverA2A(ctx, a, l, attempt, deadline)
 	}
@@ -272,7 +190,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 	defer end()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Endpoint, bytes.NewReader(body))
 	if err != nil {
-		return outcome{kind: outcomeFailed, reason: "bad_endpoint", errText: err.Error()}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_endpoint", ErrText: err.Error()}
 	}
 	msgID := l.JobID + "." + strconv.Itoa(attempt)
 	ts := strconv.FormatInt(s.now().Unix(), 10)
@@ -293,20 +211,20 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 		if ctx.Err() != nil && wrote() && wait.Before(deadline) {
 			// Past the longest inline wait: the agent has the job; its
 			// result must come through result_url by the deadline.
-			return outcome{kind: outcomeAccepted}
+			return domain.Observation{Kind: domain.ObservedAccepted}
 		}
 		if ctx.Err() != nil && wrote() {
-			return outcome{kind: outcomeHung, reason: "timeout", errText: "no answer by the deadline"}
+			return domain.Observation{Kind: domain.ObservedHung, Reason: "timeout", ErrText: "no answer by the deadline"}
 		}
-		return outcome{kind: outcomeFailed, reason: classifyNetErr(ctx, err), errText: err.Error()}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: classifyNetErr(ctx, err), ErrText: err.Error()}
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer+1))
 	if err != nil {
 		if ctx.Err() != nil {
-			return outcome{kind: outcomeHung, reason: "timeout", errText: "answer not complete by the deadline"}
+			return domain.Observation{Kind: domain.ObservedHung, Reason: "timeout", ErrText: "answer not complete by the deadline"}
 		}
-		return outcome{kind: outcomeFailed, reason: "connection_error", errText: err.Error()}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "connection_error", ErrText: err.Error()}
 	}
 	switch {
 	case resp.StatusCode == http.StatusOK:
@@ -316,21 +234,21 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 			BizCode string          `json:"biz_code"`
 		}
 		if len(answer) > maxAgentAnswer || json.Unmarshal(answer, &r) != nil || (r.Status != "SUCCESS" && r.Status != "FAILED") {
-			return outcome{kind: outcomeFailed, reason: "bad_response",
-				errText: `a 200 answer must be JSON {"status": "SUCCESS"|"FAILED", "result": ..., "biz_code": ...} of at most 16 MiB`}
+			return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response",
+				ErrText: `a 200 answer must be JSON {"status": "SUCCESS"|"FAILED", "result": ..., "biz_code": ...} of at most 16 MiB`}
 		}
 		if at, bad := domain.UnstorableJSON(answer); bad || len(r.BizCode) > 128 {
-			return outcome{kind: outcomeFailed, reason: "bad_response",
-				errText: "the answer holds what cannot be stored (NUL, a lone surrogate, a number out of range, a biz_code over 128 characters) at " + at}
+			return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response",
+				ErrText: "the answer holds what cannot be stored (NUL, a lone surrogate, a number out of range, a biz_code over 128 characters) at " + at}
 		}
-		return outcome{kind: outcomeResult, status: domain.JobStatus(r.Status), result: r.Result, bizCode: r.BizCode}
+		return domain.Observation{Kind: domain.ObservedResult, Status: domain.JobStatus(r.Status), Result: r.Result, BizCode: r.BizCode}
 	case resp.StatusCode == http.StatusAccepted:
-		return outcome{kind: outcomeAccepted}
+		return domain.Observation{Kind: domain.ObservedAccepted}
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return outcome{kind: outcomeFailed, reason: "http_429", errText: "agent is rate limiting",
-			retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.now())}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_429", ErrText: "agent is rate limiting",
+			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.now())}
 	default:
-		return outcome{kind: outcomeFailed, reason: "http_" + strconv.Itoa(resp.StatusCode), errText: truncate(string(answer), 256)}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_" + strconv.Itoa(resp.StatusCode), ErrText: truncate(string(answer), 256)}
 	}
 }
 

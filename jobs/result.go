@@ -85,7 +85,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 		switch {
 		case latest && l.Status == domain.StatusDelivered:
 			recorded = RecordedOutcome
-			evs, fx := s.outcomeEvents(l, rep.Status, rep.Result, rep.BizCode, now, md)
+			evs, fx := domain.Answer(&l.Job, l.RoutedAt, rep.Status, rep.Result, rep.BizCode, now, s.jitter(), md)
 			return s.appendTx(ctx, tx, l, fx, evs...)
 		case latest && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt):
 			// The result beat the dispatcher's record of the 202.
@@ -96,7 +96,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 			if err := after.Job.Apply(delivered); err != nil {
 				return err
 			}
-			evs, fx := s.outcomeEvents(&after, rep.Status, rep.Result, rep.BizCode, now, md)
+			evs, fx := domain.Answer(&after.Job, after.RoutedAt, rep.Status, rep.Result, rep.BizCode, now, s.jitter(), md)
 			return s.appendTx(ctx, tx, l, fx, append([]domain.Event{delivered}, evs...)...)
 		}
 		recorded = RecordedDuplicate
@@ -106,7 +106,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 		} else if !latest {
 			reason = "stale_attempt"
 		}
-		return s.appendTx(ctx, tx, l, sideEffects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+		return s.appendTx(ctx, tx, l, domain.Effects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
 			Attempt: attempt, Status: rep.Status, Reason: reason, Result: rep.Result}, md))
 	})
 	if err != nil {

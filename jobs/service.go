@@ -344,7 +344,7 @@ func (s *Service) submitTx(ctx context.Context, tx pgx.Tx, sub domain.Submitted,
 		return SubmitResult{}, err
 	}
 	if res.Status == domain.StatusAwaitingApproval {
-		return res, s.setTimerTx(ctx, tx, sub.JobID, timer{attempt: 1, phase: domain.PhaseApproval, due: s.now().Add(s.cfg.ApprovalTimeout)})
+		return res, s.setTimerTx(ctx, tx, sub.JobID, domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)})
 	}
 	return res, s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority)
 }
@@ -497,7 +497,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metad
 			c := *l
 			held = &c
 		}
-		return s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
+		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true},
 			domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: reason}, md))
 	})
 	if err != nil {

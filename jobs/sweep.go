@@ -133,27 +133,27 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 		}
 		return "callback_requeued", s.enqueueCallbackTx(ctx, tx, id)
 	case phase == domain.PhaseApproval && l.Status == domain.StatusAwaitingApproval:
-		return "rejected", s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true},
+		return "rejected", s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true},
 			domain.NewEvent(domain.EventRejected, domain.Decided{Reason: "no approval decision before the approval timeout"}, md))
 	case phase == domain.PhaseInput && l.Status == domain.StatusAwaitingInput && l.Attempts == attempt:
 		held := *l
-		err := s.appendTx(ctx, tx, l, sideEffects{clearTimer: true, callback: true}, domain.NewEvent(domain.EventCancelled,
+		err := s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true}, domain.NewEvent(domain.EventCancelled,
 			domain.Cancelled{Reason: "input_timeout: the agent's request for input was not answered within " + s.cfg.InputTimeout.String()}, md))
 		if err == nil && held.RemoteTaskID != "" {
 			s.cancelAtAgent(ctx, &held) // a courtesy, in the background
 		}
 		return "input_timeout", err
 	case phase == domain.PhaseDelivered && l.Status == domain.StatusDelivered && l.Attempts == attempt:
-		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
+		evs, fx := domain.FailAttempt(&l.Job, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: l.AgentID, Deadline: due, RetryAt: at}, md)
-		}, 0, now, md, "timeout")
-		fx.sample = &sample{agentID: l.AgentID, at: now, ok: false}
+		}, 0, now, s.jitter(), md, "timeout")
+		fx.Sample = &domain.Sample{AgentID: l.AgentID, At: now, OK: false}
 		return "timeout", s.appendTx(ctx, tx, l, fx, evs...)
 	case phase == domain.PhaseRouted && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt):
-		evs, fx := s.failAttempt(l, func(at time.Time) domain.Event {
+		evs, fx := domain.FailAttempt(&l.Job, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: l.AgentID,
 				Reason: "dispatcher_lost", Error: "the dispatcher recorded no outcome by the deadline", RetryAt: at}, md)
-		}, 0, now, md, "dispatcher_lost")
+		}, 0, now, s.jitter(), md, "dispatcher_lost")
 		return "lost", s.appendTx(ctx, tx, l, fx, evs...)
 	}
 	_, err = tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, id) // its work is done

@@ -1,0 +1,162 @@
+package domain
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The decisions of an attempt's life: pure functions from the job's fold,
+// what was observed, the policy, the time and a jitter source to the events
+// to append and their effects. jobs does the I/O around them: load, route,
+// call, append, complete.
+
+// ObservationKind says what a delivery saw of its agent.
+type ObservationKind string
+
+// The observations.
+const (
+	ObservedResult   ObservationKind = "result"   // 200 with SUCCESS or FAILED
+	ObservedAccepted ObservationKind = "accepted" // 202: the result comes later
+	ObservedHung     ObservationKind = "hung"     // delivered, no answer by the deadline
+	ObservedFailed   ObservationKind = "failed"   // not delivered
+	// A2A agents only:
+	ObservedRejected  ObservationKind = "rejected"  // the agent refused the task: route elsewhere
+	ObservedCancelled ObservationKind = "cancelled" // the agent cancelled the task
+	ObservedAwaiting  ObservationKind = "awaiting"  // the agent needs input
+)
+
+// Observation is what one delivery saw.
+type Observation struct {
+	Kind       ObservationKind
+	Status     JobStatus // ObservedResult: SUCCESS or FAILED
+	Result     json.RawMessage
+	BizCode    string
+	Reason     string // why it failed (ObservedFailed, ObservedRejected)
+	ErrText    string
+	RetryAfter time.Duration // the agent's Retry-After, if any
+	// A2A: the agent's task id, whether to poll it, and an interrupted state.
+	RemoteTaskID string
+	Poll         bool
+	A2AState     string
+}
+
+// AttemptPolicy is what the attempt decisions need of the service's
+// configuration.
+type AttemptPolicy struct {
+	// InputTimeout bounds how long an agent may await the caller's input.
+	InputTimeout time.Duration
+}
+
+// FailAttempt decides what follows an attempt of j that produced no usable
+// answer: a retry after backoff (jitter in [0, 1) spreads it), or, with no
+// attempts left, the dead letter. failure builds the attempt's own event
+// (ATTEMPT_FAILED or TIMEOUT) with the retry time, zero when there is none;
+// retryAfter is the agent's Retry-After, if any.
+func FailAttempt(j *Job, failure func(retryAt time.Time) Event, retryAfter time.Duration, now time.Time, jitter float64, md Metadata, reason string) ([]Event, Effects) {
+	fx := Effects{ClearTimer: true, Callback: true}
+	if j.Attempts < j.MaxAttempts {
+		at := now.Add(RetryAfter(Backoff(j.Attempts+1, j.BackoffBase(), j.BackoffMax(), jitter), retryAfter))
+		fx.Dispatch = &NextDispatch{Attempt: j.Attempts + 1, At: at}
+		return []Event{failure(at)}, fx
+	}
+	return []Event{failure(time.Time{}),
+		NewEvent(EventDeadLetter, DeadLettered{Attempts: j.Attempts, Reason: reason, AgentID: j.AgentID}, md)}, fx
+}
+
+// Reroute ends an attempt its agent refused (REJECTED, or an incompatible
+// operation) and routes the job again at once, away from that agent; with
+// no attempts left it is dead-lettered.
+func Reroute(j *Job, failure func(retryAt time.Time) Event, now time.Time, md Metadata, reason string) ([]Event, Effects) {
+	fx := Effects{ClearTimer: true, Callback: true}
+	if j.Attempts < j.MaxAttempts {
+		fx.Dispatch = &NextDispatch{Attempt: j.Attempts + 1, At: now}
+		return []Event{failure(now)}, fx
+	}
+	return []Event{failure(time.Time{}),
+		NewEvent(EventDeadLetter, DeadLettered{Attempts: j.Attempts, Reason: reason, AgentID: j.AgentID}, md)}, fx
+}
+
+// Answer turns an agent's answer for j's current, delivered attempt
+// (routed at routedAt) into events: SUCCESS or FAILED, or, for a FAILED
+// that the caller asked to retry while attempts are left, ATTEMPT_FAILED and
+// a new attempt.
+func Answer(j *Job, routedAt time.Time, status JobStatus, result []byte, bizCode string, now time.Time, jitter float64, md Metadata) ([]Event, Effects) {
+	out := Outcome{Attempt: j.Attempts, AgentID: j.AgentID, Result: result, BizCode: bizCode,
+		LatencyMS: float64(now.Sub(routedAt).Microseconds()) / 1000}
+	smp := &Sample{AgentID: j.AgentID, At: now, OK: true}
+	if status == StatusFailed && j.RetryOnFailed && j.CanRetry() {
+		evs, fx := FailAttempt(j, func(at time.Time) Event {
+			return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: j.Attempts, AgentID: j.AgentID,
+				Reason: "business_failure", BizCode: bizCode, RetryAt: at}, md)
+		}, 0, now, jitter, md, "business_failure")
+		fx.Sample = smp
+		return evs, fx
+	}
+	t := EventSuccess
+	if status == StatusFailed {
+		t = EventFailed
+	}
+	return []Event{NewEvent(t, out, md)}, Effects{ClearTimer: true, Sample: smp, Callback: true}
+}
+
+// InputTimer replaces an attempt's deadline while its agent awaits input:
+// the caller has the policy's InputTimeout to answer.
+func InputTimer(attempt int, agentID string, now time.Time, p AttemptPolicy) *Timer {
+	return &Timer{Attempt: attempt, AgentID: agentID, Phase: PhaseInput, Due: now.Add(p.InputTimeout)}
+}
+
+// Delivery decides what a delivery of j's current attempt (routed at
+// routedAt, due by deadline, answered after latency) did, from what it
+// observed: DELIVERED and the answer's events, DELIVERED with a timer at
+// the deadline for a 202, a failed or timed-out attempt with a retry or the
+// dead letter, a re-route of a refused one.
+func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, latency time.Duration, now time.Time, jitter float64, p AttemptPolicy, md Metadata) ([]Event, Effects) {
+	attempt, agentID := j.Attempts, j.AgentID
+	delivered := NewEvent(EventDelivered, Delivered{Attempt: attempt, AgentID: agentID, Deadline: deadline,
+		Async: obs.Kind == ObservedAccepted || obs.Kind == ObservedAwaiting, LatencyMS: float64(latency.Microseconds()) / 1000,
+		RemoteTaskID: obs.RemoteTaskID}, md)
+	afterDelivered := func() *Job {
+		after := *j
+		_ = after.Apply(delivered) // the routed attempt may always be delivered
+		return &after
+	}
+	poll := 0
+	if obs.Poll && obs.RemoteTaskID != "" {
+		poll = attempt
+	}
+	switch obs.Kind {
+	case ObservedResult:
+		evs, fx := Answer(afterDelivered(), routedAt, obs.Status, obs.Result, obs.BizCode, now, jitter, md)
+		return append([]Event{delivered}, evs...), fx
+	case ObservedAccepted:
+		return []Event{delivered}, Effects{Timer: &Timer{Attempt: attempt, AgentID: agentID, Phase: PhaseDelivered, Due: deadline}, Poll: poll}
+	case ObservedAwaiting:
+		return []Event{delivered, NewEvent(EventAwaitingInput, AwaitingInput{Attempt: attempt,
+			AgentID: agentID, State: obs.A2AState, Message: obs.Result}, md)}, Effects{Timer: InputTimer(attempt, agentID, now, p), Poll: poll}
+	case ObservedCancelled:
+		return []Event{delivered, NewEvent(EventCancelled, Cancelled{Reason: "cancelled by agent " + agentID}, md)},
+			Effects{ClearTimer: true, Callback: true}
+	case ObservedRejected:
+		failure := func(at time.Time) Event {
+			return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: attempt, AgentID: agentID,
+				Reason: obs.Reason, Error: obs.ErrText, RetryAt: at}, md)
+		}
+		if obs.Reason == ReasonIncompatible { // refused before taking it: not delivered
+			return Reroute(j, failure, now, md, obs.Reason)
+		}
+		evs, fx := Reroute(afterDelivered(), failure, now, md, obs.Reason)
+		return append([]Event{delivered}, evs...), fx
+	case ObservedHung:
+		evs, fx := FailAttempt(j, func(at time.Time) Event {
+			return NewEvent(EventTimeout, TimedOut{Attempt: attempt, AgentID: agentID, Deadline: deadline, RetryAt: at}, md)
+		}, 0, now, jitter, md, "timeout")
+		fx.Sample = &Sample{AgentID: agentID, At: now, OK: false}
+		return append([]Event{delivered}, evs...), fx
+	}
+	evs, fx := FailAttempt(j, func(at time.Time) Event {
+		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: attempt, AgentID: agentID,
+			Reason: obs.Reason, Error: obs.ErrText, RetryAt: at}, md)
+	}, obs.RetryAfter, now, jitter, md, obs.Reason)
+	fx.Sample = &Sample{AgentID: agentID, At: now, OK: false}
+	return evs, fx
+}

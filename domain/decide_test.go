@@ -1,0 +1,156 @@
+package domain
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// routedJob folds a job whose attempt `attempt` (of max) is routed to agent-1.
+func routedJob(t *testing.T, attempt, max int, retryOnFailed bool) *Job {
+	t.Helper()
+	var j Job
+	require.NoError(t, j.Apply(NewEvent(EventSubmitted, Submitted{Namespace: "n", Capability: "c", MaxAttempts: max,
+		TimeoutMS: 1000, BackoffBaseMS: 1000, BackoffMaxMS: 60000, RetryOnFailed: retryOnFailed}, Metadata{})))
+	for a := 1; a <= attempt; a++ {
+		if a > 1 {
+			require.NoError(t, j.Apply(NewEvent(EventAttemptFailed, AttemptFailed{Attempt: a - 1, AgentID: "agent-1", Reason: "x"}, Metadata{})))
+		}
+		require.NoError(t, j.Apply(NewEvent(EventRouted, Routed{Attempt: a, AgentID: "agent-1"}, Metadata{})))
+	}
+	return &j
+}
+
+func types(evs []Event) []EventType {
+	out := make([]EventType, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// TestDelivery covers every observation of a delivery, on a job with
+// attempts left and on its last attempt: the events (which the fold must
+// accept, in order) and the effects.
+func TestDelivery(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deadline := now.Add(time.Minute)
+	policy := AttemptPolicy{InputTimeout: time.Hour}
+	for _, tc := range []struct {
+		name     string
+		obs      Observation
+		last     bool
+		want     []EventType
+		retry    bool // a next dispatch
+		timer    TimerPhase
+		sampleOK *bool
+		poll     bool
+		status   JobStatus
+	}{
+		{name: "success", obs: Observation{Kind: ObservedResult, Status: StatusSuccess},
+			want: []EventType{EventDelivered, EventSuccess}, sampleOK: ptr(true), status: StatusSuccess},
+		{name: "failed", obs: Observation{Kind: ObservedResult, Status: StatusFailed},
+			want: []EventType{EventDelivered, EventFailed}, sampleOK: ptr(true), status: StatusFailed},
+		{name: "accepted", obs: Observation{Kind: ObservedAccepted},
+			want: []EventType{EventDelivered}, timer: PhaseDelivered, status: StatusDelivered},
+		{name: "accepted, polled", obs: Observation{Kind: ObservedAccepted, Poll: true, RemoteTaskID: "t"},
+			want: []EventType{EventDelivered}, timer: PhaseDelivered, poll: true, status: StatusDelivered},
+		{name: "awaiting input", obs: Observation{Kind: ObservedAwaiting, A2AState: "input-required"},
+			want: []EventType{EventDelivered, EventAwaitingInput}, timer: PhaseInput, status: StatusAwaitingInput},
+		{name: "cancelled by the agent", obs: Observation{Kind: ObservedCancelled},
+			want: []EventType{EventDelivered, EventCancelled}, status: StatusCancelled},
+		{name: "rejected", obs: Observation{Kind: ObservedRejected, Reason: ReasonRejected},
+			want: []EventType{EventDelivered, EventAttemptFailed}, retry: true, status: StatusSubmitted},
+		{name: "incompatible", obs: Observation{Kind: ObservedRejected, Reason: ReasonIncompatible},
+			want: []EventType{EventAttemptFailed}, retry: true, status: StatusSubmitted},
+		{name: "hung", obs: Observation{Kind: ObservedHung},
+			want: []EventType{EventDelivered, EventTimeout}, retry: true, sampleOK: ptr(false), status: StatusTimeout},
+		{name: "not delivered", obs: Observation{Kind: ObservedFailed, Reason: "connection_refused"},
+			want: []EventType{EventAttemptFailed}, retry: true, sampleOK: ptr(false), status: StatusSubmitted},
+		{name: "rejected, last attempt", last: true, obs: Observation{Kind: ObservedRejected, Reason: ReasonRejected},
+			want: []EventType{EventDelivered, EventAttemptFailed, EventDeadLetter}, status: StatusDeadLetter},
+		{name: "hung, last attempt", last: true, obs: Observation{Kind: ObservedHung},
+			want: []EventType{EventDelivered, EventTimeout, EventDeadLetter}, sampleOK: ptr(false), status: StatusDeadLetter},
+		{name: "not delivered, last attempt", last: true, obs: Observation{Kind: ObservedFailed, Reason: "http_503"},
+			want: []EventType{EventAttemptFailed, EventDeadLetter}, sampleOK: ptr(false), status: StatusDeadLetter},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			attempt, max := 1, 3
+			if tc.last {
+				attempt = 3
+			}
+			j := routedJob(t, attempt, max, false)
+			evs, fx := Delivery(j, now.Add(-time.Second), tc.obs, deadline, 5*time.Millisecond, now, 0.5, policy, Metadata{})
+			require.Equal(t, tc.want, types(evs))
+			after := *j
+			for _, e := range evs {
+				require.NoError(t, after.Apply(e), "the fold accepts %s", e.Type)
+			}
+			require.Equal(t, tc.status, after.Status)
+			require.Equal(t, tc.retry, fx.Dispatch != nil)
+			if fx.Dispatch != nil {
+				require.Equal(t, attempt+1, fx.Dispatch.Attempt)
+				require.False(t, fx.Dispatch.At.Before(now))
+			}
+			if tc.timer == "" {
+				require.Nil(t, fx.Timer)
+			} else {
+				require.Equal(t, tc.timer, fx.Timer.Phase)
+			}
+			if tc.sampleOK == nil {
+				require.Nil(t, fx.Sample)
+			} else {
+				require.Equal(t, *tc.sampleOK, fx.Sample.OK)
+			}
+			require.Equal(t, tc.poll, fx.Poll == attempt)
+			if after.Status.Terminal() {
+				require.True(t, fx.Callback, "an ending job calls its caller back")
+				require.True(t, fx.ClearTimer, "an ending job keeps no timer")
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestFailAttemptBackoff: the retry waits the backoff (jitter applied), or
+// the agent's longer Retry-After; the dead letter names the reason.
+func TestFailAttemptBackoff(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	j := routedJob(t, 1, 2, false)
+	fail := func(at time.Time) Event { return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: 1, RetryAt: at}, Metadata{}) }
+	_, fx := FailAttempt(j, fail, 0, now, 0.5, Metadata{}, "x")
+	require.Equal(t, now.Add(Backoff(2, time.Second, time.Minute, 0.5)), fx.Dispatch.At)
+	_, fx = FailAttempt(j, fail, time.Hour, now, 0.5, Metadata{}, "x")
+	require.Equal(t, now.Add(time.Hour), fx.Dispatch.At, "an agent's longer Retry-After wins")
+
+	last := routedJob(t, 2, 2, false)
+	evs, fx := FailAttempt(last, fail, 0, now, 0.5, Metadata{}, "http_503")
+	require.Nil(t, fx.Dispatch)
+	require.Equal(t, []EventType{EventAttemptFailed, EventDeadLetter}, types(evs))
+	require.JSONEq(t, `{"attempts":2,"reason":"http_503","agent_id":"agent-1"}`, string(evs[1].Data))
+}
+
+// TestAnswerRetriesABusinessFailureWhenAsked: FAILED with retry_on_failed
+// and attempts left is a new attempt; without attempts left it is FAILED.
+func TestAnswerRetriesABusinessFailureWhenAsked(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	delivered := func(j *Job) *Job {
+		require.NoError(t, j.Apply(NewEvent(EventDelivered, Delivered{Attempt: j.Attempts, AgentID: "agent-1"}, Metadata{})))
+		return j
+	}
+	evs, fx := Answer(delivered(routedJob(t, 1, 3, true)), now.Add(-time.Second), StatusFailed, nil, "out_of_stock", now, 0, Metadata{})
+	require.Equal(t, []EventType{EventAttemptFailed}, types(evs))
+	require.NotNil(t, fx.Dispatch)
+	require.True(t, fx.Sample.OK, "the agent answered: reach succeeded")
+	evs, fx = Answer(delivered(routedJob(t, 3, 3, true)), now.Add(-time.Second), StatusFailed, nil, "out_of_stock", now, 0, Metadata{})
+	require.Equal(t, []EventType{EventFailed}, types(evs))
+	require.Nil(t, fx.Dispatch)
+	evs, _ = Answer(delivered(routedJob(t, 1, 3, false)), now.Add(-1500*time.Millisecond), StatusSuccess, []byte(`{"ok":1}`), "", now, 0, Metadata{})
+	require.JSONEq(t, `{"attempt":1,"agent_id":"agent-1","result":{"ok":1},"latency_ms":1500}`, string(evs[0].Data))
+}

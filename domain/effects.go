@@ -1,0 +1,40 @@
+package domain
+
+import "time"
+
+// Effects are the writes that go with a decision's events, in the same
+// transaction: the attempt's timer, the agent's attempt sample, the next
+// attempt's dispatch, the caller's callback and an A2A poll. A decision
+// returns them beside its events; jobs applies both.
+type Effects struct {
+	Timer      *Timer
+	ClearTimer bool
+	Sample     *Sample
+	Dispatch   *NextDispatch
+	// Callback queues the caller's callback if the events end the job.
+	Callback bool
+	// Poll starts polling an A2A agent for this attempt's task.
+	Poll int
+}
+
+// Timer is a job's one timer: what it waits for (Phase) and when it is due.
+type Timer struct {
+	Attempt    int
+	AgentID    string
+	Phase      TimerPhase
+	Due        time.Time
+	RiverJobID int64
+}
+
+// Sample is one attempt's outcome for the agent's breaker window.
+type Sample struct {
+	AgentID string
+	At      time.Time
+	OK      bool
+}
+
+// NextDispatch is the next attempt and when it may start.
+type NextDispatch struct {
+	Attempt int
+	At      time.Time
+}

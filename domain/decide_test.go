@@ -122,7 +122,9 @@ func TestFailAttemptBackoff(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	j := routedJob(t, 1, 2, false)
-	fail := func(at time.Time) Event { return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: 1, RetryAt: at}, Metadata{}) }
+	fail := func(at time.Time) Event {
+		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: 1, RetryAt: at}, Metadata{})
+	}
 	_, fx := FailAttempt(j, fail, 0, now, 0.5, Metadata{}, "x")
 	require.Equal(t, now.Add(Backoff(2, time.Second, time.Minute, 0.5)), fx.Dispatch.At)
 	_, fx = FailAttempt(j, fail, time.Hour, now, 0.5, Metadata{}, "x")

@@ -160,3 +160,89 @@ func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, l
 	fx.Sample = &Sample{AgentID: agentID, At: now, OK: false}
 	return evs, fx
 }
+
+// Recorded says what a report of an attempt (a result, an A2A task
+// update) did to its job.
+type Recorded string
+
+// What a report can do.
+const (
+	// RecordedNothing: the report changed nothing and is not recorded.
+	RecordedNothing Recorded = ""
+	// RecordedOutcome: the report decided the attempt (or moved it on).
+	RecordedOutcome Recorded = "outcome"
+	// RecordedDuplicate: the attempt was already decided (or is not the
+	// latest); the report is kept in the log and changes nothing.
+	RecordedDuplicate Recorded = "duplicate"
+)
+
+// TaskUpdate decides what an update of attempt's A2A task (pushed, or read
+// by polling), seen as obs, does to j (whose latest attempt was routed at
+// routedAt; lastIsRouted when nothing was recorded of it since): the events
+// to append (none when it changes nothing), their effects and what it
+// recorded. taskID is the agent's task id.
+func TaskUpdate(j *Job, attempt int, agentID string, lastIsRouted bool, routedAt time.Time, taskID string, obs Observation,
+	now time.Time, jitter float64, p AttemptPolicy, md Metadata) ([]Event, Effects, Recorded) {
+	latest := attempt == j.Attempts
+	var pre []Event
+	cur := *j
+	if latest && j.Status == StatusSubmitted && lastIsRouted {
+		// The update beat the dispatcher's record of the delivery.
+		d := NewEvent(EventDelivered, Delivered{Attempt: attempt, AgentID: agentID,
+			Deadline: now.Add(j.Timeout()), Async: true, RemoteTaskID: taskID}, md)
+		if err := cur.Apply(d); err == nil {
+			pre = append(pre, d)
+		}
+	}
+	terminal := obs.Kind == ObservedResult || obs.Kind == ObservedRejected || obs.Kind == ObservedCancelled
+	open := latest && (cur.Status == StatusDelivered || cur.Status == StatusAwaitingInput)
+	if !open {
+		if !terminal || (obs.Kind == ObservedCancelled && j.Status == StatusCancelled) {
+			return nil, Effects{}, RecordedNothing
+		}
+		reason := "late"
+		if latest && j.Status.Terminal() {
+			reason = "duplicate"
+		} else if !latest {
+			reason = "stale_attempt"
+		}
+		status := StatusFailed
+		if obs.Kind == ObservedResult && obs.Status == StatusSuccess {
+			status = StatusSuccess
+		}
+		return []Event{NewEvent(EventResultDuplicate, ResultDuplicate{
+			Attempt: attempt, Status: status, Reason: reason, Result: obs.Result}, md)}, Effects{}, RecordedDuplicate
+	}
+	var evs []Event
+	var fx Effects
+	switch obs.Kind {
+	case ObservedResult:
+		evs, fx = Answer(&cur, routedAt, obs.Status, obs.Result, obs.BizCode, now, jitter, md)
+	case ObservedRejected:
+		evs, fx = Reroute(&cur, func(at time.Time) Event {
+			return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: attempt, AgentID: agentID,
+				Reason: obs.Reason, Error: obs.ErrText, RetryAt: at}, md)
+		}, now, md, obs.Reason)
+	case ObservedCancelled:
+		evs = []Event{NewEvent(EventCancelled, Cancelled{Reason: "cancelled by agent " + agentID}, md)}
+		fx = Effects{ClearTimer: true, Callback: true}
+	case ObservedAwaiting:
+		if cur.Status != StatusAwaitingInput {
+			evs = []Event{NewEvent(EventAwaitingInput, AwaitingInput{Attempt: attempt, AgentID: agentID,
+				State: obs.A2AState, Message: obs.Result}, md)}
+			fx = Effects{Timer: InputTimer(attempt, agentID, now, p)}
+		}
+	case ObservedAccepted:
+		if cur.Status == StatusAwaitingInput {
+			deadline := now.Add(j.Timeout())
+			evs = []Event{NewEvent(EventResumed, Resumed{Attempt: attempt, AgentID: agentID, Deadline: deadline}, md)}
+			fx = Effects{Timer: &Timer{Attempt: attempt, AgentID: agentID, Phase: PhaseDelivered, Due: deadline}}
+		} else if len(pre) > 0 {
+			fx = Effects{Timer: &Timer{Attempt: attempt, AgentID: agentID, Phase: PhaseDelivered, Due: cur.Deadline}}
+		}
+	}
+	if len(pre)+len(evs) == 0 {
+		return nil, Effects{}, RecordedNothing
+	}
+	return append(pre, evs...), fx, RecordedOutcome
+}

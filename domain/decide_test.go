@@ -156,3 +156,69 @@ func TestAnswerRetriesABusinessFailureWhenAsked(t *testing.T) {
 	evs, _ = Answer(delivered(routedJob(t, 1, 3, false)), now.Add(-1500*time.Millisecond), StatusSuccess, []byte(`{"ok":1}`), "", now, 0, Metadata{})
 	require.JSONEq(t, `{"attempt":1,"agent_id":"agent-1","result":{"ok":1},"latency_ms":1500}`, string(evs[0].Data))
 }
+
+// TestTaskUpdate covers what an A2A task update does: on the open attempt,
+// before the dispatcher recorded the delivery, on a decided job, on an
+// earlier attempt.
+func TestTaskUpdate(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	p := AttemptPolicy{InputTimeout: time.Hour}
+	delivered := func(j *Job) *Job {
+		require.NoError(t, j.Apply(NewEvent(EventDelivered, Delivered{Attempt: j.Attempts, AgentID: "agent-1", Async: true}, Metadata{})))
+		return j
+	}
+	awaiting := func(j *Job) *Job {
+		require.NoError(t, j.Apply(NewEvent(EventAwaitingInput, AwaitingInput{Attempt: j.Attempts, AgentID: "agent-1"}, Metadata{})))
+		return j
+	}
+	succeeded := func(j *Job) *Job {
+		require.NoError(t, j.Apply(NewEvent(EventSuccess, Outcome{Attempt: j.Attempts, AgentID: "agent-1"}, Metadata{})))
+		return j
+	}
+	success := Observation{Kind: ObservedResult, Status: StatusSuccess}
+	for _, tc := range []struct {
+		name         string
+		job          *Job
+		attempt      int
+		lastIsRouted bool
+		obs          Observation
+		want         []EventType
+		rec          Recorded
+		reason       string
+	}{
+		{"completed on the open attempt", delivered(routedJob(t, 1, 3, false)), 1, false, success, []EventType{EventSuccess}, RecordedOutcome, ""},
+		{"completed before the delivery was recorded", routedJob(t, 1, 3, false), 1, true, success, []EventType{EventDelivered, EventSuccess}, RecordedOutcome, ""},
+		{"working before the delivery was recorded", routedJob(t, 1, 3, false), 1, true, Observation{Kind: ObservedAccepted}, []EventType{EventDelivered}, RecordedOutcome, ""},
+		{"working, already delivered", delivered(routedJob(t, 1, 3, false)), 1, false, Observation{Kind: ObservedAccepted}, nil, RecordedNothing, ""},
+		{"input required", delivered(routedJob(t, 1, 3, false)), 1, false, Observation{Kind: ObservedAwaiting}, []EventType{EventAwaitingInput}, RecordedOutcome, ""},
+		{"input required again", awaiting(delivered(routedJob(t, 1, 3, false))), 1, false, Observation{Kind: ObservedAwaiting}, nil, RecordedNothing, ""},
+		{"working after input", awaiting(delivered(routedJob(t, 1, 3, false))), 1, false, Observation{Kind: ObservedAccepted}, []EventType{EventResumed}, RecordedOutcome, ""},
+		{"rejected", delivered(routedJob(t, 1, 3, false)), 1, false, Observation{Kind: ObservedRejected, Reason: ReasonRejected}, []EventType{EventAttemptFailed}, RecordedOutcome, ""},
+		{"cancelled", delivered(routedJob(t, 1, 3, false)), 1, false, Observation{Kind: ObservedCancelled}, []EventType{EventCancelled}, RecordedOutcome, ""},
+		{"completed twice", succeeded(delivered(routedJob(t, 1, 3, false))), 1, false, success, []EventType{EventResultDuplicate}, RecordedDuplicate, "duplicate"},
+		{"an earlier attempt", delivered(routedJob(t, 2, 3, false)), 1, false, success, []EventType{EventResultDuplicate}, RecordedDuplicate, "stale_attempt"},
+		{"working on a decided job", succeeded(delivered(routedJob(t, 1, 3, false))), 1, false, Observation{Kind: ObservedAccepted}, nil, RecordedNothing, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			evs, _, rec := TaskUpdate(tc.job, tc.attempt, "agent-1", tc.lastIsRouted, now.Add(-time.Second), "task-1", tc.obs, now, 0, p, Metadata{})
+			require.Equal(t, tc.want, nilIfEmpty(types(evs)))
+			require.Equal(t, tc.rec, rec)
+			after := *tc.job
+			for _, e := range evs {
+				require.NoError(t, after.Apply(e), "the fold accepts %s", e.Type)
+			}
+			if tc.reason != "" {
+				require.Contains(t, string(evs[0].Data), `"reason":"`+tc.reason+`"`)
+			}
+		})
+	}
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}

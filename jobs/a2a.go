@@ -84,9 +84,9 @@ func a2aOutcome(t a2abridge.Task, poll bool) domain.Observation {
 	case a2abridge.StateFailed:
 		out.Kind, out.Status, out.Result, out.BizCode = domain.ObservedResult, domain.StatusFailed, t.Result, "a2a_failed"
 	case a2abridge.StateRejected:
-		out.Kind, out.Reason, out.ErrText = domain.ObservedRejected, ReasonRejected, "the agent rejected the task"
+		out.Kind, out.Reason, out.ErrText, out.Result = domain.ObservedRejected, ReasonRejected, "the agent rejected the task", t.Result
 	case a2abridge.StateCanceled:
-		out.Kind = domain.ObservedCancelled
+		out.Kind, out.Result = domain.ObservedCancelled, t.Result
 	case a2abridge.StateInputRequired, a2abridge.StateAuthRequired:
 		out.Kind, out.A2AState, out.Result = domain.ObservedAwaiting, string(t.State), t.Message
 	default: // submitted, working, unknown: the result comes by push or poll
@@ -109,72 +109,10 @@ func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2ab
 }
 
 // a2aEvents decides what an update of attempt's A2A task (pushed, or read
-// by polling) does to the job l: the events to append (none when it changes
-// nothing) and whether it decided the attempt.
+// by polling) does to the job l (domain.TaskUpdate).
 func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
-	agentID := l.AttemptAgents[attempt]
-	latest := attempt == l.Attempts
-	var pre []domain.Event
-	cur := *l
-	if latest && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt) {
-		// The update beat the dispatcher's record of the delivery.
-		d := domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: attempt, AgentID: agentID,
-			Deadline: now.Add(l.Timeout()), Async: true, RemoteTaskID: t.ID}, md)
-		if err := cur.Apply(d); err == nil {
-			pre = append(pre, d)
-		}
-	}
-	open := latest && (cur.Status == domain.StatusDelivered || cur.Status == domain.StatusAwaitingInput)
-	if !open {
-		if !t.State.Terminal() || (t.State == a2abridge.StateCanceled && l.Status == domain.StatusCancelled) {
-			return nil, domain.Effects{}, ""
-		}
-		reason := "late"
-		if latest && l.Status.Terminal() {
-			reason = "duplicate"
-		} else if !latest {
-			reason = "stale_attempt"
-		}
-		status := domain.StatusSuccess
-		if t.State != a2abridge.StateCompleted {
-			status = domain.StatusFailed
-		}
-		return []domain.Event{domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
-			Attempt: attempt, Status: status, Reason: reason, Result: t.Result}, md)}, domain.Effects{}, RecordedDuplicate
-	}
-	out := a2aOutcome(t, false)
-	var evs []domain.Event
-	var fx domain.Effects
-	switch out.Kind {
-	case domain.ObservedResult:
-		evs, fx = domain.Answer(&cur.Job, cur.RoutedAt, out.Status, out.Result, out.BizCode, now, s.jitter(), md)
-	case domain.ObservedRejected:
-		evs, fx = domain.Reroute(&cur.Job, func(at time.Time) domain.Event {
-			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: agentID,
-				Reason: out.Reason, Error: out.ErrText, RetryAt: at}, md)
-		}, now, md, out.Reason)
-	case domain.ObservedCancelled:
-		evs = []domain.Event{domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: "cancelled by agent " + agentID}, md)}
-		fx = domain.Effects{ClearTimer: true, Callback: true}
-	case domain.ObservedAwaiting:
-		if cur.Status != domain.StatusAwaitingInput {
-			evs = []domain.Event{domain.NewEvent(domain.EventAwaitingInput, domain.AwaitingInput{Attempt: attempt, AgentID: agentID,
-				State: out.A2AState, Message: t.Message}, md)}
-			fx = domain.Effects{Timer: domain.InputTimer(attempt, agentID, now, s.attemptPolicy())}
-		}
-	case domain.ObservedAccepted:
-		if cur.Status == domain.StatusAwaitingInput {
-			deadline := now.Add(l.Timeout())
-			evs = []domain.Event{domain.NewEvent(domain.EventResumed, domain.Resumed{Attempt: attempt, AgentID: agentID, Deadline: deadline}, md)}
-			fx = domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agentID, Phase: domain.PhaseDelivered, Due: deadline}}
-		} else if len(pre) > 0 {
-			fx = domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agentID, Phase: domain.PhaseDelivered, Due: cur.Deadline}}
-		}
-	}
-	if len(pre)+len(evs) == 0 {
-		return nil, domain.Effects{}, ""
-	}
-	return append(pre, evs...), fx, RecordedOutcome
+	return domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.lastIsRouted(attempt), l.RoutedAt, t.ID,
+		a2aOutcome(t, false), now, s.jitter(), s.attemptPolicy(), md)
 }
 
 // A2A errors.

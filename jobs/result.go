@@ -19,16 +19,13 @@ type ResultReport struct {
 	Attempt int
 }
 
-// Recorded says what a result report did.
-type Recorded string
+// Recorded says what a result report did (domain.Recorded).
+type Recorded = domain.Recorded
 
 // What a result report can do to a job.
 const (
-	// RecordedOutcome: the report decided the attempt.
-	RecordedOutcome Recorded = "outcome"
-	// RecordedDuplicate: the attempt was already decided (or is not the
-	// latest); the report is kept in the log and changes nothing.
-	RecordedDuplicate Recorded = "duplicate"
+	RecordedOutcome   = domain.RecordedOutcome
+	RecordedDuplicate = domain.RecordedDuplicate
 )
 
 // ReportResult records an agent's result for an attempt of a job. token

@@ -246,3 +246,72 @@ func TaskUpdate(j *Job, attempt int, agentID string, lastIsRouted bool, routedAt
 	}
 	return append(pre, evs...), fx, RecordedOutcome
 }
+
+// TimerDo is what a due timer asks of the service.
+type TimerDo int
+
+// What a due timer asks.
+const (
+	// TimerDrop: the timer's work is done (the job moved on): delete it.
+	TimerDrop TimerDo = iota
+	// TimerDispatch: the retry's wait is over: enqueue its dispatch.
+	TimerDispatch
+	// TimerRedispatch: the queued dispatch should have started: enqueue
+	// it again, unless River still holds it alive (then wait longer).
+	TimerRedispatch
+	// TimerRequeueCallback: the queued callback should have run: queue it
+	// again, unless River still holds it alive (then wait longer).
+	TimerRequeueCallback
+	// TimerAppend: append Events with Effects.
+	TimerAppend
+)
+
+// TimerDecision is what to do about a due timer.
+type TimerDecision struct {
+	Do      TimerDo
+	Events  []Event
+	Effects Effects
+	// Report names, for the sweep's report, what TimerAppend did.
+	Report string
+	// CancelAtAgent: the job was cancelled while an A2A agent held its
+	// task; tell the agent (a courtesy).
+	CancelAtAgent bool
+}
+
+// DueTimer decides what a due timer t of job j does. lastRouted: j's latest
+// event is a ROUTED (nothing was recorded of that attempt since);
+// callbackMax is how many callbacks are tried before giving up.
+func DueTimer(j *Job, t Timer, lastRouted bool, callbackMax int, now time.Time, jitter float64, p AttemptPolicy, md Metadata) TimerDecision {
+	// The next attempt waits: the previous one ended and nothing started since.
+	waiting := (j.Status == StatusSubmitted || j.Status == StatusTimeout) && j.Attempts == t.Attempt-1 &&
+		(j.Attempts == 0 || !lastRouted)
+	switch {
+	case t.Phase == PhaseRetry && waiting:
+		return TimerDecision{Do: TimerDispatch}
+	case t.Phase == PhaseQueued && waiting:
+		return TimerDecision{Do: TimerRedispatch}
+	case t.Phase == PhaseCallback && j.Status.Terminal() && j.CallbackURL != "" && !j.CallbackAcked && !j.CallbackGaveUp &&
+		j.Callbacks < callbackMax:
+		return TimerDecision{Do: TimerRequeueCallback}
+	case t.Phase == PhaseApproval && j.Status == StatusAwaitingApproval:
+		return TimerDecision{Do: TimerAppend, Report: "rejected", Effects: Effects{ClearTimer: true, Callback: true},
+			Events: []Event{NewEvent(EventRejected, Decided{Reason: "no approval decision before the approval timeout"}, md)}}
+	case t.Phase == PhaseInput && j.Status == StatusAwaitingInput && j.Attempts == t.Attempt:
+		return TimerDecision{Do: TimerAppend, Report: "input_timeout", Effects: Effects{ClearTimer: true, Callback: true},
+			Events: []Event{NewEvent(EventCancelled, Cancelled{Reason: "input_timeout: the agent's request for input was not answered within " +
+				p.InputTimeout.String()}, md)}, CancelAtAgent: j.RemoteTaskID != ""}
+	case t.Phase == PhaseDelivered && j.Status == StatusDelivered && j.Attempts == t.Attempt:
+		evs, fx := FailAttempt(j, func(at time.Time) Event {
+			return NewEvent(EventTimeout, TimedOut{Attempt: t.Attempt, AgentID: j.AgentID, Deadline: t.Due, RetryAt: at}, md)
+		}, 0, now, jitter, md, "timeout")
+		fx.Sample = &Sample{AgentID: j.AgentID, At: now, OK: false}
+		return TimerDecision{Do: TimerAppend, Report: "timeout", Events: evs, Effects: fx}
+	case t.Phase == PhaseRouted && j.Status == StatusSubmitted && lastRouted && j.Attempts == t.Attempt:
+		evs, fx := FailAttempt(j, func(at time.Time) Event {
+			return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: t.Attempt, AgentID: j.AgentID,
+				Reason: "dispatcher_lost", Error: "the dispatcher recorded no outcome by the deadline", RetryAt: at}, md)
+		}, 0, now, jitter, md, "dispatcher_lost")
+		return TimerDecision{Do: TimerAppend, Report: "lost", Events: evs, Effects: fx}
+	}
+	return TimerDecision{Do: TimerDrop}
+}

@@ -222,3 +222,73 @@ func nilIfEmpty[T any](s []T) []T {
 	}
 	return s
 }
+
+// TestDueTimer covers every timer phase, due while its condition holds and
+// due after the job moved on (then the timer is only dropped).
+func TestDueTimer(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	p := AttemptPolicy{InputTimeout: time.Hour}
+	apply := func(j *Job, evs ...Event) *Job {
+		for _, e := range evs {
+			require.NoError(t, j.Apply(e))
+		}
+		return j
+	}
+	submitted := func() *Job {
+		var j Job
+		return apply(&j, NewEvent(EventSubmitted, Submitted{Namespace: "n", Capability: "c", MaxAttempts: 3, TimeoutMS: 1000,
+			BackoffBaseMS: 1000, BackoffMaxMS: 60000, CallbackURL: "http://127.0.0.1:9/cb"}, Metadata{}))
+	}
+	failed1 := func() *Job {
+		return apply(routedJob(t, 1, 3, false), NewEvent(EventAttemptFailed, AttemptFailed{Attempt: 1, AgentID: "agent-1", Reason: "x"}, Metadata{}))
+	}
+	delivered := func() *Job {
+		return apply(routedJob(t, 1, 3, false), NewEvent(EventDelivered, Delivered{Attempt: 1, AgentID: "agent-1", Async: true}, Metadata{}))
+	}
+	awaitingApproval := func() *Job {
+		return apply(submitted(), NewEvent(EventAwaitingApproval, AwaitingApproval{}, Metadata{}))
+	}
+	awaitingInput := func() *Job {
+		return apply(delivered(), NewEvent(EventAwaitingInput, AwaitingInput{Attempt: 1, AgentID: "agent-1"}, Metadata{}))
+	}
+	done := func() *Job {
+		return apply(submitted(), NewEvent(EventRouted, Routed{Attempt: 1, AgentID: "agent-1"}, Metadata{}),
+			NewEvent(EventDelivered, Delivered{Attempt: 1, AgentID: "agent-1"}, Metadata{}),
+			NewEvent(EventSuccess, Outcome{Attempt: 1, AgentID: "agent-1"}, Metadata{}))
+	}
+	for _, tc := range []struct {
+		name       string
+		job        *Job
+		timer      Timer
+		lastRouted bool
+		do         TimerDo
+		want       []EventType
+		report     string
+	}{
+		{"the first dispatch, queued", submitted(), Timer{Attempt: 1, Phase: PhaseQueued}, false, TimerRedispatch, nil, ""},
+		{"a retry's wait over", failed1(), Timer{Attempt: 2, Phase: PhaseRetry}, false, TimerDispatch, nil, ""},
+		{"a retry already under way", failed1(), Timer{Attempt: 1, Phase: PhaseRetry}, false, TimerDrop, nil, ""},
+		{"the callback not run", done(), Timer{Phase: PhaseCallback}, false, TimerRequeueCallback, nil, ""},
+		{"approval timed out", awaitingApproval(), Timer{Attempt: 1, Phase: PhaseApproval}, false, TimerAppend, []EventType{EventRejected}, "rejected"},
+		{"approval decided meanwhile", submitted(), Timer{Attempt: 1, Phase: PhaseApproval}, false, TimerDrop, nil, ""},
+		{"input timed out", awaitingInput(), Timer{Attempt: 1, Phase: PhaseInput}, false, TimerAppend, []EventType{EventCancelled}, "input_timeout"},
+		{"the deadline passed", delivered(), Timer{Attempt: 1, Phase: PhaseDelivered}, false, TimerAppend, []EventType{EventTimeout}, "timeout"},
+		{"the deadline of an earlier attempt", delivered(), Timer{Attempt: 0, Phase: PhaseDelivered}, false, TimerDrop, nil, ""},
+		{"the dispatcher lost", routedJob(t, 1, 3, false), Timer{Attempt: 1, Phase: PhaseRouted}, true, TimerAppend, []EventType{EventAttemptFailed}, "lost"},
+		{"the dispatcher recorded it", delivered(), Timer{Attempt: 1, Phase: PhaseRouted}, false, TimerDrop, nil, ""},
+		{"a finished job's deadline", done(), Timer{Attempt: 1, Phase: PhaseDelivered}, false, TimerDrop, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := DueTimer(tc.job, tc.timer, tc.lastRouted, 12, now, 0, p, Metadata{})
+			require.Equal(t, tc.do, d.Do)
+			require.Equal(t, tc.want, nilIfEmpty(types(d.Events)))
+			require.Equal(t, tc.report, d.Report)
+			after := *tc.job
+			for _, e := range d.Events {
+				require.NoError(t, after.Apply(e), "the fold accepts %s", e.Type)
+			}
+		})
+	}
+}

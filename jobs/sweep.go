@@ -114,47 +114,31 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 		return "", err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"}
-	waiting := (l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout) && l.Attempts == attempt-1 &&
-		(l.Attempts == 0 || !l.lastIsRouted(l.Attempts))
-	switch {
-	case phase == domain.PhaseRetry && waiting:
+	lastRouted := l.Records[len(l.Records)-1].Type == domain.EventRouted
+	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: phase, Due: due}, lastRouted, CallbackMaxAttempts,
+		now, s.jitter(), s.attemptPolicy(), md)
+	switch d.Do {
+	case domain.TimerDispatch:
 		return "", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority)
-	case phase == domain.PhaseQueued && waiting:
+	case domain.TimerRedispatch:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.LostAfter)
 		if err != nil || alive {
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.LostAfter), err)
 		}
 		return "redispatched", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority)
-	case phase == domain.PhaseCallback && l.Status.Terminal() && l.CallbackURL != "" && !l.CallbackAcked && !l.CallbackGaveUp &&
-		l.Callbacks < CallbackMaxAttempts:
+	case domain.TimerRequeueCallback:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.CallbackGrace)
 		if err != nil || alive {
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.CallbackGrace), err)
 		}
 		return "callback_requeued", s.enqueueCallbackTx(ctx, tx, id)
-	case phase == domain.PhaseApproval && l.Status == domain.StatusAwaitingApproval:
-		return "rejected", s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true},
-			domain.NewEvent(domain.EventRejected, domain.Decided{Reason: "no approval decision before the approval timeout"}, md))
-	case phase == domain.PhaseInput && l.Status == domain.StatusAwaitingInput && l.Attempts == attempt:
+	case domain.TimerAppend:
 		held := *l
-		err := s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true}, domain.NewEvent(domain.EventCancelled,
-			domain.Cancelled{Reason: "input_timeout: the agent's request for input was not answered within " + s.cfg.InputTimeout.String()}, md))
-		if err == nil && held.RemoteTaskID != "" {
+		err := s.appendTx(ctx, tx, l, d.Effects, d.Events...)
+		if err == nil && d.CancelAtAgent {
 			s.cancelAtAgent(ctx, &held) // a courtesy, in the background
 		}
-		return "input_timeout", err
-	case phase == domain.PhaseDelivered && l.Status == domain.StatusDelivered && l.Attempts == attempt:
-		evs, fx := domain.FailAttempt(&l.Job, func(at time.Time) domain.Event {
-			return domain.NewEvent(domain.EventTimeout, domain.TimedOut{Attempt: attempt, AgentID: l.AgentID, Deadline: due, RetryAt: at}, md)
-		}, 0, now, s.jitter(), md, "timeout")
-		fx.Sample = &domain.Sample{AgentID: l.AgentID, At: now, OK: false}
-		return "timeout", s.appendTx(ctx, tx, l, fx, evs...)
-	case phase == domain.PhaseRouted && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt):
-		evs, fx := domain.FailAttempt(&l.Job, func(at time.Time) domain.Event {
-			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, AgentID: l.AgentID,
-				Reason: "dispatcher_lost", Error: "the dispatcher recorded no outcome by the deadline", RetryAt: at}, md)
-		}, 0, now, s.jitter(), md, "dispatcher_lost")
-		return "lost", s.appendTx(ctx, tx, l, fx, evs...)
+		return d.Report, err
 	}
 	_, err = tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, id) // its work is done
 	return "", err

@@ -315,3 +315,35 @@ func DueTimer(j *Job, t Timer, lastRouted bool, callbackMax int, now time.Time, 
 	}
 	return TimerDecision{Do: TimerDrop}
 }
+
+// Result decides what an agent's reported result for attempt of j (routed
+// at routedAt; lastRouted: j's latest event is a ROUTED) does: it decides
+// the latest, delivered attempt (or one whose delivery the dispatcher has
+// not recorded yet, as a 202 it answered); anything else (a second result,
+// a late one, one for an earlier attempt) is recorded as RESULT_DUPLICATE
+// and changes nothing.
+func Result(j *Job, attempt int, agentID string, lastRouted bool, routedAt time.Time, status JobStatus, result []byte, bizCode string,
+	now time.Time, jitter float64, md Metadata) ([]Event, Effects, Recorded) {
+	latest := attempt == j.Attempts
+	switch {
+	case latest && j.Status == StatusDelivered:
+		evs, fx := Answer(j, routedAt, status, result, bizCode, now, jitter, md)
+		return evs, fx, RecordedOutcome
+	case latest && j.Status == StatusSubmitted && lastRouted:
+		// The result beat the dispatcher's record of the 202.
+		delivered := NewEvent(EventDelivered, Delivered{Attempt: attempt, AgentID: agentID, Deadline: now, Async: true}, md)
+		after := *j
+		if err := after.Apply(delivered); err == nil {
+			evs, fx := Answer(&after, routedAt, status, result, bizCode, now, jitter, md)
+			return append([]Event{delivered}, evs...), fx, RecordedOutcome
+		}
+	}
+	reason := "late"
+	if j.Status.Terminal() && latest {
+		reason = "duplicate"
+	} else if !latest {
+		reason = "stale_attempt"
+	}
+	return []Event{NewEvent(EventResultDuplicate, ResultDuplicate{Attempt: attempt, Status: status, Reason: reason, Result: result}, md)},
+		Effects{}, RecordedDuplicate
+}

@@ -292,3 +292,46 @@ func TestDueTimer(t *testing.T) {
 		})
 	}
 }
+
+// TestResult: a result decides the open attempt, or one whose 202 the
+// dispatcher has not recorded yet; a second, late or stale one is a
+// RESULT_DUPLICATE that changes nothing.
+func TestResult(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	delivered := func(j *Job) *Job {
+		require.NoError(t, j.Apply(NewEvent(EventDelivered, Delivered{Attempt: j.Attempts, AgentID: "agent-1", Async: true}, Metadata{})))
+		return j
+	}
+	for _, tc := range []struct {
+		name       string
+		job        *Job
+		attempt    int
+		lastRouted bool
+		want       []EventType
+		rec        Recorded
+		reason     string
+	}{
+		{"the open attempt", delivered(routedJob(t, 1, 3, false)), 1, false, []EventType{EventSuccess}, RecordedOutcome, ""},
+		{"before the 202 was recorded", routedJob(t, 1, 3, false), 1, true, []EventType{EventDelivered, EventSuccess}, RecordedOutcome, ""},
+		{"an earlier attempt", delivered(routedJob(t, 2, 3, false)), 1, false, []EventType{EventResultDuplicate}, RecordedDuplicate, "stale_attempt"},
+		{"a failed attempt's late result", routedJob(t, 2, 3, false), 2, false, []EventType{EventResultDuplicate}, RecordedDuplicate, "late"},
+	} {
+		evs, _, rec := Result(tc.job, tc.attempt, "agent-1", tc.lastRouted, now.Add(-time.Second), StatusSuccess, nil, "", now, 0, Metadata{})
+		require.Equal(t, tc.want, types(evs), tc.name)
+		require.Equal(t, tc.rec, rec, tc.name)
+		if tc.reason != "" {
+			require.Contains(t, string(evs[0].Data), `"reason":"`+tc.reason+`"`, tc.name)
+		}
+		after := *tc.job
+		for _, e := range evs {
+			require.NoError(t, after.Apply(e), "%s: the fold accepts %s", tc.name, e.Type)
+		}
+	}
+	done := delivered(routedJob(t, 1, 3, false))
+	evs, _, _ := Result(done, 1, "agent-1", false, now, StatusSuccess, nil, "", now, 0, Metadata{})
+	require.NoError(t, done.Apply(evs[0]))
+	evs, _, rec := Result(done, 1, "agent-1", false, now, StatusSuccess, nil, "", now, 0, Metadata{})
+	require.Equal(t, RecordedDuplicate, rec)
+	require.Contains(t, string(evs[0].Data), `"reason":"duplicate"`)
+}

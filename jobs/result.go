@@ -77,34 +77,11 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 		if err != nil {
 			return err
 		}
-		now := s.now().UTC()
-		latest := attempt == l.Attempts
-		switch {
-		case latest && l.Status == domain.StatusDelivered:
-			recorded = RecordedOutcome
-			evs, fx := domain.Answer(&l.Job, l.RoutedAt, rep.Status, rep.Result, rep.BizCode, now, s.jitter(), md)
-			return s.appendTx(ctx, tx, l, fx, evs...)
-		case latest && l.Status == domain.StatusSubmitted && l.lastIsRouted(attempt):
-			// The result beat the dispatcher's record of the 202.
-			recorded = RecordedOutcome
-			delivered := domain.NewEvent(domain.EventDelivered, domain.Delivered{Attempt: attempt, AgentID: agentID,
-				Deadline: now, Async: true}, md)
-			after := *l
-			if err := after.Job.Apply(delivered); err != nil {
-				return err
-			}
-			evs, fx := domain.Answer(&after.Job, after.RoutedAt, rep.Status, rep.Result, rep.BizCode, now, s.jitter(), md)
-			return s.appendTx(ctx, tx, l, fx, append([]domain.Event{delivered}, evs...)...)
-		}
-		recorded = RecordedDuplicate
-		reason := "late"
-		if l.Status.Terminal() && latest {
-			reason = "duplicate"
-		} else if !latest {
-			reason = "stale_attempt"
-		}
-		return s.appendTx(ctx, tx, l, domain.Effects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
-			Attempt: attempt, Status: rep.Status, Reason: reason, Result: rep.Result}, md))
+		lastRouted := l.Records[len(l.Records)-1].Type == domain.EventRouted
+		evs, fx, rec := domain.Result(&l.Job, attempt, agentID, lastRouted, l.RoutedAt, rep.Status, rep.Result, rep.BizCode,
+			s.now().UTC(), s.jitter(), md)
+		recorded = rec
+		return s.appendTx(ctx, tx, l, fx, evs...)
 	})
 	if err != nil {
 		return "", nil, err

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -20,19 +21,48 @@ func StorableText(s string) bool {
 }
 
 // UnstorableJSON returns the path (a.b[2].c; "" for the document itself)
-// of the first string or key in the JSON document b that PostgreSQL cannot
-// store, and whether there is one. b must be valid JSON.
+// of the first string, key or number in the JSON document b that
+// PostgreSQL cannot store, and whether there is one. b must be valid JSON.
+// It allocates only to name a path it refuses.
 func UnstorableJSON(b []byte) (string, bool) {
 	sc := textScanner{b: b}
-	sc.value("")
-	return sc.bad, sc.found
+	sc.value()
+	if !sc.found {
+		return "", false
+	}
+	return sc.bad, true
+}
+
+// pathElem is one step of the path to a value: a key (b[from:to]) or an
+// array index.
+type pathElem struct {
+	from, to int
+	index    int
+	isIndex  bool
 }
 
 type textScanner struct {
 	b     []byte
 	i     int
+	path  []pathElem
 	bad   string
 	found bool
+}
+
+// fail records the current path as the first that cannot be stored.
+func (s *textScanner) fail() {
+	var sb strings.Builder
+	for _, e := range s.path {
+		if e.isIndex {
+			sb.WriteString("[" + strconv.Itoa(e.index) + "]")
+			continue
+		}
+		if sb.Len() > 0 {
+			sb.WriteByte('.')
+		}
+		sb.Write(s.b[e.from:e.to])
+	}
+	s.bad, s.found = sb.String(), true
 }
 
 func (s *textScanner) ws() {
@@ -41,7 +71,7 @@ func (s *textScanner) ws() {
 	}
 }
 
-func (s *textScanner) value(path string) {
+func (s *textScanner) value() {
 	s.ws()
 	if s.found || s.i >= len(s.b) {
 		return
@@ -59,18 +89,16 @@ func (s *textScanner) value(path string) {
 				s.i++
 				continue
 			}
-			key, ok := s.str()
-			at := key
-			if path != "" {
-				at = path + "." + key
-			}
+			from, to, ok := s.str()
+			s.path = append(s.path, pathElem{from: from, to: to})
 			if !ok {
-				s.bad, s.found = at, true
+				s.fail()
 				return
 			}
 			s.ws()
 			s.i++ // ':'
-			s.value(at)
+			s.value()
+			s.path = s.path[:len(s.path)-1]
 		}
 	case '[':
 		s.i++
@@ -85,11 +113,13 @@ func (s *textScanner) value(path string) {
 				n++
 				continue
 			}
-			s.value(path + "[" + strconv.Itoa(n) + "]")
+			s.path = append(s.path, pathElem{index: n, isIndex: true})
+			s.value()
+			s.path = s.path[:len(s.path)-1]
 		}
 	case '"':
-		if _, ok := s.str(); !ok {
-			s.bad, s.found = path, true
+		if _, _, ok := s.str(); !ok {
+			s.fail()
 		}
 	default: // number, true, false, null
 		start := s.i
@@ -97,16 +127,16 @@ func (s *textScanner) value(path string) {
 			s.i++
 		}
 		if !storableNumber(s.b[start:s.i]) {
-			s.bad, s.found = path, true
+			s.fail()
 		}
 	}
 }
 
-// str reads a string literal at s.i and returns its raw text (escapes
-// left as they are, for naming a key) and whether it is storable.
-func (s *textScanner) str() (string, bool) {
+// str reads a string literal at s.i and returns where its raw text lies
+// (escapes left as they are, for naming a key) and whether it is storable.
+func (s *textScanner) str() (from, to int, ok bool) {
 	s.i++ // opening quote
-	start, ok := s.i, true
+	from, ok = s.i, true
 	for s.i < len(s.b) && s.b[s.i] != '"' {
 		if s.b[s.i] != '\\' {
 			s.i++
@@ -134,9 +164,10 @@ func (s *textScanner) str() (string, bool) {
 		}
 		s.i += 2
 	}
-	raw := string(s.b[start:min(s.i, len(s.b))])
+	to = min(s.i, len(s.b))
 	s.i++ // closing quote
-	return raw, ok && StorableText(raw)
+	raw := s.b[from:to]
+	return from, to, ok && utf8.Valid(raw) && bytes.IndexByte(raw, 0) < 0
 }
 
 // hex reads four hex digits at i (-1 if they are not).
@@ -144,11 +175,20 @@ func (s *textScanner) hex(i int) int {
 	if i+4 > len(s.b) {
 		return -1
 	}
-	v, err := strconv.ParseUint(string(s.b[i:i+4]), 16, 32)
-	if err != nil {
-		return -1
+	v := 0
+	for _, c := range s.b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			v = v<<4 | int(c-'0')
+		case c >= 'a' && c <= 'f':
+			v = v<<4 | int(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			v = v<<4 | int(c-'A'+10)
+		default:
+			return -1
+		}
 	}
-	return int(v)
+	return v
 }
 
 // PostgreSQL's numeric holds up to 131072 digits before the decimal point

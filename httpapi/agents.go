@@ -140,7 +140,7 @@ func unstorableError(at string) *Error {
 	if at == "" {
 		at = "body"
 	}
-	return Invalid(at, "%s holds text that cannot be stored: a NUL character (\\u0000), a lone UTF-16 surrogate or bytes that are not UTF-8", at)
+	return Invalid(at, "%s holds what PostgreSQL cannot store: a NUL character (\\u0000), a lone UTF-16 surrogate, bytes that are not UTF-8 or a number beyond its numeric range", at)
 }
 
 func decodeError(err error, required bool) error {

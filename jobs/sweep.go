@@ -15,13 +15,7 @@ import (
 )
 
 // SweepReport says what a sweep repaired.
-type SweepReport struct {
-	Sweep             string   `json:"sweep"`
-	TimedOut          []string `json:"timed_out,omitempty"`
-	Lost              []string `json:"lost,omitempty"`
-	Redispatched      []string `json:"redispatched,omitempty"`
-	CallbacksRequeued []string `json:"callbacks_requeued,omitempty"`
-}
+type SweepReport domain.SweepReported
 
 func (r SweepReport) empty() bool {
 	return len(r.TimedOut)+len(r.Lost)+len(r.Redispatched)+len(r.CallbacksRequeued) == 0

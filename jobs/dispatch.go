@@ -66,57 +66,88 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return nil // stale: this attempt started already, or the job moved on
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: fmt.Sprintf("river:%d", job.ID)}
-	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
-		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol}
-	req.Exclude = excluded(l)
-	route := s.registry.Snapshot().Route(req)
+	route, agent := s.route(l)
 	if route.Chosen == "" && route.AllAtCapacity {
-		// Wait for a slot, spending no attempt: the deadline sweep brings
-		// the same attempt back when the timer is due.
-		return s.store.InTx(ctx, func(tx pgx.Tx) error {
-			if err := s.setTimerTx(ctx, tx, l.JobID, domain.Timer{Attempt: attempt, Phase: domain.PhaseRetry, Due: s.now().Add(s.cfg.CapacityWait)}); err != nil {
-				return err
-			}
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-			return err
-		})
+		return s.waitForSlot(ctx, job, l, attempt)
 	}
 	routeJSON, _ := json.Marshal(route)
 	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: attempt, AgentID: route.Chosen, Route: routeJSON}, md)
-	now := s.now().UTC()
-
-	var agent *registry.Agent
-	if route.Chosen != "" {
-		agent = s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: route.Chosen})
-	}
 	if agent == nil {
-		reason := fmt.Sprintf("no routable agent offers %s in namespace %s", l.Capability, l.Namespace)
-		return s.store.InTx(ctx, func(tx pgx.Tx) error {
-			after := *l
-			if err := after.Apply(routed); err != nil {
-				return err
-			}
-			evs, fx := domain.FailAttempt(&after.Job, func(at time.Time) domain.Event {
-				return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, Reason: "no_agent", Error: reason, RetryAt: at}, md)
-			}, 0, now, s.jitter(), md, "no_agent")
-			if err := s.appendTx(ctx, tx, l, fx, append([]domain.Event{routed}, evs...)...); err != nil {
-				return err
-			}
-			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-			return err
-		})
+		return s.noAgent(ctx, job, l, routed, md)
 	}
-
-	deadline := now.Add(l.Timeout())
-	err = s.store.InTx(ctx, func(tx pgx.Tx) error {
-		return s.appendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted,
-			Due: deadline.Add(s.cfg.LostAfter)}}, routed)
-	})
+	deadline, err := s.recordRouted(ctx, l, agent, routed)
 	if err != nil {
 		return err // River retries; the next run reloads and sees whether the attempt started
 	}
-	l.RoutedAt = now // l is now the fold after ROUTED
+	out, latency := s.deliverMeasured(ctx, agent, l, attempt, deadline)
+	return s.recordDelivery(ctx, job, l, out, deadline, latency, md)
+}
 
+// route ranks the job's candidates in the snapshot and returns the route
+// and the chosen agent (nil when none was chosen).
+func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
+	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
+		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, Exclude: excluded(l)}
+	route := s.registry.Snapshot().Route(req)
+	if route.Chosen == "" {
+		return route, nil
+	}
+	return route, s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: route.Chosen})
+}
+
+// waitForSlot waits for a slot when every candidate is at capacity,
+// spending no attempt: the deadline sweep brings the same attempt back
+// when the timer is due.
+func (s *Service) waitForSlot(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, attempt int) error {
+	return s.store.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.setTimerTx(ctx, tx, l.JobID, domain.Timer{Attempt: attempt, Phase: domain.PhaseRetry, Due: s.now().Add(s.cfg.CapacityWait)}); err != nil {
+			return err
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+}
+
+// noAgent records an attempt routed to no agent: ROUTED, then its failure
+// (a retry after backoff, or the dead letter), with the River job.
+func (s *Service) noAgent(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, routed domain.Event, md domain.Metadata) error {
+	reason := fmt.Sprintf("no routable agent offers %s in namespace %s", l.Capability, l.Namespace)
+	attempt, now := job.Args.Attempt, s.now().UTC()
+	return s.store.InTx(ctx, func(tx pgx.Tx) error {
+		after := *l
+		if err := after.Apply(routed); err != nil {
+			return err
+		}
+		evs, fx := domain.FailAttempt(&after.Job, func(at time.Time) domain.Event {
+			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, Reason: "no_agent", Error: reason, RetryAt: at}, md)
+		}, 0, now, s.jitter(), md, "no_agent")
+		if err := s.appendTx(ctx, tx, l, fx, append([]domain.Event{routed}, evs...)...); err != nil {
+			return err
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+}
+
+// recordRouted appends ROUTED with the attempt's routed timer (due when
+// the dispatcher should have recorded an outcome) and answers the attempt's
+// deadline; on success l is the fold after ROUTED.
+func (s *Service) recordRouted(ctx context.Context, l *Loaded, agent *registry.Agent, routed domain.Event) (time.Time, error) {
+	now := s.now().UTC()
+	deadline := now.Add(l.Timeout())
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		return s.appendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Attempt: l.Attempts + 1, AgentID: agent.AgentID,
+			Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter)}}, routed)
+	})
+	if err == nil {
+		l.RoutedAt = now
+	}
+	return deadline, err
+}
+
+// deliverMeasured calls the agent, with no transaction open, and counts the
+// delivery in the metrics and the debug log.
+func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l *Loaded, attempt int, deadline time.Time) (domain.Observation, time.Duration) {
 	start := time.Now()
 	out := s.deliver(ctx, agent, l, attempt, deadline)
 	latency := time.Since(start)
@@ -125,25 +156,30 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	s.metrics.duration.Record(ctx, latency.Seconds(), outcomeAttr)
 	s.logger.DebugContext(ctx, "delivery", "job_id", l.JobID, "trace_id", l.TraceID, "agent_id", agent.AgentID,
 		"attempt", attempt, "outcome", out.Kind, "reason", out.Reason, "latency_ms", latency.Milliseconds())
+	return out, latency
+}
 
-	tries := 0
+// recordDelivery appends what the delivery decided (domain.Delivery) and
+// completes the River job, in one transaction. Usually nothing happened
+// since ROUTED, so it decides on the fold it holds and lets the expected
+// version catch anything else; on a conflict it reloads, and if the job
+// moved on meanwhile (a result through result_url, a lost attempt, a
+// cancel) it records a late answer as RESULT_DUPLICATE.
+func (s *Service) recordDelivery(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, out domain.Observation,
+	deadline time.Time, latency time.Duration, md domain.Metadata) error {
+	attempt, tries := job.Args.Attempt, 0
 	return s.retryConflict(ctx, func(tx pgx.Tx) error {
 		tries++
-		now := s.now().UTC()
-		cur := *l
+		cur := l
 		if tries > 1 {
-			// Something was appended while we delivered (the expected
-			// version said so): read what.
 			loaded, err := s.Load(ctx, tx, job.Args.JobID)
 			if err != nil {
 				return err
 			}
-			cur = *loaded
+			cur = loaded
 			if !cur.lastIsRouted(attempt) {
-				// The job moved on while we delivered: a result came through
-				// result_url, the attempt was declared lost, or it was cancelled.
 				if out.Kind == domain.ObservedResult && cur.Status != domain.StatusNone {
-					if err := s.appendTx(ctx, tx, &cur, domain.Effects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+					if err := s.appendTx(ctx, tx, cur, domain.Effects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
 						Attempt: attempt, Status: out.Status, Reason: "late", Result: out.Result}, md)); err != nil {
 						return err
 					}
@@ -152,11 +188,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 				return err
 			}
 		}
-		// Usually nothing happened since our ROUTED: decide on the state we
-		// hold, and let the expected version catch anything else.
-		l := &cur
-		evs, fx := domain.Delivery(&l.Job, l.RoutedAt, out, deadline, latency, now, s.jitter(), s.attemptPolicy(), md)
-		if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
+		held := *cur // appendTx moves cur on; a retry starts from what was held
+		evs, fx := domain.Delivery(&held.Job, held.RoutedAt, out, deadline, latency, s.now().UTC(), s.jitter(), s.attemptPolicy(), md)
+		if err := s.appendTx(ctx, tx, &held, fx, evs...); err != nil {
 			return err
 		}
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)

@@ -270,7 +270,8 @@ type endpointCase struct {
 }
 
 // newSecuredAgent registers an agent with an API key; it answers every
-// delivery with status (202 or a 200 SUCCESS).
+// delivery with status (202 or a 200 SUCCESS). Its lease is an hour, so it
+// sends no heartbeats and stays HEALTHY through a long test.
 func newSecuredAgent(t *testing.T, base, key, id, ns, capability string, status int) *testAgent {
 	t.Helper()
 	a := &testAgent{id: id, envelopes: make(chan jobs.Envelope, 100)}
@@ -288,7 +289,7 @@ func newSecuredAgent(t *testing.T, base, key, id, ns, capability string, status 
 		handle(w, env)
 	}))
 	code, out := call(t, http.MethodPost, base+"/v1/agents", "Bearer "+key,
-		fmt.Sprintf(`{"agent_id":%q,"namespace":%q,"capabilities":[%q],"endpoint":%q}`, id, ns, capability, a.srv.URL))
+		fmt.Sprintf(`{"agent_id":%q,"namespace":%q,"capabilities":[%q],"endpoint":%q,"ttl_seconds":3600}`, id, ns, capability, a.srv.URL))
 	require.Equal(t, http.StatusCreated, code, out)
 	var reg agentJSON
 	require.NoError(t, jsonUnmarshal(out, &reg))

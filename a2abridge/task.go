@@ -126,7 +126,7 @@ func ParseTask(raw []byte) (Task, error) {
 		w, kind = *env.ArtifactUpdate, "artifact-update"
 	default:
 		if err := json.Unmarshal(raw, &w); err != nil {
-			return Task{}, fmt.Errorf("%w: %v", ErrBadTask, err)
+			return Task{}, fmt.Errorf("%w: %w", ErrBadTask, err)
 		}
 		kind = w.Kind
 		if kind == "" {

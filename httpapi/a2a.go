@@ -536,7 +536,7 @@ func (h *a2aHandler) send(ctx context.Context, params *a2a.MessageSendParams) (s
 	}
 	payload, err := payloadOf(msg.Parts)
 	if err != nil {
-		return "", nil, fmt.Errorf("%w: %v", a2a.ErrInvalidParams, err)
+		return "", nil, fmt.Errorf("%w: %w", a2a.ErrInvalidParams, err)
 	}
 	sub := domain.Submitted{Namespace: call.ns, Capability: skill, Payload: payload,
 		Priority: domain.Priority(meta("priority")), TimeoutMS: metaInt(params.Metadata, "timeout_ms"),

@@ -147,7 +147,8 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 	}
 	a, err := s.agent(ctx, l.Namespace, l.AgentID)
 	if err != nil {
-		return nil, fmt.Errorf("agent %s of job %s: %v: %w", l.AgentID, id, err, ErrAgentUnavailable)
+		// The cause is told, not wrapped: the kind is ErrAgentUnavailable.
+		return nil, fmt.Errorf("agent %s of job %s: %v: %w", l.AgentID, id, err, ErrAgentUnavailable) //nolint:errorlint
 	}
 	attempt := l.Attempts
 	ctx = telemetry.JobContext(ctx, l.TraceID)
@@ -157,7 +158,7 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 		Header: s.a2aHeader(rctx, l, attempt)})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("input for job %s to agent %s: %v: %w", id, a.AgentID, err, ErrAgentUnavailable)
+		return nil, fmt.Errorf("input for job %s to agent %s: %v: %w", id, a.AgentID, err, ErrAgentUnavailable) //nolint:errorlint // as above
 	}
 	md.TraceID = l.TraceID
 	err = s.retryConflict(ctx, func(tx pgx.Tx) error {

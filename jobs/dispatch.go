@@ -260,8 +260,8 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 		}
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "connection_error", ErrText: err.Error()}
 	}
-	switch {
-	case resp.StatusCode == http.StatusOK:
+	switch resp.StatusCode {
+	case http.StatusOK:
 		var r struct {
 			Status  string          `json:"status"`
 			Result  json.RawMessage `json:"result"`
@@ -276,9 +276,9 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 				ErrText: "the answer holds what cannot be stored (NUL, a lone surrogate, a number out of range, a biz_code over 128 characters) at " + at}
 		}
 		return domain.Observation{Kind: domain.ObservedResult, Status: domain.JobStatus(r.Status), Result: r.Result, BizCode: r.BizCode}
-	case resp.StatusCode == http.StatusAccepted:
+	case http.StatusAccepted:
 		return domain.Observation{Kind: domain.ObservedAccepted}
-	case resp.StatusCode == http.StatusTooManyRequests:
+	case http.StatusTooManyRequests:
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_429", ErrText: "agent is rate limiting",
 			RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), s.now())}
 	default:

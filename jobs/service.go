@@ -244,7 +244,7 @@ func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*L
 	}
 	l := &Loaded{Records: recs, TraceID: recs[0].Metadata.TraceID, SubmittedAt: recs[0].RecordedAt}
 	for _, r := range recs {
-		if err := l.Job.Apply(r.Event()); err != nil {
+		if err := l.Apply(r.Event()); err != nil {
 			return nil, fmt.Errorf("fold job %s: %w", id, err)
 		}
 		if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed {

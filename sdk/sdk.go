@@ -158,7 +158,7 @@ func (a *Agent) InFlight() int { return int(a.inFlight.Load()) }
 // Run serves deliveries, registers and heartbeats until ctx ends, then goes
 // offline and stops serving. It returns nil after a graceful stop.
 func (a *Agent) Run(ctx context.Context) error {
-	l, err := net.Listen("tcp", a.cfg.Addr)
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("sdk: listen on %s: %w", a.cfg.Addr, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -247,7 +248,9 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 	res.add("peak RSS of the process (service, agents and load generator)", fmt.Sprintf("%.0f MB", peakRSSMB()), "aim: ≤ 200 MB", "")
 
 	stop()
-	<-serveDone
+	if err := <-serveDone; err != nil && !errors.Is(err, context.Canceled) {
+		progress("the service stopped with: %v", err)
+	}
 	header := fmt.Sprintf("Measured %s on %s (%d cores, %s), PostgreSQL on the same host.\n",
 		time.Now().UTC().Format("2006-01-02"), hostDescription(), runtime.NumCPU(), runtime.Version())
 	table := res.markdown(header)

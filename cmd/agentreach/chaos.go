@@ -339,7 +339,7 @@ func startChaosFleet(ctx context.Context, server func(int) string, logf func(str
 				hj, ok := w.(http.Hijacker)
 				if ok {
 					if c, _, err := hj.Hijack(); err == nil {
-						c.Close()
+						_ = c.Close() // the agent dies mid-answer
 					}
 				}
 				return

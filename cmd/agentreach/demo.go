@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -231,7 +232,9 @@ func (m *Main) runDemo(ctx context.Context, args []string) error {
 		<-ctx.Done()
 	}
 	stop()
-	<-done
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(m.Stderr, "demo: the service stopped with:", err)
+	}
 	return nil
 }
 

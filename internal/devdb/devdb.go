@@ -126,7 +126,7 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	// 3) A private cluster.
 	initdb, pgctl, binErr := findServerBinaries(opts.BinDirs, !opts.NoDefaultBinSearch)
 	if binErr != nil {
-		return nil, fmt.Errorf("%w (local %s: %v; private cluster: %v)",
+		return nil, fmt.Errorf("%w (local %s: %w; private cluster: %w)",
 			ErrNoDatabase, opts.LocalAddr, localErr, binErr)
 	}
 	c, err := startCluster(ctx, initdb, pgctl, opts.DataDir, log)

@@ -134,7 +134,7 @@ func startCluster(ctx context.Context, initdb, pgctl, dataDir string, log *slog.
 		socketDir = "" // path too long for a Unix socket: TCP only
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := freePort(ctx)
 		if err != nil {
 			return c, err
 		}
@@ -203,7 +203,7 @@ func (c *cluster) stop() error {
 			}
 		}
 		if !gone {
-			errs = append(errs, fmt.Errorf("PostgreSQL postmaster pid %d still running after stop (pg_ctl stop: %v)\n%s",
+			errs = append(errs, fmt.Errorf("PostgreSQL postmaster pid %d still running after stop (pg_ctl stop: %w)\n%s",
 				pid, err, tail(out, 10)))
 		} else {
 			c.log.Info("devdb: stopped private PostgreSQL", "addr", c.addr, "pid", pid)
@@ -257,8 +257,8 @@ func serverEnv() []string {
 }
 
 // freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(ctx context.Context) (int, error) {
+	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}

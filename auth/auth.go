@@ -240,14 +240,9 @@ func (s *Store) forget() {
 }
 
 // KeyInfo describes a key without its secret.
+// It is what KEY_CREATED recorded, and when the key was revoked.
 type KeyInfo struct {
-	KeyID     string     `json:"key_id"`
-	Namespace string     `json:"namespace"`
-	Name      string     `json:"name"`
-	Scopes    []string   `json:"scopes"`
-	CreatedAt time.Time  `json:"created_at"`
-	CreatedBy string     `json:"created_by"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	domain.KeyCreated
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 }
 
@@ -291,16 +286,15 @@ func (s *Store) Create(ctx context.Context, req NewKey, by *Principal, md domain
 	_, _ = rand.Read(idb)
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
-	info := KeyInfo{KeyID: "key_" + hex.EncodeToString(idb), Namespace: req.Namespace, Name: req.Name, Scopes: req.Scopes,
-		CreatedAt: s.now().UTC(), CreatedBy: md.Actor}
+	info := KeyInfo{KeyCreated: domain.KeyCreated{KeyID: "key_" + hex.EncodeToString(idb), Namespace: req.Namespace, Name: req.Name,
+		Scopes: req.Scopes, CreatedAt: s.now().UTC(), CreatedBy: md.Actor}}
 	key := "ark_" + strings.TrimPrefix(info.KeyID, "key_") + "_" + base64.RawURLEncoding.EncodeToString(secret)
 	if req.TTL > 0 {
 		t := info.CreatedAt.Add(req.TTL)
 		info.ExpiresAt = &t
 	}
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := s.store.AppendTx(ctx, tx, "keys:"+req.Namespace, eventstore.Any, domain.NewEvent(domain.EventKeyCreated, domain.KeyCreated{KeyID: info.KeyID, Namespace: info.Namespace,
-			Name: info.Name, Scopes: info.Scopes, CreatedAt: info.CreatedAt, CreatedBy: info.CreatedBy, ExpiresAt: info.ExpiresAt}, md)); err != nil {
+		if _, err := s.store.AppendTx(ctx, tx, "keys:"+req.Namespace, eventstore.Any, domain.NewEvent(domain.EventKeyCreated, info.KeyCreated, md)); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys (key_id, namespace, name, key_hash, scopes, created_at, created_by, expires_at)

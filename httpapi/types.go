@@ -94,5 +94,8 @@ func each[In, Out any](in []In, conv func(In) Out) []Out {
 func toJobSummary(s jobs.Summary) jobSummaryResponse         { return jobSummaryResponse(s) }
 func toAgentHealth(h health.AgentHealth) agentHealthResponse { return agentHealthResponse(h) }
 func toPoint(p health.Point) pointResponse                   { return pointResponse(p) }
-func toKeyInfo(k auth.KeyInfo) keyInfoResponse               { return keyInfoResponse(k) }
-func toRecent(r registry.Recent) recentResponse              { return recentResponse(r) }
+func toKeyInfo(k auth.KeyInfo) keyInfoResponse {
+	return keyInfoResponse{KeyID: k.KeyID, Namespace: k.Namespace, Name: k.Name, Scopes: k.Scopes, CreatedAt: k.CreatedAt,
+		CreatedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
+}
+func toRecent(r registry.Recent) recentResponse { return recentResponse(r) }

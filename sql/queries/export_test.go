@@ -1,0 +1,4 @@
+package queries
+
+// Load exposes load to the tests.
+var Load = load

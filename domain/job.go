@@ -340,88 +340,74 @@ func (j *Job) applyData(e Event) error {
 	case EventSubmitted:
 		return json.Unmarshal(e.Data, &j.Submitted)
 	case EventRouted:
-		var d Routed
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Attempts, j.AgentID, j.Delivered = d.Attempt, d.AgentID, false
-		if j.AttemptAgents == nil {
-			j.AttemptAgents = map[int]string{}
-		} else {
-			j.AttemptAgents = maps.Clone(j.AttemptAgents)
-		}
-		j.AttemptAgents[d.Attempt] = d.AgentID
+		return applyAs(e, j.onRouted)
 	case EventDelivered:
-		var d Delivered
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Delivered, j.Deadline, j.RemoteTaskID = true, d.Deadline, d.RemoteTaskID
+		return applyAs(e, func(d Delivered) {
+			j.Delivered, j.Deadline, j.RemoteTaskID = true, d.Deadline, d.RemoteTaskID
+		})
 	case EventAwaitingInput:
 		j.Deadline = time.Time{}
 	case EventResumed:
-		var d Resumed
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Deadline = d.Deadline
+		return applyAs(e, func(d Resumed) { j.Deadline = d.Deadline })
 	case EventAttemptFailed:
-		var d AttemptFailed
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Delivered, j.Error, j.BizCode = false, d.Reason, d.BizCode
-		if d.AgentID != "" {
-			j.LastFailedAgent = d.AgentID
-			if d.Reason == ReasonRejected || d.Reason == ReasonIncompatible {
-				j.RefusedBy = append(slices.Clip(j.RefusedBy), d.AgentID)
-			}
-		}
-		if d.Error != "" {
-			j.Error = d.Reason + ": " + d.Error
-		}
+		return applyAs(e, j.onAttemptFailed)
 	case EventSuccess, EventFailed:
-		var d Outcome
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Delivered, j.Result, j.BizCode, j.Error = false, d.Result, d.BizCode, ""
+		return applyAs(e, func(d Outcome) {
+			j.Delivered, j.Result, j.BizCode, j.Error = false, d.Result, d.BizCode, ""
+		})
 	case EventTimeout:
-		var d TimedOut
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Delivered, j.Error, j.LastFailedAgent = false, "timeout", d.AgentID
+		return applyAs(e, func(d TimedOut) {
+			j.Delivered, j.Error, j.LastFailedAgent = false, "timeout", d.AgentID
+		})
 	case EventDeadLetter:
-		var d DeadLettered
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Error = d.Reason
+		return applyAs(e, func(d DeadLettered) { j.Error = d.Reason })
 	case EventCancelled:
-		var d Cancelled
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Delivered, j.Error = false, d.Reason
+		return applyAs(e, func(d Cancelled) { j.Delivered, j.Error = false, d.Reason })
 	case EventRejected:
-		var d Decided
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Delivered, j.Error = false, d.Reason
+		return applyAs(e, func(d Decided) { j.Delivered, j.Error = false, d.Reason })
 	case EventCallbackSent:
 		j.Callbacks++
 		j.CallbackAcked = true
 	case EventCallbackFailed:
-		var d CallbackOutcome
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return err
-		}
-		j.Callbacks++
-		j.CallbackGaveUp = d.Final
+		return applyAs(e, func(d CallbackOutcome) {
+			j.Callbacks++
+			j.CallbackGaveUp = d.Final
+		})
 	}
 	return nil
+}
+
+// applyAs decodes e's payload as a T and hands it to apply.
+func applyAs[T any](e Event, apply func(T)) error {
+	var d T
+	if err := json.Unmarshal(e.Data, &d); err != nil {
+		return err
+	}
+	apply(d)
+	return nil
+}
+
+func (j *Job) onRouted(d Routed) {
+	j.Attempts, j.AgentID, j.Delivered = d.Attempt, d.AgentID, false
+	if j.AttemptAgents == nil {
+		j.AttemptAgents = map[int]string{}
+	} else {
+		j.AttemptAgents = maps.Clone(j.AttemptAgents)
+	}
+	j.AttemptAgents[d.Attempt] = d.AgentID
+}
+
+func (j *Job) onAttemptFailed(d AttemptFailed) {
+	j.Delivered, j.Error, j.BizCode = false, d.Reason, d.BizCode
+	if d.AgentID != "" {
+		j.LastFailedAgent = d.AgentID
+		if d.Reason == ReasonRejected || d.Reason == ReasonIncompatible {
+			j.RefusedBy = append(slices.Clip(j.RefusedBy), d.AgentID)
+		}
+	}
+	if d.Error != "" {
+		j.Error = d.Reason + ": " + d.Error
+	}
 }
 
 // FoldJob replays a job's events in stream order.

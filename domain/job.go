@@ -305,6 +305,11 @@ type Job struct {
 	// RefusedBy are the agents that refused the job (an A2A REJECTED task,
 	// or an operation they do not support): no later attempt goes to them.
 	RefusedBy []string
+	// SlotHolder is the agent holding one of its max_concurrent slots for
+	// the latest attempt: set at ROUTED, kept while the agent holds the job
+	// (DELIVERED, AWAITING_INPUT), cleared when the attempt ends (a failed
+	// attempt, TIMEOUT, an outcome, a cancel, the dead letter).
+	SlotHolder string
 }
 
 // Attempt-failure reasons that mean the agent refused the job, so it is
@@ -336,6 +341,10 @@ func (j *Job) Apply(e Event) error {
 }
 
 func (j *Job) applyData(e Event) error {
+	switch e.Type {
+	case EventAttemptFailed, EventSuccess, EventFailed, EventTimeout, EventDeadLetter, EventCancelled:
+		j.SlotHolder = "" // the attempt ended; its slot is given back
+	}
 	switch e.Type {
 	case EventSubmitted:
 		return json.Unmarshal(e.Data, &j.Submitted)
@@ -388,7 +397,7 @@ func applyAs[T any](e Event, apply func(T)) error {
 }
 
 func (j *Job) onRouted(d Routed) {
-	j.Attempts, j.AgentID, j.Delivered = d.Attempt, d.AgentID, false
+	j.Attempts, j.AgentID, j.Delivered, j.SlotHolder = d.Attempt, d.AgentID, false, d.AgentID
 	if j.AttemptAgents == nil {
 		j.AttemptAgents = map[int]string{}
 	} else {

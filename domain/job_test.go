@@ -141,3 +141,38 @@ func TestApplyRejectsBadData(t *testing.T) {
 	require.Equal(t, domain.StatusNone, j.Status)
 	require.Zero(t, j.Version)
 }
+
+// A slot is held from ROUTED until the attempt ends, whatever ends it, and
+// is kept while the agent holds the job.
+func TestSlotHolder(t *testing.T) {
+	t.Parallel()
+	md := domain.Metadata{}
+	ev := func(typ domain.EventType, d any) domain.Event { return domain.NewEvent(typ, d, md) }
+	submitted := ev(domain.EventSubmitted, domain.Submitted{JobID: "j1", Capability: "c", MaxAttempts: 3})
+	routed := ev(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: "a1"})
+	delivered := ev(domain.EventDelivered, domain.Delivered{Attempt: 1, AgentID: "a1"})
+	for _, tc := range []struct {
+		name string
+		evs  []domain.Event
+		want string
+	}{
+		{"submitted holds none", []domain.Event{submitted}, ""},
+		{"routed holds", []domain.Event{submitted, routed}, "a1"},
+		{"routed to no agent holds none", []domain.Event{submitted, ev(domain.EventRouted, domain.Routed{Attempt: 1})}, ""},
+		{"delivered holds", []domain.Event{submitted, routed, delivered}, "a1"},
+		{"awaiting input holds", []domain.Event{submitted, routed, delivered, ev(domain.EventAwaitingInput, domain.AwaitingInput{Attempt: 1})}, "a1"},
+		{"late duplicate keeps it", []domain.Event{submitted, routed, ev(domain.EventResultDuplicate, domain.ResultDuplicate{Attempt: 0})}, "a1"},
+		{"failed attempt frees", []domain.Event{submitted, routed, ev(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: 1, AgentID: "a1"})}, ""},
+		{"success frees", []domain.Event{submitted, routed, delivered, ev(domain.EventSuccess, domain.Outcome{Attempt: 1})}, ""},
+		{"failure frees", []domain.Event{submitted, routed, delivered, ev(domain.EventFailed, domain.Outcome{Attempt: 1})}, ""},
+		{"timeout frees", []domain.Event{submitted, routed, delivered, ev(domain.EventTimeout, domain.TimedOut{Attempt: 1})}, ""},
+		{"cancel frees", []domain.Event{submitted, routed, delivered, ev(domain.EventCancelled, domain.Cancelled{})}, ""},
+		{"dead letter frees", []domain.Event{submitted, routed, ev(domain.EventDeadLetter, domain.DeadLettered{})}, ""},
+		{"next attempt holds the new agent", []domain.Event{submitted, routed, ev(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: 1}),
+			ev(domain.EventRouted, domain.Routed{Attempt: 2, AgentID: "a2"})}, "a2"},
+	} {
+		j, err := domain.FoldJob(tc.evs)
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, j.SlotHolder, tc.name)
+	}
+}

@@ -301,3 +301,43 @@ func SelfPreservation(total, lapsing int, threshold float64) bool {
 	}
 	return total >= 2 && float64(lapsing) > threshold*float64(total)
 }
+
+// DefaultPreservationBound is how long one self-preservation episode may
+// hold lapsed agents back: past it they are judged as any lapsed agent.
+const DefaultPreservationBound = 5 * time.Minute
+
+// Preservation is what one lease sweep does about a namespace's lapsing
+// agents.
+type Preservation int
+
+const (
+	// PreserveNone: not enough agents lapse at once; an open episode ends.
+	PreserveNone Preservation = iota
+	// PreserveBegin: an episode begins; the lapsing agents are held back.
+	PreserveBegin
+	// PreserveHold: the episode goes on; the agents are still held back.
+	PreserveHold
+	// PreserveExpired: the episode outlived its bound; it ends and the
+	// lapsing agents go DOWN as they would have.
+	PreserveExpired
+)
+
+// DecidePreservation decides a sweep's Preservation from how many of total
+// agents lapse, the threshold (as SelfPreservation), when the namespace's
+// open episode began (zero: none is open), now and the bound of an episode
+// (not positive: DefaultPreservationBound).
+func DecidePreservation(total, lapsing int, threshold float64, since, now time.Time, bound time.Duration) Preservation {
+	if lapsing == 0 || !SelfPreservation(total, lapsing, threshold) {
+		return PreserveNone
+	}
+	if bound <= 0 {
+		bound = DefaultPreservationBound
+	}
+	switch {
+	case since.IsZero():
+		return PreserveBegin
+	case now.Sub(since) < bound:
+		return PreserveHold
+	}
+	return PreserveExpired
+}

@@ -277,3 +277,27 @@ func TestSelfPreservation(t *testing.T) {
 			"total=%d lapsing=%d threshold=%v", tc.total, tc.lapsing, tc.threshold)
 	}
 }
+
+func TestDecidePreservation(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name           string
+		total, lapsing int
+		since          time.Time
+		bound          time.Duration
+		want           domain.Preservation
+	}{
+		{"nothing lapses", 4, 0, time.Time{}, 0, domain.PreserveNone},
+		{"a minority lapses", 4, 2, time.Time{}, 0, domain.PreserveNone},
+		{"a minority ends an open episode", 4, 1, now.Add(-time.Minute), 0, domain.PreserveNone},
+		{"a lone agent is only itself", 1, 1, time.Time{}, 0, domain.PreserveNone},
+		{"most lapse: an episode begins", 4, 3, time.Time{}, 0, domain.PreserveBegin},
+		{"inside the default bound", 4, 3, now.Add(-4*time.Minute - 59*time.Second), 0, domain.PreserveHold},
+		{"at the default bound it expires", 4, 3, now.Add(-5 * time.Minute), 0, domain.PreserveExpired},
+		{"a configured bound", 4, 3, now.Add(-2 * time.Minute), time.Minute, domain.PreserveExpired},
+		{"inside a configured bound", 4, 3, now.Add(-30 * time.Second), time.Minute, domain.PreserveHold},
+	} {
+		require.Equal(t, tc.want, domain.DecidePreservation(tc.total, tc.lapsing, 0.5, tc.since, now, tc.bound), tc.name)
+	}
+}

@@ -174,6 +174,10 @@ type Submitted struct {
 	BackoffBaseMS  int             `json:"backoff_base_ms"`
 	BackoffMaxMS   int             `json:"backoff_max_ms"`
 	ReplayOf       string          `json:"replay_of,omitempty"`
+	// RouteWaitMS bounds how long an attempt waits, spending nothing, for an
+	// agent to become routable; 0 (events written before it existed) means
+	// DefaultRouteWait.
+	RouteWaitMS int `json:"route_wait_ms,omitempty"`
 }
 
 // Routed is the data of a ROUTED event: which agent got the attempt and why.

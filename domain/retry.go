@@ -15,7 +15,25 @@ const (
 	MinTimeout         = 100 * time.Millisecond
 	MaxTimeout         = time.Hour
 	DefaultMaxFanout   = 15
+	// An attempt that finds no routable agent (all PROBING or SUSPECT, one
+	// restarting, none registered yet) waits this long before it is spent.
+	DefaultRouteWait = 30 * time.Second
+	MaxRouteWait     = time.Hour
 )
+
+// RouteWait reports whether a dispatch that could route the job to no agent
+// waits, spending no attempt, rather than spending it: always when every
+// candidate is at capacity (a slot comes back when an attempt ends), and for
+// up to limit since the attempt began waiting when no agent is routable.
+func RouteWait(allAtCapacity bool, waitingSince, now time.Time, limit time.Duration) bool {
+	if allAtCapacity {
+		return true
+	}
+	if waitingSince.IsZero() {
+		return limit > 0
+	}
+	return now.Sub(waitingSince) < limit
+}
 
 // Backoff is the wait before attempt number next (2, 3, …): base doubled for
 // each attempt already failed, capped at max, then spread by jitter. jitter

@@ -35,3 +35,43 @@ func TestBackoff(t *testing.T) {
 	require.Equal(t, 30*s, domain.RetryAfter(10*s, 30*s))
 	require.Equal(t, 10*s, domain.RetryAfter(10*s, 0))
 }
+
+func TestRouteWait(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		capacity bool
+		since    time.Time
+		limit    time.Duration
+		want     bool
+	}{
+		{"at capacity waits however long", true, now.Add(-time.Hour), time.Second, true},
+		{"first wait begins", false, time.Time{}, 30 * time.Second, true},
+		{"inside the limit", false, now.Add(-29 * time.Second), 30 * time.Second, true},
+		{"at the limit the attempt is spent", false, now.Add(-30 * time.Second), 30 * time.Second, false},
+		{"past the limit", false, now.Add(-time.Minute), 30 * time.Second, false},
+		{"no limit never waits", false, time.Time{}, 0, false},
+	} {
+		require.Equal(t, tc.want, domain.RouteWait(tc.capacity, tc.since, now, tc.limit), tc.name)
+	}
+}
+
+func TestNormalizeRouteWait(t *testing.T) {
+	t.Parallel()
+	base := func(ms int) domain.Submitted {
+		return domain.Submitted{Capability: "c", Payload: []byte(`{}`), RouteWaitMS: ms}
+	}
+	s := base(0)
+	require.NoError(t, domain.NormalizeSubmission(&s, 0))
+	require.Equal(t, 30000, s.RouteWaitMS)
+	require.Equal(t, domain.DefaultRouteWait, s.RouteWait())
+	for _, bad := range []int{-1, int(domain.MaxRouteWait/time.Millisecond) + 1} {
+		s := base(bad)
+		var fe *domain.FieldError
+		require.ErrorAs(t, domain.NormalizeSubmission(&s, 0), &fe)
+		require.Equal(t, "route_wait_ms", fe.Field)
+	}
+	old := domain.Submitted{} // an event written before route_wait_ms
+	require.Equal(t, domain.DefaultRouteWait, old.RouteWait())
+}

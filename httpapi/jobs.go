@@ -28,6 +28,7 @@ type submitRequest struct {
 	RetryOnFailed bool               `json:"retry_on_failed"`
 	BackoffBaseMS int                `json:"backoff_base_ms"`
 	BackoffMaxMS  int                `json:"backoff_max_ms"`
+	RouteWaitMS   int                `json:"route_wait_ms"`
 }
 
 type submitResponse struct {
@@ -57,6 +58,7 @@ func submission(req submitRequest) domain.Submitted {
 		Priority: domain.Priority(req.Priority), TimeoutMS: req.TimeoutMS, MaxAttempts: req.MaxAttempts,
 		CallbackURL: req.CallbackURL, ParentJobID: req.ParentJobID, Constraints: req.Constraints,
 		RetryOnFailed: req.RetryOnFailed, BackoffBaseMS: req.BackoffBaseMS, BackoffMaxMS: req.BackoffMaxMS,
+		RouteWaitMS: req.RouteWaitMS,
 	}
 }
 

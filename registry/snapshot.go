@@ -12,6 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qSnapshotAgents      = queries.Must("SnapshotAgents")
+	qSnapshotAttempts    = queries.Must("SnapshotAttempts")
+	qSnapshotRecentStats = queries.Must("SnapshotRecentStats")
+	qSnapshotInFlight    = queries.Must("SnapshotInFlight")
 )
 
 // Snapshot is the router's in-memory view of every agent, rebuilt from the
@@ -44,7 +52,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	r := s.r
 	now := r.now().UTC()
 
-	rows, err := r.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents WHERE NOT deregistered`)
+	rows, err := r.pool.Query(ctx, qSnapshotAgents)
 	if err != nil {
 		return fmt.Errorf("snapshot: load agents: %w", err)
 	}
@@ -74,7 +82,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	samples := map[domain.AgentKey][]domain.AttemptSample{}
 	var id domain.AgentKey
 	var smp domain.AttemptSample
-	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, at, ok FROM agent_attempts WHERE at > $1 ORDER BY at`, now.Add(-horizon))
+	rows, err = r.pool.Query(ctx, qSnapshotAttempts, now.Add(-horizon))
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &smp.At, &smp.OK}, func() error {
 			samples[id] = append(samples[id], smp)
@@ -90,8 +98,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	type recent struct{ attempted, succeeded int }
 	recents := map[domain.AgentKey]recent{}
 	var rc recent
-	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, sum(attempted)::int, sum(succeeded)::int FROM agent_stats_minute
-		WHERE bucket >= date_trunc('minute', $1::timestamptz) - interval '5 minutes' GROUP BY namespace, agent_id`, now)
+	rows, err = r.pool.Query(ctx, qSnapshotRecentStats, now)
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &rc.attempted, &rc.succeeded}, func() error {
 			recents[id] = rc
@@ -104,8 +111,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 
 	inFlight := map[domain.AgentKey]int{}
 	var n int
-	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, count(*) FROM jobs WHERE status = 'DELIVERED' AND agent_id IS NOT NULL
-		GROUP BY namespace, agent_id`)
+	rows, err = r.pool.Query(ctx, qSnapshotInFlight)
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &n}, func() error {
 			inFlight[id] = n

@@ -13,7 +13,10 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var qLockLiveAgents = queries.Must("LockLiveAgents")
 
 // ProbeArgs is the River job that probes one agent instance: a GET of its
 // health_url (or, without one, its endpoint) that must answer 2xx within
@@ -169,8 +172,7 @@ func (r *Registry) Sweep(ctx context.Context) (SweepReport, error) {
 	}
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
 		rep = SweepReport{}
-		rows, err := tx.Query(ctx, `SELECT `+agentColumns+` FROM agents
-			WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED`)
+		rows, err := tx.Query(ctx, qLockLiveAgents)
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,13 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qTruncateAgentStats     = queries.Must("TruncateAgentStats")
+	qUpsertAgentStatsMinute = queries.Must("UpsertAgentStatsMinute")
+	qUpsertAgentStatsHour   = queries.Must("UpsertAgentStatsHour")
 )
 
 // AgentStats keeps per-agent, per-capability buckets of one minute and one
@@ -29,7 +36,7 @@ func (AgentStats) Name() string { return "agent_stats" }
 
 // Reset implements eventstore.Projection.
 func (AgentStats) Reset(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `TRUNCATE agent_stats_minute, agent_stats_hour`)
+	_, err := tx.Exec(ctx, qTruncateAgentStats)
 	return err
 }
 
@@ -142,19 +149,11 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 	}
 	b := &pgx.Batch{}
 	for k, row := range acc {
-		table := "agent_stats_minute"
+		query := qUpsertAgentStatsMinute
 		if k.hourly {
-			table = "agent_stats_hour"
+			query = qUpsertAgentStatsHour
 		}
-		b.Queue(`INSERT INTO `+table+` AS s (agent_id, capability, bucket, namespace, attempted, delivered, succeeded,
-				failed, timed_out, dead_lettered, delivery_hist, result_hist)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, reach_hist_of($11::float8[]), reach_hist_of($12::float8[]))
-			ON CONFLICT (namespace, agent_id, capability, bucket) DO UPDATE SET
-				attempted = s.attempted + excluded.attempted, delivered = s.delivered + excluded.delivered,
-				succeeded = s.succeeded + excluded.succeeded, failed = s.failed + excluded.failed,
-				timed_out = s.timed_out + excluded.timed_out, dead_lettered = s.dead_lettered + excluded.dead_lettered,
-				delivery_hist = reach_hist_add(s.delivery_hist, excluded.delivery_hist),
-				result_hist = reach_hist_add(s.result_hist, excluded.result_hist)`,
+		b.Queue(query,
 			k.agent, k.capability, k.bucket, row.namespace, row.attempted, row.delivered, row.succeeded, row.failed,
 			row.timedOut, row.deadLettered, nonNilFloats(row.deliveryMS), nonNilFloats(row.resultMS))
 	}

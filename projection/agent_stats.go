@@ -68,39 +68,61 @@ var counted = map[domain.EventType]bool{
 // Apply implements eventstore.Projection: one read of the jobs' SUBMITTED
 // events and one batched write per batch.
 func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) error {
+	jobs, err := submittedOf(ctx, tx, batch)
+	if err != nil {
+		return err
+	}
+	acc, err := accumulate(batch, jobs)
+	if err != nil {
+		return err
+	}
+	return writeStats(ctx, tx, acc)
+}
+
+// submittedOf returns what the jobs of the batch's counted events were
+// submitted as: from the batch's own SUBMITTED events, and for jobs
+// submitted in an earlier batch, from the log.
+func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) (map[string]domain.Submitted, error) {
 	jobs := map[string]domain.Submitted{}
 	var missing []string
 	for _, r := range batch {
 		if !strings.HasPrefix(r.StreamID, domain.JobStreamPrefix) {
 			continue
 		}
-		if r.Type == domain.EventSubmitted {
+		switch {
+		case r.Type == domain.EventSubmitted:
 			var s domain.Submitted
 			if err := json.Unmarshal(r.Data, &s); err != nil {
-				return fmt.Errorf("event %d: %w", r.Position, err)
+				return nil, fmt.Errorf("event %d: %w", r.Position, err)
 			}
 			jobs[r.StreamID] = s
-		} else if counted[r.Type] {
+		case counted[r.Type]:
 			if _, ok := jobs[r.StreamID]; !ok {
 				missing = append(missing, r.StreamID)
 				jobs[r.StreamID] = domain.Submitted{}
 			}
 		}
 	}
-	if len(missing) > 0 {
-		firsts, err := eventstore.FirstOfType(ctx, tx, missing, domain.EventSubmitted)
-		if err != nil {
-			return err
-		}
-		for stream, r := range firsts {
-			var sub domain.Submitted
-			if err := json.Unmarshal(r.Data, &sub); err != nil {
-				return fmt.Errorf("event %d: %w", r.Position, err)
-			}
-			jobs[stream] = domain.Submitted{Namespace: sub.Namespace, Capability: sub.Capability}
-		}
+	if len(missing) == 0 {
+		return jobs, nil
 	}
+	firsts, err := eventstore.FirstOfType(ctx, tx, missing, domain.EventSubmitted)
+	if err != nil {
+		return nil, err
+	}
+	for stream, r := range firsts {
+		var sub domain.Submitted
+		if err := json.Unmarshal(r.Data, &sub); err != nil {
+			return nil, fmt.Errorf("event %d: %w", r.Position, err)
+		}
+		jobs[stream] = domain.Submitted{Namespace: sub.Namespace, Capability: sub.Capability}
+	}
+	return jobs, nil
+}
 
+// accumulate counts the batch's attempt events into minute and hour rows,
+// for the agent each names; events of no agent count for nobody.
+func accumulate(batch []eventstore.Record, jobs map[string]domain.Submitted) (map[statsKey]*statsRow, error) {
 	acc := map[statsKey]*statsRow{}
 	for _, r := range batch {
 		if !counted[r.Type] || !strings.HasPrefix(r.StreamID, domain.JobStreamPrefix) {
@@ -108,7 +130,7 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 		}
 		var f attemptFacts
 		if err := json.Unmarshal(r.Data, &f); err != nil {
-			return fmt.Errorf("event %d: %w", r.Position, err)
+			return nil, fmt.Errorf("event %d: %w", r.Position, err)
 		}
 		if f.AgentID == "" {
 			continue
@@ -124,29 +146,39 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 				row = &statsRow{namespace: job.Namespace}
 				acc[k] = row
 			}
-			switch r.Type {
-			case domain.EventRouted:
-				row.attempted++
-			case domain.EventDelivered:
-				row.delivered++
-				row.deliveryMS = append(row.deliveryMS, f.LatencyMS)
-			case domain.EventSuccess:
-				row.succeeded++
-				row.resultMS = append(row.resultMS, f.LatencyMS)
-			case domain.EventFailed:
-				row.failed++
-				row.resultMS = append(row.resultMS, f.LatencyMS)
-			case domain.EventAttemptFailed:
-				if f.Reason == "business_failure" {
-					row.failed++
-				}
-			case domain.EventTimeout:
-				row.timedOut++
-			case domain.EventDeadLetter:
-				row.deadLettered++
-			}
+			row.count(r.Type, f)
 		}
 	}
+	return acc, nil
+}
+
+// count adds one attempt event to the row.
+func (row *statsRow) count(t domain.EventType, f attemptFacts) {
+	switch t {
+	case domain.EventRouted:
+		row.attempted++
+	case domain.EventDelivered:
+		row.delivered++
+		row.deliveryMS = append(row.deliveryMS, f.LatencyMS)
+	case domain.EventSuccess:
+		row.succeeded++
+		row.resultMS = append(row.resultMS, f.LatencyMS)
+	case domain.EventFailed:
+		row.failed++
+		row.resultMS = append(row.resultMS, f.LatencyMS)
+	case domain.EventAttemptFailed:
+		if f.Reason == "business_failure" {
+			row.failed++
+		}
+	case domain.EventTimeout:
+		row.timedOut++
+	case domain.EventDeadLetter:
+		row.deadLettered++
+	}
+}
+
+// writeStats adds the rows to their buckets in one batch.
+func writeStats(ctx context.Context, tx pgx.Tx, acc map[statsKey]*statsRow) error {
 	b := &pgx.Batch{}
 	for k, row := range acc {
 		query := qUpsertAgentStatsMinute

@@ -27,6 +27,15 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qAPIKeyByHash = queries.Must("APIKeyByHash")
+	qInsertAPIKey = queries.Must("InsertAPIKey")
+	qLockAPIKey   = queries.Must("LockAPIKey")
+	qRevokeAPIKey = queries.Must("RevokeAPIKey")
+	qListAPIKeys  = queries.Must("ListAPIKeys")
 )
 
 // Errors of authentication; all of them mean 401.
@@ -217,7 +226,7 @@ func (s *Store) Known(key string) bool {
 func (s *Store) lookup(ctx context.Context, h []byte, now time.Time) (*Principal, error) {
 	var p Principal
 	var expires, revoked *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT key_id, namespace, scopes, expires_at, revoked_at FROM api_keys WHERE key_hash = $1`, h).
+	err := s.pool.QueryRow(ctx, qAPIKeyByHash, h).
 		Scan(&p.KeyID, &p.Namespace, &p.Scopes, &expires, &revoked)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -297,8 +306,7 @@ func (s *Store) Create(ctx context.Context, req NewKey, by *Principal, md domain
 		if _, err := s.store.AppendTx(ctx, tx, "keys:"+req.Namespace, eventstore.Any, domain.NewEvent(domain.EventKeyCreated, info.KeyCreated, md)); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (key_id, namespace, name, key_hash, scopes, created_at, created_by, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, info.KeyID, info.Namespace, info.Name, hash(key), info.Scopes,
+		_, err := tx.Exec(ctx, qInsertAPIKey, info.KeyID, info.Namespace, info.Name, hash(key), info.Scopes,
 			info.CreatedAt, info.CreatedBy, info.ExpiresAt)
 		return err
 	})
@@ -314,7 +322,7 @@ func (s *Store) Revoke(ctx context.Context, keyID string, by *Principal, md doma
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		var ns string
 		var revoked *time.Time
-		err := tx.QueryRow(ctx, `SELECT namespace, revoked_at FROM api_keys WHERE key_id = $1 FOR UPDATE`, keyID).Scan(&ns, &revoked)
+		err := tx.QueryRow(ctx, qLockAPIKey, keyID).Scan(&ns, &revoked)
 		if errors.Is(err, pgx.ErrNoRows) || err == nil && !by.Sees(ns) {
 			return fmt.Errorf("key %s: %w", keyID, ErrNotFound)
 		}
@@ -325,7 +333,7 @@ func (s *Store) Revoke(ctx context.Context, keyID string, by *Principal, md doma
 			domain.NewEvent(domain.EventKeyRevoked, domain.KeyRevoked{KeyID: keyID}, md)); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE api_keys SET revoked_at = $2 WHERE key_id = $1`, keyID, s.now().UTC())
+		_, err = tx.Exec(ctx, qRevokeAPIKey, keyID, s.now().UTC())
 		return err
 	})
 	if err != nil {
@@ -337,8 +345,7 @@ func (s *Store) Revoke(ctx context.Context, keyID string, by *Principal, md doma
 
 // List returns the keys of the namespaces by sees.
 func (s *Store) List(ctx context.Context, by *Principal) ([]KeyInfo, error) {
-	rows, err := s.pool.Query(ctx, `SELECT key_id, namespace, name, scopes, created_at, created_by, expires_at, revoked_at
-		FROM api_keys WHERE $1 = '*' OR namespace = $1 ORDER BY created_at, key_id`, by.Namespace)
+	rows, err := s.pool.Query(ctx, qListAPIKeys, by.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}

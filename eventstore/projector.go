@@ -118,7 +118,9 @@ func (p *Projector) Rebuild(ctx context.Context, proj Projection, progress func(
 		if _, err := tx.Exec(ctx, `UPDATE projection_checkpoints SET tx_id = '0', position = 0, events = 0, updated_at = now() WHERE name = $1`, proj.Name()); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&total)
+		var err error
+		total, err = CountEvents(ctx, tx)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("rebuild %s: %w", proj.Name(), err)

@@ -75,6 +75,15 @@ func Last(ctx context.Context, q Querier, stream string) (Record, bool, error) {
 	return recs[0], true, nil
 }
 
+// CountEvents counts the events of the whole log, as q sees it.
+func CountEvents(ctx context.Context, q Querier) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count events: %w", err)
+	}
+	return n, nil
+}
+
 // CountStreams counts the streams whose id starts with prefix.
 func CountStreams(ctx context.Context, q Querier, prefix string) (int, error) {
 	var n int

@@ -52,4 +52,8 @@ func TestReadsBeyondOneStream(t *testing.T) {
 	n, err := CountStreams(ctx, pool, "job:")
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
+
+	events, err := CountEvents(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, int64(8), events)
 }

@@ -11,6 +11,13 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qReachHealthAgents = queries.Must("ReachHealthAgents")
+	qJudgeHealth       = queries.Must("JudgeHealth")
+	qHealthSeries      = queries.Must("HealthSeries")
 )
 
 // Windows are the windows the views offer.
@@ -55,10 +62,7 @@ func Agents(ctx context.Context, q eventstore.Querier, window, namespace string)
 	if !validWindow(window) {
 		return nil, ErrUnknownWindow
 	}
-	rows, err := q.Query(ctx, `SELECT "window", namespace, agent_id, attempted, delivered, succeeded, failed, timed_out,
-			dead_lettered, reach_rate, success_rate, health_score, latency_p50_ms, latency_p95_ms, latency_p99_ms,
-			delivery_p50_ms, delivery_p95_ms
-		FROM reach_health WHERE "window" = $1 AND ($2 = '' OR namespace = $2) ORDER BY agent_id`, window, namespace)
+	rows, err := q.Query(ctx, qReachHealthAgents, window, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("read reach_health: %w", err)
 	}
@@ -79,10 +83,7 @@ func Agents(ctx context.Context, q eventstore.Querier, window, namespace string)
 // (health_settings), whether it is below a threshold. Agents without
 // enough attempts are absent: there is no evidence either way.
 func Judge(ctx context.Context, q eventstore.Querier) (map[domain.AgentKey]Verdict, error) {
-	rows, err := q.Query(ctx, `SELECT r.namespace, r.agent_id, r.attempted, coalesce(r.reach_rate, 0), coalesce(r.success_rate, 0),
-			(r.reach_rate < h.reach_alert OR r.success_rate < h.success_alert), h.alert_window
-		FROM reach_health r CROSS JOIN health_settings h
-		WHERE r."window" = h.alert_window AND r.attempted >= h.alert_min_attempts`)
+	rows, err := q.Query(ctx, qJudgeHealth)
 	if err != nil {
 		return nil, fmt.Errorf("judge health: %w", err)
 	}
@@ -116,9 +117,7 @@ type Point struct {
 // Series returns every agent's per-minute figures over the last hour,
 // optionally of one namespace, oldest first.
 func Series(ctx context.Context, q eventstore.Querier, namespace string) ([]Point, error) {
-	rows, err := q.Query(ctx, `SELECT namespace, agent_id, bucket, sum(attempted)::int, sum(delivered)::int, sum(succeeded)::int
-		FROM agent_stats_minute WHERE bucket >= date_trunc('minute', now()) - interval '1 hour' AND ($1 = '' OR namespace = $1)
-		GROUP BY 1, 2, 3 ORDER BY 2, 1, 3`, namespace)
+	rows, err := q.Query(ctx, qHealthSeries, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("read series: %w", err)
 	}

@@ -11,6 +11,14 @@ import (
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qApprovalPatternsOf        = queries.Must("ApprovalPatternsOf")
+	qApprovalPolicyOfNamespace = queries.Must("ApprovalPolicyOfNamespace")
+	qDeleteApprovalPolicy      = queries.Must("DeleteApprovalPolicy")
+	qInsertApprovalPattern     = queries.Must("InsertApprovalPattern")
 )
 
 // approvalPatterns are the approval policies of some namespaces, by
@@ -19,7 +27,7 @@ type approvalPatterns map[string][]string
 
 // loadApprovalPatterns reads the policies of namespaces (and of "*").
 func (s *Service) loadApprovalPatterns(ctx context.Context, q eventstore.Querier, namespaces []string) (approvalPatterns, error) {
-	rows, err := q.Query(ctx, `SELECT namespace, pattern FROM approval_policies WHERE namespace = ANY($1) OR namespace = '*'`, namespaces)
+	rows, err := q.Query(ctx, qApprovalPatternsOf, namespaces)
 	if err != nil {
 		return nil, fmt.Errorf("approval policy: %w", err)
 	}
@@ -51,7 +59,7 @@ func (a approvalPatterns) match(namespace, capability string, configured []strin
 // ApprovalPolicy returns the patterns that need approval in namespace: its
 // own and the configured ones.
 func (s *Service) ApprovalPolicy(ctx context.Context, namespace string) (own, configured []string, err error) {
-	rows, err := s.pool.Query(ctx, `SELECT pattern FROM approval_policies WHERE namespace = $1 ORDER BY pattern`, namespace)
+	rows, err := s.pool.Query(ctx, qApprovalPolicyOfNamespace, namespace)
 	if err != nil {
 		return nil, nil, fmt.Errorf("approval policy: %w", err)
 	}
@@ -79,12 +87,11 @@ func (s *Service) SetApprovalPolicy(ctx context.Context, namespace string, patte
 	}
 	sort.Strings(list)
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM approval_policies WHERE namespace = $1`, namespace); err != nil {
+		if _, err := tx.Exec(ctx, qDeleteApprovalPolicy, namespace); err != nil {
 			return err
 		}
 		for _, p := range list {
-			if _, err := tx.Exec(ctx, `INSERT INTO approval_policies (namespace, pattern, created_by) VALUES ($1, $2, $3)`,
-				namespace, p, md.Actor); err != nil {
+			if _, err := tx.Exec(ctx, qInsertApprovalPattern, namespace, p, md.Actor); err != nil {
 				return err
 			}
 		}

@@ -13,7 +13,10 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var qInsertJobTimers = queries.Must("InsertJobTimers")
 
 // Group commit: concurrent submits share one transaction, so durable
 // submits per second are not bounded by the database's commits per second.
@@ -235,9 +238,7 @@ func (t *timerRows) insert(ctx context.Context, tx pgx.Tx) error {
 	if len(t.jobIDs) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO job_timers (job_id, attempt, phase, due_at, river_job_id)
-		SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::bigint[])`,
-		t.jobIDs, t.attempts, t.phases, t.dues, t.riverIDs)
+	_, err := tx.Exec(ctx, qInsertJobTimers, t.jobIDs, t.attempts, t.phases, t.dues, t.riverIDs)
 	if err != nil {
 		return fmt.Errorf("set timers: %w", err)
 	}

@@ -6,18 +6,26 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qRiverQueueDepths = queries.Must("RiverQueueDepths")
+	qDropAllJobTimers = queries.Must("DropAllJobTimers")
 )
 
 // QueueDepths counts, per River queue, the jobs waiting to run (available,
 // scheduled or retryable). River has no count call, so this is the one
-// read of River's table outside River.
+// read of River's table outside River (RiverQueueDepths in jobs.sql says
+// why); the states are rivertype's names, not spelled in the SQL.
 func (s *Service) QueueDepths(ctx context.Context) (map[string]int64, error) {
 	depth := map[string]int64{}
 	for q := range DefaultQueues() {
 		depth[q] = 0
 	}
-	rows, err := s.pool.Query(ctx, `SELECT queue, count(*) FROM river_job WHERE state = ANY($1::river_job_state[]) GROUP BY queue`,
-		[]string{string(rivertype.JobStateAvailable), string(rivertype.JobStateScheduled), string(rivertype.JobStateRetryable)})
+	waiting := []string{string(rivertype.JobStateAvailable), string(rivertype.JobStateScheduled), string(rivertype.JobStateRetryable)}
+	rows, err := s.pool.Query(ctx, qRiverQueueDepths, waiting)
 	if err != nil {
 		return nil, fmt.Errorf("queue depths: %w", err)
 	}
@@ -48,7 +56,7 @@ func (s *Service) DropDispatchBacklog(ctx context.Context) error {
 			break
 		}
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM job_timers`); err != nil {
+	if _, err := s.pool.Exec(ctx, qDropAllJobTimers); err != nil {
 		return fmt.Errorf("drop timers: %w", err)
 	}
 	return nil

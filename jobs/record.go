@@ -8,6 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qClearJobTimer      = queries.Must("ClearJobTimer")
+	qRecordAgentAttempt = queries.Must("RecordAgentAttempt")
+	qSetJobTimer        = queries.Must("SetJobTimer")
 )
 
 // appendTx validates evs against the job's state machine by folding them
@@ -24,7 +31,7 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.
 		return err
 	}
 	if fx.ClearTimer {
-		if _, err := tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, l.JobID); err != nil {
+		if _, err := tx.Exec(ctx, qClearJobTimer, l.JobID); err != nil {
 			return fmt.Errorf("clear timer of job %s: %w", l.JobID, err)
 		}
 	}
@@ -34,8 +41,7 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.
 		}
 	}
 	if smp := fx.Sample; smp != nil && smp.AgentID != "" {
-		if _, err := tx.Exec(ctx, `INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ($1, $2, $3, $4)`,
-			l.Namespace, smp.AgentID, smp.At, smp.OK); err != nil {
+		if _, err := tx.Exec(ctx, qRecordAgentAttempt, l.Namespace, smp.AgentID, smp.At, smp.OK); err != nil {
 			return fmt.Errorf("record attempt of agent %s: %w", smp.AgentID, err)
 		}
 	}
@@ -67,10 +73,7 @@ func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t dom
 	if t.RiverJobID != 0 {
 		rj = &t.RiverJobID
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
-			phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id`,
-		jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj)
+	_, err := tx.Exec(ctx, qSetJobTimer, jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj)
 	if err != nil {
 		return fmt.Errorf("set timer of job %s: %w", jobID, err)
 	}

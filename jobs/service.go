@@ -27,6 +27,16 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/netguard"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qClaimIdempotencyKey  = queries.Must("ClaimIdempotencyKey")
+	qIdempotencyKeyJob    = queries.Must("IdempotencyKeyJob")
+	qCountRootDescendant  = queries.Must("CountRootDescendant")
+	qListJobs             = queries.Must("ListJobs")
+	qEnsureCallbackSecret = queries.Must("EnsureCallbackSecret")
+	qRotateCallbackSecret = queries.Must("RotateCallbackSecret")
 )
 
 // Errors the service returns; callers match them with errors.Is.
@@ -374,8 +384,7 @@ func requestHash(sub domain.Submitted) []byte {
 // an earlier submit with the same key created (ErrConflict if its request
 // differs). A concurrent submit with the same key waits on the key's row.
 func (s *Service) claimKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted, hash []byte) (*SubmitResult, error) {
-	tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (namespace, key, job_id, request_hash)
-		VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, sub.Namespace, sub.IdempotencyKey, sub.JobID, hash)
+	tag, err := tx.Exec(ctx, qClaimIdempotencyKey, sub.Namespace, sub.IdempotencyKey, sub.JobID, hash)
 	if err != nil {
 		return nil, fmt.Errorf("idempotency key: %w", err)
 	}
@@ -384,8 +393,7 @@ func (s *Service) claimKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted,
 	}
 	var jobID string
 	var prev []byte
-	if err := tx.QueryRow(ctx, `SELECT job_id::text, request_hash FROM idempotency_keys WHERE namespace = $1 AND key = $2`,
-		sub.Namespace, sub.IdempotencyKey).Scan(&jobID, &prev); err != nil {
+	if err := tx.QueryRow(ctx, qIdempotencyKeyJob, sub.Namespace, sub.IdempotencyKey).Scan(&jobID, &prev); err != nil {
 		return nil, fmt.Errorf("idempotency key: %w", err)
 	}
 	if string(prev) != string(hash) {
@@ -413,9 +421,7 @@ func (s *Service) countDescendant(ctx context.Context, tx pgx.Tx, sub *domain.Su
 		sub.RootJobID = parent.JobID
 	}
 	var n int
-	err = tx.QueryRow(ctx, `INSERT INTO job_roots (root_job_id, descendants) VALUES ($1, 1)
-		ON CONFLICT (root_job_id) DO UPDATE SET descendants = job_roots.descendants + 1
-		RETURNING descendants`, sub.RootJobID).Scan(&n)
+	err = tx.QueryRow(ctx, qCountRootDescendant, sub.RootJobID).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("count descendants of %s: %w", sub.RootJobID, err)
 	}
@@ -460,13 +466,7 @@ func (s *Service) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}
-	rows, err := s.pool.Query(ctx, `SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
-			max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
-			submitted_at, updated_at, finished_at
-		FROM jobs
-		WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR status = $2) AND ($3 = '' OR capability = $3)
-		  AND ($4 = '' OR agent_id = $4) AND ($5 = '' OR job_id < $5::uuid)
-		ORDER BY job_id DESC LIMIT $6`, f.Namespace, string(f.Status), f.Capability, f.AgentID, f.Before, f.Limit)
+	rows, err := s.pool.Query(ctx, qListJobs, f.Namespace, string(f.Status), f.Capability, f.AgentID, f.Before, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -549,12 +549,7 @@ func (s *Service) CallbackSecrets(ctx context.Context, namespace string) ([]stri
 	var secret string
 	var prev *string
 	var prevUntil *time.Time
-	err := s.pool.QueryRow(ctx, `WITH ins AS (
-			INSERT INTO signing_secrets (name, secret) VALUES ($1, $2) ON CONFLICT DO NOTHING
-			RETURNING secret, prev_secret, prev_expires_at)
-		SELECT * FROM ins UNION ALL
-		SELECT secret, prev_secret, prev_expires_at FROM signing_secrets WHERE name = $1 LIMIT 1`,
-		"callbacks:"+namespace, newSecret()).Scan(&secret, &prev, &prevUntil)
+	err := s.pool.QueryRow(ctx, qEnsureCallbackSecret, "callbacks:"+namespace, newSecret()).Scan(&secret, &prev, &prevUntil)
 	if err != nil {
 		return nil, fmt.Errorf("callback secret of %s: %w", namespace, err)
 	}
@@ -587,8 +582,7 @@ func (s *Service) RotateCallbackSecret(ctx context.Context, namespace string, md
 	fresh := newSecret()
 	until := s.now().UTC().Add(SecretOverlap)
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE signing_secrets SET prev_secret = secret, prev_expires_at = $2, secret = $3, created_at = now()
-			WHERE name = $1`, "callbacks:"+namespace, until, fresh); err != nil {
+		if _, err := tx.Exec(ctx, qRotateCallbackSecret, "callbacks:"+namespace, until, fresh); err != nil {
 			return err
 		}
 		_, err := s.store.AppendTx(ctx, tx, "secrets:"+namespace, eventstore.Any, domain.NewEvent(domain.EventSecretRotated,

@@ -12,6 +12,15 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qDueJobTimers         = queries.Must("DueJobTimers")
+	qLockDueJobTimer      = queries.Must("LockDueJobTimer")
+	qPostponeJobTimer     = queries.Must("PostponeJobTimer")
+	qJobsNeedingRepair    = queries.Must("JobsNeedingRepair")
+	qPruneIdempotencyKeys = queries.Must("PruneIdempotencyKeys")
 )
 
 // SweepReport says what a sweep repaired.
@@ -52,7 +61,7 @@ func (w *deadlineSweepWorker) Work(ctx context.Context, _ *river.Job[DeadlineSwe
 // anywhere.
 func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 	rep := SweepReport{Sweep: "deadline"}
-	rows, err := s.pool.Query(ctx, `SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500`, s.now().UTC())
+	rows, err := s.pool.Query(ctx, qDueJobTimers, s.now().UTC())
 	if err != nil {
 		return rep, fmt.Errorf("deadline sweep: %w", err)
 	}
@@ -91,8 +100,7 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	var phase domain.TimerPhase
 	var due time.Time
 	var riverJobID *int64
-	err := tx.QueryRow(ctx, `SELECT attempt, phase, due_at, river_job_id FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED`, id).
-		Scan(&attempt, &phase, &due, &riverJobID)
+	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil // handled meanwhile, or locked by another sweeper
 	}
@@ -134,7 +142,7 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 		}
 		return d.Report, err
 	}
-	_, err = tx.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, id) // its work is done
+	_, err = tx.Exec(ctx, qClearJobTimer, id) // its work is done
 	return "", err
 }
 
@@ -165,7 +173,7 @@ func (s *Service) postpone(ctx context.Context, tx pgx.Tx, id string, due time.T
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE job_timers SET due_at = $2 WHERE job_id = $1`, id, due)
+	_, err = tx.Exec(ctx, qPostponeJobTimer, id, due)
 	return err
 }
 
@@ -189,11 +197,7 @@ func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 	quiet := s.now().UTC().Add(-s.cfg.RepairAfter)
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		rep.Redispatched, rep.CallbacksRequeued = nil, nil
-		rows, err := tx.Query(ctx, `SELECT job_id::text FROM jobs j
-			WHERE (status IN ('SUBMITTED', 'TIMEOUT') AND updated_at < $1
-			    OR finished_at < $1 AND callback_url IS NOT NULL AND NOT callback_done)
-			  AND NOT EXISTS (SELECT 1 FROM job_timers t WHERE t.job_id = j.job_id)
-			ORDER BY updated_at LIMIT 500`, quiet)
+		rows, err := tx.Query(ctx, qJobsNeedingRepair, quiet)
 		if err != nil {
 			return err
 		}
@@ -235,7 +239,7 @@ func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 const IdempotencyKeyTTL = 24 * time.Hour
 
 func (s *Service) pruneIdempotencyKeys(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < $1`, s.now().Add(-IdempotencyKeyTTL)); err != nil {
+	if _, err := s.pool.Exec(ctx, qPruneIdempotencyKeys, s.now().Add(-IdempotencyKeyTTL)); err != nil {
 		return fmt.Errorf("prune idempotency keys: %w", err)
 	}
 	return nil

@@ -9,7 +9,10 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var qVerifyDumpTable = queries.Must("VerifyDumpTable")
 
 // VerifyReport is what Verify found. OK is true when no invariant broke.
 type VerifyReport struct {
@@ -116,7 +119,7 @@ func Verify(ctx context.Context, store *eventstore.Store, projector *eventstore.
 func dumpTables(ctx context.Context, store *eventstore.Store, tables []string) (string, error) {
 	var b strings.Builder
 	for _, t := range tables {
-		rows, err := store.Pool().Query(ctx, `SELECT t::text FROM `+pgx.Identifier{t}.Sanitize()+` t ORDER BY 1`)
+		rows, err := store.Pool().Query(ctx, fmt.Sprintf(qVerifyDumpTable, pgx.Identifier{t}.Sanitize()))
 		if err != nil {
 			return "", fmt.Errorf("verify: dump %s: %w", t, err)
 		}

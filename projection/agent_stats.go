@@ -11,6 +11,13 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qTruncateAgentStats     = queries.Must("TruncateAgentStats")
+	qUpsertAgentStatsMinute = queries.Must("UpsertAgentStatsMinute")
+	qUpsertAgentStatsHour   = queries.Must("UpsertAgentStatsHour")
 )
 
 // AgentStats keeps per-agent, per-capability buckets of one minute and one
@@ -29,7 +36,7 @@ func (AgentStats) Name() string { return "agent_stats" }
 
 // Reset implements eventstore.Projection.
 func (AgentStats) Reset(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `TRUNCATE agent_stats_minute, agent_stats_hour`)
+	_, err := tx.Exec(ctx, qTruncateAgentStats)
 	return err
 }
 
@@ -61,39 +68,61 @@ var counted = map[domain.EventType]bool{
 // Apply implements eventstore.Projection: one read of the jobs' SUBMITTED
 // events and one batched write per batch.
 func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) error {
+	jobs, err := submittedOf(ctx, tx, batch)
+	if err != nil {
+		return err
+	}
+	acc, err := accumulate(batch, jobs)
+	if err != nil {
+		return err
+	}
+	return writeStats(ctx, tx, acc)
+}
+
+// submittedOf returns what the jobs of the batch's counted events were
+// submitted as: from the batch's own SUBMITTED events, and for jobs
+// submitted in an earlier batch, from the log.
+func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) (map[string]domain.Submitted, error) {
 	jobs := map[string]domain.Submitted{}
 	var missing []string
 	for _, r := range batch {
 		if !strings.HasPrefix(r.StreamID, domain.JobStreamPrefix) {
 			continue
 		}
-		if r.Type == domain.EventSubmitted {
+		switch {
+		case r.Type == domain.EventSubmitted:
 			var s domain.Submitted
 			if err := json.Unmarshal(r.Data, &s); err != nil {
-				return fmt.Errorf("event %d: %w", r.Position, err)
+				return nil, fmt.Errorf("event %d: %w", r.Position, err)
 			}
 			jobs[r.StreamID] = s
-		} else if counted[r.Type] {
+		case counted[r.Type]:
 			if _, ok := jobs[r.StreamID]; !ok {
 				missing = append(missing, r.StreamID)
 				jobs[r.StreamID] = domain.Submitted{}
 			}
 		}
 	}
-	if len(missing) > 0 {
-		firsts, err := eventstore.FirstOfType(ctx, tx, missing, domain.EventSubmitted)
-		if err != nil {
-			return err
-		}
-		for stream, r := range firsts {
-			var sub domain.Submitted
-			if err := json.Unmarshal(r.Data, &sub); err != nil {
-				return fmt.Errorf("event %d: %w", r.Position, err)
-			}
-			jobs[stream] = domain.Submitted{Namespace: sub.Namespace, Capability: sub.Capability}
-		}
+	if len(missing) == 0 {
+		return jobs, nil
 	}
+	firsts, err := eventstore.FirstOfType(ctx, tx, missing, domain.EventSubmitted)
+	if err != nil {
+		return nil, err
+	}
+	for stream, r := range firsts {
+		var sub domain.Submitted
+		if err := json.Unmarshal(r.Data, &sub); err != nil {
+			return nil, fmt.Errorf("event %d: %w", r.Position, err)
+		}
+		jobs[stream] = domain.Submitted{Namespace: sub.Namespace, Capability: sub.Capability}
+	}
+	return jobs, nil
+}
 
+// accumulate counts the batch's attempt events into minute and hour rows,
+// for the agent each names; events of no agent count for nobody.
+func accumulate(batch []eventstore.Record, jobs map[string]domain.Submitted) (map[statsKey]*statsRow, error) {
 	acc := map[statsKey]*statsRow{}
 	for _, r := range batch {
 		if !counted[r.Type] || !strings.HasPrefix(r.StreamID, domain.JobStreamPrefix) {
@@ -101,7 +130,7 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 		}
 		var f attemptFacts
 		if err := json.Unmarshal(r.Data, &f); err != nil {
-			return fmt.Errorf("event %d: %w", r.Position, err)
+			return nil, fmt.Errorf("event %d: %w", r.Position, err)
 		}
 		if f.AgentID == "" {
 			continue
@@ -117,44 +146,46 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 				row = &statsRow{namespace: job.Namespace}
 				acc[k] = row
 			}
-			switch r.Type {
-			case domain.EventRouted:
-				row.attempted++
-			case domain.EventDelivered:
-				row.delivered++
-				row.deliveryMS = append(row.deliveryMS, f.LatencyMS)
-			case domain.EventSuccess:
-				row.succeeded++
-				row.resultMS = append(row.resultMS, f.LatencyMS)
-			case domain.EventFailed:
-				row.failed++
-				row.resultMS = append(row.resultMS, f.LatencyMS)
-			case domain.EventAttemptFailed:
-				if f.Reason == "business_failure" {
-					row.failed++
-				}
-			case domain.EventTimeout:
-				row.timedOut++
-			case domain.EventDeadLetter:
-				row.deadLettered++
-			}
+			row.count(r.Type, f)
 		}
 	}
+	return acc, nil
+}
+
+// count adds one attempt event to the row.
+func (row *statsRow) count(t domain.EventType, f attemptFacts) {
+	switch t {
+	case domain.EventRouted:
+		row.attempted++
+	case domain.EventDelivered:
+		row.delivered++
+		row.deliveryMS = append(row.deliveryMS, f.LatencyMS)
+	case domain.EventSuccess:
+		row.succeeded++
+		row.resultMS = append(row.resultMS, f.LatencyMS)
+	case domain.EventFailed:
+		row.failed++
+		row.resultMS = append(row.resultMS, f.LatencyMS)
+	case domain.EventAttemptFailed:
+		if f.Reason == "business_failure" {
+			row.failed++
+		}
+	case domain.EventTimeout:
+		row.timedOut++
+	case domain.EventDeadLetter:
+		row.deadLettered++
+	}
+}
+
+// writeStats adds the rows to their buckets in one batch.
+func writeStats(ctx context.Context, tx pgx.Tx, acc map[statsKey]*statsRow) error {
 	b := &pgx.Batch{}
 	for k, row := range acc {
-		table := "agent_stats_minute"
+		query := qUpsertAgentStatsMinute
 		if k.hourly {
-			table = "agent_stats_hour"
+			query = qUpsertAgentStatsHour
 		}
-		b.Queue(`INSERT INTO `+table+` AS s (agent_id, capability, bucket, namespace, attempted, delivered, succeeded,
-				failed, timed_out, dead_lettered, delivery_hist, result_hist)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, reach_hist_of($11::float8[]), reach_hist_of($12::float8[]))
-			ON CONFLICT (namespace, agent_id, capability, bucket) DO UPDATE SET
-				attempted = s.attempted + excluded.attempted, delivered = s.delivered + excluded.delivered,
-				succeeded = s.succeeded + excluded.succeeded, failed = s.failed + excluded.failed,
-				timed_out = s.timed_out + excluded.timed_out, dead_lettered = s.dead_lettered + excluded.dead_lettered,
-				delivery_hist = reach_hist_add(s.delivery_hist, excluded.delivery_hist),
-				result_hist = reach_hist_add(s.result_hist, excluded.result_hist)`,
+		b.Queue(query,
 			k.agent, k.capability, k.bucket, row.namespace, row.attempted, row.delivered, row.succeeded, row.failed,
 			row.timedOut, row.deadLettered, nonNilFloats(row.deliveryMS), nonNilFloats(row.resultMS))
 	}

@@ -10,6 +10,13 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qTruncateJobs = queries.Must("TruncateJobs")
+	qUpsertJobRow = queries.Must("UpsertJobRow")
+	qLoadJobRows  = queries.Must("LoadJobRows")
 )
 
 // Jobs keeps the jobs table: each job's current status, for listing and
@@ -21,7 +28,7 @@ func (Jobs) Name() string { return "jobs" }
 
 // Reset implements eventstore.Projection.
 func (Jobs) Reset(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `TRUNCATE jobs`)
+	_, err := tx.Exec(ctx, qTruncateJobs)
 	return err
 }
 
@@ -82,15 +89,7 @@ func (Jobs) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) err
 	b := &pgx.Batch{}
 	for id, row := range rows {
 		j := row.job
-		b.Queue(`INSERT INTO jobs (job_id, namespace, capability, status, agent_id, attempts, max_attempts,
-				priority, biz_code, error, trace_id, parent_job_id, root_job_id, version,
-				submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of)
-			VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''),
-				nullif($12, '')::uuid, nullif($13, '')::uuid, $14, $15, $16, $17, nullif($18, ''), $19, nullif($20, '')::uuid)
-			ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, agent_id = excluded.agent_id,
-				attempts = excluded.attempts, biz_code = excluded.biz_code, error = excluded.error,
-				version = excluded.version, updated_at = excluded.updated_at, finished_at = excluded.finished_at,
-				callback_done = excluded.callback_done`,
+		b.Queue(qUpsertJobRow,
 			id, j.Namespace, j.Capability, string(j.Status), j.AgentID, j.Attempts, j.MaxAttempts,
 			string(j.Priority), j.BizCode, j.Error, row.traceID, j.ParentJobID, j.RootJobID, j.Version,
 			row.submittedAt, row.updatedAt, row.finishedAt, j.CallbackURL, j.CallbackAcked || j.CallbackGaveUp, j.ReplayOf)
@@ -99,11 +98,7 @@ func (Jobs) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) err
 }
 
 func loadJobRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*jobRow, error) {
-	rows, err := tx.Query(ctx, `SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
-			max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
-			coalesce(parent_job_id::text, ''), coalesce(root_job_id::text, ''), version,
-			submitted_at, updated_at, finished_at, coalesce(callback_url, ''), callback_done, coalesce(replay_of::text, '')
-		FROM jobs WHERE job_id = ANY($1::uuid[])`, ids)
+	rows, err := tx.Query(ctx, qLoadJobRows, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load jobs: %w", err)
 	}

@@ -10,6 +10,13 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/health"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qPruneAgentAttempts  = queries.Must("PruneAgentAttempts")
+	qLockAgentsForHealth = queries.Must("LockAgentsForHealth")
+	qSetAgentHealth      = queries.Must("SetAgentHealth")
 )
 
 // HealthSweepArgs is the periodic job that raises and clears health alerts.
@@ -37,7 +44,7 @@ const attemptsKept = time.Hour
 // PruneAttempts deletes attempt samples older than an hour; they are a
 // working set for the breaker, not the audit trail (that is the log).
 func (r *Registry) PruneAttempts(ctx context.Context) error {
-	_, err := r.pool.Exec(ctx, `DELETE FROM agent_attempts WHERE at < $1`, r.now().Add(-attemptsKept))
+	_, err := r.pool.Exec(ctx, qPruneAgentAttempts, r.now().Add(-attemptsKept))
 	if err != nil {
 		return fmt.Errorf("prune attempt samples: %w", err)
 	}
@@ -63,8 +70,7 @@ func (r *Registry) HealthSweep(ctx context.Context) (HealthReport, error) {
 	}
 	err = r.store.InTx(ctx, func(tx pgx.Tx) error {
 		rep = HealthReport{}
-		rows, err := tx.Query(ctx, `SELECT namespace, agent_id, health_degraded, stream_version FROM agents
-			WHERE NOT deregistered ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED`)
+		rows, err := tx.Query(ctx, qLockAgentsForHealth)
 		if err != nil {
 			return err
 		}
@@ -98,8 +104,7 @@ func (r *Registry) HealthSweep(ctx context.Context) (HealthReport, error) {
 			if err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE agents SET health_degraded = $3, stream_version = $4 WHERE namespace = $1 AND agent_id = $2`,
-				a.id.Namespace, a.id.ID, v.Below, recs[0].Version); err != nil {
+			if _, err := tx.Exec(ctx, qSetAgentHealth, a.id.Namespace, a.id.ID, v.Below, recs[0].Version); err != nil {
 				return err
 			}
 			r.logger.WarnContext(ctx, "agent health "+map[bool]string{true: "degraded", false: "recovered"}[v.Below],

@@ -6,7 +6,10 @@ import (
 	"time"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var qFlushHeartbeats = queries.Must("FlushHeartbeats")
 
 // heartbeatBuffer collects heartbeats between flushes: for each agent only
 // the latest one matters.
@@ -87,13 +90,7 @@ func (r *Registry) flushHeartbeats(ctx context.Context) error {
 		}
 		inflight = append(inflight, n)
 	}
-	_, err := r.pool.Exec(ctx, `
-		UPDATE agents a SET last_seen_at = v.at,
-			lease_expires_at = v.at + a.ttl_seconds * interval '1 second',
-			reported_in_flight = coalesce(v.in_flight, a.reported_in_flight)
-		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[]) AS v(namespace, id, at, in_flight)
-		WHERE a.namespace = v.namespace AND a.agent_id = v.id AND v.at > a.last_seen_at AND NOT a.deregistered`,
-		namespaces, ids, ats, inflight)
+	_, err := r.pool.Exec(ctx, qFlushHeartbeats, namespaces, ids, ats, inflight)
 	if err != nil {
 		// Put them back: the next flush retries, keeping the newest.
 		for id, hb := range batch {

@@ -24,6 +24,22 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/netguard"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qLoadAgent           = queries.Must("LoadAgent")
+	qLoadAgentForUpdate  = queries.Must("LoadAgentForUpdate")
+	qListAgents          = queries.Must("ListAgents")
+	qForgetAgentCard     = queries.Must("ForgetAgentCard")
+	qUpsertAgent         = queries.Must("UpsertAgent")
+	qAgentByToken        = queries.Must("AgentByToken")
+	qTokenSuperseded     = queries.Must("TokenSuperseded")
+	qRotateAgentToken    = queries.Must("RotateAgentToken")
+	qSetAgentContext     = queries.Must("SetAgentContext")
+	qDeregisterAgent     = queries.Must("DeregisterAgent")
+	qSetAgentState       = queries.Must("SetAgentState")
+	qRecentAgentActivity = queries.Must("RecentAgentActivity")
 )
 
 // Errors the registry returns; callers match them with errors.Is.
@@ -227,11 +243,7 @@ func tokenMatches(token string, hash []byte) bool {
 	return token != "" && subtle.ConstantTimeCompare(hashToken(token), hash) == 1
 }
 
-const agentColumns = `agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
-	weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
-	probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-	stream_version, deregistered, prev_token_hash, prev_token_expires_at`
-
+// scanAgent reads the columns every agent query of registry.sql returns.
 func scanAgent(row pgx.Row) (*Agent, error) {
 	var a Agent
 	var state string
@@ -250,11 +262,11 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 }
 
 func (r *Registry) load(ctx context.Context, q eventstore.Querier, k domain.AgentKey, forUpdate bool) (*Agent, error) {
-	sql := `SELECT ` + agentColumns + ` FROM agents WHERE namespace = $1 AND agent_id = $2`
+	query := qLoadAgent
 	if forUpdate {
-		sql += ` FOR UPDATE`
+		query = qLoadAgentForUpdate
 	}
-	a, err := scanAgent(q.QueryRow(ctx, sql, k.Namespace, k.ID))
+	a, err := scanAgent(q.QueryRow(ctx, query, k.Namespace, k.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("agent %s: %w", k, ErrNotFound)
 	}
@@ -306,13 +318,7 @@ type ListFilter struct {
 
 // List returns the registered agents that match f, by agent id.
 func (r *Registry) List(ctx context.Context, f ListFilter) ([]*Agent, error) {
-	rows, err := r.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents
-		WHERE NOT deregistered
-		  AND ($1 = '' OR namespace = $1)
-		  AND ($2 = '' OR capabilities @> ARRAY[$2])
-		  AND ($3 = '' OR state = $3)
-		  AND ($4 = '' OR agent_id = $4)
-		ORDER BY agent_id, namespace LIMIT 10000`, f.Namespace, f.Capability, string(f.State), f.ID)
+	rows, err := r.pool.Query(ctx, qListAgents, f.Namespace, f.Capability, string(f.State), f.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
@@ -336,7 +342,7 @@ func (r *Registry) List(ctx context.Context, f ListFilter) ([]*Agent, error) {
 func (r *Registry) Register(ctx context.Context, reg domain.AgentRegistration, md domain.Metadata) (*Agent, string, error) {
 	return r.register(ctx, reg, md, func(ctx context.Context, tx pgx.Tx) error {
 		// Registered by hand now: its card, if it had one, no longer speaks for it.
-		_, err := tx.Exec(ctx, `DELETE FROM agent_cards WHERE namespace = $1 AND agent_id = $2`, reg.Namespace, reg.AgentID)
+		_, err := tx.Exec(ctx, qForgetAgentCard, reg.Namespace, reg.AgentID)
 		return err
 	})
 }
@@ -372,23 +378,7 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 		ctxJSON, _ := json.Marshal(orEmpty(reg.Context))
 		mdJSON, _ := json.Marshal(orEmpty(reg.Metadata))
 		lease := now.Add(time.Duration(reg.TTLSeconds) * time.Second)
-		_, err = tx.Exec(ctx, `INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health_url, protocol,
-				weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id,
-				probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-				stream_version, deregistered)
-			VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-				false, 0, $17, $18, $18, $19, $18, $20, false)
-			ON CONFLICT (namespace, agent_id) DO UPDATE SET capabilities = excluded.capabilities,
-				aliases = excluded.aliases, endpoint = excluded.endpoint, health_url = excluded.health_url,
-				protocol = excluded.protocol, weight = excluded.weight, max_concurrent = excluded.max_concurrent,
-				version = excluded.version, rollout_percent = excluded.rollout_percent, ttl_seconds = excluded.ttl_seconds,
-				context = excluded.context, metadata = excluded.metadata, state = excluded.state,
-				instance_id = excluded.instance_id, probe_ok = false, reported_in_flight = 0,
-				token_hash = excluded.token_hash, registered_at = excluded.registered_at,
-				last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
-				state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
-				deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL,
-				superseded_token_hash = agents.token_hash`,
+		_, err = tx.Exec(ctx, qUpsertAgent,
 			reg.AgentID, reg.Namespace, reg.Capabilities, orEmptySlice(reg.Aliases), reg.Endpoint, reg.HealthURL, reg.Protocol,
 			reg.Weight, reg.MaxConcurrent, reg.Version, reg.RolloutPercent, reg.TTLSeconds, ctxJSON, mdJSON, string(to), instance,
 			hash, now, lease, recs[len(recs)-1].Version)
@@ -485,11 +475,10 @@ func (r *Registry) AgentByToken(ctx context.Context, token string) (*Agent, erro
 	if a == nil || !a.tokenValid(token, now) {
 		// Not in the snapshot (or a token it does not know yet): the rows.
 		var err error
-		a, err = scanAgent(r.pool.QueryRow(ctx, `SELECT `+agentColumns+` FROM agents
-			WHERE token_hash = $1 OR prev_token_hash = $1 ORDER BY deregistered LIMIT 1`, h))
+		a, err = scanAgent(r.pool.QueryRow(ctx, qAgentByToken, h))
 		if errors.Is(err, pgx.ErrNoRows) {
 			var replaced bool
-			if err := r.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE superseded_token_hash = $1)`, h).Scan(&replaced); err != nil {
+			if err := r.pool.QueryRow(ctx, qTokenSuperseded, h).Scan(&replaced); err != nil {
 				return nil, fmt.Errorf("authenticate agent: %w", err)
 			}
 			if replaced {
@@ -536,8 +525,7 @@ func (r *Registry) RotateToken(ctx context.Context, k domain.AgentKey, presented
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE agents SET prev_token_hash = token_hash, prev_token_expires_at = $2, token_hash = $3,
-			stream_version = $4 WHERE namespace = $5 AND agent_id = $1`, k.ID, until, hash, recs[0].Version, k.Namespace)
+		_, err = tx.Exec(ctx, qRotateAgentToken, k.ID, until, hash, recs[0].Version, k.Namespace)
 		return err
 	})
 	if err != nil {
@@ -590,8 +578,7 @@ func (r *Registry) setContext(ctx context.Context, k domain.AgentKey, agentCtx m
 			return err
 		}
 		b, _ := json.Marshal(agentCtx)
-		_, err = tx.Exec(ctx, `UPDATE agents SET context = $3, stream_version = $4 WHERE namespace = $1 AND agent_id = $2`,
-			k.Namespace, k.ID, b, recs[0].Version)
+		_, err = tx.Exec(ctx, qSetAgentContext, k.Namespace, k.ID, b, recs[0].Version)
 		return err
 	})
 	if err != nil {
@@ -630,8 +617,7 @@ func (r *Registry) Deregister(ctx context.Context, k domain.AgentKey, md domain.
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE agents SET deregistered = true, state = $2, state_changed_at = $3, stream_version = $4
-			WHERE namespace = $5 AND agent_id = $1`, k.ID, string(domain.AgentOffline), r.now().UTC(), recs[len(recs)-1].Version, k.Namespace)
+		_, err = tx.Exec(ctx, qDeregisterAgent, k.ID, string(domain.AgentOffline), r.now().UTC(), recs[len(recs)-1].Version, k.Namespace)
 		return err
 	})
 	if err != nil {
@@ -688,9 +674,7 @@ func (r *Registry) applyStateTx(ctx context.Context, tx pgx.Tx, a *Agent, lease 
 		version = recs[0].Version
 	}
 	now := r.now().UTC()
-	_, err := tx.Exec(ctx, `UPDATE agents SET state = $2, probe_ok = $3, stream_version = $4,
-			state_changed_at = CASE WHEN state = $2 THEN state_changed_at ELSE $5 END
-		WHERE namespace = $6 AND agent_id = $1`, a.AgentID, string(lease.State), lease.ProbeOK, version, now, a.Namespace)
+	_, err := tx.Exec(ctx, qSetAgentState, a.AgentID, string(lease.State), lease.ProbeOK, version, now, a.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("update agent %s: %w", a.Key(), err)
 	}
@@ -741,12 +725,7 @@ type Recent struct {
 // projection of the log.
 func (r *Registry) RecentActivity(ctx context.Context, k domain.AgentKey, window time.Duration) (Recent, error) {
 	rec := Recent{Window: window.String()}
-	err := r.pool.QueryRow(ctx, `
-		SELECT coalesce(sum(attempted), 0)::int, coalesce(sum(delivered), 0)::int, coalesce(sum(succeeded), 0)::int,
-		       coalesce(sum(failed), 0)::int, coalesce(sum(timed_out), 0)::int
-		FROM agent_stats_minute
-		WHERE namespace = $1 AND agent_id = $2 AND bucket >= date_trunc('minute', $3::timestamptz)`,
-		k.Namespace, k.ID, r.now().Add(-window)).
+	err := r.pool.QueryRow(ctx, qRecentAgentActivity, k.Namespace, k.ID, r.now().Add(-window)).
 		Scan(&rec.Routed, &rec.Delivered, &rec.Succeeded, &rec.Failed, &rec.TimedOut)
 	if err != nil {
 		return rec, fmt.Errorf("recent activity of agent %s: %w", k, err)

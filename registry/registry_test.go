@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -94,6 +95,23 @@ func (b *bundle) prove(t *testing.T, id string) {
 	require.NoError(t, err)
 }
 
+// queuedProbes counts the probes of agent id waiting in River.
+func (b *bundle) queuedProbes(t *testing.T, id string) int {
+	t.Helper()
+	res, err := b.r.client.JobList(b.ctx, river.NewJobListParams().
+		Kinds(ProbeArgs{}.Kind()).States(rivertype.JobStateAvailable).First(10000))
+	require.NoError(t, err)
+	n := 0
+	for _, j := range res.Jobs {
+		var args ProbeArgs
+		require.NoError(t, json.Unmarshal(j.EncodedArgs, &args))
+		if args.AgentID == id {
+			n++
+		}
+	}
+	return n
+}
+
 func (b *bundle) sweep(t *testing.T) SweepReport {
 	t.Helper()
 	rep, err := b.r.Sweep(b.ctx)
@@ -133,9 +151,7 @@ func TestLeaseLifecycleWithSweep(t *testing.T) {
 	b.sweep(t)
 	require.Equal(t, domain.AgentProbing, b.state(t, "a1"))
 	b.sweep(t)
-	var probes int
-	require.NoError(t, b.r.pool.QueryRow(b.ctx, `SELECT count(*) FROM river_job
-		WHERE kind = 'agent_probe' AND args->>'agent_id' = 'a1' AND state = 'available'`).Scan(&probes))
+	probes := b.queuedProbes(t, "a1")
 	// The registration's probe, and at most one per ProbeEvery period since
 	// (the two sweeps are normally in the same period).
 	require.GreaterOrEqual(t, probes, 1)
@@ -382,4 +398,37 @@ func TestProbeRedirectsBounded(t *testing.T) {
 	err := b.r.probe(b.ctx, &Agent{AgentRegistration: domain.AgentRegistration{Endpoint: srv.URL}})
 	require.ErrorContains(t, err, "redirects")
 	require.Equal(t, int32(MaxRedirects+1), hits.Load(), "the first request and %d redirects", MaxRedirects)
+}
+
+// TestAgentQueriesReturnAgentColumns: every query scanAgent reads returns
+// the same columns, of the same types, in the same order, so the copies of
+// the column list in registry.sql cannot drift apart.
+func TestAgentQueriesReturnAgentColumns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	type column struct {
+		Name string
+		OID  uint32
+	}
+	columns := func(query string) []column {
+		sd, err := conn.Conn().Prepare(ctx, "", query)
+		require.NoError(t, err)
+		out := make([]column, 0, len(sd.Fields))
+		for _, f := range sd.Fields {
+			out = append(out, column{f.Name, f.DataTypeOID})
+		}
+		return out
+	}
+	want := columns(qLoadAgent)
+	require.Len(t, want, 27)
+	for name, q := range map[string]string{
+		"LoadAgentForUpdate": qLoadAgentForUpdate, "ListAgents": qListAgents, "AgentByToken": qAgentByToken,
+		"LockLiveAgents": qLockLiveAgents, "SnapshotAgents": qSnapshotAgents,
+	} {
+		require.Equal(t, want, columns(q), name)
+	}
 }

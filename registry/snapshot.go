@@ -12,6 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qSnapshotAgents      = queries.Must("SnapshotAgents")
+	qSnapshotAttempts    = queries.Must("SnapshotAttempts")
+	qSnapshotRecentStats = queries.Must("SnapshotRecentStats")
+	qSnapshotInFlight    = queries.Must("SnapshotInFlight")
 )
 
 // Snapshot is the router's in-memory view of every agent, rebuilt from the
@@ -41,85 +49,117 @@ func newSnapshot(r *Registry) *Snapshot {
 func (s *Snapshot) Refresh(ctx context.Context) error {
 	s.refreshMu.Lock()
 	defer s.refreshMu.Unlock()
-	r := s.r
-	now := r.now().UTC()
-
-	rows, err := r.pool.Query(ctx, `SELECT `+agentColumns+` FROM agents WHERE NOT deregistered`)
+	now := s.r.now().UTC()
+	agents, byTokens, err := s.loadAgents(ctx)
 	if err != nil {
 		return fmt.Errorf("snapshot: load agents: %w", err)
 	}
+	samples, err := s.loadAttempts(ctx, now)
+	if err != nil {
+		return fmt.Errorf("snapshot: load attempts: %w", err)
+	}
+	recents, err := s.loadRecent(ctx, now)
+	if err != nil {
+		return fmt.Errorf("snapshot: load recent health: %w", err)
+	}
+	inFlight, err := s.loadInFlight(ctx)
+	if err != nil {
+		return fmt.Errorf("snapshot: load in-flight: %w", err)
+	}
+	breakers, index := s.routeView(now, agents, samples, recents, inFlight)
+
+	s.mu.Lock()
+	s.agents, s.byTokens, s.breakers, s.inFlight, s.index, s.loadedAt = agents, byTokens, breakers, inFlight, index, now
+	s.mu.Unlock()
+	return nil
+}
+
+// loadAgents reads every registered agent, with the heartbeats not written
+// yet, by key and by the hash of its current and previous token.
+func (s *Snapshot) loadAgents(ctx context.Context) (map[domain.AgentKey]*Agent, map[string]*Agent, error) {
+	rows, err := s.r.pool.Query(ctx, qSnapshotAgents)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
 	agents := map[domain.AgentKey]*Agent{}
 	byTokens := map[string]*Agent{}
 	for rows.Next() {
 		a, err := scanAgent(rows)
 		if err != nil {
-			rows.Close()
-			return fmt.Errorf("snapshot: load agents: %w", err)
+			return nil, nil, err
 		}
-		r.heartbeats.overlay(a)
+		s.r.heartbeats.overlay(a)
 		agents[a.Key()] = a
 		byTokens[string(a.tokenHash)] = a
 		if a.prevTokenHash != nil {
 			byTokens[string(a.prevTokenHash)] = a
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("snapshot: load agents: %w", err)
-	}
+	return agents, byTokens, rows.Err()
+}
 
-	// Attempts of the breaker's window plus its cool-down, so that an
-	// opening and its cool-down are never forgotten (see EvaluateBreaker).
-	horizon := r.cfg.Breaker.Window + r.cfg.Breaker.CoolDown
+// loadAttempts reads the attempt samples of the breaker's window plus its
+// cool-down, so that an opening and its cool-down are never forgotten (see
+// EvaluateBreaker).
+func (s *Snapshot) loadAttempts(ctx context.Context, now time.Time) (map[domain.AgentKey][]domain.AttemptSample, error) {
+	horizon := s.r.cfg.Breaker.Window + s.r.cfg.Breaker.CoolDown
 	samples := map[domain.AgentKey][]domain.AttemptSample{}
 	var id domain.AgentKey
 	var smp domain.AttemptSample
-	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, at, ok FROM agent_attempts WHERE at > $1 ORDER BY at`, now.Add(-horizon))
+	rows, err := s.r.pool.Query(ctx, qSnapshotAttempts, now.Add(-horizon))
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &smp.At, &smp.OK}, func() error {
 			samples[id] = append(samples[id], smp)
 			return nil
 		})
 	}
-	if err != nil {
-		return fmt.Errorf("snapshot: load attempts: %w", err)
-	}
+	return samples, err
+}
 
-	// Recent outcomes from the health projection feed the router's
-	// failure term: an agent whose success collapses loses traffic.
-	type recent struct{ attempted, succeeded int }
-	recents := map[domain.AgentKey]recent{}
-	var rc recent
-	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, sum(attempted)::int, sum(succeeded)::int FROM agent_stats_minute
-		WHERE bucket >= date_trunc('minute', $1::timestamptz) - interval '5 minutes' GROUP BY namespace, agent_id`, now)
+// recentStats are an agent's attempts and successes of the last minutes.
+type recentStats struct{ attempted, succeeded int }
+
+// loadRecent reads recent outcomes from the health projection, which feed
+// the router's failure term: an agent whose success collapses loses
+// traffic.
+func (s *Snapshot) loadRecent(ctx context.Context, now time.Time) (map[domain.AgentKey]recentStats, error) {
+	recents := map[domain.AgentKey]recentStats{}
+	var id domain.AgentKey
+	var rc recentStats
+	rows, err := s.r.pool.Query(ctx, qSnapshotRecentStats, now)
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &rc.attempted, &rc.succeeded}, func() error {
 			recents[id] = rc
 			return nil
 		})
 	}
-	if err != nil {
-		return fmt.Errorf("snapshot: load recent health: %w", err)
-	}
+	return recents, err
+}
 
+// loadInFlight counts the jobs each agent holds delivered.
+func (s *Snapshot) loadInFlight(ctx context.Context) (map[domain.AgentKey]int, error) {
 	inFlight := map[domain.AgentKey]int{}
+	var id domain.AgentKey
 	var n int
-	rows, err = r.pool.Query(ctx, `SELECT namespace, agent_id, count(*) FROM jobs WHERE status = 'DELIVERED' AND agent_id IS NOT NULL
-		GROUP BY namespace, agent_id`)
+	rows, err := s.r.pool.Query(ctx, qSnapshotInFlight)
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &n}, func() error {
 			inFlight[id] = n
 			return nil
 		})
 	}
-	if err != nil {
-		return fmt.Errorf("snapshot: load in-flight: %w", err)
-	}
+	return inFlight, err
+}
 
+// routeView judges every agent's breaker and builds the router's index. It
+// raises inFlight to what an agent reports holding, where that is more.
+func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, samples map[domain.AgentKey][]domain.AttemptSample,
+	recents map[domain.AgentKey]recentStats, inFlight map[domain.AgentKey]int) (map[domain.AgentKey]domain.BreakerStatus, *domain.RouteIndex) {
 	breakers := make(map[domain.AgentKey]domain.BreakerStatus, len(agents))
 	view := make([]domain.RouteAgent, 0, len(agents))
 	for id, a := range agents {
-		b := domain.EvaluateBreaker(samples[id], now, r.cfg.Breaker)
+		b := domain.EvaluateBreaker(samples[id], now, s.r.cfg.Breaker)
 		breakers[id] = b
 		n := max(inFlight[id], a.ReportedInFlight)
 		inFlight[id] = n
@@ -137,12 +177,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 			Breaker: b.State, FailureRate: failureRate, RecentAttempts: attempts,
 		})
 	}
-	index := domain.NewRouteIndex(view)
-
-	s.mu.Lock()
-	s.agents, s.byTokens, s.breakers, s.inFlight, s.index, s.loadedAt = agents, byTokens, breakers, inFlight, index, now
-	s.mu.Unlock()
-	return nil
+	return breakers, domain.NewRouteIndex(view)
 }
 
 // Agent returns a copy of the snapshot's agent k, or nil.

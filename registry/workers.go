@@ -13,7 +13,10 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var qLockLiveAgents = queries.Must("LockLiveAgents")
 
 // ProbeArgs is the River job that probes one agent instance: a GET of its
 // health_url (or, without one, its endpoint) that must answer 2xx within
@@ -169,94 +172,7 @@ func (r *Registry) Sweep(ctx context.Context) (SweepReport, error) {
 	}
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
 		rep = SweepReport{}
-		rows, err := tx.Query(ctx, `SELECT `+agentColumns+` FROM agents
-			WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED`)
-		if err != nil {
-			return err
-		}
-		var agents []*Agent
-		for rows.Next() {
-			a, err := scanAgent(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			agents = append(agents, a)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		now := r.now().UTC()
-		type change struct {
-			a  *Agent
-			to domain.AgentState
-		}
-		byNS := map[string][]change{}
-		live := map[string]int{}
-		for _, a := range agents {
-			to := domain.EvaluateLease(a.lease(), now, r.cfg.Lease)
-			if a.State != domain.AgentDown && a.State != domain.AgentDraining {
-				live[a.Namespace]++
-			}
-			if to != a.State {
-				byNS[a.Namespace] = append(byNS[a.Namespace], change{a, to})
-			}
-		}
-		var probes []river.InsertManyParams
-		for ns, changes := range byNS {
-			lapsing := 0
-			for _, c := range changes {
-				if c.to == domain.AgentDown {
-					lapsing++
-				}
-			}
-			hold := lapsing > 0 && domain.SelfPreservation(live[ns], lapsing, r.cfg.SelfPreservation)
-			if err := r.trackSelfPreservation(ctx, tx, ns, hold); err != nil {
-				return err
-			}
-			if hold {
-				rep.SelfPreservation = append(rep.SelfPreservation, ns)
-				if err := r.recordSelfPreservation(ctx, tx, ns, live[ns], lapsing); err != nil {
-					return err
-				}
-			}
-			for _, c := range changes {
-				if hold && c.to == domain.AgentDown {
-					continue
-				}
-				sig := sweepSignal(c.to)
-				lease := c.a.lease()
-				lease.State = c.to
-				if c.to == domain.AgentProbing {
-					lease.ProbeOK = false
-				}
-				if _, err := r.applyStateTx(ctx, tx, c.a, lease, sig, "lease sweep", domain.Metadata{Actor: "registry"}); err != nil {
-					return err
-				}
-				rep.Changed++
-				if c.to == domain.AgentProbing {
-					c.a.State = domain.AgentProbing
-				}
-			}
-		}
-		for _, a := range agents {
-			if a.State == domain.AgentProbing && !a.ProbeOK {
-				probes = append(probes, river.InsertManyParams{Args: ProbeArgs{Namespace: a.Namespace, AgentID: a.AgentID, InstanceID: a.InstanceID}})
-			}
-		}
-		if len(probes) > 0 {
-			res, err := r.client.InsertManyTx(ctx, tx, probes)
-			if err != nil {
-				return fmt.Errorf("queue probes: %w", err)
-			}
-			for _, x := range res {
-				if !x.UniqueSkippedAsDuplicate {
-					rep.ProbesQueued++
-				}
-			}
-		}
-		return nil
+		return r.sweepTx(ctx, tx, &rep)
 	})
 	if err != nil {
 		return rep, fmt.Errorf("sweep: %w", err)
@@ -265,6 +181,138 @@ func (r *Registry) Sweep(ctx context.Context) (SweepReport, error) {
 		r.changed(ctx)
 	}
 	return rep, nil
+}
+
+// leaseChange is a state a sweep found an agent's lease calls for.
+type leaseChange struct {
+	a  *Agent
+	to domain.AgentState
+}
+
+// sweepTx is one sweep in tx: judge every lease, apply the changes
+// namespace by namespace, and queue the probes PROBING agents need.
+func (r *Registry) sweepTx(ctx context.Context, tx pgx.Tx, rep *SweepReport) error {
+	agents, err := lockLiveAgents(ctx, tx)
+	if err != nil {
+		return err
+	}
+	byNS, live := r.judgeLeases(agents, r.now().UTC())
+	for ns, changes := range byNS {
+		if err := r.sweepNamespace(ctx, tx, ns, changes, live[ns], rep); err != nil {
+			return err
+		}
+	}
+	return r.queueProbes(ctx, tx, agents, rep)
+}
+
+// lockLiveAgents reads and locks every agent the sweep judges; agents a
+// concurrent change holds are left for the next sweep.
+func lockLiveAgents(ctx context.Context, tx pgx.Tx) ([]*Agent, error) {
+	rows, err := tx.Query(ctx, qLockLiveAgents)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var agents []*Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, err
+		}
+		agents = append(agents, a)
+	}
+	return agents, rows.Err()
+}
+
+// judgeLeases returns, by namespace, the agents whose lease calls for
+// another state, and how many of each namespace's agents are live (neither
+// DOWN nor DRAINING).
+func (r *Registry) judgeLeases(agents []*Agent, now time.Time) (map[string][]leaseChange, map[string]int) {
+	byNS := map[string][]leaseChange{}
+	live := map[string]int{}
+	for _, a := range agents {
+		to := domain.EvaluateLease(a.lease(), now, r.cfg.Lease)
+		if a.State != domain.AgentDown && a.State != domain.AgentDraining {
+			live[a.Namespace]++
+		}
+		if to != a.State {
+			byNS[a.Namespace] = append(byNS[a.Namespace], leaseChange{a, to})
+		}
+	}
+	return byNS, live
+}
+
+// sweepNamespace applies one namespace's lease changes, but holds back
+// every DOWN when too many of its live agents would lapse at once (self-
+// preservation), recording the episode.
+func (r *Registry) sweepNamespace(ctx context.Context, tx pgx.Tx, ns string, changes []leaseChange, live int, rep *SweepReport) error {
+	lapsing := 0
+	for _, c := range changes {
+		if c.to == domain.AgentDown {
+			lapsing++
+		}
+	}
+	hold := lapsing > 0 && domain.SelfPreservation(live, lapsing, r.cfg.SelfPreservation)
+	if err := r.trackSelfPreservation(ctx, tx, ns, hold); err != nil {
+		return err
+	}
+	if hold {
+		rep.SelfPreservation = append(rep.SelfPreservation, ns)
+		if err := r.recordSelfPreservation(ctx, tx, ns, live, lapsing); err != nil {
+			return err
+		}
+	}
+	for _, c := range changes {
+		if hold && c.to == domain.AgentDown {
+			continue
+		}
+		if err := r.applyLeaseChange(ctx, tx, c); err != nil {
+			return err
+		}
+		rep.Changed++
+	}
+	return nil
+}
+
+// applyLeaseChange records one lease change; an agent sent back to PROBING
+// must prove itself again, so it gets a probe (queueProbes).
+func (r *Registry) applyLeaseChange(ctx context.Context, tx pgx.Tx, c leaseChange) error {
+	lease := c.a.lease()
+	lease.State = c.to
+	if c.to == domain.AgentProbing {
+		lease.ProbeOK = false
+	}
+	if _, err := r.applyStateTx(ctx, tx, c.a, lease, sweepSignal(c.to), "lease sweep", domain.Metadata{Actor: "registry"}); err != nil {
+		return err
+	}
+	if c.to == domain.AgentProbing {
+		c.a.State = domain.AgentProbing
+	}
+	return nil
+}
+
+// queueProbes inserts a probe for every PROBING agent that has not passed
+// one; River drops those already queued this ProbeEvery period.
+func (r *Registry) queueProbes(ctx context.Context, tx pgx.Tx, agents []*Agent, rep *SweepReport) error {
+	var probes []river.InsertManyParams
+	for _, a := range agents {
+		if a.State == domain.AgentProbing && !a.ProbeOK {
+			probes = append(probes, river.InsertManyParams{Args: ProbeArgs{Namespace: a.Namespace, AgentID: a.AgentID, InstanceID: a.InstanceID}})
+		}
+	}
+	if len(probes) == 0 {
+		return nil
+	}
+	res, err := r.client.InsertManyTx(ctx, tx, probes)
+	if err != nil {
+		return fmt.Errorf("queue probes: %w", err)
+	}
+	for _, x := range res {
+		if !x.UniqueSkippedAsDuplicate {
+			rep.ProbesQueued++
+		}
+	}
+	return nil
 }
 
 // sweepSignal names the signal a lease change stands for, for the event.

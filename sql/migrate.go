@@ -17,6 +17,16 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qMigrateLock           = queries.Must("MigrateLock")
+	qMigrateUnlock         = queries.Must("MigrateUnlock")
+	qCreateMigrationsTable = queries.Must("CreateMigrationsTable")
+	qRecordMigration       = queries.Must("RecordMigration")
+	qSchemaVersion         = queries.Must("SchemaVersion")
+	qMigrationsTableExists = queries.Must("MigrationsTableExists")
 )
 
 //go:embed migrations/*.sql
@@ -72,18 +82,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		return fmt.Errorf("migrate: acquire connection: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
+	if _, err := conn.Exec(ctx, qMigrateLock, migrateLockKey); err != nil {
 		return fmt.Errorf("migrate: take advisory lock: %w", err)
 	}
 	defer func() {
 		// A fresh context: the lock must be released even when ctx is done.
-		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", migrateLockKey)
+		_, _ = conn.Exec(context.Background(), qMigrateUnlock, migrateLockKey)
 	}()
 
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS agentreach_migrations (
-		version    integer     PRIMARY KEY,
-		name       text        NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	if _, err := conn.Exec(ctx, qCreateMigrationsTable); err != nil {
 		return fmt.Errorf("migrate: create bookkeeping table: %w", err)
 	}
 	current, err := currentVersion(ctx, conn.Conn())
@@ -98,7 +105,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO agentreach_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			_, err := tx.Exec(ctx, qRecordMigration, m.Version, m.Name)
 			return err
 		})
 		if err != nil {
@@ -122,7 +129,7 @@ func currentVersion(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (int, error) {
 	var v int
-	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM agentreach_migrations").Scan(&v)
+	err := q.QueryRow(ctx, qSchemaVersion).Scan(&v)
 	if err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
@@ -137,7 +144,7 @@ var ErrNotMigrated = domain.NewError(domain.ErrUnavailable, "database schema is 
 // (wrapped) when a migration is outstanding.
 func Check(ctx context.Context, pool *pgxpool.Pool) error {
 	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass('agentreach_migrations') IS NOT NULL").Scan(&exists); err != nil {
+	if err := pool.QueryRow(ctx, qMigrationsTableExists).Scan(&exists); err != nil {
 		return fmt.Errorf("check schema: %w", err)
 	}
 	if !exists {

@@ -11,6 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var (
+	qPing           = queries.Must("DevdbPing")
+	qDatabaseExists = queries.Must("DevdbDatabaseExists")
+	qCreateDatabase = queries.Must("CreateDatabase")
 )
 
 // Values of [DB.Source].
@@ -198,7 +206,7 @@ func ping(ctx context.Context, connString string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var one int
-	return conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+	return conn.QueryRow(ctx, qPing).Scan(&one)
 }
 
 // ensureDatabase creates database name through the admin connection string
@@ -213,7 +221,7 @@ func ensureDatabase(ctx context.Context, adminDSN, name string, log *slog.Logger
 
 	exists := func() (bool, error) {
 		var ok bool
-		err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&ok)
+		err := conn.QueryRow(ctx, qDatabaseExists, name).Scan(&ok)
 		return ok, err
 	}
 	ok, err := exists()
@@ -223,7 +231,7 @@ func ensureDatabase(ctx context.Context, adminDSN, name string, log *slog.Logger
 	if ok {
 		return nil
 	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	_, err = conn.Exec(ctx, fmt.Sprintf(qCreateDatabase, pgx.Identifier{name}.Sanitize()))
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/sql/queries"
 )
 
 // deadAddr returns a 127.0.0.1 address where nothing listens.
@@ -201,7 +204,7 @@ func dropDatabase(t *testing.T, name string) {
 		return
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+	if _, err := conn.Exec(ctx, fmt.Sprintf(queries.Must("DropDatabaseForce"), pgx.Identifier{name}.Sanitize())); err != nil {
 		t.Errorf("drop database %s: %v", name, err)
 	}
 }

@@ -22,7 +22,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	arsql "github.com/agentreach/agentreach/sql"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var (
+	qTemplateExists             = queries.Must("PgtestTemplateExists")
+	qLock                       = queries.Must("PgtestLock")
+	qUnlock                     = queries.Must("PgtestUnlock")
+	qCreateDatabase             = queries.Must("CreateDatabase")
+	qCreateDatabaseFromTemplate = queries.Must("CreateDatabaseFromTemplate")
+	qDropDatabaseForce          = queries.Must("DropDatabaseForce")
+	qMarkDatabaseTemplate       = queries.Must("MarkDatabaseTemplate")
+)
+
+// ident quotes a database name for a template query.
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 // AdminURL is the maintenance connection: PGTEST_ADMIN_URL, or the local
 // server as the postgres user.
@@ -60,22 +74,22 @@ func ensureTemplate(ctx context.Context) (string, error) {
 				return fmt.Errorf("connect %s: %w", AdminURL(), err)
 			}
 			defer admin.Close(ctx)
-			if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey); err != nil {
+			if _, err := admin.Exec(ctx, qLock, lockKey); err != nil {
 				return err
 			}
-			defer admin.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey) //nolint:errcheck
+			defer admin.Exec(ctx, qUnlock, lockKey) //nolint:errcheck
 			var ok bool
-			if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)", name).Scan(&ok); err != nil {
+			if err := admin.QueryRow(ctx, qTemplateExists, name).Scan(&ok); err != nil {
 				return err
 			}
 			if ok {
 				return nil
 			}
 			// A half-made template from a crashed run is dropped and made again.
-			if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			if _, err := admin.Exec(ctx, fmt.Sprintf(qDropDatabaseForce, ident(name))); err != nil {
 				return err
 			}
-			if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			if _, err := admin.Exec(ctx, fmt.Sprintf(qCreateDatabase, ident(name))); err != nil {
 				return err
 			}
 			pool, err := pgxpool.New(ctx, withDatabase(AdminURL(), name))
@@ -87,7 +101,7 @@ func ensureTemplate(ctx context.Context) (string, error) {
 			if err != nil {
 				return err
 			}
-			_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH is_template true")
+			_, err = admin.Exec(ctx, fmt.Sprintf(qMarkDatabaseTemplate, ident(name)))
 			return err
 		}()
 	})
@@ -124,7 +138,7 @@ func NewDatabase(t testing.TB) string {
 	t.Helper()
 	tmpl, err := ensureTemplate(context.Background())
 	require.NoError(t, err, "pgtest: template database (is PostgreSQL running on 127.0.0.1:5432?)")
-	return createDatabase(t, " TEMPLATE "+pgx.Identifier{tmpl}.Sanitize())
+	return createDatabase(t, tmpl)
 }
 
 // NewEmptyDatabase creates an empty (unmigrated) database for one test, for
@@ -134,14 +148,20 @@ func NewEmptyDatabase(t testing.TB) string {
 	return createDatabase(t, "")
 }
 
-func createDatabase(t testing.TB, clause string) string {
+// createDatabase creates a database for one test, a copy of template tmpl
+// unless tmpl is empty, and drops it at the end.
+func createDatabase(t testing.TB, tmpl string) string {
 	t.Helper()
 	ctx := context.Background()
 	name := "agentreach_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
 	admin, err := pgx.Connect(ctx, AdminURL())
 	require.NoError(t, err)
 	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+clause)
+	create := fmt.Sprintf(qCreateDatabase, ident(name))
+	if tmpl != "" {
+		create = fmt.Sprintf(qCreateDatabaseFromTemplate, ident(name), ident(tmpl))
+	}
+	_, err = admin.Exec(ctx, create)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		c, err := pgx.Connect(context.Background(), AdminURL())
@@ -150,7 +170,7 @@ func createDatabase(t testing.TB, clause string) string {
 			return
 		}
 		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		if _, err := c.Exec(context.Background(), fmt.Sprintf(qDropDatabaseForce, ident(name))); err != nil {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})

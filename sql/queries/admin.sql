@@ -2,4 +2,43 @@
 -- the development database (internal/devdb). Filled by their packages.
 
 -- name: PgtestTemplateExists
+-- Whether the migrated template database $1 is made and marked a template.
 SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate);
+
+-- name: PgtestLock
+-- Takes the session advisory lock $1 that serialises template creation across test binaries.
+SELECT pg_advisory_lock($1);
+
+-- name: PgtestUnlock
+-- Releases PgtestLock's lock.
+SELECT pg_advisory_unlock($1);
+
+-- name: CreateDatabase :template
+-- Creates the database %s (a sanitised identifier), empty.
+CREATE DATABASE %s;
+
+-- name: CreateDatabaseFromTemplate :template
+-- Creates the database %s as a copy of the template database %s (both sanitised identifiers).
+CREATE DATABASE %s TEMPLATE %s;
+
+-- name: DropDatabaseForce :template
+-- Drops the database %s (a sanitised identifier), closing its connections.
+DROP DATABASE IF EXISTS %s WITH (FORCE);
+
+-- name: MarkDatabaseTemplate :template
+-- Makes the database %s (a sanitised identifier) a template that test databases are cloned from.
+ALTER DATABASE %s WITH is_template true;
+
+-- name: PreflightFreeConnections
+-- How many more client connections the server admits, for `make test`'s preflight.
+SELECT current_setting('max_connections')::int
+    - current_setting('superuser_reserved_connections')::int
+    - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend');
+
+-- name: DevdbPing
+-- A trivial query: the server answers.
+SELECT 1;
+
+-- name: DevdbDatabaseExists
+-- Whether the database $1 exists.
+SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1);

@@ -16,7 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var qFreeConnections = queries.Must("PreflightFreeConnections")
 
 func main() {
 	need := flag.Int("need", 45, "free connections the test suite needs")
@@ -44,9 +47,7 @@ func check(need int) error {
 	}
 	defer conn.Close(ctx)
 	var free int
-	err = conn.QueryRow(ctx, `SELECT current_setting('max_connections')::int
-		- current_setting('superuser_reserved_connections')::int
-		- (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')`).Scan(&free)
+	err = conn.QueryRow(ctx, qFreeConnections).Scan(&free)
 	if err != nil {
 		return fmt.Errorf("ask the server for its free connections: %w", err)
 	}

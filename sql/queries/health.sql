@@ -1,0 +1,22 @@
+-- Statements of package health: the reach_health views over the agent_stats
+-- projection, and the alert thresholds of health_settings.
+
+-- name: ReachHealthAgents
+-- Every agent's figures over window $1, of namespace $2 or ('') of all, by agent id.
+SELECT "window", namespace, agent_id, attempted, delivered, succeeded, failed, timed_out,
+       dead_lettered, reach_rate, success_rate, health_score, latency_p50_ms, latency_p95_ms, latency_p99_ms,
+       delivery_p50_ms, delivery_p95_ms
+FROM reach_health WHERE "window" = $1 AND ($2 = '' OR namespace = $2) ORDER BY agent_id;
+
+-- name: JudgeHealth
+-- Whether each agent with enough attempts in the alert window is below an alert threshold.
+SELECT r.namespace, r.agent_id, r.attempted, coalesce(r.reach_rate, 0), coalesce(r.success_rate, 0),
+       (r.reach_rate < h.reach_alert OR r.success_rate < h.success_alert), h.alert_window
+FROM reach_health r CROSS JOIN health_settings h
+WHERE r."window" = h.alert_window AND r.attempted >= h.alert_min_attempts;
+
+-- name: HealthSeries
+-- Every agent's per-minute figures over the last hour, of namespace $1 or ('') of all, oldest first.
+SELECT namespace, agent_id, bucket, sum(attempted)::int, sum(delivered)::int, sum(succeeded)::int
+FROM agent_stats_minute WHERE bucket >= date_trunc('minute', now()) - interval '1 hour' AND ($1 = '' OR namespace = $1)
+GROUP BY 1, 2, 3 ORDER BY 2, 1, 3;

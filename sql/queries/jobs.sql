@@ -1,0 +1,117 @@
+-- Statements of package jobs: submits, the jobs read model's list, approval
+-- policies, timers, callback secrets and the sweeps. The event log is
+-- eventstore's; River's own rows are read through River's client, but for
+-- RiverQueueDepths.
+
+-- name: ClaimIdempotencyKey
+-- Records a submit's Idempotency-Key; no row affected means an earlier submit holds it.
+INSERT INTO idempotency_keys (namespace, key, job_id, request_hash)
+VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING;
+
+-- name: IdempotencyKeyJob
+-- The job an earlier submit with the key created, and the hash of its request.
+SELECT job_id::text, request_hash FROM idempotency_keys WHERE namespace = $1 AND key = $2;
+
+-- name: CountRootDescendant
+-- Counts one more descendant against a root job and returns how many it has.
+INSERT INTO job_roots (root_job_id, descendants) VALUES ($1, 1)
+ON CONFLICT (root_job_id) DO UPDATE SET descendants = job_roots.descendants + 1
+RETURNING descendants;
+
+-- name: ListJobs
+-- A page of the jobs read model, newest first; an empty filter matches every job.
+SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
+       max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
+       submitted_at, updated_at, finished_at
+FROM jobs
+WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR status = $2) AND ($3 = '' OR capability = $3)
+  AND ($4 = '' OR agent_id = $4) AND ($5 = '' OR job_id < $5::uuid)
+ORDER BY job_id DESC LIMIT $6;
+
+-- name: EnsureCallbackSecret
+-- A namespace's callback secret ($2 if it had none yet) and, during a rotation's overlap, the previous one.
+WITH ins AS (
+    INSERT INTO signing_secrets (name, secret) VALUES ($1, $2) ON CONFLICT DO NOTHING
+    RETURNING secret, prev_secret, prev_expires_at)
+SELECT * FROM ins UNION ALL
+SELECT secret, prev_secret, prev_expires_at FROM signing_secrets WHERE name = $1 LIMIT 1;
+
+-- name: RotateCallbackSecret
+-- Replaces a callback secret, keeping the old one as previous until $2.
+UPDATE signing_secrets SET prev_secret = secret, prev_expires_at = $2, secret = $3, created_at = now()
+WHERE name = $1;
+
+-- name: ApprovalPatternsOf
+-- The approval patterns of some namespaces and of every namespace ('*'), for submits.
+SELECT namespace, pattern FROM approval_policies WHERE namespace = ANY($1) OR namespace = '*';
+
+-- name: ApprovalPolicyOfNamespace
+-- One namespace's own approval patterns, sorted, for the policy route.
+SELECT pattern FROM approval_policies WHERE namespace = $1 ORDER BY pattern;
+
+-- name: DeleteApprovalPolicy
+-- Empties a namespace's approval policy before its new patterns are written.
+DELETE FROM approval_policies WHERE namespace = $1;
+
+-- name: InsertApprovalPattern
+-- One pattern of a namespace's approval policy, with who set it.
+INSERT INTO approval_policies (namespace, pattern, created_by) VALUES ($1, $2, $3);
+
+-- name: ClearJobTimer
+-- Drops a job's timer: nothing is left to watch, or its work is done.
+DELETE FROM job_timers WHERE job_id = $1;
+
+-- name: RecordAgentAttempt
+-- An attempt's outcome at an agent, the sample its circuit breaker reads.
+INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ($1, $2, $3, $4);
+
+-- name: SetJobTimer
+-- Sets a job's one timer (what is watched, and until when), replacing the one it had.
+INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
+    phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id;
+
+-- name: InsertJobTimers
+-- The timers of a group commit's plain submits, in one statement.
+INSERT INTO job_timers (job_id, attempt, phase, due_at, river_job_id)
+SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::bigint[]);
+
+-- name: DueJobTimers
+-- The jobs whose timers are due at $1, oldest first, for the deadline sweep.
+SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500;
+
+-- name: LockDueJobTimer
+-- Takes a job's timer for this sweeper; no row when it is gone or another sweeper holds it.
+SELECT attempt, phase, due_at, river_job_id FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED;
+
+-- name: PostponeJobTimer
+-- Moves a job's timer to $2: its River job is still alive.
+UPDATE job_timers SET due_at = $2 WHERE job_id = $1;
+
+-- name: JobsNeedingRepair
+-- Open jobs quiet since $1, and finished ones with an unanswered callback, that have no timer at all.
+SELECT job_id::text FROM jobs j
+WHERE (status IN ('SUBMITTED', 'TIMEOUT') AND updated_at < $1
+    OR finished_at < $1 AND callback_url IS NOT NULL AND NOT callback_done)
+  AND NOT EXISTS (SELECT 1 FROM job_timers t WHERE t.job_id = j.job_id)
+ORDER BY updated_at LIMIT 500;
+
+-- name: PruneIdempotencyKeys
+-- Forgets Idempotency-Keys older than $1.
+DELETE FROM idempotency_keys WHERE created_at < $1;
+
+-- name: RiverQueueDepths
+-- Jobs waiting in River per queue, for the states in $1 (rivertype's names,
+-- passed by the caller). River's client has no count: JobList would page
+-- through every waiting row to count them, and the driver's count
+-- (JobCountByQueueAndState) is not for callers and counts available and
+-- running only. So this is the one read of River's table outside River.
+SELECT queue, count(*) FROM river_job WHERE state = ANY($1::river_job_state[]) GROUP BY queue;
+
+-- name: DropAllJobTimers
+-- Drops every timer, with the dispatch backlog, for benchmarks.
+DELETE FROM job_timers;
+
+-- name: VerifyDumpTable :template
+-- Every row of a read model's table (%s, a sanitised identifier) as text, sorted, to compare with its rebuild.
+SELECT t::text FROM %s t ORDER BY 1;

@@ -1,0 +1,54 @@
+-- Statements of package projection: the read models folded from the log.
+-- The log itself is read through eventstore.
+
+-- name: TruncateAgentStats
+-- Empties the agent_stats read model before a rebuild.
+TRUNCATE agent_stats_minute, agent_stats_hour;
+
+-- name: UpsertAgentStatsMinute
+-- Adds a batch's counts and latency histograms to an agent's minute bucket.
+INSERT INTO agent_stats_minute AS s (agent_id, capability, bucket, namespace, attempted, delivered, succeeded,
+        failed, timed_out, dead_lettered, delivery_hist, result_hist)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, reach_hist_of($11::float8[]), reach_hist_of($12::float8[]))
+    ON CONFLICT (namespace, agent_id, capability, bucket) DO UPDATE SET
+        attempted = s.attempted + excluded.attempted, delivered = s.delivered + excluded.delivered,
+        succeeded = s.succeeded + excluded.succeeded, failed = s.failed + excluded.failed,
+        timed_out = s.timed_out + excluded.timed_out, dead_lettered = s.dead_lettered + excluded.dead_lettered,
+        delivery_hist = reach_hist_add(s.delivery_hist, excluded.delivery_hist),
+        result_hist = reach_hist_add(s.result_hist, excluded.result_hist);
+
+-- name: UpsertAgentStatsHour
+-- Adds a batch's counts and latency histograms to an agent's hour bucket.
+INSERT INTO agent_stats_hour AS s (agent_id, capability, bucket, namespace, attempted, delivered, succeeded,
+        failed, timed_out, dead_lettered, delivery_hist, result_hist)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, reach_hist_of($11::float8[]), reach_hist_of($12::float8[]))
+    ON CONFLICT (namespace, agent_id, capability, bucket) DO UPDATE SET
+        attempted = s.attempted + excluded.attempted, delivered = s.delivered + excluded.delivered,
+        succeeded = s.succeeded + excluded.succeeded, failed = s.failed + excluded.failed,
+        timed_out = s.timed_out + excluded.timed_out, dead_lettered = s.dead_lettered + excluded.dead_lettered,
+        delivery_hist = reach_hist_add(s.delivery_hist, excluded.delivery_hist),
+        result_hist = reach_hist_add(s.result_hist, excluded.result_hist);
+
+-- name: TruncateJobs
+-- Empties the jobs read model before a rebuild.
+TRUNCATE jobs;
+
+-- name: UpsertJobRow
+-- Writes a job's row of the jobs read model as folded so far.
+INSERT INTO jobs (job_id, namespace, capability, status, agent_id, attempts, max_attempts,
+        priority, biz_code, error, trace_id, parent_job_id, root_job_id, version,
+        submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of)
+    VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''),
+        nullif($12, '')::uuid, nullif($13, '')::uuid, $14, $15, $16, $17, nullif($18, ''), $19, nullif($20, '')::uuid)
+    ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, agent_id = excluded.agent_id,
+        attempts = excluded.attempts, biz_code = excluded.biz_code, error = excluded.error,
+        version = excluded.version, updated_at = excluded.updated_at, finished_at = excluded.finished_at,
+        callback_done = excluded.callback_done;
+
+-- name: LoadJobRows
+-- The jobs read model's rows of some jobs, to fold a batch onto.
+SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
+       max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
+       coalesce(parent_job_id::text, ''), coalesce(root_job_id::text, ''), version,
+       submitted_at, updated_at, finished_at, coalesce(callback_url, ''), callback_done, coalesce(replay_of::text, '')
+FROM jobs WHERE job_id = ANY($1::uuid[]);

@@ -1,0 +1,150 @@
+-- Statements of package registry (but its Agent Cards', registry/cards.go):
+-- agents' rows, leases, heartbeats, attempt samples and the snapshot's
+-- reads. A query that returns agents lists the columns scanAgent reads, in
+-- its order; registry's TestAgentQueriesReturnAgentColumns holds them to it.
+
+-- name: LoadAgent
+-- One agent's row, deregistered or not.
+SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
+       weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
+       probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+FROM agents WHERE namespace = $1 AND agent_id = $2;
+
+-- name: LoadAgentForUpdate
+-- One agent's row, locked for a change decided on it.
+SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
+       weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
+       probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+FROM agents WHERE namespace = $1 AND agent_id = $2 FOR UPDATE;
+
+-- name: ListAgents
+-- The registered agents matching a filter (empty fields match all), by agent id.
+SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
+       weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
+       probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+FROM agents
+WHERE NOT deregistered
+  AND ($1 = '' OR namespace = $1)
+  AND ($2 = '' OR capabilities @> ARRAY[$2])
+  AND ($3 = '' OR state = $3)
+  AND ($4 = '' OR agent_id = $4)
+ORDER BY agent_id, namespace LIMIT 10000;
+
+-- name: ForgetAgentCard
+-- Drops an agent's card when it registers by hand: the card no longer speaks for it.
+DELETE FROM agent_cards WHERE namespace = $1 AND agent_id = $2;
+
+-- name: UpsertAgent
+-- Registers an agent, or a new instance of it: a fresh token, PROBING, and the old token remembered as superseded.
+INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health_url, protocol,
+        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id,
+        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+        stream_version, deregistered)
+    VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+        false, 0, $17, $18, $18, $19, $18, $20, false)
+    ON CONFLICT (namespace, agent_id) DO UPDATE SET capabilities = excluded.capabilities,
+        aliases = excluded.aliases, endpoint = excluded.endpoint, health_url = excluded.health_url,
+        protocol = excluded.protocol, weight = excluded.weight, max_concurrent = excluded.max_concurrent,
+        version = excluded.version, rollout_percent = excluded.rollout_percent, ttl_seconds = excluded.ttl_seconds,
+        context = excluded.context, metadata = excluded.metadata, state = excluded.state,
+        instance_id = excluded.instance_id, probe_ok = false, reported_in_flight = 0,
+        token_hash = excluded.token_hash, registered_at = excluded.registered_at,
+        last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
+        state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
+        deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL,
+        superseded_token_hash = agents.token_hash;
+
+-- name: AgentByToken
+-- The agent whose current or previous token has hash $1, a registered one first.
+SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
+       weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
+       probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+FROM agents
+WHERE token_hash = $1 OR prev_token_hash = $1 ORDER BY deregistered LIMIT 1;
+
+-- name: TokenSuperseded
+-- Whether a re-registration replaced the token with hash $1.
+SELECT EXISTS (SELECT 1 FROM agents WHERE superseded_token_hash = $1);
+
+-- name: RotateAgentToken
+-- Gives an agent a new token hash; the current one stays valid as previous until $2.
+UPDATE agents SET prev_token_hash = token_hash, prev_token_expires_at = $2, token_hash = $3,
+    stream_version = $4 WHERE namespace = $5 AND agent_id = $1;
+
+-- name: SetAgentContext
+-- Writes an agent's routing context, with the version of the event that changed it.
+UPDATE agents SET context = $3, stream_version = $4 WHERE namespace = $1 AND agent_id = $2;
+
+-- name: DeregisterAgent
+-- Marks an agent deregistered and in state $2 (OFFLINE).
+UPDATE agents SET deregistered = true, state = $2, state_changed_at = $3, stream_version = $4
+WHERE namespace = $5 AND agent_id = $1;
+
+-- name: SetAgentState
+-- Writes an agent's life-cycle state and probe result; state_changed_at moves only when the state does.
+UPDATE agents SET state = $2, probe_ok = $3, stream_version = $4,
+        state_changed_at = CASE WHEN state = $2 THEN state_changed_at ELSE $5 END
+WHERE namespace = $6 AND agent_id = $1;
+
+-- name: RecentAgentActivity
+-- An agent's attempts and their outcomes since the minute of $3, from the agent_stats projection.
+SELECT coalesce(sum(attempted), 0)::int, coalesce(sum(delivered), 0)::int, coalesce(sum(succeeded), 0)::int,
+       coalesce(sum(failed), 0)::int, coalesce(sum(timed_out), 0)::int
+FROM agent_stats_minute
+WHERE namespace = $1 AND agent_id = $2 AND bucket >= date_trunc('minute', $3::timestamptz);
+
+-- name: LockLiveAgents
+-- Every registered agent not OFFLINE, locked for the lease sweep; rows a concurrent change holds are skipped.
+SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
+       weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
+       probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+FROM agents
+WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED;
+
+-- name: SnapshotAgents
+-- Every registered agent, for the router's snapshot.
+SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
+       weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
+       probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+FROM agents WHERE NOT deregistered;
+
+-- name: SnapshotAttempts
+-- Attempt samples since $1, oldest first, for the circuit breakers.
+SELECT namespace, agent_id, at, ok FROM agent_attempts WHERE at > $1 ORDER BY at;
+
+-- name: SnapshotRecentStats
+-- Each agent's attempts and successes over the five minutes before the minute of $1, for the router's failure term.
+SELECT namespace, agent_id, sum(attempted)::int, sum(succeeded)::int FROM agent_stats_minute
+WHERE bucket >= date_trunc('minute', $1::timestamptz) - interval '5 minutes' GROUP BY namespace, agent_id;
+
+-- name: SnapshotInFlight
+-- How many jobs each agent holds delivered, from the jobs read model.
+SELECT namespace, agent_id, count(*) FROM jobs WHERE status = 'DELIVERED' AND agent_id IS NOT NULL
+GROUP BY namespace, agent_id;
+
+-- name: FlushHeartbeats
+-- Writes buffered heartbeats in one statement; never moves last_seen_at back, never touches a deregistered agent.
+UPDATE agents a SET last_seen_at = v.at,
+    lease_expires_at = v.at + a.ttl_seconds * interval '1 second',
+    reported_in_flight = coalesce(v.in_flight, a.reported_in_flight)
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[]) AS v(namespace, id, at, in_flight)
+WHERE a.namespace = v.namespace AND a.agent_id = v.id AND v.at > a.last_seen_at AND NOT a.deregistered;
+
+-- name: PruneAgentAttempts
+-- Deletes attempt samples older than $1: a working set for the breakers, not the audit trail.
+DELETE FROM agent_attempts WHERE at < $1;
+
+-- name: LockAgentsForHealth
+-- Every registered agent's health standing, locked for the health sweep; rows a concurrent change holds are skipped.
+SELECT namespace, agent_id, health_degraded, stream_version FROM agents
+WHERE NOT deregistered ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED;
+
+-- name: SetAgentHealth
+-- Writes an agent's health standing, with the version of the event that changed it.
+UPDATE agents SET health_degraded = $3, stream_version = $4 WHERE namespace = $1 AND agent_id = $2;

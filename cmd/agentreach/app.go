@@ -123,7 +123,7 @@ func (a *App) Start(ctx context.Context) error {
 		return err
 	}
 
-	a.listener, err = net.Listen("tcp", a.cfg.Addr)
+	a.listener, err = (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.Addr)
 	if err != nil {
 		a.pool.Close()
 		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)

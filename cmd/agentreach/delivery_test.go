@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/jobs"
 )
 
@@ -659,7 +660,7 @@ func TestJobsCLI(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, "JOB")
 	_, err = run("jobs", "get", "01a22909-80ec-7753-814f-87cf5cff8314")
-	var apiErr *apiError
+	var apiErr *cli.APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "not_found", apiErr.Code)
 }

@@ -35,7 +35,7 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 		scopes := fs.String("scopes", "", "comma-separated scopes")
 		name := fs.String("name", "", "a name to recognise the key by")
 		ttl := fs.Duration("ttl", 0, "expire the key after this long (0: never)")
-		if _, err := fs.parse(args[1:]); err != nil {
+		if _, err := fs.ParsePositional(args[1:]); err != nil {
 			return err
 		}
 		if *scopes == "" {
@@ -46,10 +46,10 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 			Key     string          `json:"key"`
 			KeyInfo json.RawMessage `json:"key_info"`
 		}
-		if err := c.do(ctx, http.MethodPost, "/v1/keys", body, &out); err != nil {
+		if err := c.Do(ctx, http.MethodPost, "/v1/keys", body, &out); err != nil {
 			return err
 		}
-		if fs.json {
+		if fs.JSON {
 			return m.printJSON(out)
 		}
 		var info struct {
@@ -62,7 +62,7 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 			out.Key, info.KeyID, info.Namespace, strings.Join(info.Scopes, ","))
 		return nil
 	case "list":
-		if _, err := fs.parse(args[1:]); err != nil {
+		if _, err := fs.ParsePositional(args[1:]); err != nil {
 			return err
 		}
 		var out struct {
@@ -76,10 +76,10 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 				RevokedAt *time.Time `json:"revoked_at"`
 			} `json:"keys"`
 		}
-		if err := c.do(ctx, http.MethodGet, "/v1/keys", nil, &out); err != nil {
+		if err := c.Do(ctx, http.MethodGet, "/v1/keys", nil, &out); err != nil {
 			return err
 		}
-		if fs.json {
+		if fs.JSON {
 			return m.printJSON(out)
 		}
 		tw := tabwriter.NewWriter(m.Stdout, 2, 4, 2, ' ', 0)
@@ -99,14 +99,14 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	case "revoke":
-		pos, err := fs.parse(args[1:])
+		pos, err := fs.ParsePositional(args[1:])
 		if err != nil {
 			return err
 		}
 		if len(pos) != 1 {
 			return fmt.Errorf("%w: agentreach keys revoke KEY_ID", errUsage)
 		}
-		if err := c.do(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(pos[0]), nil, nil); err != nil {
+		if err := c.Do(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(pos[0]), nil, nil); err != nil {
 			return err
 		}
 		fmt.Fprintf(m.Stdout, "revoked %s\n", pos[0])

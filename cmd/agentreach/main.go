@@ -70,8 +70,6 @@ func exitCode(err error) int {
 	return 1
 }
 
-var errUsage = errors.New("usage")
-
 // Main is the program, testable in process: tests set Stdout, Stderr and
 // Getenv, call Run in a goroutine and wait on Started.
 type Main struct {
@@ -395,10 +393,3 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stdout, "schema is at version %d\n", arsql.LatestVersion())
 	return nil
 }
-
-// migrateAll applies every migration quietly.
-func migrateAll(ctx context.Context, pool *pgxpool.Pool) error {
-	return arsql.Migrate(ctx, pool, slog.New(slog.DiscardHandler))
-}
-
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

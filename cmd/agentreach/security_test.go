@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/jobs"
 )
 
@@ -486,7 +487,7 @@ func TestKeysCLI(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, code)
 
 	_, err = run("keys", "create", "--namespace", "team-a", "--scopes", "root")
-	var apiErr *apiError
+	var apiErr *cli.APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "invalid_argument", apiErr.Code)
 }

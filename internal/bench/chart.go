@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -20,9 +20,9 @@ type chartBar struct {
 	base  bool // a baseline (pgbench, River), drawn in grey
 }
 
-// writeBenchChart draws horizontal bars, one per measure, scaled to the
+// writeChart draws horizontal bars, one per measure, scaled to the
 // largest, each labelled with its value: our rates beside the machine's.
-func writeBenchChart(path, title string, bars []chartBar) error {
+func writeChart(path, title string, bars []chartBar) error {
 	const w, rowH, left, top = 900, 34, 330, 44
 	h := top + rowH*len(bars) + 20
 	img := image.NewRGBA(image.Rect(0, 0, w, h))

@@ -1,12 +1,13 @@
-package main
+package chaos
 
 import (
-	"context"
-	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/internal/devdb"
 )
 
@@ -21,12 +22,25 @@ func TestChaosShort(t *testing.T) {
 	if _, _, err := devdb.FindServerBinaries(nil); err != nil {
 		t.Skipf("no PostgreSQL server binaries for the private cluster: %v", err)
 	}
-	rep, err := runChaos(context.Background(), chaosOptions{
-		Processes: 1, Jobs: 150, Exe: os.Args[0], Env: []string{"AGENTREACH_TEST_MAIN=1"},
+	rep, err := Run(t.Context(), Options{
+		Processes: 1, Jobs: 150, Exe: buildAgentreach(t),
 		Log: func(format string, args ...any) { t.Logf(format, args...) },
 	})
 	require.NoError(t, err)
-	require.True(t, rep.OK(), formatVerify(rep))
+	require.True(t, rep.OK(), cli.FormatVerify(rep))
 	require.Equal(t, 150, rep.Jobs)
 	require.Equal(t, 150, rep.Terminal)
+}
+
+// buildAgentreach builds the binary whose `serve` the run starts and kills.
+func buildAgentreach(t *testing.T) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to build agentreach: %v", err)
+	}
+	exe := filepath.Join(t.TempDir(), "agentreach")
+	out, err := exec.CommandContext(t.Context(), gobin, "build", "-o", exe, "github.com/agentreach/agentreach/cmd/agentreach").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return exe
 }

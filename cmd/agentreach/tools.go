@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/internal/bench"
+	"github.com/agentreach/agentreach/internal/chaos"
+	"github.com/agentreach/agentreach/internal/cli"
+	"github.com/agentreach/agentreach/internal/demo"
+	"github.com/agentreach/agentreach/internal/mockagent"
+	"github.com/agentreach/agentreach/jobs"
+	arsql "github.com/agentreach/agentreach/sql"
+)
+
+// The tool commands live under internal/; here is what they need of the
+// program: its streams and environment, the service's flags, and an
+// Agent-Reach started in this process.
+
+// errUsage is the usage error of every command, here and in internal/: the
+// program exits with 2.
+var errUsage = cli.ErrUsage
+
+func (m *Main) runJobs(ctx context.Context, args []string) error {
+	return cli.Jobs(ctx, m.cliEnv(), args)
+}
+
+func (m *Main) runMockAgent(ctx context.Context, args []string) error {
+	return mockagent.Main(ctx, m.cliEnv(), args)
+}
+
+func (m *Main) runChaos(ctx context.Context, args []string) error {
+	return chaos.Main(ctx, m.cliEnv(), args)
+}
+
+func (m *Main) runBench(ctx context.Context, args []string) error {
+	return bench.Main(ctx, m.cliEnv(), args, func(ctx context.Context, dsn string) (bench.Service, error) {
+		tune := func(c *Config) {
+			c.Jobs.RepairAfter = time.Hour // the submit phase leaves jobs behind on purpose
+			c.RateLimit = 0
+		}
+		return startInProcess(ctx, func(string) string { return "" }, tune,
+			"serve", "--insecure", "--addr", "127.0.0.1:0", "--database-url", dsn, "--log-level", "error")
+	})
+}
+
+func (m *Main) runDemo(ctx context.Context, args []string) error {
+	return demo.Main(ctx, m.cliEnv(), args, func(ctx context.Context, dsn, addr string) (demo.Service, error) {
+		return startInProcess(ctx, m.Getenv, nil, "dev", "--insecure", "--addr", addr, "--database-url", dsn, "--log-level", "error")
+	})
+}
+
+func (m *Main) runVerify(ctx context.Context, args []string) error {
+	var cfg Config
+	fs := m.newFlagSet("verify")
+	m.commonFlags(fs, &cfg, "")
+	if _, err := m.parseService(fs, &cfg, args); err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rep, err := cli.Verify(ctx, pool)
+	if err != nil {
+		return err
+	}
+	return cli.PrintVerify(m.Stdout, rep)
+}
+
+func (m *Main) runProjections(ctx context.Context, args []string) error {
+	var cfg Config
+	fs := m.newFlagSet("projections")
+	m.commonFlags(fs, &cfg, "")
+	chosen, err := cli.ParseProjections(fs, args)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = defaultDatabaseURL
+	}
+	logger, err := m.logger(cfg)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := arsql.Check(ctx, pool); err != nil {
+		return fmt.Errorf("database at %s: %w (run `agentreach migrate`)", redact(cfg.DatabaseURL), err)
+	}
+	return cli.RebuildProjections(ctx, m.cliEnv(), pool, logger, chosen)
+}
+
+// harnessService is what the bench and the demo ask of the Agent-Reach they run.
+type harnessService interface {
+	bench.Service
+	demo.Service
+}
+
+// inProcess is Agent-Reach run in this process by `Main.Run(args)`, its
+// output discarded.
+type inProcess struct {
+	m    *Main
+	stop context.CancelFunc
+	done chan error
+	once sync.Once
+	err  error
+}
+
+// startInProcess runs the program with args, getenv as its environment and
+// tune over its configuration, and returns once it serves; an error is the
+// one it exited with before serving.
+func startInProcess(ctx context.Context, getenv func(string) string, tune func(*Config), args ...string) (harnessService, error) {
+	svc := NewMain()
+	svc.Stdout, svc.Stderr, svc.Getenv, svc.Tune = io.Discard, io.Discard, getenv, tune
+	sctx, stop := context.WithCancel(ctx)
+	p := &inProcess{m: svc, stop: stop, done: make(chan error, 1)}
+	go func() { p.done <- svc.Run(sctx, args) }()
+	select {
+	case <-svc.Started():
+		return p, nil
+	case err := <-p.done:
+		stop()
+		return nil, err
+	}
+}
+
+func (p *inProcess) URL() string { return p.m.URL() }
+
+// Stop ends the program and returns what Run returned.
+func (p *inProcess) Stop() error {
+	p.once.Do(func() { p.stop(); p.err = <-p.done })
+	return p.err
+}
+
+func (p *inProcess) Lag(ctx context.Context) (map[string]int64, error) {
+	return p.m.app.projector.Lag(ctx)
+}
+
+func (p *inProcess) DropDispatchBacklog(ctx context.Context) error {
+	return p.m.app.jobs.DropDispatchBacklog(ctx)
+}
+
+// SetDispatchPaused pauses or resumes the dispatch queues.
+func (p *inProcess) SetDispatchPaused(ctx context.Context, paused bool) error {
+	set := p.m.app.river.QueueResume
+	if paused {
+		set = p.m.app.river.QueuePause
+	}
+	for _, q := range []string{jobs.QueueDispatchHigh, jobs.QueueDispatchNormal, jobs.QueueDispatchLow} {
+		if err := set(ctx, q, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}

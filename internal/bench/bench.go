@@ -1,0 +1,335 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/internal/cli"
+	"github.com/agentreach/agentreach/internal/devdb"
+	"github.com/agentreach/agentreach/internal/harness"
+)
+
+const help = `agentreach bench: measure Agent-Reach against the limits of this machine
+
+In one run, on a fresh database (dropped afterwards), it measures side by side:
+submit throughput and latency at 1, 16 and 64 concurrent clients over HTTP;
+end-to-end throughput (submit → routed → delivered to inline agents →
+SUCCESS → caller callback acknowledged) and submit-to-delivered latency;
+routing decision latency over 1,000 agents; the machine's own pgbench -N
+and a bare River insert-and-work rate; and the process's peak memory.
+It prints a Markdown table with our figures as ratios of the baselines.
+
+`
+
+// Service is Agent-Reach serving in this process with authentication off,
+// for the bench to load.
+type Service interface {
+	// URL is the base URL of its API.
+	URL() string
+	// SetDispatchPaused pauses or resumes the dispatch queues, so that
+	// submits can be measured alone.
+	SetDispatchPaused(ctx context.Context, paused bool) error
+	// DropDispatchBacklog drops the dispatches and timers left waiting.
+	DropDispatchBacklog(ctx context.Context) error
+	// Stop stops the service and returns what it stopped with; a second
+	// call returns the same.
+	Stop() error
+}
+
+// Serve starts a Service on the database at dsn.
+type Serve func(ctx context.Context, dsn string) (Service, error)
+
+type options struct {
+	databaseURL string
+	duration    time.Duration
+	jobs        int
+	out, chart  string
+	cpuProfile  string
+}
+
+func parseFlags(env cli.Env, args []string) (options, error) {
+	var o options
+	fs := env.NewFlagSet("bench")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), help); fs.PrintDefaults() }
+	fs.StringVar(&o.databaseURL, "database-url", env.Getenv("DATABASE_URL"), "a PostgreSQL server to create the bench databases on (default: as dev finds one)")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long each submit measurement runs")
+	fs.IntVar(&o.jobs, "jobs", 3000, "jobs in the end-to-end measurement")
+	fs.StringVar(&o.out, "out", "", "also write the Markdown table to this file")
+	fs.StringVar(&o.chart, "png", "", "also draw the rates as a PNG chart in this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the end-to-end phase to this file")
+	return o, fs.Parse(args)
+}
+
+// run is one bench run: its options, what it started and what it measured.
+type run struct {
+	env cli.Env
+	o   options
+
+	svc      Service
+	base     string
+	pool     *pgxpool.Pool // the bench database, to read the log
+	receiver *httptest.Server
+	agents   []*httptest.Server
+	acked    atomic.Int64 // callbacks the receiver was sent
+
+	tps8, tps1, riverRate float64
+	pgbenchErr            error
+	res                   result
+	bars                  []chartBar
+}
+
+// Main runs `agentreach bench` with args; serve starts the service it
+// measures.
+func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
+	o, err := parseFlags(env, args)
+	if err != nil {
+		return err
+	}
+	db, err := devdb.Open(ctx, devdb.Options{DatabaseURL: o.databaseURL, Logger: nil})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	benchDSN, dropBench, err := harness.ScratchDatabase(ctx, db.DSN, "agentreach_bench_"+suffix)
+	if err != nil {
+		return err
+	}
+	defer dropBench()
+	r := &run{env: env, o: o}
+	defer r.close()
+	// The baselines first, on a quiet machine.
+	if err := r.baselines(ctx, db.DSN, benchDSN, "agentreach_pgbench_"+suffix); err != nil {
+		return err
+	}
+	if err := r.start(ctx, serve, benchDSN); err != nil {
+		return err
+	}
+	for _, step := range []func(context.Context) error{r.submits, r.endToEnd, r.lightLoad} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	r.routingAndMemory()
+	if err := r.svc.Stop(); err != nil && !errors.Is(err, context.Canceled) {
+		r.progress("the service stopped with: %v", err)
+	}
+	return r.report()
+}
+
+func (r *run) progress(format string, a ...any) {
+	fmt.Fprintf(r.env.Stderr, "bench: "+format+"\n", a...)
+}
+
+// close stops what the run started, in reverse.
+func (r *run) close() {
+	for _, a := range r.agents {
+		a.Close()
+	}
+	if r.receiver != nil {
+		r.receiver.Close()
+	}
+	if r.svc != nil {
+		_ = r.svc.Stop()
+	}
+	if r.pool != nil {
+		r.pool.Close()
+	}
+}
+
+// baselines measures pgbench -N (on its own scratch database) and a bare
+// River; pgbench missing is reported, not fatal.
+func (r *run) baselines(ctx context.Context, serverDSN, benchDSN, pgbenchDB string) error {
+	r.progress("pgbench -N (8 clients, then 1) …")
+	r.tps8, r.tps1, r.pgbenchErr = runPgbench(ctx, serverDSN, pgbenchDB)
+	if r.pgbenchErr != nil {
+		r.progress("pgbench not measured: %v", r.pgbenchErr)
+	}
+	r.progress("bare River insert-and-work rate …")
+	rate, err := benchRiver(ctx, benchDSN, 20000)
+	if err != nil {
+		return fmt.Errorf("river baseline: %w", err)
+	}
+	r.riverRate = rate
+	r.progress("River: %.0f jobs/s", rate)
+	return nil
+}
+
+// start starts Agent-Reach (authentication off, agents answering inline),
+// a callback receiver and four agents, and waits until they are healthy.
+func (r *run) start(ctx context.Context, serve Serve, dsn string) error {
+	svc, err := serve(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("start the service: %w", err)
+	}
+	r.svc, r.base = svc, svc.URL()
+	if err := harness.WaitReady(ctx, r.base+"/readyz", 60*time.Second); err != nil {
+		return err
+	}
+	if r.pool, err = pgxpool.New(ctx, dsn); err != nil {
+		return err
+	}
+	r.receiver = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		r.acked.Add(1)
+	}))
+	for i := range 4 {
+		agent := httptest.NewServer(http.HandlerFunc(inlineAgent))
+		r.agents = append(r.agents, agent)
+		body := fmt.Sprintf(`{"agent_id":"bench-%d","capabilities":["bench.echo"],"endpoint":%q,"ttl_seconds":60}`, i, agent.URL)
+		if _, err := harness.Submit(ctx, r.base+"/v1/agents", body); err != nil {
+			return err
+		}
+	}
+	return harness.WaitAgentsHealthy(ctx, r.base, 4, 30*time.Second)
+}
+
+// inlineAgent answers every delivery SUCCESS at once, and probes (GET) 200.
+func inlineAgent(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		return
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, `{"status":"SUCCESS","result":{"ok":true}}`)
+}
+
+// submits measures submits alone, dispatch paused, at 1, 16 and 64
+// clients; then clears their backlog and lets dispatch run.
+func (r *run) submits(ctx context.Context) error {
+	if err := r.svc.SetDispatchPaused(ctx, true); err != nil {
+		return err
+	}
+	for _, clients := range []int{1, 16, 64} {
+		r.progress("submit throughput, %d clients, %s …", clients, r.o.duration)
+		rate, lat, err := benchSubmits(ctx, r.base, clients, r.o.duration)
+		if err != nil {
+			return err
+		}
+		r.bars = append(r.bars, chartBar{label: fmt.Sprintf("durable submits, %d clients", clients), value: rate})
+		ratio := "n/a"
+		if r.tps8 > 0 {
+			ratio = fmt.Sprintf("%.2f × pgbench", rate/r.tps8)
+		}
+		r.res.add(fmt.Sprintf("durable submits/s, %d clients (p50 / p95 / p99 ms)", clients),
+			fmt.Sprintf("%.0f (%.2f / %.2f / %.2f)", rate, ms(lat, 0.50), ms(lat, 0.95), ms(lat, 0.99)),
+			fmt.Sprintf("pgbench -N %s tps", fmtRate(r.tps8)), ratio)
+	}
+	if err := r.svc.DropDispatchBacklog(ctx); err != nil {
+		return err
+	}
+	return r.svc.SetDispatchPaused(ctx, false)
+}
+
+// endToEnd measures jobs with callbacks from submit to acknowledgement,
+// under a CPU profile when asked, and submit → delivered under that load.
+func (r *run) endToEnd(ctx context.Context) error {
+	r.progress("end to end, %d jobs with callbacks …", r.o.jobs)
+	r.acked.Store(0)
+	stopProfile, err := startCPUProfile(r.o.cpuProfile)
+	if err != nil {
+		return err
+	}
+	rate, ids, err := benchEndToEnd(ctx, r.base, r.receiver.URL, r.o.jobs, &r.acked)
+	stopProfile()
+	if err != nil {
+		return err
+	}
+	r.bars = append(r.bars, chartBar{label: "end to end, with callbacks", value: rate})
+	r.res.add("end-to-end jobs/s (submit → delivered → SUCCESS → callback acknowledged)", fmt.Sprintf("%.0f", rate),
+		fmt.Sprintf("bare River %.0f jobs/s", r.riverRate), fmt.Sprintf("%.2f × River", rate/r.riverRate))
+	loaded, err := submitToDelivered(ctx, r.pool, ids)
+	if err != nil {
+		return err
+	}
+	r.res.add("submit → delivered under that load (p50 / p95 / p99 ms)", fmt.Sprintf("%.2f / %.2f / %.2f", loaded[0], loaded[1], loaded[2]), "", "")
+	return nil
+}
+
+// startCPUProfile profiles the CPU into path until the returned function
+// is called; no path, no profile.
+func startCPUProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// lightLoad measures submit → delivered under a light, steady load.
+func (r *run) lightLoad(ctx context.Context) error {
+	r.progress("submit → delivered, lightly loaded …")
+	var light []string
+	for range 200 {
+		id, err := harness.Submit(ctx, r.base+"/v1/jobs", `{"capability":"bench.echo","payload":{"light":true}}`)
+		if err != nil {
+			return err
+		}
+		light = append(light, id)
+		time.Sleep(5 * time.Millisecond) // a light, steady load: one submit every 5 ms
+	}
+	if err := waitDelivered(ctx, r.pool, light, 60*time.Second); err != nil {
+		return err
+	}
+	lat, err := submitToDelivered(ctx, r.pool, light)
+	if err != nil {
+		return err
+	}
+	r.res.add("submit → delivered, lightly loaded (p50 / p95 / p99 ms)", fmt.Sprintf("%.2f / %.2f / %.2f", lat[0], lat[1], lat[2]),
+		"seed design: 3 ms submit→enqueue, 5.8 ms forwarding", "")
+	return nil
+}
+
+// routingAndMemory adds the routing decision times, pgbench with one
+// client, and the process's peak memory.
+func (r *run) routingAndMemory() {
+	r.progress("routing decisions over 1,000 agents …")
+	p50, p99 := benchRouting()
+	r.res.add("routing decision, 1,000 agents / 50 capabilities (p50 / p99 µs)", fmt.Sprintf("%.1f / %.1f", p50, p99), "aim: p99 ≤ 100 µs", "")
+	if r.pgbenchErr == nil {
+		r.res.add("pgbench -N, 1 client", fmtRate(r.tps1)+" tps", "", "")
+	}
+	r.res.add("peak RSS of the process (service, agents and load generator)", fmt.Sprintf("%.0f MB", peakRSSMB()), "aim: ≤ 200 MB", "")
+}
+
+// report prints the table, and writes it and the chart where asked.
+func (r *run) report() error {
+	header := fmt.Sprintf("Measured %s on %s (%d cores, %s), PostgreSQL on the same host.\n",
+		time.Now().UTC().Format("2006-01-02"), hostDescription(), runtime.NumCPU(), runtime.Version())
+	table := r.res.markdown(header)
+	fmt.Fprint(r.env.Stdout, table)
+	if r.o.out != "" {
+		if err := os.WriteFile(r.o.out, []byte(table), 0o644); err != nil {
+			return err
+		}
+	}
+	if r.o.chart == "" {
+		return nil
+	}
+	bars := r.bars
+	if r.tps8 > 0 {
+		bars = append(bars, chartBar{label: "pgbench -N, 8 clients (tps)", value: r.tps8, base: true})
+	}
+	bars = append(bars, chartBar{label: "bare River insert-and-work", value: r.riverRate, base: true})
+	title := fmt.Sprintf("Agent-Reach vs this machine (%s, %d cores, %s)", hostDescription(), runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	return writeChart(r.o.chart, title, bars)
+}

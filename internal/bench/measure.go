@@ -1,0 +1,376 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/harness"
+	arsql "github.com/agentreach/agentreach/sql"
+)
+
+// result is the bench's table: a row per measure.
+type result struct {
+	rows []row
+}
+
+type row struct{ metric, ours, baseline, ratio string }
+
+func (b *result) add(metric, ours, baseline, ratio string) {
+	b.rows = append(b.rows, row{metric, ours, baseline, ratio})
+}
+
+func (b *result) markdown(header string) string {
+	var s strings.Builder
+	s.WriteString(header)
+	s.WriteString("\n| measure | Agent-Reach | baseline | ratio |\n|---|---|---|---|\n")
+	for _, r := range b.rows {
+		fmt.Fprintf(&s, "| %s | %s | %s | %s |\n", r.metric, r.ours, r.baseline, r.ratio)
+	}
+	return s.String()
+}
+
+func fmtRate(v float64) string {
+	if v <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// ms is the q quantile of the sorted latencies, in milliseconds.
+func ms(lat []time.Duration, q float64) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Microseconds()) / 1000
+}
+
+// runPgbench runs pgbench -N with 8 and with 1 clients on a scratch
+// database and returns their transactions per second.
+func runPgbench(ctx context.Context, dsn, name string) (tps8, tps1 float64, err error) {
+	bin, err := pgbenchBinary()
+	if err != nil {
+		return 0, 0, err
+	}
+	scratch, drop, err := harness.ScratchDatabase(ctx, dsn, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer drop()
+	if out, err := exec.CommandContext(ctx, bin, "-i", "-q", "-s", "1", scratch).CombinedOutput(); err != nil {
+		return 0, 0, fmt.Errorf("pgbench -i: %w: %s", err, out)
+	}
+	run := func(clients int) (float64, error) {
+		out, err := exec.CommandContext(ctx, bin, "-N", "-c", strconv.Itoa(clients), "-j", "2", "-T", "8", scratch).CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("pgbench -N: %w: %s", err, out)
+		}
+		return parseTPS(out)
+	}
+	if tps8, err = run(8); err != nil {
+		return 0, 0, err
+	}
+	tps1, err = run(1)
+	return tps8, tps1, err
+}
+
+// pgbenchBinary finds pgbench on PATH, else the newest under
+// /usr/lib/postgresql.
+func pgbenchBinary() (string, error) {
+	if bin, err := exec.LookPath("pgbench"); err == nil {
+		return bin, nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
+	if len(matches) == 0 {
+		return "", errors.New("pgbench not found")
+	}
+	slices.Sort(matches)
+	return matches[len(matches)-1], nil
+}
+
+var tpsLine = regexp.MustCompile(`tps = ([0-9.]+)`)
+
+// parseTPS reads the transactions per second of pgbench's output.
+func parseTPS(out []byte) (float64, error) {
+	m := tpsLine.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("no tps in pgbench output: %s", out)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+// benchRiver inserts n no-op jobs and works them with a bare River client:
+// the rate River reaches on this machine and database.
+func benchRiver(ctx context.Context, dsn string, n int) (float64, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	if err := arsql.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		return 0, err
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, river.WorkFunc(func(context.Context, *river.Job[noopArgs]) error { return nil }))
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Queues: map[string]river.QueueConfig{"bench": {MaxWorkers: 200}}, Workers: workers,
+		FetchCooldown: 2 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond, TestOnly: true,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return 0, err
+	}
+	events, cancel := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: n + 1000, Kinds: []river.EventKind{river.EventKindJobCompleted}})
+	defer cancel()
+	params := make([]river.InsertManyParams, n)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: noopArgs{}, InsertOpts: &river.InsertOpts{Queue: "bench"}}
+	}
+	start := time.Now()
+	for i := 0; i < n; i += 5000 {
+		if _, err := client.InsertManyFast(ctx, params[i:min(i+5000, n)]); err != nil {
+			return 0, err
+		}
+	}
+	if err := client.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer func() { _ = client.Stop(context.WithoutCancel(ctx)) }()
+	for done := 0; done < n; {
+		select {
+		case <-events:
+			done++
+		case <-time.After(60 * time.Second):
+			return 0, fmt.Errorf("bare River worked %d of %d jobs in a minute", done, n)
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// benchSubmits runs clients submit loops for d and returns submits/s and
+// the sorted latencies.
+func benchSubmits(ctx context.Context, base string, clients int, d time.Duration) (float64, []time.Duration, error) {
+	transport := &http.Transport{MaxIdleConnsPerHost: clients + 1}
+	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
+	defer transport.CloseIdleConnections()
+	var mu sync.Mutex
+	var lat []time.Duration
+	var firstErr error
+	end := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			mine, err := submitUntil(ctx, client, base+"/v1/jobs", end)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				firstErr = err
+				return
+			}
+			lat = append(lat, mine...)
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, nil, firstErr
+	}
+	slices.Sort(lat)
+	return float64(len(lat)) / time.Since(start).Seconds(), lat, nil
+}
+
+// submitUntil submits one job after another until end and returns each
+// one's latency; any answer but 202 stops it.
+func submitUntil(ctx context.Context, client *http.Client, u string, end time.Time) ([]time.Duration, error) {
+	body := []byte(`{"capability":"bench.echo","payload":{"doc":"lorem ipsum dolor sit amet"}}`)
+	var lat []time.Duration
+	for time.Now().Before(end) && ctx.Err() == nil {
+		t0 := time.Now()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			return nil, fmt.Errorf("submit answered %d", resp.StatusCode)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat, nil
+}
+
+// benchEndToEnd submits n jobs with callbacks from 32 clients and returns
+// jobs/s from the first submit to the last acknowledged callback.
+func benchEndToEnd(ctx context.Context, base, callback string, n int, acked *atomic.Int64) (float64, []string, error) {
+	ids := make([]string, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var firstErr atomic.Value
+	start := time.Now()
+	body := fmt.Sprintf(`{"capability":"bench.echo","payload":{"e2e":true},"callback_url":%q}`, callback)
+	for range 32 {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				id, err := harness.Submit(ctx, base+"/v1/jobs", body)
+				if err != nil {
+					firstErr.Store(err)
+					return
+				}
+				ids[i] = id
+			}
+		})
+	}
+	wg.Wait()
+	if err, ok := firstErr.Load().(error); ok {
+		return 0, nil, err
+	}
+	ok, err := harness.Until(ctx, 5*time.Minute, 10*time.Millisecond, func() (bool, error) { return acked.Load() >= int64(n), nil })
+	if err != nil {
+		return 0, nil, err
+	}
+	if !ok {
+		return 0, nil, fmt.Errorf("%d of %d callbacks acknowledged in 5 minutes", acked.Load(), n)
+	}
+	return float64(n) / time.Since(start).Seconds(), ids, nil
+}
+
+// waitDelivered waits until every job of ids has been delivered once.
+func waitDelivered(ctx context.Context, pool *pgxpool.Pool, ids []string, within time.Duration) error {
+	streams := jobStreams(ids)
+	ok, err := harness.Until(ctx, within, 20*time.Millisecond, func() (bool, error) {
+		delivered, err := eventstore.FirstOfType(ctx, pool, streams, domain.EventDelivered)
+		return len(delivered) >= len(ids), err
+	})
+	if err == nil && !ok {
+		err = fmt.Errorf("jobs not delivered within %s", within)
+	}
+	return err
+}
+
+func jobStreams(ids []string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = domain.JobStream(id)
+	}
+	return out
+}
+
+// submitToDelivered reads p50/p95/p99 of DELIVERED − SUBMITTED (the first
+// delivery of each job) from the log.
+func submitToDelivered(ctx context.Context, pool *pgxpool.Pool, ids []string) ([3]float64, error) {
+	var out [3]float64
+	streams := jobStreams(ids)
+	submitted, err := eventstore.FirstOfType(ctx, pool, streams, domain.EventSubmitted)
+	if err != nil {
+		return out, err
+	}
+	delivered, err := eventstore.FirstOfType(ctx, pool, streams, domain.EventDelivered)
+	if err != nil {
+		return out, err
+	}
+	lat := firstDeliveries(submitted, delivered)
+	return [3]float64{ms(lat, 0.50), ms(lat, 0.95), ms(lat, 0.99)}, nil
+}
+
+// firstDeliveries pairs each stream's delivery with its submit and returns
+// the sorted times between them.
+func firstDeliveries(submitted, delivered map[string]eventstore.Record) []time.Duration {
+	var lat []time.Duration
+	for stream, d := range delivered {
+		if s, ok := submitted[stream]; ok {
+			lat = append(lat, d.RecordedAt.Sub(s.RecordedAt))
+		}
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// benchRouting times single routing decisions over 1,000 agents.
+func benchRouting() (p50, p99 float64) {
+	agents := make([]domain.RouteAgent, 1000)
+	for i := range agents {
+		agents[i] = domain.RouteAgent{ID: fmt.Sprintf("agent-%04d", i), Namespace: "default",
+			Capabilities: []string{fmt.Sprintf("cap.%02d", i%50)}, Aliases: []string{"pdf", "scan", fmt.Sprintf("alias%d", i%7)},
+			Weight: 1 + i%100, MaxConcurrent: 10, InFlight: i % 10, RolloutPercent: 100, State: domain.AgentHealthy}
+	}
+	ix := domain.NewRouteIndex(agents)
+	cfg := domain.DefaultRouteConfig()
+	times := make([]time.Duration, 100000)
+	for i := range times {
+		req := domain.RouteRequest{JobID: strconv.Itoa(i), Namespace: "default", Capability: fmt.Sprintf("cap.%02d", i%50), Hint: "a scanned pdf"}
+		t0 := time.Now()
+		ix.Route(req, cfg, rand.IntN)
+		times[i] = time.Since(t0)
+	}
+	slices.Sort(times)
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+	return us(times[len(times)/2]), us(times[len(times)*99/100])
+}
+
+// peakRSSMB is the process's peak resident set (VmHWM).
+func peakRSSMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	return parseVmHWM(b)
+}
+
+var vmHWM = regexp.MustCompile(`VmHWM:\s+(\d+) kB`)
+
+// parseVmHWM reads the peak resident set of /proc/PID/status, in MB.
+func parseVmHWM(status []byte) float64 {
+	m := vmHWM.FindSubmatch(status)
+	if m == nil {
+		return 0
+	}
+	kb, _ := strconv.ParseFloat(string(m[1]), 64)
+	return kb / 1024
+}
+
+func hostDescription() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return cpuModel(b, runtime.GOOS+"/"+runtime.GOARCH)
+}
+
+var modelName = regexp.MustCompile(`model name\s*:\s*(.+)`)
+
+// cpuModel is the first model name of /proc/cpuinfo, or def.
+func cpuModel(cpuinfo []byte, def string) string {
+	if m := modelName.FindSubmatch(cpuinfo); m != nil {
+		return strings.TrimSpace(string(m[1]))
+	}
+	return def
+}

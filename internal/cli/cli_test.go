@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/jobs"
+)
+
+// testEnv is an Env writing to buffers, with env as its whole environment.
+func testEnv(env map[string]string) (Env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errOut bytes.Buffer
+	return Env{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string { return env[k] }}, &out, &errOut
+}
+
+func TestParsePositional(t *testing.T) {
+	t.Parallel()
+	env, _, _ := testEnv(nil)
+	fs, _ := APIFlags(env, "dig")
+	limit := fs.Int("limit", 0, "")
+	pos, err := fs.ParsePositional([]string{"--limit", "3", "a", "--json", "b"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, pos)
+	require.True(t, fs.JSON)
+	require.Equal(t, 3, *limit)
+
+	_, err = fs.ParsePositional([]string{"a", "--nope"})
+	require.Error(t, err)
+}
+
+func TestAPIFlagsDefaults(t *testing.T) {
+	t.Parallel()
+	env, _, _ := testEnv(map[string]string{"AGENTREACH_URL": "http://127.0.0.1:9", "AGENTREACH_KEY": "k"})
+	fs, c := APIFlags(env, "jobs get")
+	require.NoError(t, fs.Parse(nil))
+	require.Equal(t, "http://127.0.0.1:9", c.BaseURL)
+	require.Equal(t, "k", c.Key)
+	require.Equal(t, "agentreach jobs get", fs.Name())
+	require.Equal(t, flag.ContinueOnError, fs.ErrorHandling())
+
+	env, _, _ = testEnv(nil)
+	_, c = APIFlags(env, "jobs")
+	require.Equal(t, "http://127.0.0.1:8080", c.BaseURL)
+}
+
+func TestClientDo(t *testing.T) {
+	t.Parallel()
+	var seen http.Header
+	var body string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Clone()
+		b, _ := io.ReadAll(r.Body)
+		body = string(b)
+		switch r.URL.Path {
+		case "/v1/ok":
+			require.Equal(t, "a=1", r.URL.RawQuery)
+			_, _ = io.WriteString(w, `{"x":1}`)
+		case "/v1/bad":
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"error":{"code":"invalid","message":"no","field":"payload"}}`)
+		default:
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, "  upstream down\n")
+		}
+	}))
+	t.Cleanup(api.Close)
+	c := &Client{BaseURL: api.URL + "/", Key: "sekrit", HTTP: api.Client(), Header: map[string]string{"X-A": "1", "X-Empty": ""}}
+
+	var out struct{ X int }
+	require.NoError(t, c.Get(t.Context(), "/v1/ok", map[string][]string{"a": {"1"}}, &out))
+	require.Equal(t, 1, out.X)
+	require.Equal(t, "Bearer sekrit", seen.Get("Authorization"))
+	require.Equal(t, "1", seen.Get("X-A"))
+	require.NotContains(t, seen, "X-Empty")
+	require.Empty(t, seen.Get("Content-Type"), "no body, no content type")
+
+	err := c.Do(t.Context(), http.MethodPost, "/v1/bad", map[string]int{"n": 2}, nil)
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, APIError{Status: 422, Code: "invalid", Message: "no", Field: "payload"}, *apiErr)
+	require.Equal(t, "invalid (HTTP 422): no [field payload]", err.Error())
+	require.Equal(t, "application/json", seen.Get("Content-Type"))
+	require.JSONEq(t, `{"n":2}`, body)
+
+	err = c.Do(t.Context(), http.MethodGet, "/v1/down", nil, nil)
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "http_error (HTTP 502): upstream down", err.Error())
+
+	api.Close()
+	err = c.Do(t.Context(), http.MethodGet, "/v1/ok", nil, nil)
+	require.ErrorContains(t, err, "cannot reach Agent-Reach at "+c.BaseURL)
+}
+
+// fakeAPI answers the jobs routes with fixed jobs and records requests.
+type fakeAPI struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Idempotency-Key")+" "+string(b)))
+	f.mu.Unlock()
+	job := `{"job_id":"j1","status":"SUCCESS","capability":"c","agent_id":"a1","attempts":1,"max_attempts":3,
+		"result":{"ok":true},"trace_id":"t1","submitted_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/jobs":
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"job_id":"j1","status":"SUBMITTED","trace_id":"t1"}`)
+	case r.URL.Path == "/v1/jobs/j1", r.URL.Path == "/v1/jobs/j1/cancel":
+		_, _ = io.WriteString(w, job)
+	case r.URL.Path == "/v1/jobs":
+		_, _ = io.WriteString(w, `{"jobs":[`+job+`]}`)
+	case r.URL.Path == "/v1/jobs/j1/events":
+		_, _ = io.WriteString(w, `{"events":[{"version":1,"type":"SUBMITTED","data":{"long":"`+strings.Repeat("x", 200)+`"},"recorded_at":"2026-01-02T03:04:05Z"}]}`)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no such job"}}`)
+	}
+}
+
+func TestJobs(t *testing.T) {
+	t.Parallel()
+	f := &fakeAPI{}
+	api := httptest.NewServer(f)
+	t.Cleanup(api.Close)
+	run := func(args ...string) (string, string, error) {
+		env, out, errOut := testEnv(map[string]string{"AGENTREACH_URL": api.URL})
+		err := Jobs(context.Background(), env, args)
+		return out.String(), errOut.String(), err
+	}
+
+	out, _, err := run("submit", "--capability", "c", "--payload", `{"x":1}`, "--idempotency-key", "k1")
+	require.NoError(t, err)
+	require.Equal(t, "j1 SUBMITTED (trace t1)\n", out)
+	out, _, err = run("submit", "--capability", "c", "--json")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"job_id":"j1","status":"SUBMITTED","trace_id":"t1"}`, out)
+	out, _, err = run("submit", "--capability", "c", "--wait")
+	require.NoError(t, err)
+	require.Contains(t, out, "attempts    1 of 3")
+	require.Contains(t, out, `result      {"ok":true}`)
+
+	out, _, err = run("get", "j1")
+	require.NoError(t, err)
+	require.Contains(t, out, "agent       a1")
+	out, _, err = run("list", "--status", "SUCCESS")
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^JOB\s+STATUS\s+CAPABILITY\s+AGENT\s+ATTEMPTS\s+SUBMITTED\nj1\s+SUCCESS\s+c\s+a1\s+1/3\s`, out)
+	out, _, err = run("events", "j1")
+	require.NoError(t, err)
+	require.Contains(t, out, `SUBMITTED  {"long":"`+strings.Repeat("x", 100-len(`{"long":"`))+"…\n")
+	out, _, err = run("cancel", "j1", "--reason", "changed my mind")
+	require.NoError(t, err)
+	require.Equal(t, "j1 SUCCESS\n", out)
+
+	_, _, err = run("get", "nope")
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, "not_found", apiErr.Code)
+
+	f.mu.Lock()
+	require.Equal(t, "POST /v1/jobs k1 "+`{"callback_url":"","capability":"c","hint":"","max_attempts":0,"payload":{"x":1},"priority":"","timeout_ms":0}`, f.reqs[0])
+	require.Contains(t, f.reqs, "GET /v1/jobs?limit=50&status=SUCCESS")
+	require.Contains(t, f.reqs, `POST /v1/jobs/j1/cancel  {"reason":"changed my mind"}`)
+	f.mu.Unlock()
+}
+
+func TestJobsUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		nil,
+		{"frobnicate"},
+		{"submit"},
+		{"submit", "--capability", "c", "--payload", "{nope"},
+		{"get"},
+		{"events", "a", "b"},
+	} {
+		env, _, errOut := testEnv(map[string]string{"AGENTREACH_URL": "http://127.0.0.1:1"})
+		err := Jobs(context.Background(), env, args)
+		require.ErrorIs(t, err, ErrUsage, "%v", args)
+		if len(args) < 2 && (len(args) == 0 || args[0] == "frobnicate") {
+			require.Contains(t, errOut.String(), "agentreach jobs submit --capability C", "%v prints the help", args)
+		}
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	bar := ProgressBar{W: &b, Label: "rebuild"}
+	bar.Done()
+	require.Empty(t, b.String(), "a bar never drawn ends no line")
+	bar.Update(5, 10)
+	bar.Update(10, 10)
+	bar.Done()
+	require.Equal(t, "\rrebuild [###############...............]  50% 5/10 events"+
+		"\rrebuild [##############################] 100% 10/10 events\n", b.String())
+	b.Reset()
+	jobsBar := ProgressBar{W: &b, Label: "x", Unit: "jobs"}
+	jobsBar.Update(0, 0)
+	require.Equal(t, "\rx [..............................]   0% 0/1 jobs", b.String())
+}
+
+func TestSplitList(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"a", "b c"}, SplitList(" a, ,b c ,"))
+	require.Nil(t, SplitList(""))
+}
+
+func TestChooseProjections(t *testing.T) {
+	t.Parallel()
+	all, err := ChooseProjections(nil)
+	require.NoError(t, err)
+	require.Len(t, all, len(ProjectionNames()))
+	names := ProjectionNames()
+	one, err := ChooseProjections([]string{names[len(names)-1]})
+	require.NoError(t, err)
+	require.Len(t, one, 1)
+	require.Equal(t, names[len(names)-1], one[0].Name())
+	_, err = ChooseProjections([]string{"nope"})
+	require.ErrorIs(t, err, ErrUsage)
+	require.ErrorContains(t, err, `no projection "nope" (there are: `+strings.Join(names, ", ")+")")
+}
+
+func TestFormatVerify(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	require.NoError(t, PrintVerify(&b, jobs.VerifyReport{Jobs: 2, Terminal: 2}))
+	require.Equal(t, "jobs: 2, terminal: 2, by status: map[]\nall invariants hold\n", b.String())
+	b.Reset()
+	err := PrintVerify(&b, jobs.VerifyReport{Jobs: 1, Violations: []string{"job x: two successes"}})
+	require.EqualError(t, err, "1 invariant violations")
+	require.Equal(t, "jobs: 1, terminal: 0, by status: map[]\nVIOLATION: job x: two successes\n", b.String())
+}
+
+// On a fresh database, verify finds nothing wrong and a rebuild folds
+// nothing into empty read models.
+func TestVerifyAndRebuildOnAnEmptyLog(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	rep, err := Verify(t.Context(), pool)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), FormatVerify(rep))
+	require.Zero(t, rep.Jobs)
+
+	env, out, _ := testEnv(nil)
+	chosen, err := ChooseProjections(nil)
+	require.NoError(t, err)
+	require.NoError(t, RebuildProjections(t.Context(), env, pool, env.Logger(), chosen))
+	require.Regexp(t, `^rebuilt jobs: 0 events folded into jobs 0 rows in \d+ms\n`+
+		`rebuilt agent_stats: 0 events folded into agent_stats_minute 0 rows, agent_stats_hour 0 rows in \d+ms\n$`, out.String())
+}

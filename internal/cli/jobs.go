@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const jobsHelp = `agentreach jobs: submit and follow jobs (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
+
+  agentreach jobs submit --capability C --payload JSON [--hint H] [--priority high|normal|low]
+                         [--callback-url URL] [--timeout 30s] [--max-attempts N] [--idempotency-key K] [--wait]
+  agentreach jobs get JOB_ID
+  agentreach jobs list [--status S] [--capability C] [--agent A] [--limit N]
+  agentreach jobs events JOB_ID
+  agentreach jobs cancel JOB_ID [--reason R]
+  agentreach jobs replay JOB_ID
+
+Every command takes --json for scripts.
+`
+
+// jobView is the part of the API's job the commands show.
+type jobView struct {
+	JobID       string          `json:"job_id"`
+	Status      string          `json:"status"`
+	Capability  string          `json:"capability"`
+	AgentID     string          `json:"agent_id"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Result      json.RawMessage `json:"result"`
+	BizCode     string          `json:"biz_code"`
+	Error       string          `json:"error"`
+	TraceID     string          `json:"trace_id"`
+	SubmittedAt time.Time       `json:"submitted_at"`
+	FinishedAt  *time.Time      `json:"finished_at"`
+}
+
+// jobsCommand is one `agentreach jobs NAME ARGS...`, its flags not yet
+// parsed.
+type jobsCommand struct {
+	env  Env
+	fs   *Flags
+	c    *Client
+	name string
+	args []string
+}
+
+// Jobs runs `agentreach jobs submit|get|list|events|cancel|replay`; a call
+// without a known subcommand is an ErrUsage, and an error answer of the
+// API an *APIError.
+func Jobs(ctx context.Context, env Env, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, jobsHelp)
+		return fmt.Errorf("%w: agentreach jobs submit|get|list|events|cancel|replay", ErrUsage)
+	}
+	fs, c := APIFlags(env, "jobs "+args[0])
+	fs.Usage = func() { fmt.Fprint(fs.Output(), jobsHelp); fs.PrintDefaults() }
+	j := &jobsCommand{env: env, fs: fs, c: c, name: args[0], args: args[1:]}
+	switch args[0] {
+	case "submit":
+		return j.submit(ctx)
+	case "get":
+		return j.get(ctx)
+	case "list":
+		return j.list(ctx)
+	case "events":
+		return j.events(ctx)
+	case "cancel", "replay":
+		return j.act(ctx)
+	}
+	fmt.Fprint(env.Stderr, jobsHelp)
+	return fmt.Errorf("%w: unknown jobs command %q", ErrUsage, args[0])
+}
+
+// jobID parses the flags of a command that takes one JOB_ID.
+func (j *jobsCommand) jobID() (string, error) {
+	pos, err := j.fs.ParsePositional(j.args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", fmt.Errorf("%w: agentreach jobs %s JOB_ID", ErrUsage, j.name)
+	}
+	return url.PathEscape(pos[0]), nil
+}
+
+func (j *jobsCommand) submit(ctx context.Context) error {
+	fs := j.fs
+	capability := fs.String("capability", "", "the capability (required)")
+	payload := fs.String("payload", "{}", "the payload, JSON")
+	hint := fs.String("hint", "", "free text for routing")
+	priority := fs.String("priority", "", "high, normal or low")
+	callback := fs.String("callback-url", "", "where to POST the outcome")
+	timeout := fs.Duration("timeout", 0, "per-attempt deadline")
+	maxAttempts := fs.Int("max-attempts", 0, "attempts before the dead letter")
+	key := fs.String("idempotency-key", "", "makes a retried submit return the same job")
+	wait := fs.Bool("wait", false, "wait until the job is terminal and print it")
+	if _, err := fs.ParsePositional(j.args); err != nil {
+		return err
+	}
+	if *capability == "" {
+		return fmt.Errorf("%w: --capability is required", ErrUsage)
+	}
+	if !json.Valid([]byte(*payload)) {
+		return fmt.Errorf("%w: --payload must be JSON", ErrUsage)
+	}
+	body := map[string]any{"capability": *capability, "payload": json.RawMessage(*payload), "hint": *hint,
+		"priority": *priority, "callback_url": *callback, "max_attempts": *maxAttempts, "timeout_ms": timeout.Milliseconds()}
+	var out struct {
+		JobID   string `json:"job_id"`
+		Status  string `json:"status"`
+		TraceID string `json:"trace_id"`
+	}
+	j.c.Header = map[string]string{"Idempotency-Key": *key}
+	if err := j.c.Do(ctx, http.MethodPost, "/v1/jobs", body, &out); err != nil {
+		return err
+	}
+	if *wait {
+		return j.waitFinished(ctx, out.JobID)
+	}
+	if fs.JSON {
+		return PrintJSON(j.env.Stdout, out)
+	}
+	fmt.Fprintf(j.env.Stdout, "%s %s (trace %s)\n", out.JobID, out.Status, out.TraceID)
+	return nil
+}
+
+// waitFinished polls the job until it is terminal, then shows it.
+func (j *jobsCommand) waitFinished(ctx context.Context, id string) error {
+	for {
+		var v jobView
+		if err := j.c.Get(ctx, "/v1/jobs/"+id, nil, &v); err != nil {
+			return err
+		}
+		if v.FinishedAt != nil {
+			return j.show(v)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (j *jobsCommand) get(ctx context.Context) error {
+	id, err := j.jobID()
+	if err != nil {
+		return err
+	}
+	var v jobView
+	if err := j.c.Get(ctx, "/v1/jobs/"+id, nil, &v); err != nil {
+		return err
+	}
+	return j.show(v)
+}
+
+func (j *jobsCommand) list(ctx context.Context) error {
+	fs := j.fs
+	status := fs.String("status", "", "only this status")
+	capability := fs.String("capability", "", "only this capability")
+	agent := fs.String("agent", "", "only jobs of this agent")
+	limit := fs.Int("limit", 50, "how many")
+	if _, err := fs.ParsePositional(j.args); err != nil {
+		return err
+	}
+	q := url.Values{"limit": {fmt.Sprint(*limit)}}
+	for k, v := range map[string]string{"status": *status, "capability": *capability, "agent_id": *agent} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var out struct {
+		Jobs []jobView `json:"jobs"`
+	}
+	if err := j.c.Get(ctx, "/v1/jobs", q, &out); err != nil {
+		return err
+	}
+	if fs.JSON {
+		return PrintJSON(j.env.Stdout, out)
+	}
+	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTATUS\tCAPABILITY\tAGENT\tATTEMPTS\tSUBMITTED")
+	for _, v := range out.Jobs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", v.JobID, v.Status, v.Capability, v.AgentID, v.Attempts, v.MaxAttempts, Ago(v.SubmittedAt))
+	}
+	return tw.Flush()
+}
+
+func (j *jobsCommand) events(ctx context.Context) error {
+	id, err := j.jobID()
+	if err != nil {
+		return err
+	}
+	var out struct {
+		Events []struct {
+			Version    int             `json:"version"`
+			Type       string          `json:"type"`
+			Data       json.RawMessage `json:"data"`
+			RecordedAt time.Time       `json:"recorded_at"`
+		} `json:"events"`
+	}
+	if err := j.c.Get(ctx, "/v1/jobs/"+id+"/events", nil, &out); err != nil {
+		return err
+	}
+	if j.fs.JSON {
+		return PrintJSON(j.env.Stdout, out)
+	}
+	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tAT\tEVENT\tDATA")
+	for _, e := range out.Events {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), e.Type, shorten(string(e.Data), 100))
+	}
+	return tw.Flush()
+}
+
+// shorten cuts s to n bytes and marks the cut.
+func shorten(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// act is cancel or replay: a POST to the job's action, with cancel's reason.
+func (j *jobsCommand) act(ctx context.Context) error {
+	reason := ""
+	if j.name == "cancel" {
+		j.fs.StringVar(&reason, "reason", "", "why")
+	}
+	id, err := j.jobID()
+	if err != nil {
+		return err
+	}
+	var out json.RawMessage
+	var body any
+	if reason != "" {
+		body = map[string]string{"reason": reason}
+	}
+	if err := j.c.Do(ctx, http.MethodPost, "/v1/jobs/"+id+"/"+j.name, body, &out); err != nil {
+		return err
+	}
+	if j.fs.JSON {
+		_, err := j.env.Stdout.Write(append(out, '\n'))
+		return err
+	}
+	var v jobView
+	_ = json.Unmarshal(out, &v)
+	fmt.Fprintf(j.env.Stdout, "%s %s\n", v.JobID, v.Status)
+	return nil
+}
+
+func (j *jobsCommand) show(v jobView) error {
+	if j.fs.JSON {
+		return PrintJSON(j.env.Stdout, v)
+	}
+	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "job\t%s\nstatus\t%s\ncapability\t%s\nagent\t%s\nattempts\t%d of %d\ntrace\t%s\n", v.JobID, v.Status,
+		v.Capability, v.AgentID, v.Attempts, v.MaxAttempts, v.TraceID)
+	if len(v.Result) > 0 {
+		fmt.Fprintf(tw, "result\t%s\n", strings.TrimSpace(string(v.Result)))
+	}
+	if v.BizCode != "" {
+		fmt.Fprintf(tw, "biz_code\t%s\n", v.BizCode)
+	}
+	if v.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", v.Error)
+	}
+	return tw.Flush()
+}

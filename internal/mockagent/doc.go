@@ -1,0 +1,5 @@
+// Package mockagent is `agentreach mock-agent`: a test agent, built on the
+// Go agent SDK, that registers with Agent-Reach, heartbeats, and answers
+// every delivery the way its --behaviour says (succeed, fail, refuse,
+// hang, be flaky or answer asynchronously).
+package mockagent

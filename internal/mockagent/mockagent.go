@@ -1,0 +1,195 @@
+package mockagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"github.com/agentreach/agentreach/internal/cli"
+	"github.com/agentreach/agentreach/sdk"
+)
+
+const help = `agentreach mock-agent: a test agent with a chosen behaviour
+
+It registers with Agent-Reach (--server), heartbeats, answers probes (GET)
+and serves deliveries (POST) according to --behaviour:
+
+  success   answer 200 {"status":"SUCCESS","result":{...}} at once (after --delay)
+  async     answer 202, then POST the SUCCESS result to result_url after --delay
+  fail      answer 200 {"status":"FAILED","biz_code":"mock_failure"}: a business failure
+  5xx       answer 503: the delivery did not happen, Agent-Reach retries
+  refuse    register an endpoint where nothing listens: every delivery is refused
+            (probes go to a health URL that answers, so the agent looks alive)
+  hang      accept the request and never answer before the deadline
+  flaky     like success, but with probability --flaky-p answer 503 instead
+
+Flags:
+`
+
+// options are mock-agent's flags.
+type options struct {
+	server, id, ns, caps, aliases, behaviour, addr, version, key string
+	ttl, maxConc, weight                                         int
+	delay, jitter                                                time.Duration
+	flakyP                                                       float64
+}
+
+func parseFlags(env cli.Env, args []string) (options, error) {
+	var o options
+	fs := env.NewFlagSet("mock-agent")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), help); fs.PrintDefaults() }
+	fs.StringVar(&o.server, "server", env.Lookup("AGENTREACH_URL", "http://127.0.0.1:8080"), "Agent-Reach base URL (env AGENTREACH_URL)")
+	fs.StringVar(&o.key, "key", env.Getenv("AGENTREACH_KEY"), "API key with agents:write, to register (env AGENTREACH_KEY)")
+	fs.StringVar(&o.id, "id", "", "agent id (required)")
+	fs.StringVar(&o.ns, "namespace", "default", "namespace")
+	fs.StringVar(&o.caps, "capability", "", "capabilities, comma-separated (required)")
+	fs.StringVar(&o.aliases, "aliases", "", "aliases, comma-separated")
+	fs.StringVar(&o.behaviour, "behaviour", "success", "success, async, fail, 5xx, refuse, hang or flaky")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:0", "listen address for deliveries")
+	fs.StringVar(&o.version, "version", "", "agent version")
+	fs.IntVar(&o.ttl, "ttl", 30, "lease TTL in seconds")
+	fs.IntVar(&o.maxConc, "max-concurrent", 0, "most jobs at once (0 = unlimited)")
+	fs.IntVar(&o.weight, "weight", 50, "routing weight 1-100")
+	fs.DurationVar(&o.delay, "delay", 0, "time each job takes")
+	fs.DurationVar(&o.jitter, "jitter", -1, "largest start-up jitter before registering (negative: none)")
+	fs.Float64Var(&o.flakyP, "flaky-p", 0.5, "flaky: probability of a 503")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.id == "" || o.caps == "" {
+		fs.Usage()
+		return o, fmt.Errorf("%w: --id and --capability are required", cli.ErrUsage)
+	}
+	return o, nil
+}
+
+// Main runs `agentreach mock-agent` with args until ctx ends; missing or
+// unknown flags are an ErrUsage.
+func Main(ctx context.Context, env cli.Env, args []string) error {
+	o, err := parseFlags(env, args)
+	if err != nil {
+		return err
+	}
+	reg := sdk.Registration{AgentID: o.id, Namespace: o.ns, Capabilities: cli.SplitList(o.caps), Aliases: cli.SplitList(o.aliases),
+		TTLSeconds: o.ttl, MaxConcurrent: o.maxConc, Weight: o.weight, Version: o.version,
+		Metadata: map[string]any{"mock_behaviour": o.behaviour}}
+	handler, err := mockHandler(o.behaviour, o.delay, o.flakyP, o.id)
+	if err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrUsage, err)
+	}
+	cfg := sdk.Config{ServerURL: o.server, Addr: o.addr, StartJitter: o.jitter, Logger: env.Logger(), APIKey: o.key}
+	var agent *sdk.Agent
+	if o.behaviour == "async" {
+		handler = asyncHandler(&agent, o.delay, o.id)
+	}
+	if o.behaviour == "refuse" {
+		if err := refuseDeliveries(ctx, &cfg, &reg); err != nil {
+			return err
+		}
+	}
+	agent = sdk.New(cfg, reg, handler)
+	go func() {
+		select {
+		case <-agent.Registered():
+			fmt.Fprintf(env.Stdout, "mock-agent %s registered (%s) at %s\n", o.id, o.behaviour, o.server)
+		case <-ctx.Done():
+		}
+	}()
+	return agent.Run(ctx)
+}
+
+// refuseDeliveries points deliveries at a port where nothing listens and
+// probes at the agent's real listener, so it is admitted and then refuses
+// work.
+func refuseDeliveries(ctx context.Context, cfg *sdk.Config, reg *sdk.Registration) error {
+	live, err := freeAddr(ctx, cfg.Addr)
+	if err != nil {
+		return err
+	}
+	dead, err := freeAddr(ctx, "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	cfg.Addr = live
+	cfg.AdvertiseURL = "http://" + dead + "/"
+	reg.HealthURL = "http://" + live + "/"
+	return nil
+}
+
+// freeAddr resolves a ":0" address to a port that is free now.
+func freeAddr(ctx context.Context, addr string) (string, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func mockHandler(behaviour string, delay time.Duration, flakyP float64, id string) (sdk.Handler, error) {
+	wait := func(ctx context.Context) error {
+		if delay <= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+			return nil
+		}
+	}
+	ok := func(d sdk.Delivery) sdk.Result {
+		return sdk.Success(map[string]any{"agent_id": id, "job_id": d.JobID, "attempt": d.Attempt})
+	}
+	switch behaviour {
+	case "success", "refuse", "async":
+		return func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+			if err := wait(ctx); err != nil {
+				return sdk.Result{}, err
+			}
+			return ok(d), nil
+		}, nil
+	case "fail":
+		return func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+			if err := wait(ctx); err != nil {
+				return sdk.Result{}, err
+			}
+			return sdk.Failure("mock_failure", map[string]any{"agent_id": id}), nil
+		}, nil
+	case "5xx":
+		return func(context.Context, sdk.Delivery) (sdk.Result, error) { return sdk.Result{}, sdk.ErrRefused }, nil
+	case "hang":
+		return func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+			<-ctx.Done()
+			return sdk.Result{}, ctx.Err()
+		}, nil
+	case "flaky":
+		return func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+			if rand.Float64() < flakyP {
+				return sdk.Result{}, sdk.ErrRefused
+			}
+			if err := wait(ctx); err != nil {
+				return sdk.Result{}, err
+			}
+			return ok(d), nil
+		}, nil
+	}
+	return nil, errors.New("unknown --behaviour " + behaviour)
+}
+
+// asyncHandler accepts each delivery and reports its result after delay.
+func asyncHandler(agent **sdk.Agent, delay time.Duration, id string) sdk.Handler {
+	return func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+		go func() {
+			time.Sleep(delay) // the mock's simulated work time
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = (*agent).Report(rctx, d, sdk.Success(map[string]any{"agent_id": id, "job_id": d.JobID, "attempt": d.Attempt, "async": true}))
+		}()
+		return sdk.Result{}, sdk.ErrAccepted
+	}
+}

@@ -1,0 +1,34 @@
+-- Statements of the tools and harnesses beside the service: scratch
+-- databases for bench and demo, the counts chaos and demo wait on, and the
+-- row counts `agentreach projections rebuild` reports. Taken by their
+-- packages under internal/.
+
+-- name: HarnessCreateDatabase :template
+-- A scratch database next to the server's others; %s is its sanitised name.
+CREATE DATABASE %s;
+
+-- name: HarnessDropDatabase :template
+-- Drop a scratch database, ending whatever is still connected to it.
+DROP DATABASE IF EXISTS %s WITH (FORCE);
+
+-- name: HarnessCountRows :template
+-- Rows of one read-model table; %s is its sanitised name.
+SELECT count(*) FROM %s;
+
+-- name: ChaosJobCounts
+-- Jobs not yet terminal, jobs whose callback is not acknowledged, and all
+-- jobs: a chaos run is over when the first two are 0 and the last has every
+-- accepted job.
+SELECT count(*) FILTER (WHERE status NOT IN ('SUCCESS', 'FAILED', 'DEAD_LETTER', 'CANCELLED', 'REJECTED')),
+       count(*) FILTER (WHERE NOT callback_done),
+       count(*)
+FROM jobs;
+
+-- name: ChaosCheckpoints
+-- Every projection's checkpoint as name@tx/position, for a run that timed out.
+SELECT coalesce(string_agg(name || '@' || tx_id::text || '/' || position, ' '), '')
+FROM projection_checkpoints;
+
+-- name: DemoCountOpenJobs
+-- Jobs not finished yet.
+SELECT count(*) FROM jobs WHERE finished_at IS NULL;

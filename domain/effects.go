@@ -24,6 +24,9 @@ type Timer struct {
 	Phase      TimerPhase
 	Due        time.Time
 	RiverJobID int64
+	// WaitingSince is when the attempt began waiting for a routable agent
+	// (zero: it is not waiting for one); a wait is bounded by route_wait_ms.
+	WaitingSince time.Time
 }
 
 // Sample is one attempt's outcome for the agent's breaker window.

@@ -175,8 +175,8 @@ type Submitted struct {
 	BackoffMaxMS   int             `json:"backoff_max_ms"`
 	ReplayOf       string          `json:"replay_of,omitempty"`
 	// RouteWaitMS bounds how long an attempt waits, spending nothing, for an
-	// agent to become routable; 0 (events written before it existed) means
-	// DefaultRouteWait.
+	// agent to become routable; 0 means the service's default (30 s unless
+	// configured).
 	RouteWaitMS int `json:"route_wait_ms,omitempty"`
 }
 

@@ -64,8 +64,10 @@ func TestNormalizeRouteWait(t *testing.T) {
 	}
 	s := base(0)
 	require.NoError(t, domain.NormalizeSubmission(&s, 0))
-	require.Equal(t, 30000, s.RouteWaitMS)
-	require.Equal(t, domain.DefaultRouteWait, s.RouteWait())
+	require.Equal(t, 7*time.Second, s.RouteWait(7*time.Second), "none named: the service's default")
+	s = base(1500)
+	require.NoError(t, domain.NormalizeSubmission(&s, 0))
+	require.Equal(t, 1500*time.Millisecond, s.RouteWait(7*time.Second))
 	for _, bad := range []int{-1, int(domain.MaxRouteWait/time.Millisecond) + 1} {
 		s := base(bad)
 		var fe *domain.FieldError
@@ -73,5 +75,5 @@ func TestNormalizeRouteWait(t *testing.T) {
 		require.Equal(t, "route_wait_ms", fe.Field)
 	}
 	old := domain.Submitted{} // an event written before route_wait_ms
-	require.Equal(t, domain.DefaultRouteWait, old.RouteWait())
+	require.Equal(t, domain.DefaultRouteWait, old.RouteWait(domain.DefaultRouteWait))
 }

@@ -55,11 +55,8 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 	if s.TimeoutMS < int(MinTimeout/time.Millisecond) || s.TimeoutMS > int(MaxTimeout/time.Millisecond) {
 		return fieldErr("timeout_ms", "must be between %d and %d", MinTimeout/time.Millisecond, MaxTimeout/time.Millisecond)
 	}
-	if s.RouteWaitMS == 0 {
-		s.RouteWaitMS = int(DefaultRouteWait / time.Millisecond)
-	}
-	if s.RouteWaitMS < 1 || s.RouteWaitMS > int(MaxRouteWait/time.Millisecond) {
-		return fieldErr("route_wait_ms", "must be between 1 and %d", MaxRouteWait/time.Millisecond)
+	if s.RouteWaitMS < 0 || s.RouteWaitMS > int(MaxRouteWait/time.Millisecond) {
+		return fieldErr("route_wait_ms", "must be between 1 and %d (0 or none: the service's default, 30 s unless configured)", MaxRouteWait/time.Millisecond)
 	}
 	if s.MaxAttempts == 0 {
 		s.MaxAttempts = DefaultMaxAttempts
@@ -101,10 +98,11 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 // Timeout is the job's per-attempt deadline.
 func (s *Submitted) Timeout() time.Duration { return time.Duration(s.TimeoutMS) * time.Millisecond }
 
-// RouteWait is how long an attempt may wait for a routable agent.
-func (s *Submitted) RouteWait() time.Duration {
+// RouteWait is how long an attempt may wait for a routable agent: the
+// job's route_wait_ms, or def when it names none.
+func (s *Submitted) RouteWait(def time.Duration) time.Duration {
 	if s.RouteWaitMS <= 0 {
-		return DefaultRouteWait
+		return def
 	}
 	return time.Duration(s.RouteWaitMS) * time.Millisecond
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -125,7 +126,7 @@ func (s *Service) decideApproval(ctx context.Context, id string, approve bool, r
 			if err := s.appendTx(ctx, tx, l, domain.Effects{}, domain.NewEvent(domain.EventApproved, domain.Decided{Reason: reason}, md)); err != nil {
 				return err
 			}
-			return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority)
+			return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority, time.Time{})
 		}
 		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true},
 			domain.NewEvent(domain.EventRejected, domain.Decided{Reason: reason}, md))

@@ -62,6 +62,9 @@ func PeriodicOpts(queue string, interval time.Duration) *river.InsertOpts {
 type DispatchArgs struct {
 	JobID   string `json:"job_id"`
 	Attempt int    `json:"attempt"`
+	// WaitingSince is when the attempt began waiting for a routable agent,
+	// carried from wait to wait so the wait is bounded by route_wait_ms.
+	WaitingSince time.Time `json:"waiting_since,omitzero"`
 }
 
 // Kind implements river.JobArgs.

@@ -67,8 +67,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	route, agent := s.route(l)
-	if route.Chosen == "" && route.AllAtCapacity {
-		return s.waitForSlot(ctx, job, l, attempt)
+	if agent == nil && domain.RouteWait(route.AllAtCapacity, job.Args.WaitingSince, s.now(), l.RouteWait(s.cfg.RouteWait)) {
+		return s.waitForAgent(ctx, job, l, route.AllAtCapacity)
 	}
 	routeJSON, _ := json.Marshal(route)
 	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: attempt, AgentID: route.Chosen, Route: routeJSON}, md)
@@ -76,6 +76,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return s.noAgent(ctx, job, l, routed, md)
 	}
 	deadline, err := s.recordRouted(ctx, l, agent, routed)
+	if errors.Is(err, errNoSlot) {
+		return s.waitForAgent(ctx, job, l, true) // another process took the last slot first
+	}
 	if err != nil {
 		return err // River retries; the next run reloads and sees whether the attempt started
 	}
@@ -95,12 +98,21 @@ func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
 	return route, s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: route.Chosen})
 }
 
-// waitForSlot waits for a slot when every candidate is at capacity,
-// spending no attempt: the deadline sweep brings the same attempt back
-// when the timer is due.
-func (s *Service) waitForSlot(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, attempt int) error {
+// waitForAgent waits, spending no attempt, for a slot when every candidate
+// is at capacity, or for an agent to become routable (one probing, suspect
+// or restarting, none registered yet) within the job's route_wait_ms: the
+// deadline sweep brings the same attempt back when the timer is due. A wait
+// for an agent remembers when it began; a wait for a slot has no bound.
+func (s *Service) waitForAgent(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, atCapacity bool) error {
+	t := domain.Timer{Attempt: job.Args.Attempt, Phase: domain.PhaseRetry, Due: s.now().Add(s.cfg.CapacityWait)}
+	if !atCapacity {
+		t.WaitingSince = job.Args.WaitingSince
+		if t.WaitingSince.IsZero() {
+			t.WaitingSince = s.now().UTC()
+		}
+	}
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if err := s.setTimerTx(ctx, tx, l.JobID, domain.Timer{Attempt: attempt, Phase: domain.PhaseRetry, Due: s.now().Add(s.cfg.CapacityWait)}); err != nil {
+		if err := s.setTimerTx(ctx, tx, l.JobID, t); err != nil {
 			return err
 		}
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
@@ -129,13 +141,18 @@ func (s *Service) noAgent(ctx context.Context, job *river.Job[DispatchArgs], l *
 	})
 }
 
-// recordRouted appends ROUTED with the attempt's routed timer (due when
+// recordRouted takes a slot of the agent (errNoSlot when none is free) and
+// appends ROUTED with the attempt's routed timer (due when
 // the dispatcher should have recorded an outcome) and answers the attempt's
 // deadline; on success l is the fold after ROUTED.
 func (s *Service) recordRouted(ctx context.Context, l *Loaded, agent *registry.Agent, routed domain.Event) (time.Time, error) {
 	now := s.now().UTC()
 	deadline := now.Add(l.Timeout())
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		key := domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}
+		if err := s.takeSlotTx(ctx, tx, l, key, agent.MaxConcurrent, l.Attempts+1); err != nil {
+			return err
+		}
 		return s.appendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Attempt: l.Attempts + 1, AgentID: agent.AgentID,
 			Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter)}}, routed)
 	})

@@ -2,8 +2,10 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,6 +17,10 @@ var (
 	qClearJobTimer      = queries.Must("ClearJobTimer")
 	qRecordAgentAttempt = queries.Must("RecordAgentAttempt")
 	qSetJobTimer        = queries.Must("SetJobTimer")
+	qLockAgentSlots     = queries.Must("LockAgentSlots")
+	qCountAgentSlots    = queries.Must("CountAgentSlots")
+	qTakeAgentSlot      = queries.Must("TakeAgentSlot")
+	qReleaseAgentSlot   = queries.Must("ReleaseAgentSlot")
 )
 
 // appendTx validates evs against the job's state machine by folding them
@@ -29,6 +35,11 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.
 	}
 	if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(l.JobID), l.Version, evs...); err != nil {
 		return err
+	}
+	if l.SlotHolder != "" && j.SlotHolder == "" {
+		if _, err := tx.Exec(ctx, qReleaseAgentSlot, l.JobID); err != nil {
+			return fmt.Errorf("release slot of job %s: %w", l.JobID, err)
+		}
 	}
 	if fx.ClearTimer {
 		if _, err := tx.Exec(ctx, qClearJobTimer, l.JobID); err != nil {
@@ -73,7 +84,11 @@ func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t dom
 	if t.RiverJobID != 0 {
 		rj = &t.RiverJobID
 	}
-	_, err := tx.Exec(ctx, qSetJobTimer, jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj)
+	var since *time.Time
+	if !t.WaitingSince.IsZero() {
+		since = &t.WaitingSince
+	}
+	_, err := tx.Exec(ctx, qSetJobTimer, jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj, since)
 	if err != nil {
 		return fmt.Errorf("set timer of job %s: %w", jobID, err)
 	}
@@ -82,12 +97,15 @@ func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t dom
 
 // enqueueDispatchTx inserts the River job of an attempt and the queued
 // timer that watches it.
-func (s *Service) enqueueDispatchTx(ctx context.Context, tx pgx.Tx, jobID string, attempt int, p domain.Priority) error {
-	res, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: jobID, Attempt: attempt}, dispatchOpts(p))
+// waitingSince, when not zero, is when the attempt began waiting for a
+// routable agent.
+func (s *Service) enqueueDispatchTx(ctx context.Context, tx pgx.Tx, jobID string, attempt int, p domain.Priority, waitingSince time.Time) error {
+	res, err := s.client.InsertTx(ctx, tx, DispatchArgs{JobID: jobID, Attempt: attempt, WaitingSince: waitingSince}, dispatchOpts(p))
 	if err != nil {
 		return fmt.Errorf("enqueue attempt %d of job %s: %w", attempt, jobID, err)
 	}
-	return s.setTimerTx(ctx, tx, jobID, domain.Timer{Attempt: attempt, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter), RiverJobID: res.Job.ID})
+	return s.setTimerTx(ctx, tx, jobID, domain.Timer{Attempt: attempt, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter),
+		RiverJobID: res.Job.ID, WaitingSince: waitingSince})
 }
 
 // enqueueCallbackTx inserts the caller's callback job and the timer that
@@ -98,6 +116,33 @@ func (s *Service) enqueueCallbackTx(ctx context.Context, tx pgx.Tx, jobID string
 		return fmt.Errorf("enqueue callback of job %s: %w", jobID, err)
 	}
 	return s.setTimerTx(ctx, tx, jobID, domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: res.Job.ID})
+}
+
+// errNoSlot says every one of an agent's max_concurrent slots is taken.
+var errNoSlot = errors.New("every slot of the agent is taken")
+
+// takeSlotTx takes one of the agent's slots for the job's next attempt, or
+// answers errNoSlot. Under the agent's advisory lock the count and the
+// insert are one step for every process on the database, so an agent never
+// holds more than max_concurrent attempts. An agent without a limit still
+// gets a row: the router's load term counts them.
+func (s *Service) takeSlotTx(ctx context.Context, tx pgx.Tx, l *Loaded, agent domain.AgentKey, maxConcurrent, attempt int) error {
+	if maxConcurrent > 0 {
+		if _, err := tx.Exec(ctx, qLockAgentSlots, agent.Namespace, agent.ID); err != nil {
+			return fmt.Errorf("lock slots of agent %s: %w", agent, err)
+		}
+		var held int
+		if err := tx.QueryRow(ctx, qCountAgentSlots, agent.Namespace, agent.ID).Scan(&held); err != nil {
+			return fmt.Errorf("count slots of agent %s: %w", agent, err)
+		}
+		if held >= maxConcurrent {
+			return errNoSlot
+		}
+	}
+	if _, err := tx.Exec(ctx, qTakeAgentSlot, l.JobID, agent.Namespace, agent.ID, attempt); err != nil {
+		return fmt.Errorf("take slot of agent %s: %w", agent, err)
+	}
+	return nil
 }
 
 // jitter is the service's source of backoff jitter, in [0, 1).

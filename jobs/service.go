@@ -80,6 +80,10 @@ type Config struct {
 	// CapacityWait is how long a job waits when every candidate agent is at
 	// capacity before it is routed again, spending no attempt (250 ms).
 	CapacityWait time.Duration
+	// RouteWait is how long an attempt of a job that names no route_wait_ms
+	// waits, spending nothing, for an agent to become routable (default
+	// domain.DefaultRouteWait, 30 s).
+	RouteWait time.Duration
 	// CallbackGrace is how long a callback job may run before the
 	// watchdog presumes its process died and enqueues it again (default
 	// 45 s; a callback POST times out after 15 s).
@@ -131,6 +135,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CapacityWait <= 0 {
 		c.CapacityWait = 250 * time.Millisecond
+	}
+	if c.RouteWait == 0 {
+		c.RouteWait = domain.DefaultRouteWait
 	}
 	if c.Guard == nil {
 		p := netguard.DefaultPolicy()
@@ -356,7 +363,7 @@ func (s *Service) submitTx(ctx context.Context, tx pgx.Tx, sub domain.Submitted,
 	if res.Status == domain.StatusAwaitingApproval {
 		return res, s.setTimerTx(ctx, tx, sub.JobID, domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)})
 	}
-	return res, s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority)
+	return res, s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority, time.Time{})
 }
 
 // submittedEvents are the first events of a job's stream.

@@ -100,7 +100,8 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	var phase domain.TimerPhase
 	var due time.Time
 	var riverJobID *int64
-	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID)
+	var waitingSince *time.Time
+	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID, &waitingSince)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil // handled meanwhile, or locked by another sweeper
 	}
@@ -119,15 +120,19 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	lastRouted := l.Records[len(l.Records)-1].Type == domain.EventRouted
 	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: phase, Due: due}, lastRouted, CallbackMaxAttempts,
 		now, s.jitter(), s.attemptPolicy(), md)
+	var since time.Time
+	if waitingSince != nil {
+		since = *waitingSince
+	}
 	switch d.Do {
 	case domain.TimerDispatch:
-		return "", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority)
+		return "", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority, since)
 	case domain.TimerRedispatch:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.LostAfter)
 		if err != nil || alive {
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.LostAfter), err)
 		}
-		return "redispatched", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority)
+		return "redispatched", s.enqueueDispatchTx(ctx, tx, id, attempt, l.Priority, since)
 	case domain.TimerRequeueCallback:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.CallbackGrace)
 		if err != nil || alive {
@@ -212,7 +217,7 @@ func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 			}
 			switch {
 			case (l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout) && (l.Attempts == 0 || !l.lastIsRouted(l.Attempts)):
-				if err := s.enqueueDispatchTx(ctx, tx, id, l.Attempts+1, l.Priority); err != nil {
+				if err := s.enqueueDispatchTx(ctx, tx, id, l.Attempts+1, l.Priority, time.Time{}); err != nil {
 					return err
 				}
 				rep.Redispatched = append(rep.Redispatched, id)

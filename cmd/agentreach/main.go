@@ -192,6 +192,7 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.StringVar(&cfg.Jobs.PublicURL, "public-url", m.Getenv("AGENTREACH_PUBLIC_URL"), "base URL agents reach this service at, for result_url (env AGENTREACH_PUBLIC_URL; default: the listen address)")
 	fs.StringVar(&cfg.Jobs.CallbackSecret, "callback-secret", m.Getenv("AGENTREACH_CALLBACK_SECRET"), "whsec_... secret that signs callbacks (env AGENTREACH_CALLBACK_SECRET; default: one kept in the database)")
 	fs.DurationVar(&cfg.Jobs.DeadlineSweepInterval, "deadline-sweep-interval", envDuration(m, "AGENTREACH_DEADLINE_SWEEP_INTERVAL"), "how often timeouts and due retries are acted on (env AGENTREACH_DEADLINE_SWEEP_INTERVAL; default 1s)")
+	fs.DurationVar(&cfg.Jobs.RouteWait, "route-wait", envDuration(m, "AGENTREACH_ROUTE_WAIT"), "how long an attempt of a job without route_wait_ms waits for a routable agent before it is spent; a negative value never waits (env AGENTREACH_ROUTE_WAIT; default 30s)")
 	fs.DurationVar(&cfg.Jobs.LostAfter, "lost-after", envDuration(m, "AGENTREACH_LOST_AFTER"), "how long past its deadline an attempt without an outcome is declared lost (env AGENTREACH_LOST_AFTER; default 10s)")
 	fs.StringVar(&cfg.AdminKey, "admin-key", m.Getenv("AGENTREACH_ADMIN_KEY"), "bootstrap admin key for every namespace (env AGENTREACH_ADMIN_KEY)")
 	fs.BoolVar(&cfg.Insecure, "insecure", m.Getenv("AGENTREACH_INSECURE") == "1", "turn authentication off: every request acts as an admin (env AGENTREACH_INSECURE=1; development only)")

@@ -62,7 +62,16 @@ func startTuned(t *testing.T, env map[string]string, tune func(*Config), args ..
 	t.Helper()
 	out := &syncBuffer{}
 	m := NewMain()
-	m.Tune = tune
+	m.Tune = func(c *Config) {
+		// Most tests leave a job unroutable on purpose and expect its
+		// attempt spent at once; the tests of route_wait set their own.
+		if c.Jobs.RouteWait == 0 {
+			c.Jobs.RouteWait = -1
+		}
+		if tune != nil {
+			tune(c)
+		}
+	}
 	m.Stdout, m.Stderr = out, out
 	m.Getenv = func(k string) string { return env[k] }
 	ctx, cancel := context.WithCancel(context.Background())

@@ -67,9 +67,10 @@ INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ($1, $2, $3, $4)
 
 -- name: SetJobTimer
 -- Sets a job's one timer (what is watched, and until when), replacing the one it had.
-INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id) VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since) VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
-    phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id;
+    phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id,
+    waiting_since = excluded.waiting_since;
 
 -- name: InsertJobTimers
 -- The timers of a group commit's plain submits, in one statement.
@@ -82,7 +83,7 @@ SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500
 
 -- name: LockDueJobTimer
 -- Takes a job's timer for this sweeper; no row when it is gone or another sweeper holds it.
-SELECT attempt, phase, due_at, river_job_id FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED;
+SELECT attempt, phase, due_at, river_job_id, waiting_since FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED;
 
 -- name: PostponeJobTimer
 -- Moves a job's timer to $2: its River job is still alive.
@@ -115,3 +116,21 @@ DELETE FROM job_timers;
 -- name: VerifyDumpTable :template
 -- Every row of a read model's table (%s, a sanitised identifier) as text, sorted, to compare with its rebuild.
 SELECT t::text FROM %s t ORDER BY 1;
+
+-- name: LockAgentSlots
+-- Serialises slot-taking for one agent (namespace, agent id) until the transaction ends.
+SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2::text, 0));
+
+-- name: CountAgentSlots
+-- How many attempts hold a slot of the agent.
+SELECT count(*) FROM agent_slots WHERE namespace = $1 AND agent_id = $2;
+
+-- name: TakeAgentSlot
+-- The job's latest attempt holds a slot of its agent; a job holds at most one.
+INSERT INTO agent_slots (job_id, namespace, agent_id, attempt) VALUES ($1, $2, $3, $4)
+ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = excluded.agent_id,
+    attempt = excluded.attempt, taken_at = now();
+
+-- name: ReleaseAgentSlot
+-- The job's attempt ended: its slot is given back.
+DELETE FROM agent_slots WHERE job_id = $1;

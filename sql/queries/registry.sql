@@ -124,9 +124,8 @@ SELECT namespace, agent_id, sum(attempted)::int, sum(succeeded)::int FROM agent_
 WHERE bucket >= date_trunc('minute', $1::timestamptz) - interval '5 minutes' GROUP BY namespace, agent_id;
 
 -- name: SnapshotInFlight
--- How many jobs each agent holds delivered, from the jobs read model.
-SELECT namespace, agent_id, count(*) FROM jobs WHERE status = 'DELIVERED' AND agent_id IS NOT NULL
-GROUP BY namespace, agent_id;
+-- How many attempts of any kind (inline calls, delivered, awaiting input) hold a slot of each agent.
+SELECT namespace, agent_id, count(*) FROM agent_slots GROUP BY namespace, agent_id;
 
 -- name: FlushHeartbeats
 -- Writes buffered heartbeats in one statement; never moves last_seen_at back, never touches a deregistered agent.

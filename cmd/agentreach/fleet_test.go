@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/jobs"
+)
+
+// concurrencyAgent is an inline agent that records how many deliveries it
+// holds at once.
+type concurrencyAgent struct {
+	srv      *httptest.Server
+	now, top atomic.Int32
+	served   atomic.Int32
+}
+
+func newConcurrencyAgent(t *testing.T, work time.Duration) *concurrencyAgent {
+	t.Helper()
+	a := &concurrencyAgent{}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		n := a.now.Add(1)
+		for {
+			top := a.top.Load()
+			if n <= top || a.top.CompareAndSwap(top, n) {
+				break
+			}
+		}
+		time.Sleep(work) // the agent's simulated work, while it holds the slot
+		a.now.Add(-1)
+		a.served.Add(1)
+		var env jobs.Envelope
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		answer("SUCCESS", "")(w, env)
+	}))
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+// TestCapacityHoldsAcrossProcesses: three service processes on one
+// database and an agent with two slots; a burst of 60 jobs, submitted to
+// all three at once, never has the agent hold more than two.
+func TestCapacityHoldsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	var bases []string
+	for range 3 {
+		_, base, _ := serveProcess(t, dsn, deadAddr(t))
+		bases = append(bases, base)
+	}
+	agent := newConcurrencyAgent(t, 50*time.Millisecond)
+	var reg agentJSON
+	postJSON(t, bases[0]+"/v1/agents", fmt.Sprintf(`{"agent_id":"two-slots","capabilities":["t.cap"],"endpoint":%q,"max_concurrent":2,"ttl_seconds":120}`,
+		agent.srv.URL+"/deliver"), http.StatusCreated, &reg)
+	for _, base := range bases {
+		waitState(t, base, "two-slots", "HEALTHY", 20*time.Second)
+		waitRoute(t, base, "t.cap", func(rj routeJSON) bool { return len(rj.Candidates) > 0 })
+	}
+
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		ids []string
+	)
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := submitOK(t, bases[i%3], fmt.Sprintf(`{"capability":"t.cap","payload":{"i":%d},"timeout_ms":20000}`, i))
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		j := waitTerminal(t, bases[0], id, 90*time.Second)
+		require.Equal(t, "SUCCESS", j.Status, "job %s: %s", id, j.Error)
+		require.Equal(t, 1, j.Attempts, "a wait for a slot spends no attempt")
+	}
+	require.EqualValues(t, 60, agent.served.Load())
+	require.LessOrEqual(t, agent.top.Load(), int32(2), "the agent held more than its max_concurrent")
+	require.EqualValues(t, 2, agent.top.Load(), "the burst used both slots")
+	require.Equal(t, 0, countSlots(t, dsn), "every slot was given back")
+}
+
+func countSlots(t *testing.T, dsn string) int {
+	t.Helper()
+	pool := openDB(t, dsn)
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM agent_slots`).Scan(&n))
+	return n
+}
+
+// TestRouteWait: an attempt that finds no routable agent waits, spending
+// nothing, for one to come (here: none is registered yet), and is spent
+// only when its route_wait_ms is over.
+func TestRouteWait(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+
+	// Nobody offers t.wait yet; the agent registers while the job waits.
+	id := submitOK(t, base, `{"capability":"t.wait","payload":{},"route_wait_ms":60000}`)
+	newTestAgent(t, base, "late", "t.wait", 50, answer("SUCCESS", ""))
+	j := waitTerminal(t, base, id, 30*time.Second)
+	require.Equal(t, "SUCCESS", j.Status)
+	require.Equal(t, 1, j.Attempts)
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "SUCCESS"}, types(jobEvents(t, base, id)))
+
+	// No agent ever comes: the one attempt is spent after its wait.
+	id = submitOK(t, base, `{"capability":"t.nobody","payload":{},"route_wait_ms":400,"max_attempts":1}`)
+	j = waitTerminal(t, base, id, 30*time.Second)
+	require.Equal(t, "DEAD_LETTER", j.Status)
+	var evs struct {
+		Events []struct {
+			Type       string    `json:"type"`
+			RecordedAt time.Time `json:"recorded_at"`
+			Data       struct {
+				Reason string `json:"reason"`
+			} `json:"data"`
+		} `json:"events"`
+	}
+	getJSON(t, base+"/v1/jobs/"+id+"/events", http.StatusOK, &evs)
+	require.Equal(t, "SUBMITTED", evs.Events[0].Type)
+	var failed time.Time
+	for _, e := range evs.Events {
+		if e.Type == "ATTEMPT_FAILED" {
+			require.Equal(t, "no_agent", e.Data.Reason)
+			failed = e.RecordedAt
+		}
+	}
+	require.False(t, failed.IsZero(), "the attempt was spent: %+v", evs.Events)
+	require.GreaterOrEqual(t, failed.Sub(evs.Events[0].RecordedAt), 400*time.Millisecond, "spent before its route_wait_ms")
+
+	// A bad route_wait_ms is refused at the edge.
+	code, body := submit(t, base, `{"capability":"t.wait","payload":{},"route_wait_ms":-5}`)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, strings.ToLower(fmt.Sprint(body)), "route_wait_ms")
+}

@@ -127,9 +127,13 @@ type AgentCardUpdated struct {
 	To      CardView `json:"to"`
 }
 
-// SelfPreservationEnded is the data of SELF_PRESERVATION_ENDED.
+// SelfPreservationEnded is the data of SELF_PRESERVATION_ENDED. Reason is
+// "recovered" (few enough agents lapse again) or "bound" (the episode
+// outlived its bound and the lapsed agents went DOWN).
 type SelfPreservationEnded struct {
-	Namespace string `json:"namespace"`
+	Namespace  string `json:"namespace"`
+	Reason     string `json:"reason,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
 }
 
 // KeyCreated is the data of KEY_CREATED: the key without its secret.

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Agent event types, on the agent's own stream: the registry's audit trail.
@@ -98,6 +99,9 @@ type SelfPreservationEntered struct {
 	Namespace string `json:"namespace"`
 	Total     int    `json:"total"`
 	Lapsing   int    `json:"lapsing"`
+	// Since is when the episode began, on the registry's clock (zero in
+	// events written before it was recorded: the event's own time).
+	Since time.Time `json:"since,omitzero"`
 }
 
 // FieldError is bad input: which field, and what is wrong with it.

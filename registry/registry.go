@@ -66,6 +66,9 @@ type Config struct {
 	// SelfPreservation is the share of a namespace's agents that may lapse in
 	// one sweep before the sweep holds off (default 0.5).
 	SelfPreservation float64
+	// SelfPreservationBound is how long one episode may hold lapsed agents
+	// back before they go DOWN as any lapsed agent would (default 5 min).
+	SelfPreservationBound time.Duration
 	// SweepInterval is how often leases are evaluated (default 1 s).
 	SweepInterval time.Duration
 	// RefreshInterval bounds the snapshot's staleness when a notification is
@@ -99,6 +102,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SelfPreservation == 0 {
 		c.SelfPreservation = domain.DefaultSelfPreservationThreshold
+	}
+	if c.SelfPreservationBound <= 0 {
+		c.SelfPreservationBound = domain.DefaultPreservationBound
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = time.Second
@@ -139,7 +145,6 @@ type Registry struct {
 	client     *river.Client[pgx.Tx]
 
 	mu         sync.Mutex
-	preserving map[string]bool // namespaces in self-preservation, as this process saw
 }
 
 // SetClient gives the registry the River client it inserts probes with.
@@ -167,7 +172,7 @@ func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg C
 			DialContext: cfg.Guard.DialContext(&net.Dialer{Timeout: cfg.ProbeTimeout})}},
 		cardHTTP: &http.Client{Timeout: 10 * time.Second, CheckRedirect: boundedRedirects, Transport: &http.Transport{Proxy: nil,
 			DialContext: cfg.Guard.DialContext(&net.Dialer{Timeout: 5 * time.Second})}},
-		pokes: make(chan struct{}, 1), preserving: map[string]bool{},
+		pokes: make(chan struct{}, 1),
 	}
 	r.snap = newSnapshot(r)
 	r.heartbeats = newHeartbeatBuffer()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,6 +198,77 @@ func TestSelfPreservation(t *testing.T) {
 	require.Empty(t, b.sweep(t).SelfPreservation)
 	require.Equal(t, []domain.EventType{domain.EventSelfPreservation, domain.EventSelfPreservationEnded},
 		b.events(t, domain.RegistryStream("default")))
+}
+
+// An episode is bounded: past Config.SelfPreservationBound (5 min) the
+// lapsed agents go DOWN, the end is recorded with its reason, and the
+// warning is logged once at the start and once at the end, not each sweep.
+func TestSelfPreservationIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var logs syncLog
+	b.r.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	tokens := map[string]string{}
+	for _, id := range []string{"s1", "s2", "s3", "s4"} {
+		_, tokens[id] = b.register(t, id, 10, "http://127.0.0.1:1/")
+		b.prove(t, id)
+	}
+	keepAlive := func() {
+		_, err := b.r.Heartbeat(b.ctx, "s1", tokens["s1"], nil, nil, domain.Metadata{})
+		require.NoError(t, err)
+	}
+	b.clock.advance(11 * time.Second)
+	keepAlive()
+	require.Equal(t, []string{"default"}, b.sweep(t).SelfPreservation)
+	open, err := b.r.OpenPreservation(b.ctx, "default")
+	require.NoError(t, err)
+	require.NotNil(t, open)
+	require.Equal(t, b.clock.now(), open.Since)
+	require.Equal(t, b.clock.now().Add(5*time.Minute), open.Until)
+	require.Equal(t, 3, open.Lapsing)
+
+	for range 20 { // 20 sweeps within the bound: still held, nothing more logged
+		b.clock.advance(14 * time.Second)
+		keepAlive()
+		require.Equal(t, []string{"default"}, b.sweep(t).SelfPreservation)
+	}
+	require.NotEqual(t, domain.AgentDown, b.state(t, "s2"), "held back inside the bound")
+
+	b.clock.advance(21 * time.Second) // 301 s since the start
+	keepAlive()
+	require.Empty(t, b.sweep(t).SelfPreservation)
+	for _, id := range []string{"s2", "s3", "s4"} {
+		require.Equal(t, domain.AgentDown, b.state(t, id), "%s is judged as any lapsed agent past the bound", id)
+	}
+	require.Equal(t, domain.AgentHealthy, b.state(t, "s1"))
+	require.Equal(t, []domain.EventType{domain.EventSelfPreservation, domain.EventSelfPreservationEnded},
+		b.events(t, domain.RegistryStream("default")))
+	recs, err := b.r.store.ReadStream(b.ctx, nil, domain.RegistryStream("default"))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"namespace":"default","reason":"bound","duration_ms":301000}`, string(recs[1].Data))
+	open, err = b.r.OpenPreservation(b.ctx, "default")
+	require.NoError(t, err)
+	require.Nil(t, open)
+	require.Equal(t, 1, strings.Count(logs.String(), "not marking them DOWN"), logs.String())
+	require.Equal(t, 1, strings.Count(logs.String(), "self-preservation ended"), logs.String())
+}
+
+// syncLog is a log sink safe for the registry's goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestProbeAdmitsOnlyHealthyInstance(t *testing.T) {

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -252,15 +253,12 @@ func (r *Registry) sweepNamespace(ctx context.Context, tx pgx.Tx, ns string, cha
 			lapsing++
 		}
 	}
-	hold := lapsing > 0 && domain.SelfPreservation(live, lapsing, r.cfg.SelfPreservation)
-	if err := r.trackSelfPreservation(ctx, tx, ns, hold); err != nil {
+	hold, err := r.selfPreservation(ctx, tx, ns, live, lapsing)
+	if err != nil {
 		return err
 	}
 	if hold {
 		rep.SelfPreservation = append(rep.SelfPreservation, ns)
-		if err := r.recordSelfPreservation(ctx, tx, ns, live, lapsing); err != nil {
-			return err
-		}
 	}
 	for _, c := range changes {
 		if hold && c.to == domain.AgentDown {
@@ -327,41 +325,87 @@ func sweepSignal(to domain.AgentState) domain.AgentSignal {
 	}
 }
 
-// trackSelfPreservation closes an episode this process saw begin once a
-// sweep of the namespace changes agents without holding back.
-func (r *Registry) trackSelfPreservation(ctx context.Context, tx pgx.Tx, ns string, hold bool) error {
-	r.mu.Lock()
-	was := r.preserving[ns]
-	if hold {
-		r.preserving[ns] = true
-	} else {
-		delete(r.preserving, ns)
-	}
-	r.mu.Unlock()
-	if hold || !was {
-		return nil
-	}
-	r.logger.Info("registry self-preservation ended", "namespace", ns)
-	_, err := r.store.AppendTx(ctx, tx, domain.RegistryStream(ns), eventstore.Any,
-		domain.NewEvent(domain.EventSelfPreservationEnded, domain.SelfPreservationEnded{Namespace: ns}, domain.Metadata{Actor: "registry"}))
-	return err
-}
-
-// recordSelfPreservation appends SELF_PRESERVATION to the namespace's
-// registry stream unless the episode is already recorded: the last event
-// there is SELF_PRESERVATION and no agent of the namespace went DOWN since.
-func (r *Registry) recordSelfPreservation(ctx context.Context, tx pgx.Tx, ns string, total, lapsing int) error {
-	r.logger.Warn("registry self-preservation: most agents lapsed at once; not marking them DOWN",
-		"namespace", ns, "agents", total, "lapsing", lapsing)
+// selfPreservation decides whether this sweep holds back the namespace's
+// lapsing agents (domain.DecidePreservation) and records an episode's
+// start and end on the namespace's registry stream, whose last event says
+// whether one is open and since when; every process sweeps by it. An
+// episode is logged once when it starts and once when it ends.
+func (r *Registry) selfPreservation(ctx context.Context, tx pgx.Tx, ns string, live, lapsing int) (bool, error) {
 	stream := domain.RegistryStream(ns)
 	last, _, err := eventstore.Last(ctx, tx, stream)
 	if err != nil {
+		return false, err
+	}
+	open, err := preservationOf(last)
+	if err != nil {
+		return false, err
+	}
+	var since time.Time
+	if open != nil {
+		since = open.Since
+	}
+	now := r.now()
+	md := domain.Metadata{Actor: "registry"}
+	end := func(reason string) error {
+		d := now.Sub(since)
+		r.logger.Warn("registry self-preservation ended", "namespace", ns, "reason", reason, "lasted", d.Round(time.Second).String())
+		_, err := r.store.AppendTx(ctx, tx, stream, last.Version, domain.NewEvent(domain.EventSelfPreservationEnded,
+			domain.SelfPreservationEnded{Namespace: ns, Reason: reason, DurationMS: d.Milliseconds()}, md))
 		return err
 	}
-	if last.Type == domain.EventSelfPreservation {
-		return nil
+	switch domain.DecidePreservation(live, lapsing, r.cfg.SelfPreservation, since, now, r.cfg.SelfPreservationBound) {
+	case domain.PreserveBegin:
+		r.logger.Warn("registry self-preservation: most agents lapsed at once; not marking them DOWN",
+			"namespace", ns, "agents", live, "lapsing", lapsing, "bound", r.cfg.SelfPreservationBound.String())
+		_, err := r.store.AppendTx(ctx, tx, stream, last.Version, domain.NewEvent(domain.EventSelfPreservation,
+			domain.SelfPreservationEntered{Namespace: ns, Total: live, Lapsing: lapsing, Since: now}, md))
+		return true, err
+	case domain.PreserveHold:
+		return true, nil
+	case domain.PreserveExpired:
+		return false, end("bound")
 	}
-	_, err = r.store.AppendTx(ctx, tx, stream, last.Version, domain.NewEvent(domain.EventSelfPreservation,
-		domain.SelfPreservationEntered{Namespace: ns, Total: total, Lapsing: lapsing}, domain.Metadata{Actor: "registry"}))
-	return err
+	if !since.IsZero() {
+		return false, end("recovered")
+	}
+	return false, nil
+}
+
+// Preservation is a namespace's open self-preservation episode.
+type Preservation struct {
+	Namespace string    `json:"namespace"`
+	Since     time.Time `json:"since"`
+	Until     time.Time `json:"until"` // when it ends at the latest
+	Total     int       `json:"total"`
+	Lapsing   int       `json:"lapsing"`
+}
+
+// OpenPreservation answers the namespace's open self-preservation episode,
+// or nil when none is open.
+func (r *Registry) OpenPreservation(ctx context.Context, ns string) (*Preservation, error) {
+	last, _, err := eventstore.Last(ctx, r.pool, domain.RegistryStream(ns))
+	if err != nil {
+		return nil, err
+	}
+	p, err := preservationOf(last)
+	if p != nil {
+		p.Until = p.Since.Add(r.cfg.SelfPreservationBound)
+	}
+	return p, err
+}
+
+// preservationOf reads the open episode from the registry stream's last
+// event, or nil when the last event does not open one.
+func preservationOf(last eventstore.Record) (*Preservation, error) {
+	if last.Type != domain.EventSelfPreservation {
+		return nil, nil
+	}
+	var d domain.SelfPreservationEntered
+	if err := json.Unmarshal(last.Data, &d); err != nil {
+		return nil, fmt.Errorf("self-preservation of %s: %w", last.StreamID, err)
+	}
+	if d.Since.IsZero() {
+		d.Since = last.RecordedAt
+	}
+	return &Preservation{Namespace: d.Namespace, Since: d.Since, Total: d.Total, Lapsing: d.Lapsing}, nil
 }

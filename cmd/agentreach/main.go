@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/internal/devdb"
 	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs"
@@ -185,16 +186,17 @@ func (m *Main) env(name, def string) string {
 
 func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	cfg.Getenv = m.Getenv
-	fs.StringVar(&cfg.DatabaseURL, "database-url", m.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	cli.SecretVar(fs, &cfg.DatabaseURL, "database-url", m.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
 	fs.StringVar(&cfg.Addr, "addr", m.env("AGENTREACH_ADDR", defAddr), "listen address (env AGENTREACH_ADDR)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default 50; dev: 20)")
 	fs.StringVar(&cfg.LogLevel, "log-level", m.env("AGENTREACH_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENTREACH_LOG_LEVEL)")
 	fs.StringVar(&cfg.Jobs.PublicURL, "public-url", m.Getenv("AGENTREACH_PUBLIC_URL"), "base URL agents reach this service at, for result_url (env AGENTREACH_PUBLIC_URL; default: the listen address)")
-	fs.StringVar(&cfg.Jobs.CallbackSecret, "callback-secret", m.Getenv("AGENTREACH_CALLBACK_SECRET"), "whsec_... secret that signs callbacks (env AGENTREACH_CALLBACK_SECRET; default: one kept in the database)")
+	cli.SecretVar(fs, &cfg.Jobs.CallbackSecret, "callback-secret", m.Getenv("AGENTREACH_CALLBACK_SECRET"), "whsec_... secret that signs callbacks (env AGENTREACH_CALLBACK_SECRET; default: one kept in the database)")
 	fs.DurationVar(&cfg.Jobs.DeadlineSweepInterval, "deadline-sweep-interval", envDuration(m, "AGENTREACH_DEADLINE_SWEEP_INTERVAL"), "how often timeouts and due retries are acted on (env AGENTREACH_DEADLINE_SWEEP_INTERVAL; default 1s)")
 	fs.DurationVar(&cfg.Jobs.RouteWait, "route-wait", envDuration(m, "AGENTREACH_ROUTE_WAIT"), "how long an attempt of a job without route_wait_ms waits for a routable agent before it is spent; a negative value never waits (env AGENTREACH_ROUTE_WAIT; default 30s)")
+	fs.DurationVar(&cfg.Registry.SelfPreservationBound, "self-preservation-bound", envDuration(m, "AGENTREACH_SELF_PRESERVATION_BOUND"), "how long a self-preservation episode may keep lapsed agents from going DOWN (env AGENTREACH_SELF_PRESERVATION_BOUND; default 5m)")
 	fs.DurationVar(&cfg.Jobs.LostAfter, "lost-after", envDuration(m, "AGENTREACH_LOST_AFTER"), "how long past its deadline an attempt without an outcome is declared lost (env AGENTREACH_LOST_AFTER; default 10s)")
-	fs.StringVar(&cfg.AdminKey, "admin-key", m.Getenv("AGENTREACH_ADMIN_KEY"), "bootstrap admin key for every namespace (env AGENTREACH_ADMIN_KEY)")
+	cli.SecretVar(fs, &cfg.AdminKey, "admin-key", m.Getenv("AGENTREACH_ADMIN_KEY"), "bootstrap admin key for every namespace (env AGENTREACH_ADMIN_KEY)")
 	fs.BoolVar(&cfg.Insecure, "insecure", m.Getenv("AGENTREACH_INSECURE") == "1", "turn authentication off: every request acts as an admin (env AGENTREACH_INSECURE=1; development only)")
 	fs.StringVar(&cfg.DenyNets, "deny-nets", m.Getenv("AGENTREACH_DENY_NETS"), "CIDRs agents and callbacks may not reach, besides link-local, metadata, unspecified and multicast (env AGENTREACH_DENY_NETS)")
 	fs.StringVar(&cfg.AllowNets, "allow-nets", m.Getenv("AGENTREACH_ALLOW_NETS"), "CIDRs allowed even if denied; allow wins (env AGENTREACH_ALLOW_NETS)")

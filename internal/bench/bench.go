@@ -63,7 +63,7 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	var o options
 	fs := env.NewFlagSet("bench")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), help); fs.PrintDefaults() }
-	fs.StringVar(&o.databaseURL, "database-url", env.Getenv("DATABASE_URL"), "a PostgreSQL server to create the bench databases on (default: as dev finds one)")
+	cli.SecretVar(fs, &o.databaseURL, "database-url", env.Getenv("DATABASE_URL"), "a PostgreSQL server to create the bench databases on (default: as dev finds one)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long each submit measurement runs")
 	fs.IntVar(&o.jobs, "jobs", 3000, "jobs in the end-to-end measurement")
 	fs.StringVar(&o.out, "out", "", "also write the Markdown table to this file")

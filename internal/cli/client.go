@@ -43,7 +43,7 @@ func APIFlags(env Env, name string) (*Flags, *Client) {
 	fs := &Flags{FlagSet: env.NewFlagSet(name)}
 	c := &Client{HTTP: &http.Client{Timeout: 15 * time.Second}}
 	fs.StringVar(&c.BaseURL, "server", env.Lookup("AGENTREACH_URL", "http://127.0.0.1:8080"), "Agent-Reach base URL (env AGENTREACH_URL)")
-	fs.StringVar(&c.Key, "key", env.Getenv("AGENTREACH_KEY"), "API key (env AGENTREACH_KEY)")
+	SecretVar(fs.FlagSet, &c.Key, "key", env.Getenv("AGENTREACH_KEY"), "API key (env AGENTREACH_KEY)")
 	fs.BoolVar(&fs.JSON, "json", false, "print JSON for scripts")
 	return fs, c
 }

@@ -42,7 +42,7 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs := env.NewFlagSet("mock-agent")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), help); fs.PrintDefaults() }
 	fs.StringVar(&o.server, "server", env.Lookup("AGENTREACH_URL", "http://127.0.0.1:8080"), "Agent-Reach base URL (env AGENTREACH_URL)")
-	fs.StringVar(&o.key, "key", env.Getenv("AGENTREACH_KEY"), "API key with agents:write, to register (env AGENTREACH_KEY)")
+	cli.SecretVar(fs, &o.key, "key", env.Getenv("AGENTREACH_KEY"), "API key with agents:write, to register (env AGENTREACH_KEY)")
 	fs.StringVar(&o.id, "id", "", "agent id (required)")
 	fs.StringVar(&o.ns, "namespace", "default", "namespace")
 	fs.StringVar(&o.caps, "capability", "", "capabilities, comma-separated (required)")

@@ -12,12 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 	"go.opentelemetry.io/otel/trace"
 
+	a2aserver "github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -58,15 +58,14 @@ type Deps struct {
 
 // Server holds the API's handlers.
 type Server struct {
-	deps          Deps
-	a2aRPCHandler http.Handler
+	deps Deps
+	a2a  *a2aserver.Server
 }
 
 // New returns the HTTP handler of the whole API.
 func New(deps Deps) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{deps: deps}
-	s.a2aRPCHandler = a2asrv.NewJSONRPCHandler(&a2aHandler{s: s})
+	s := &Server{deps: deps, a2a: newA2AServer(deps)}
 	r := gin.New()
 	// The client address is the peer's: X-Forwarded-For would let anyone
 	// choose the address their failed authentications count against.

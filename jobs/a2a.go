@@ -16,7 +16,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/agentreach/agentreach/a2abridge"
+	"github.com/agentreach/agentreach/a2a"
+	a2aclient "github.com/agentreach/agentreach/a2a/client"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/registry"
@@ -38,7 +39,7 @@ const PushPath = "/a2a-push/"
 func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) domain.Observation {
 	ctx, wait, wrote, end := s.deliveryCtx(ctx, "deliver a2a", a, l, attempt, deadline)
 	defer end()
-	send := a2abridge.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt, Capability: l.Capability,
+	send := a2aclient.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt, Capability: l.Capability,
 		Payload: l.Payload, Header: s.a2aHeader(ctx, l, attempt)}
 	ci, byCard := a.A2AInfo()
 	push := !byCard || ci.Push
@@ -46,13 +47,13 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 		send.Push = s.pushTarget(a, l.JobID, attempt)
 	}
 	task, err := s.a2a.SendMessage(ctx, send)
-	var rpc *a2abridge.RPCError
-	if errors.As(err, &rpc) && rpc.Code == a2abridge.CodePushNotSupported && send.Push != nil {
+	var rpc *a2aclient.RPCError
+	if errors.As(err, &rpc) && rpc.Code == a2aclient.CodePushNotSupported && send.Push != nil {
 		// The card promised push, or said nothing: ask again without, and poll.
 		push, send.Push = false, nil
 		task, err = s.a2a.SendMessage(ctx, send)
 	}
-	var httpErr *a2abridge.HTTPError
+	var httpErr *a2aclient.HTTPError
 	switch {
 	case errors.As(err, &rpc) && rpc.Incompatible():
 		return domain.Observation{Kind: domain.ObservedRejected, Reason: ReasonIncompatible, ErrText: rpc.Error()}
@@ -63,7 +64,7 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 			RetryAfter: parseRetryAfter(httpErr.RetryAfter, s.now())}
 	case errors.As(err, &httpErr):
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_" + strconv.Itoa(httpErr.Status), ErrText: httpErr.Body}
-	case errors.Is(err, a2abridge.ErrBadTask):
+	case errors.Is(err, a2a.ErrBadTask):
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response", ErrText: truncate(err.Error(), 256)}
 	case err != nil && ctx.Err() != nil && wrote() && wait.Before(deadline):
 		return domain.Observation{Kind: domain.ObservedAccepted, Poll: !push}
@@ -76,18 +77,18 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 }
 
 // a2aOutcome reads an agent's task into an outcome of the attempt.
-func a2aOutcome(t a2abridge.Task, poll bool) domain.Observation {
+func a2aOutcome(t a2a.Task, poll bool) domain.Observation {
 	out := domain.Observation{RemoteTaskID: t.ID, Poll: poll}
 	switch t.State {
-	case a2abridge.StateCompleted:
+	case a2a.StateCompleted:
 		out.Kind, out.Status, out.Result = domain.ObservedResult, domain.StatusSuccess, t.Result
-	case a2abridge.StateFailed:
+	case a2a.StateFailed:
 		out.Kind, out.Status, out.Result, out.BizCode = domain.ObservedResult, domain.StatusFailed, t.Result, "a2a_failed"
-	case a2abridge.StateRejected:
+	case a2a.StateRejected:
 		out.Kind, out.Reason, out.ErrText, out.Result = domain.ObservedRejected, ReasonRejected, "the agent rejected the task", t.Result
-	case a2abridge.StateCanceled:
+	case a2a.StateCanceled:
 		out.Kind, out.Result = domain.ObservedCancelled, t.Result
-	case a2abridge.StateInputRequired, a2abridge.StateAuthRequired:
+	case a2a.StateInputRequired, a2a.StateAuthRequired:
 		out.Kind, out.A2AState, out.Result = domain.ObservedAwaiting, string(t.State), t.Message
 	default: // submitted, working, unknown: the result comes by push or poll
 		out.Kind = domain.ObservedAccepted
@@ -103,14 +104,14 @@ func (s *Service) a2aHeader(ctx context.Context, l *Loaded, attempt int) http.He
 	return h
 }
 
-func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2abridge.Push {
-	return &a2abridge.Push{URL: s.cfg.PublicURL + PushPath + jobID + "/" + strconv.Itoa(attempt),
-		Token: a2abridge.PushToken(a.SigningKeys(s.now())[0], jobID, attempt)}
+func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2aclient.Push {
+	return &a2aclient.Push{URL: s.cfg.PublicURL + PushPath + jobID + "/" + strconv.Itoa(attempt),
+		Token: a2a.PushToken(a.SigningKeys(s.now())[0], jobID, attempt)}
 }
 
 // a2aEvents decides what an update of attempt's A2A task (pushed, or read
 // by polling) does to the job l (domain.TaskUpdate).
-func (s *Service) a2aEvents(l *Loaded, attempt int, t a2abridge.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
+func (s *Service) a2aEvents(l *Loaded, attempt int, t a2a.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
 	return domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.lastIsRouted(attempt), l.RoutedAt, t.ID,
 		a2aOutcome(t, false), now, s.jitter(), s.attemptPolicy(), md)
 }
@@ -153,7 +154,7 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 	attempt := l.Attempts
 	ctx = telemetry.JobContext(ctx, l.TraceID)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	t, err := s.a2a.SendMessage(rctx, a2abridge.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt,
+	t, err := s.a2a.SendMessage(rctx, a2aclient.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt,
 		Capability: l.Capability, Payload: payload, TaskID: l.RemoteTaskID, MessageID: uuid.Must(uuid.NewV7()).String(),
 		Header: s.a2aHeader(rctx, l, attempt)})
 	cancel()
@@ -192,7 +193,7 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 	if token == "" {
 		return "", fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
 	}
-	t, err := a2abridge.ParseTask(body)
+	t, err := a2a.ParseTask(body)
 	if err != nil {
 		return "", &domain.FieldError{Field: "body", Message: err.Error()}
 	}
@@ -214,7 +215,7 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 		return "", denied
 	}
 	a, err := s.agent(ctx, l.Namespace, agentID)
-	if err != nil || !a2abridge.PushTokenValid(a.SigningKeys(s.now()), id, attempt, token) {
+	if err != nil || !a2a.PushTokenValid(a.SigningKeys(s.now()), id, attempt, token) {
 		return "", denied
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "a2a:push:" + agentID}
@@ -277,56 +278,14 @@ func (w *a2aPollWorker) Timeout(*river.Job[A2APollArgs]) time.Duration {
 // no longer the job's; otherwise it snoozes and polls again (after 30 s
 // when the agent waits for input).
 func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) error {
-	s := w.s
 	stop := time.Now().Add(pollRun)
 	wait := 250 * time.Millisecond
 	for {
-		l, err := s.Load(ctx, nil, job.Args.JobID)
-		if errors.Is(err, ErrNotFound) {
-			return river.JobCancel(err)
-		}
-		if err != nil {
+		state, over, err := w.poll(ctx, job)
+		if over {
 			return err
 		}
-		if l.Attempts != job.Args.Attempt || (l.Status != domain.StatusDelivered && l.Status != domain.StatusAwaitingInput) {
-			return nil // decided, or the job moved on
-		}
-		if l.RemoteTaskID == "" {
-			return nil // nothing to poll: the deadline decides
-		}
-		a, err := s.agent(ctx, l.Namespace, l.AgentID)
-		if err != nil {
-			return nil // gone: the deadline decides
-		}
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		t, err := s.a2a.GetTask(rctx, a.Endpoint, l.RemoteTaskID, s.a2aHeader(rctx, l, l.Attempts))
-		cancel()
-		if err == nil {
-			md := domain.Metadata{TraceID: l.TraceID, Actor: "a2a:poll", CausationID: fmt.Sprintf("river:%d", job.ID)}
-			done := false
-			err = s.retryConflict(ctx, func(tx pgx.Tx) error {
-				l, err := s.Load(ctx, tx, job.Args.JobID)
-				if err != nil {
-					return err
-				}
-				evs, fx, _ := s.a2aEvents(l, job.Args.Attempt, t, s.now().UTC(), md)
-				if len(evs) > 0 {
-					if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
-						return err
-					}
-				}
-				if done = t.State.Terminal(); done {
-					_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-				}
-				return err
-			})
-			if err != nil || done {
-				return err
-			}
-		} else {
-			s.logger.DebugContext(ctx, "a2a poll", "job_id", l.JobID, "agent_id", l.AgentID, "err", err)
-		}
-		if t.State.Interrupted() {
+		if state.Interrupted() {
 			return river.JobSnooze(30 * time.Second) // waiting on the caller, not the agent: look now and then
 		}
 		if time.Now().Add(wait).After(stop) {
@@ -339,6 +298,64 @@ func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) e
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// poll reads the attempt's task once and records what changed. It answers
+// the task's state (none when it could not be read) and whether polling is
+// over, with the error to end the River job with.
+func (w *a2aPollWorker) poll(ctx context.Context, job *river.Job[A2APollArgs]) (a2a.State, bool, error) {
+	s := w.s
+	l, err := s.Load(ctx, nil, job.Args.JobID)
+	if errors.Is(err, ErrNotFound) {
+		return "", true, river.JobCancel(err)
+	}
+	if err != nil {
+		return "", true, err
+	}
+	if l.Attempts != job.Args.Attempt || (l.Status != domain.StatusDelivered && l.Status != domain.StatusAwaitingInput) {
+		return "", true, nil // decided, or the job moved on
+	}
+	if l.RemoteTaskID == "" {
+		return "", true, nil // nothing to poll: the deadline decides
+	}
+	a, err := s.agent(ctx, l.Namespace, l.AgentID)
+	if err != nil {
+		return "", true, nil // gone: the deadline decides
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	t, err := s.a2a.GetTask(rctx, a.Endpoint, l.RemoteTaskID, s.a2aHeader(rctx, l, l.Attempts))
+	cancel()
+	if err != nil {
+		s.logger.DebugContext(ctx, "a2a poll", "job_id", l.JobID, "agent_id", l.AgentID, "err", err)
+		return "", false, nil
+	}
+	done, err := w.record(ctx, job, t)
+	return t.State, done || err != nil, err
+}
+
+// record appends what the polled task t changes, and completes the River
+// job in the same transaction once the task has ended.
+func (w *a2aPollWorker) record(ctx context.Context, job *river.Job[A2APollArgs], t a2a.Task) (bool, error) {
+	s := w.s
+	done := false
+	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, job.Args.JobID)
+		if err != nil {
+			return err
+		}
+		md := domain.Metadata{TraceID: l.TraceID, Actor: "a2a:poll", CausationID: fmt.Sprintf("river:%d", job.ID)}
+		evs, fx, _ := s.a2aEvents(l, job.Args.Attempt, t, s.now().UTC(), md)
+		if len(evs) > 0 {
+			if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
+				return err
+			}
+		}
+		if done = t.State.Terminal(); done {
+			_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		}
+		return err
+	})
+	return done, err
 }
 
 // agent returns an agent from the router's snapshot, which every push and

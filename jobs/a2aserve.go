@@ -3,39 +3,71 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
-	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/sql/queries"
 )
 
-// This file is the job side of Agent-Reach as an A2A agent: jobs
-// submitted by A2A SendMessage, their push-notification configs, and a
-// job read as an A2A task.
+// This file is the job side of Agent-Reach as an A2A agent (a2a/server):
+// jobs submitted by A2A SendMessage, their push-notification configs, and
+// the pushes of a job's task when it ends.
 
-// PushConfig is an A2A caller's push-notification config of a job: where
-// the task goes when the job ends, and the credentials to present.
-type PushConfig struct {
-	ID          string
-	URL         string
-	Token       string
-	Scheme      string // "Bearer" or "Basic"; empty: no Authorization header
-	Credentials string
-}
+var (
+	qInsertPushConfig = queries.Must("A2AInsertPushConfig")
+	qPushConfigs      = queries.Must("A2APushConfigs")
+	qDeletePushConfig = queries.Must("A2ADeletePushConfig")
+)
 
 // ErrPushConfig: the job takes no push configs (it was submitted without
 // one, so it has no callback to carry them).
 var ErrPushConfig = domain.NewError(domain.ErrInvalid, "push configs must come with the message")
 
-// SubmitA2A submits a job that came as an A2A message, with the caller's
+// A2A is the service as the A2A server uses it: it implements server.Jobs.
+type A2A struct{ s *Service }
+
+var _ server.Jobs = (*A2A)(nil)
+
+// A2A returns the service as the A2A server uses it.
+func (s *Service) A2A() *A2A { return &A2A{s: s} }
+
+// asJob is a loaded job as the server shows it.
+func asJob(l *Loaded) *server.Job {
+	j := &server.Job{Job: l.Job, TraceID: l.TraceID, UpdatedAt: l.UpdatedAt}
+	if len(l.Records) > 0 {
+		j.LastEvent = l.Records[len(l.Records)-1].Type
+	}
+	return j
+}
+
+func asJobOrErr(l *Loaded, err error) (*server.Job, error) {
+	if err != nil {
+		return nil, err
+	}
+	return asJob(l), nil
+}
+
+// refusedOn marks ErrConflict, the job's state refusing the request, as
+// the server's ErrRefused.
+func refusedOn(err error) error {
+	if errors.Is(err, ErrConflict) {
+		return server.Refused(err)
+	}
+	return err
+}
+
+// Submit submits a job that came as an A2A message, with the caller's
 // push config, if any, as its callback: the config is written in the
 // job's SUBMITTED transaction, so the job never ends unannounced.
-func (s *Service) SubmitA2A(ctx context.Context, sub domain.Submitted, md domain.Metadata, push *PushConfig) (SubmitResult, error) {
+func (a *A2A) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata, push *server.PushConfig) (string, error) {
+	s := a.s
 	if push != nil {
 		sub.CallbackURL = push.URL
 		if push.ID == "" {
@@ -43,7 +75,7 @@ func (s *Service) SubmitA2A(ctx context.Context, sub domain.Submitted, md domain
 		}
 	}
 	if err := s.prepare(ctx, &sub); err != nil {
-		return SubmitResult{}, err
+		return "", err
 	}
 	var res SubmitResult
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
@@ -53,39 +85,39 @@ func (s *Service) SubmitA2A(ctx context.Context, sub domain.Submitted, md domain
 		}
 		return insertPushConfig(ctx, tx, res.JobID, *push)
 	})
-	return res, err
+	return res.JobID, err
 }
 
-func insertPushConfig(ctx context.Context, tx pgx.Tx, jobID string, p PushConfig) error {
-	_, err := tx.Exec(ctx, `INSERT INTO a2a_push_configs (job_id, config_id, url, token, auth_scheme, credentials)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (job_id, config_id) DO UPDATE SET url = excluded.url, token = excluded.token,
-			auth_scheme = excluded.auth_scheme, credentials = excluded.credentials`,
-		jobID, p.ID, p.URL, p.Token, p.Scheme, p.Credentials)
-	if err != nil {
-		return fmt.Errorf("save push config of job %s: %w", jobID, err)
-	}
-	return nil
+// Job loads a job; ErrNotFound if there is none.
+func (a *A2A) Job(ctx context.Context, id string) (*server.Job, error) {
+	return asJobOrErr(a.s.Load(ctx, nil, id))
+}
+
+// Input is ProvideInput; a job that awaits no input is server.ErrRefused
+// (and ErrConflict).
+func (a *A2A) Input(ctx context.Context, id string, payload json.RawMessage, md domain.Metadata) (*server.Job, error) {
+	l, err := a.s.ProvideInput(ctx, id, payload, md)
+	return asJobOrErr(l, refusedOn(err))
+}
+
+// Cancel is Cancel; a job that has ended is server.ErrRefused (and
+// ErrConflict).
+func (a *A2A) Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*server.Job, error) {
+	l, err := a.s.Cancel(ctx, id, reason, md)
+	return asJobOrErr(l, refusedOn(err))
 }
 
 // PushConfigs returns a job's push configs, oldest first.
-func (s *Service) PushConfigs(ctx context.Context, jobID string) ([]PushConfig, error) {
-	rows, err := s.pool.Query(ctx, `SELECT config_id, url, token, auth_scheme, credentials FROM a2a_push_configs
-		WHERE job_id = $1 ORDER BY created_at, config_id`, jobID)
-	if err != nil {
-		return nil, fmt.Errorf("push configs of job %s: %w", jobID, err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (PushConfig, error) {
-		var p PushConfig
-		return p, r.Scan(&p.ID, &p.URL, &p.Token, &p.Scheme, &p.Credentials)
-	})
+func (a *A2A) PushConfigs(ctx context.Context, id string) ([]server.PushConfig, error) {
+	return a.s.PushConfigs(ctx, id)
 }
 
 // SetPushConfig adds or replaces a push config of a job that was submitted
 // with one (ErrPushConfig otherwise). The URL passes the SSRF guard.
-func (s *Service) SetPushConfig(ctx context.Context, l *Loaded, p PushConfig) (PushConfig, error) {
-	if l.CallbackURL == "" {
-		return p, fmt.Errorf("job %s was submitted without a push config: %w", l.JobID, ErrPushConfig)
+func (a *A2A) SetPushConfig(ctx context.Context, j *server.Job, p server.PushConfig) (server.PushConfig, error) {
+	s := a.s
+	if j.CallbackURL == "" {
+		return p, fmt.Errorf("job %s was submitted without a push config: %w", j.JobID, ErrPushConfig)
 	}
 	if err := registry.CheckURLs(ctx, s.cfg.Guard, map[string]string{"callback_url": p.URL}); err != nil {
 		return p, err
@@ -93,13 +125,13 @@ func (s *Service) SetPushConfig(ctx context.Context, l *Loaded, p PushConfig) (P
 	if p.ID == "" {
 		p.ID = uuid.Must(uuid.NewV7()).String()
 	}
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error { return insertPushConfig(ctx, tx, l.JobID, p) })
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error { return insertPushConfig(ctx, tx, j.JobID, p) })
 	return p, err
 }
 
 // DeletePushConfig removes a push config; ErrNotFound if there is none.
-func (s *Service) DeletePushConfig(ctx context.Context, jobID, configID string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM a2a_push_configs WHERE job_id = $1 AND config_id = $2`, jobID, configID)
+func (a *A2A) DeletePushConfig(ctx context.Context, jobID, configID string) error {
+	tag, err := a.s.pool.Exec(ctx, qDeletePushConfig, jobID, configID)
 	if err != nil {
 		return fmt.Errorf("delete push config of job %s: %w", jobID, err)
 	}
@@ -109,72 +141,47 @@ func (s *Service) DeletePushConfig(ctx context.Context, jobID, configID string) 
 	return nil
 }
 
-// A2ATask is a job as an A2A task: its id is the job id, its state the
-// job's status in A2A terms, its result the one artifact.
-func A2ATask(l *Loaded) *a2a.Task {
-	t := &a2a.Task{ID: a2a.TaskID(l.JobID), ContextID: l.JobID,
-		Metadata: map[string]any{"reach_status": string(l.Status), "capability": l.Capability, "attempts": l.Attempts,
-			"trace_id": l.TraceID}}
-	if l.AgentID != "" {
-		t.Metadata["agent_id"] = l.AgentID
+// Skills lists the capabilities of a namespace's healthy agents, from the
+// router's snapshot.
+func (a *A2A) Skills(namespace string) []server.Skill {
+	var out []server.Skill
+	for _, sk := range a.s.registry.Snapshot().Skills(namespace) {
+		out = append(out, server.Skill{Capability: sk.Capability, Aliases: sk.Aliases, Agents: sk.Agents})
 	}
-	ts := l.UpdatedAt.UTC()
-	t.Status = a2a.TaskStatus{State: A2AState(l.Status, l.Attempts), Timestamp: &ts}
-	if len(l.Result) > 0 && (l.Status == domain.StatusSuccess || l.Status == domain.StatusFailed) {
-		t.Artifacts = []*a2a.Artifact{{ID: "result", Name: "result", Parts: a2a.ContentParts{PartOf(l.Result)}}}
-	}
-	if l.Error != "" && l.Status.Terminal() && l.Status != domain.StatusSuccess {
-		t.Status.Message = &a2a.Message{ID: l.JobID + ".status", Role: a2a.MessageRoleAgent, TaskID: t.ID, ContextID: t.ContextID,
-			Parts: a2a.ContentParts{a2a.TextPart{Text: l.Error}}}
-	}
-	return t
+	return out
 }
 
-// A2AState is a job status in A2A terms.
-func A2AState(s domain.JobStatus, attempts int) a2a.TaskState {
-	switch s {
-	case domain.StatusSuccess:
-		return a2a.TaskStateCompleted
-	case domain.StatusFailed, domain.StatusDeadLetter:
-		return a2a.TaskStateFailed
-	case domain.StatusCancelled:
-		return a2a.TaskStateCanceled
-	case domain.StatusRejected:
-		return a2a.TaskStateRejected
-	case domain.StatusAwaitingInput:
-		return a2a.TaskStateInputRequired
-	case domain.StatusDelivered, domain.StatusTimeout:
-		return a2a.TaskStateWorking
-	case domain.StatusSubmitted:
-		if attempts > 0 {
-			return a2a.TaskStateWorking
-		}
+// Subscribe wakes after commits to the event log.
+func (a *A2A) Subscribe() (<-chan struct{}, func()) { return a.s.store.Subscribe() }
+
+// PublicURL is the service's base URL.
+func (a *A2A) PublicURL() string { return a.s.cfg.PublicURL }
+
+func insertPushConfig(ctx context.Context, tx pgx.Tx, jobID string, p server.PushConfig) error {
+	if _, err := tx.Exec(ctx, qInsertPushConfig, jobID, p.ID, p.URL, p.Token, p.Scheme, p.Credentials); err != nil {
+		return fmt.Errorf("save push config of job %s: %w", jobID, err)
 	}
-	return a2a.TaskStateSubmitted
+	return nil
 }
 
-// PartOf is a JSON value as an A2A part: an object as a data part, a
-// string as a text part, anything else as data {"value": …}.
-func PartOf(v json.RawMessage) a2a.Part {
-	var obj map[string]any
-	if json.Unmarshal(v, &obj) == nil && obj != nil {
-		return a2a.DataPart{Data: obj}
+// PushConfigs returns a job's push configs, oldest first.
+func (s *Service) PushConfigs(ctx context.Context, jobID string) ([]server.PushConfig, error) {
+	rows, err := s.pool.Query(ctx, qPushConfigs, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("push configs of job %s: %w", jobID, err)
 	}
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		return a2a.TextPart{Text: s}
-	}
-	var x any
-	_ = json.Unmarshal(v, &x)
-	return a2a.DataPart{Data: map[string]any{"value": x}}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (server.PushConfig, error) {
+		var p server.PushConfig
+		return p, r.Scan(&p.ID, &p.URL, &p.Token, &p.Scheme, &p.Credentials)
+	})
 }
 
 // postA2APushes sends the ended job as an A2A task to every push config,
 // as A2A agents push: the task as JSON, the config's credentials in
 // Authorization and its token in X-A2A-Notification-Token. It answers the
 // status of the first config that did not take it (or the last 2xx).
-func (s *Service) postA2APushes(ctx context.Context, l *Loaded, configs []PushConfig) (int, error) {
-	body, err := json.Marshal(A2ATask(l))
+func (s *Service) postA2APushes(ctx context.Context, l *Loaded, configs []server.PushConfig) (int, error) {
+	body, err := json.Marshal(server.Task(asJob(l)))
 	if err != nil {
 		return 0, err
 	}
@@ -189,7 +196,7 @@ func (s *Service) postA2APushes(ctx context.Context, l *Loaded, configs []PushCo
 	return code, nil
 }
 
-func (s *Service) postA2APush(ctx context.Context, l *Loaded, p PushConfig, body []byte) (int, error) {
+func (s *Service) postA2APush(ctx context.Context, l *Loaded, p server.PushConfig, body []byte) (int, error) {
 	h := http.Header{}
 	if p.Token != "" {
 		h.Set("X-A2A-Notification-Token", p.Token)

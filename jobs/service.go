@@ -22,7 +22,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentreach/agentreach/a2abridge"
+	a2aclient "github.com/agentreach/agentreach/a2a/client"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/netguard"
@@ -168,7 +168,7 @@ type Service struct {
 	cfg      Config
 	client   *river.Client[pgx.Tx]
 	http     *http.Client
-	a2a      *a2abridge.Client
+	a2a      *a2aclient.Client
 	now      func() time.Time
 	tracer   trace.Tracer
 	metrics  instruments
@@ -190,7 +190,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 			return http.ErrUseLastResponse // deliveries never follow redirects
 		}},
 		now: time.Now}
-	s.a2a = &a2abridge.Client{HTTP: s.http}
+	s.a2a = &a2aclient.Client{HTTP: s.http}
 	s.initTelemetry()
 	return s
 }

@@ -1,14 +1,11 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,48 +13,32 @@ import (
 	"github.com/riverqueue/river"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/agentreach/agentreach/a2abridge"
+	"github.com/agentreach/agentreach/a2a/card"
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sql/queries"
 )
 
-// DefaultCardTTLSeconds is the lease of an agent registered by card when
-// the registration names none: its card is fetched every third of it.
-const DefaultCardTTLSeconds = 60
+// The rows of agents registered by Agent Card: package card fetches and
+// judges the cards, this file keeps what it decides.
 
-// CardInfo is what the registry keeps of an agent's card in its metadata
-// (under "a2a"), so the router's snapshot and operators see it.
-type CardInfo struct {
-	CardURL         string `json:"card_url"`
-	Name            string `json:"name,omitempty"`
-	Push            bool   `json:"push"`
-	Streaming       bool   `json:"streaming"`
-	ProtocolVersion string `json:"protocol_version,omitempty"`
-}
+var (
+	qInsertCard      = queries.Must("A2AInsertCard")
+	qCardFailed      = queries.Must("A2ACardFailed")
+	qCardsDue        = queries.Must("A2ACardsDue")
+	qCardNotModified = queries.Must("A2ACardNotModified")
+	qCardUnchanged   = queries.Must("A2ACardUnchanged")
+	qCardChanged     = queries.Must("A2ACardChanged")
+	qAgentOfCard     = queries.Must("A2AUpdateAgentOfCard")
+)
 
-// A2AInfo returns the card facts of an agent registered by card.
-func (a *Agent) A2AInfo() (CardInfo, bool) {
+// A2AInfo returns the card facts of an agent registered by card, as its
+// metadata keeps them (under "a2a").
+func (a *Agent) A2AInfo() (card.Info, bool) {
 	v, ok := a.Metadata["a2a"]
 	if !ok {
-		return CardInfo{}, false
+		return card.Info{}, false
 	}
-	b, _ := json.Marshal(v)
-	var ci CardInfo
-	return ci, json.Unmarshal(b, &ci) == nil && ci.CardURL != ""
-}
-
-// cardInfo is the metadata entry ("a2a") of an agent with card m at cardURL.
-func cardInfo(m a2abridge.Mapping, cardURL string) map[string]any {
-	b, _ := json.Marshal(CardInfo{CardURL: cardURL, Name: m.Name, Push: m.Push, Streaming: m.Streaming, ProtocolVersion: m.ProtocolVersion})
-	var out map[string]any
-	_ = json.Unmarshal(b, &out)
-	return out
-}
-
-var slugRe = regexp.MustCompile(`[^a-z0-9._:-]+`)
-
-// slug makes an agent id of a card's name.
-func slug(name string) string {
-	return strings.Trim(slugRe.ReplaceAllString(strings.ToLower(name), "-"), "-._:")
+	return card.InfoOf(v)
 }
 
 // RegisterCard registers an A2A agent by its Agent Card: it fetches the card
@@ -72,78 +53,31 @@ func slug(name string) string {
 // AGENT_CARD_UPDATED event. A card that cannot be fetched or used is a
 // *domain.FieldError on card_url.
 func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.AgentRegistration, md domain.Metadata) (*Agent, string, error) {
-	if len(reg.Capabilities) > 0 || reg.Endpoint != "" || reg.HealthURL != "" || (reg.Protocol != "" && reg.Protocol != domain.ProtocolA2A) {
-		return nil, "", &domain.FieldError{Field: "card_url", Message: "with card_url, capabilities, endpoint, health_url and protocol come from the card; leave them out"}
+	if err := card.CheckRegistration(reg); err != nil {
+		return nil, "", err
 	}
 	if err := CheckURLs(ctx, r.cfg.Guard, map[string]string{"card_url": cardURL}); err != nil {
 		return nil, "", err
 	}
-	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	f, err := a2abridge.FetchFirst(fctx, r.cardHTTP, cardURL)
-	cancel()
+	f, m, err := card.Resolve(ctx, r.cardHTTP, cardURL)
 	if err != nil {
-		return nil, "", &domain.FieldError{Field: "card_url", Message: "cannot be read: " + err.Error()}
+		return nil, "", err
 	}
-	m, err := f.Card.Map()
-	if err != nil {
-		return nil, "", &domain.FieldError{Field: "card_url", Message: err.Error()}
+	if reg, err = card.Apply(f, m, reg); err != nil {
+		return nil, "", err
 	}
-	if reg.Namespace == "" {
-		reg.Namespace = domain.DefaultNamespace
-	}
-	if reg.AgentID == "" {
-		reg.AgentID = slug(m.Name)
-		if reg.AgentID == "" {
-			return nil, "", &domain.FieldError{Field: "agent_id", Message: "is required: the card has no name to make one of"}
-		}
-	}
-	reg.Capabilities, reg.Aliases, reg.Endpoint, reg.Protocol, reg.HealthURL = m.Capabilities, m.Aliases, m.Endpoint, domain.ProtocolA2A, f.URL
-	if reg.Version == "" {
-		reg.Version = m.Version
-	}
-	if reg.TTLSeconds == 0 {
-		reg.TTLSeconds = DefaultCardTTLSeconds
-	}
-	reg.Metadata = maps.Clone(reg.Metadata)
-	if reg.Metadata == nil {
-		reg.Metadata = map[string]any{}
-	}
-	reg.Metadata["a2a"] = cardInfo(m, f.URL)
 	now := r.now().UTC()
 	return r.register(ctx, reg, md, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO agent_cards (agent_id, card_url, etag, card_hash, card, fetched_at, next_fetch_at, namespace)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-			ON CONFLICT (namespace, agent_id) DO UPDATE SET card_url = excluded.card_url, etag = excluded.etag,
-				card_hash = excluded.card_hash, card = excluded.card, fetched_at = excluded.fetched_at,
-				next_fetch_at = excluded.next_fetch_at, failures = 0, last_error = ''`,
-			reg.AgentID, f.URL, keptETag(f), m.Hash(), f.Raw, now, now.Add(cardInterval(reg.TTLSeconds, f.MaxAge)), reg.Namespace)
+		_, err := tx.Exec(ctx, qInsertCard, reg.AgentID, f.URL, f.KeptETag(), m.Hash(), f.Raw, now,
+			now.Add(card.Interval(reg.TTLSeconds, f.MaxAge)), reg.Namespace)
 		return err
 	})
-}
-
-func keptETag(f a2abridge.Fetched) string {
-	if f.NoStore {
-		return ""
-	}
-	return f.ETag
-}
-
-// cardInterval is how long until a card is fetched again: a third of the
-// lease, so a live agent never lapses, or sooner when the card's own
-// max-age says it may change sooner (at least a second).
-func cardInterval(ttlSeconds int, maxAge time.Duration) time.Duration {
-	d := time.Duration(ttlSeconds) * time.Second / 3
-	if maxAge > 0 && maxAge < d {
-		d = maxAge
-	}
-	return max(d, time.Second)
 }
 
 // cardFailed records a failed fetch (or an unusable card) and when to try
 // again; it answers the failure.
 func (r *Registry) cardFailed(ctx context.Context, k domain.AgentKey, next time.Time, failure error) error {
-	_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = failures + 1, last_error = $3
-		WHERE agent_id = $1 AND namespace = $4`, k.ID, next, failure.Error(), k.Namespace)
+	_, err := r.pool.Exec(ctx, qCardFailed, k.ID, next, failure.Error(), k.Namespace)
 	return errors.Join(failure, err)
 }
 
@@ -179,10 +113,7 @@ type dueCard struct {
 // updates the agent and records AGENT_CARD_UPDATED; a failed one leaves the
 // lease to lapse. It returns how many cards changed.
 func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
-	rows, err := r.pool.Query(ctx, `SELECT c.namespace, c.agent_id, c.card_url, c.etag, c.card_hash, a.ttl_seconds
-		FROM agent_cards c JOIN agents a USING (namespace, agent_id)
-		WHERE c.next_fetch_at <= $1 AND NOT a.deregistered AND a.state <> 'OFFLINE'
-		ORDER BY c.next_fetch_at LIMIT 100`, r.now().UTC())
+	rows, err := r.pool.Query(ctx, qCardsDue, r.now().UTC())
 	if err != nil {
 		return 0, fmt.Errorf("cards due: %w", err)
 	}
@@ -218,35 +149,31 @@ func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
 // cardFetchers is how many cards one refresh fetches at once.
 const cardFetchers = 8
 
+// refreshCard keeps what one revalidation of a card found (card.Revalidate):
+// when to fetch again, the lease the answer renews, and a changed card.
 func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
-	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	f, err := a2abridge.Fetch(fctx, r.cardHTTP, d.url, d.etag)
-	cancel()
+	rv := card.Revalidate(ctx, r.cardHTTP, d.url, d.etag, d.hash, func(endpoint string) error {
+		return CheckURLs(ctx, r.cfg.Guard, map[string]string{"endpoint": endpoint})
+	})
+	f, m := rv.Fetched, rv.Mapping
 	now := r.now().UTC()
-	next := now.Add(cardInterval(d.ttl, f.MaxAge))
-	if err != nil {
-		return false, r.cardFailed(ctx, d.agent, next, err)
+	next := now.Add(card.Interval(d.ttl, f.MaxAge))
+	if rv.Outcome == card.Failed {
+		return false, r.cardFailed(ctx, d.agent, next, rv.Err)
 	}
 	r.heartbeats.add(d.agent, now, nil) // the card answered: the agent is there
-	if f.NotModified {
-		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET next_fetch_at = $2, failures = 0, last_error = ''
-			WHERE agent_id = $1 AND namespace = $3`, d.agent.ID, next, d.agent.Namespace)
+	switch rv.Outcome {
+	case card.NotModified:
+		_, err := r.pool.Exec(ctx, qCardNotModified, d.agent.ID, next, d.agent.Namespace)
 		return false, err
-	}
-	m, err := f.Card.Map()
-	if err == nil {
-		err = CheckURLs(ctx, r.cfg.Guard, map[string]string{"endpoint": m.Endpoint})
-	}
-	if err != nil {
+	case card.Unusable:
 		// Keep serving the card we had: the agent answers, its new card is unusable.
-		return false, r.cardFailed(ctx, d.agent, next, err)
-	}
-	if bytes.Equal(m.Hash(), d.hash) {
-		_, err := r.pool.Exec(ctx, `UPDATE agent_cards SET etag = $2, card = $3, fetched_at = $4, next_fetch_at = $5, failures = 0, last_error = ''
-			WHERE agent_id = $1 AND namespace = $6`, d.agent.ID, keptETag(f), f.Raw, now, next, d.agent.Namespace)
+		return false, r.cardFailed(ctx, d.agent, next, rv.Err)
+	case card.Unchanged:
+		_, err := r.pool.Exec(ctx, qCardUnchanged, d.agent.ID, f.KeptETag(), f.Raw, now, next, d.agent.Namespace)
 		return false, err
 	}
-	err = r.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
 		a, err := r.load(ctx, tx, d.agent, true)
 		if err != nil {
 			return err
@@ -267,15 +194,13 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 		if md == nil {
 			md = map[string]any{}
 		}
-		md["a2a"] = cardInfo(m, d.url)
+		md["a2a"] = m.Entry(d.url)
 		mdJSON, _ := json.Marshal(md)
-		if _, err := tx.Exec(ctx, `UPDATE agents SET capabilities = $2, aliases = $3, version = $4, endpoint = $5,
-				metadata = $6, stream_version = $7 WHERE agent_id = $1 AND namespace = $8`,
-			d.agent.ID, m.Capabilities, orEmptySlice(m.Aliases), m.Version, m.Endpoint, mdJSON, recs[0].Version, d.agent.Namespace); err != nil {
+		if _, err := tx.Exec(ctx, qAgentOfCard, d.agent.ID, m.Capabilities, orEmptySlice(m.Aliases), m.Version, m.Endpoint,
+			mdJSON, recs[0].Version, d.agent.Namespace); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE agent_cards SET etag = $2, card = $3, card_hash = $4, fetched_at = $5, next_fetch_at = $6,
-				failures = 0, last_error = '' WHERE agent_id = $1 AND namespace = $7`, d.agent.ID, keptETag(f), f.Raw, m.Hash(), now, next, d.agent.Namespace)
+		_, err = tx.Exec(ctx, qCardChanged, d.agent.ID, f.KeptETag(), f.Raw, m.Hash(), now, next, d.agent.Namespace)
 		return err
 	})
 	if err != nil {

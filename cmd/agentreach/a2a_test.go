@@ -184,13 +184,20 @@ func getCardAgent(t *testing.T, base, id string) cardAgentJSON {
 	return a
 }
 
-// waitFor polls cond until it holds or within passes.
+// waitFor polls cond every 50 ms until it holds, failing once within has
+// passed.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.After(within)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
 	for !cond() {
-		require.True(t, time.Now().Before(deadline), "not within %s: %s", within, what)
-		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+		select {
+		case <-tick.C:
+		case <-deadline:
+			require.True(t, cond(), "not within %s: %s", within, what)
+			return
+		}
 	}
 }
 

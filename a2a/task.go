@@ -1,14 +1,11 @@
-package a2abridge
+package a2a
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/agentreach/agentreach/domain"
-	"strconv"
 	"strings"
+
+	"github.com/agentreach/agentreach/domain"
 )
 
 // State is an A2A task state, in v0.3's spelling (v1.0's TASK_STATE_*
@@ -51,8 +48,69 @@ func (s State) Terminal() bool {
 // Interrupted reports whether the agent waits for the caller.
 func (s State) Interrupted() bool { return s == StateInputRequired || s == StateAuthRequired }
 
+// TaskV03 is a v0.3 task (kind "task").
+type TaskV03 struct {
+	Artifacts []ArtifactV03   `json:"artifacts,omitempty"`
+	ContextID string          `json:"contextId"`
+	History   []MessageV03    `json:"history,omitempty"`
+	ID        string          `json:"id"`
+	Kind      string          `json:"kind"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Status    TaskStatusV03   `json:"status"`
+}
+
+// TaskStatusV03 is a v0.3 task's state, with the agent's message about it.
+type TaskStatusV03 struct {
+	Message   *MessageV03 `json:"message,omitempty"`
+	State     string      `json:"state"`
+	Timestamp string      `json:"timestamp,omitempty"`
+}
+
+// ArtifactV03 is an output of a v0.3 task.
+type ArtifactV03 struct {
+	ArtifactID  string          `json:"artifactId"`
+	Description string          `json:"description,omitempty"`
+	Extensions  []string        `json:"extensions,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	Name        string          `json:"name,omitempty"`
+	Parts       []PartV03       `json:"parts"`
+}
+
+// TaskV1 is a v1.0 task: no kind, TASK_STATE_* states.
+type TaskV1 struct {
+	Artifacts []ArtifactV1    `json:"artifacts,omitempty"`
+	ContextID string          `json:"contextId"`
+	History   []MessageV1     `json:"history,omitempty"`
+	ID        string          `json:"id"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Status    TaskStatusV1    `json:"status"`
+}
+
+// TaskStatusV1 is a v1.0 task's state.
+type TaskStatusV1 struct {
+	Message   *MessageV1 `json:"message,omitempty"`
+	State     string     `json:"state"`
+	Timestamp string     `json:"timestamp,omitempty"`
+}
+
+// ArtifactV1 is an output of a v1.0 task.
+type ArtifactV1 struct {
+	ArtifactID  string          `json:"artifactId"`
+	Description string          `json:"description,omitempty"`
+	Extensions  []string        `json:"extensions,omitempty"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	Name        string          `json:"name,omitempty"`
+	Parts       []PartV1        `json:"parts"`
+}
+
+// SendResultV1 is v1.0's SendMessageResponse: a task or a message.
+type SendResultV1 struct {
+	Message *MessageV1 `json:"message,omitempty"`
+	Task    *TaskV1    `json:"task,omitempty"`
+}
+
 // Task is what Agent-Reach reads of an A2A task (or of a direct Message
-// answer, which counts as a completed task).
+// answer, which counts as a completed task), of either version.
 type Task struct {
 	ID        string
 	ContextID string
@@ -66,6 +124,8 @@ type Task struct {
 	Partial bool
 }
 
+// An update as agents send it, of either version: its parts are kept as
+// sent, for ResultOf.
 type wireStatus struct {
 	State   string          `json:"state"`
 	Message json.RawMessage `json:"message"`
@@ -113,30 +173,9 @@ func ParseTask(raw []byte) (Task, error) {
 		// numbers beyond numeric's range could not be stored.
 		return Task{}, fmt.Errorf("%w: it holds what cannot be stored at %q", ErrBadTask, at)
 	}
-	var w wireTask
-	kind := ""
-	switch {
-	case env.Task != nil:
-		w, kind = *env.Task, "task"
-	case env.Message != nil:
-		w, kind = *env.Message, "message"
-	case env.StatusUpdate != nil:
-		w, kind = *env.StatusUpdate, "status-update"
-	case env.ArtifactUpdate != nil:
-		w, kind = *env.ArtifactUpdate, "artifact-update"
-	default:
-		if err := json.Unmarshal(raw, &w); err != nil {
-			return Task{}, fmt.Errorf("%w: %w", ErrBadTask, err)
-		}
-		kind = w.Kind
-		if kind == "" {
-			switch {
-			case w.Status != nil && w.ID != "":
-				kind = "task"
-			case w.MessageID != "" && w.Parts != nil:
-				kind = "message"
-			}
-		}
+	w, kind, err := unwrap(raw, env)
+	if err != nil {
+		return Task{}, err
 	}
 	switch kind {
 	case "task":
@@ -174,6 +213,35 @@ func ParseTask(raw []byte) (Task, error) {
 	return Task{}, fmt.Errorf("%w: unknown kind %q", ErrBadTask, kind)
 }
 
+// unwrap finds the object an answer is and its kind: what a v1.0 wrapper
+// holds, or a v0.3 object (whose kind, if missing, its fields tell).
+func unwrap(raw []byte, env envelope) (wireTask, string, error) {
+	switch {
+	case env.Task != nil:
+		return *env.Task, "task", nil
+	case env.Message != nil:
+		return *env.Message, "message", nil
+	case env.StatusUpdate != nil:
+		return *env.StatusUpdate, "status-update", nil
+	case env.ArtifactUpdate != nil:
+		return *env.ArtifactUpdate, "artifact-update", nil
+	}
+	var w wireTask
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return w, "", fmt.Errorf("%w: %w", ErrBadTask, err)
+	}
+	kind := w.Kind
+	if kind == "" {
+		switch {
+		case w.Status != nil && w.ID != "":
+			kind = "task"
+		case w.MessageID != "" && w.Parts != nil:
+			kind = "message"
+		}
+	}
+	return w, kind, nil
+}
+
 func messageResult(msg json.RawMessage) json.RawMessage {
 	var m struct {
 		Parts []json.RawMessage `json:"parts"`
@@ -184,9 +252,10 @@ func messageResult(msg json.RawMessage) json.RawMessage {
 	return ResultOf(m.Parts)
 }
 
-// ResultOf turns A2A parts into one JSON value: the data of a lone data
-// part, the string of a lone text part, the texts joined by newlines when
-// every part is text, else {"parts": [...]} as sent. Nil for no parts.
+// ResultOf turns A2A parts of either version into one JSON value: the data
+// of a lone data part, the string of a lone text part, the texts joined by
+// newlines when every part is text, else {"parts": [...]} as sent. Nil for
+// no parts.
 func ResultOf(parts []json.RawMessage) json.RawMessage {
 	if len(parts) == 0 {
 		return nil
@@ -215,27 +284,8 @@ func ResultOf(parts []json.RawMessage) json.RawMessage {
 }
 
 func wrapParts(parts []json.RawMessage) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"parts": parts})
+	b, _ := json.Marshal(struct {
+		Parts []json.RawMessage `json:"parts"`
+	}{parts})
 	return b
-}
-
-// PushToken is the bearer token an A2A agent must present when it pushes
-// updates of attempt of job: an HMAC of both under key (the agent's
-// delivery-signing key), so nothing per job need be stored.
-func PushToken(key []byte, jobID string, attempt int) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("a2a-push." + jobID + "." + strconv.Itoa(attempt)))
-	return "arp_" + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// PushTokenValid checks token against PushToken under any of keys, in
-// constant time.
-func PushTokenValid(keys [][]byte, jobID string, attempt int, token string) bool {
-	ok := false
-	for _, k := range keys {
-		if hmac.Equal([]byte(PushToken(k, jobID, attempt)), []byte(token)) {
-			ok = true
-		}
-	}
-	return ok && token != ""
 }

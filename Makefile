@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run preflight test lint-golangci test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
+.PHONY: help build run preflight test test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -58,10 +58,8 @@ bin/staticcheck: tools/go.mod tools/go.sum
 bin/golangci-lint: tools/go.mod tools/go.sum
 	$(GO) build -C tools -o ../bin/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
-lint: fmt vet bin/staticcheck ## gofmt, go vet and staticcheck (clean; CI runs it)
+lint: fmt vet bin/staticcheck bin/golangci-lint ## gofmt, go vet, staticcheck and golangci-lint (.golangci.yml); clean, and CI runs it
 	./bin/staticcheck ./...
-
-lint-golangci: bin/golangci-lint ## golangci-lint with .golangci.yml (errorlint, noctx, gocognit, funlen): not clean yet
 	./bin/golangci-lint run ./...
 
 fmt: ## fail if gofmt would change a file

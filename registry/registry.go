@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,8 +142,6 @@ type Registry struct {
 	heartbeats *heartbeatBuffer
 	pokes      chan struct{}
 	client     *river.Client[pgx.Tx]
-
-	mu         sync.Mutex
 }
 
 // SetClient gives the registry the River client it inserts probes with.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentreach/agentreach/a2a/a2atest"
+	"github.com/agentreach/agentreach/internal/cli"
 )
 
 const a2aAgentHelp = `agentreach a2a-agent: an A2A agent, built with the Go A2A SDK (a2a-go)
@@ -40,7 +41,7 @@ func (m *Main) runA2AAgent(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.Delay, "delay", 0, "time each task takes")
 	fs.BoolVar(&register, "register", false, "register with Agent-Reach by card URL")
 	fs.StringVar(&server, "server", m.env("AGENTREACH_URL", "http://127.0.0.1:8080"), "Agent-Reach base URL (env AGENTREACH_URL)")
-	fs.StringVar(&key, "key", m.Getenv("AGENTREACH_KEY"), "API key with agents:write, to register (env AGENTREACH_KEY)")
+	cli.SecretVar(fs, &key, "key", m.Getenv("AGENTREACH_KEY"), "API key with agents:write, to register (env AGENTREACH_KEY)")
 	fs.StringVar(&id, "id", "", "agent id to register as (default: made of --name)")
 	fs.StringVar(&ns, "namespace", "", "namespace to register in (default: the key's)")
 	if err := fs.Parse(args); err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -68,6 +69,40 @@ type agentResponse struct {
 	Token            string          `json:"token,omitempty"`
 	Recent           *recentResponse `json:"recent,omitempty"`
 	HeartbeatEveryMS int64           `json:"heartbeat_interval_ms"`
+	// SelfPreservation is the agent's namespace's open episode, if any.
+	SelfPreservation *preservationResponse `json:"self_preservation,omitempty"`
+}
+
+// preservationResponse is an open self-preservation episode: lapsed agents
+// of the namespace are kept from going DOWN until it ends, at Until at the
+// latest.
+type preservationResponse struct {
+	Namespace string    `json:"namespace"`
+	Since     time.Time `json:"since"`
+	Until     time.Time `json:"until"`
+	Agents    int       `json:"agents"`
+	Lapsing   int       `json:"lapsing"`
+}
+
+// openPreservations answers the open self-preservation episodes of the
+// namespaces named, each once.
+func (s *Server) openPreservations(ctx context.Context, namespaces ...string) ([]preservationResponse, error) {
+	out := []preservationResponse{}
+	seen := map[string]bool{}
+	for _, ns := range namespaces {
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		p, err := s.deps.Registry.OpenPreservation(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			out = append(out, preservationResponse{Namespace: p.Namespace, Since: p.Since.UTC(), Until: p.Until.UTC(), Agents: p.Total, Lapsing: p.Lapsing})
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) agentResponse(a *registry.Agent) agentResponse {
@@ -312,10 +347,20 @@ func (s *Server) listAgents(c *gin.Context) {
 		return
 	}
 	out := make([]agentResponse, len(agents))
+	namespaces := []string{}
+	if ns != "" {
+		namespaces = append(namespaces, ns)
+	}
 	for i, a := range agents {
 		out[i] = s.agentResponse(a)
+		namespaces = append(namespaces, a.Namespace)
 	}
-	c.JSON(http.StatusOK, gin.H{"agents": out})
+	episodes, err := s.openPreservations(c.Request.Context(), namespaces...)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"agents": out, "self_preservation": episodes})
 }
 
 // loadAgent loads the agent of the path in the key's namespace (or the
@@ -351,6 +396,14 @@ func (s *Server) getAgent(c *gin.Context) {
 	resp := s.agentResponse(a)
 	r := toRecent(recent)
 	resp.Recent = &r
+	episodes, err := s.openPreservations(c.Request.Context(), a.Namespace)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if len(episodes) == 1 {
+		resp.SelfPreservation = &episodes[0]
+	}
 	c.JSON(http.StatusOK, resp)
 }
 

@@ -111,9 +111,9 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "migrate":
 		return m.runMigrate(ctx, rest)
 	case "agents":
-		return m.runAgents(ctx, rest)
+		return cli.Agents(ctx, m.cliEnv(), rest)
 	case "dig":
-		return m.runDig(ctx, rest)
+		return cli.Dig(ctx, m.cliEnv(), rest)
 	case "mock-agent":
 		return m.runMockAgent(ctx, rest)
 	case "a2a-agent":

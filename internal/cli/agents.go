@@ -1,0 +1,199 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentreach/agentreach/registry"
+)
+
+// agentView is the part of the API's agent the CLI shows.
+type agentView struct {
+	AgentID         string         `json:"agent_id"`
+	Namespace       string         `json:"namespace"`
+	Capabilities    []string       `json:"capabilities"`
+	Aliases         []string       `json:"aliases"`
+	Endpoint        string         `json:"endpoint"`
+	Protocol        string         `json:"protocol"`
+	Version         string         `json:"version"`
+	Weight          int            `json:"weight"`
+	MaxConcurrent   int            `json:"max_concurrent"`
+	State           string         `json:"state"`
+	InFlight        int            `json:"in_flight"`
+	TTLSeconds      int            `json:"ttl_seconds"`
+	LastHeartbeatAt time.Time      `json:"last_heartbeat_at"`
+	LeaseExpiresAt  time.Time      `json:"lease_expires_at"`
+	StateChangedAt  time.Time      `json:"state_changed_at"`
+	Context         map[string]any `json:"context"`
+	Breaker         struct {
+		State     string     `json:"state"`
+		ErrorRate float64    `json:"error_rate"`
+		Attempts  int        `json:"attempts"`
+		RetryAt   *time.Time `json:"retry_at"`
+	} `json:"breaker"`
+	Recent           *registry.Recent `json:"recent,omitempty"`
+	SelfPreservation *preservation    `json:"self_preservation,omitempty"`
+}
+
+// preservation is a namespace's open self-preservation episode.
+type preservation struct {
+	Namespace string    `json:"namespace"`
+	Since     time.Time `json:"since"`
+	Until     time.Time `json:"until"`
+	Agents    int       `json:"agents"`
+	Lapsing   int       `json:"lapsing"`
+}
+
+func (p preservation) line(now time.Time) string {
+	return fmt.Sprintf("self-preservation in namespace %s since %s: %d of %d agents lapsed and are kept from going DOWN; it ends %s at the latest",
+		p.Namespace, p.Since.Format(time.RFC3339), p.Lapsing, p.Agents, Until(p.Until, now))
+}
+
+// Until says how far t is from now, never as a negative countdown: "in
+// 4.2s", or "4.2s ago" once it passed.
+func Until(t, now time.Time) string {
+	d := t.Sub(now).Round(100 * time.Millisecond)
+	if d < 0 {
+		return (-d).String() + " ago"
+	}
+	return "in " + d.String()
+}
+
+// NextLeaseChange says when the lease sweep next moves an agent on its own
+// for want of heartbeats: a HEALTHY agent turns SUSPECT at half its TTL
+// since the last heartbeat, a SUSPECT one DOWN at the TTL. Other states,
+// and a change already due (the next sweep makes it), say so.
+func NextLeaseChange(state string, lastHeartbeat time.Time, ttl time.Duration, now time.Time) string {
+	var to string
+	var at time.Time
+	switch state {
+	case "HEALTHY":
+		to, at = "SUSPECT", lastHeartbeat.Add(ttl/2)
+	case "SUSPECT", "PROBING":
+		to, at = "DOWN", lastHeartbeat.Add(ttl)
+	default:
+		return ""
+	}
+	if !at.After(now) {
+		return to + " at the next sweep (a heartbeat is overdue)"
+	}
+	return to + " " + Until(at, now) + " without a heartbeat"
+}
+
+// Agents lists agents: agentreach agents [--namespace] [--capability] [--state] [--json].
+func Agents(ctx context.Context, env Env, args []string) error {
+	fs, c := APIFlags(env, "agents")
+	q := url.Values{}
+	ns := fs.String("namespace", "", "only this namespace")
+	capability := fs.String("capability", "", "only agents with this capability")
+	state := fs.String("state", "", "only agents in this state")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for k, v := range map[string]string{"namespace": *ns, "capability": *capability, "state": *state} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var raw json.RawMessage
+	if err := c.Get(ctx, "/v1/agents", q, &raw); err != nil {
+		return err
+	}
+	if fs.JSON {
+		_, err := env.Stdout.Write(append(raw, '\n'))
+		return err
+	}
+	var body struct {
+		Agents           []agentView    `json:"agents"`
+		SelfPreservation []preservation `json:"self_preservation"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tNAMESPACE\tSTATE\tIN-FLIGHT\tBREAKER\tLAST HEARTBEAT\tCAPABILITIES")
+	for _, a := range body.Agents {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.AgentID, a.Namespace, a.State, a.InFlight, a.Breaker.State,
+			Ago(a.LastHeartbeatAt), strings.Join(a.Capabilities, ","))
+	}
+	if len(body.Agents) == 0 {
+		fmt.Fprintln(tw, "(no agents)")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range body.SelfPreservation {
+		fmt.Fprintln(env.Stdout, p.line(time.Now()))
+	}
+	return nil
+}
+
+// Dig shows one agent in depth: agentreach dig AGENT_ID [--json].
+func Dig(ctx context.Context, env Env, args []string) error {
+	fs, c := APIFlags(env, "dig")
+	pos, err := fs.ParsePositional(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: agentreach dig AGENT_ID [--json] [--server URL]", ErrUsage)
+	}
+	var raw json.RawMessage
+	if err := c.Get(ctx, "/v1/agents/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
+		return err
+	}
+	if fs.JSON {
+		_, err := env.Stdout.Write(append(raw, '\n'))
+		return err
+	}
+	var a agentView
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
+	row := func(k, format string, v ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, v...)...) }
+	row("agent", "%s (namespace %s)", a.AgentID, a.Namespace)
+	row("state", "%s since %s", a.State, Ago(a.StateChangedAt))
+	row("endpoint", "%s (%s)", a.Endpoint, a.Protocol)
+	now := time.Now()
+	row("lease", "expires %s (%s), ttl %ds", a.LeaseExpiresAt.Format(time.RFC3339), Until(a.LeaseExpiresAt, now), a.TTLSeconds)
+	if next := NextLeaseChange(a.State, a.LastHeartbeatAt, time.Duration(a.TTLSeconds)*time.Second, now); next != "" {
+		row("next change", "%s", next)
+	}
+	if p := a.SelfPreservation; p != nil {
+		row("self-preservation", "%s", p.line(now))
+	}
+	row("last heartbeat", "%s", Ago(a.LastHeartbeatAt))
+	row("capabilities", "%s", strings.Join(a.Capabilities, ", "))
+	if len(a.Aliases) > 0 {
+		row("aliases", "%s", strings.Join(a.Aliases, ", "))
+	}
+	row("load", "%d in flight (max %s)", a.InFlight, maxText(a.MaxConcurrent))
+	breaker := fmt.Sprintf("%s, %.0f%% errors over %d attempts", a.Breaker.State, 100*a.Breaker.ErrorRate, a.Breaker.Attempts)
+	if a.Breaker.RetryAt != nil {
+		breaker += ", probe at " + a.Breaker.RetryAt.Format(time.RFC3339)
+	}
+	row("breaker", "%s", breaker)
+	if r := a.Recent; r != nil {
+		row("route hits", "%d routed in the last %s", r.Routed, r.Window)
+		row("recent health", "%d attempted, %d delivered, %d succeeded, %d failed, %d timed out (reach %.1f%%, success %.1f%%)",
+			r.Attempted, r.Delivered, r.Succeeded, r.Failed, r.TimedOut, 100*r.ReachRate, 100*r.Success)
+	}
+	if len(a.Context) > 0 {
+		b, _ := json.Marshal(a.Context)
+		row("context", "%s", b)
+	}
+	return tw.Flush()
+}
+
+func maxText(n int) string {
+	if n == 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs"
 )
@@ -151,4 +153,67 @@ func TestRouteWait(t *testing.T) {
 	code, body := submit(t, base, `{"capability":"t.wait","payload":{},"route_wait_ms":-5}`)
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Contains(t, strings.ToLower(fmt.Sprint(body)), "route_wait_ms")
+}
+
+// An open self-preservation episode shows in GET /v1/agents, in the agent
+// itself, and in `agentreach agents` and `dig`.
+func TestSelfPreservationIsShown(t *testing.T) {
+	t.Parallel()
+	svc, dsn := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "kept", "t.sp", 50, answer("SUCCESS", ""))
+
+	var list struct {
+		SelfPreservation []json.RawMessage `json:"self_preservation"`
+	}
+	getJSON(t, base+"/v1/agents", http.StatusOK, &list)
+	require.NotNil(t, list.SelfPreservation)
+	require.Empty(t, list.SelfPreservation, "no episode is open")
+
+	since := time.Now().UTC().Truncate(time.Second)
+	store := eventstore.New(openDB(t, dsn))
+	_, err := store.Append(t.Context(), domain.RegistryStream("default"), eventstore.Any, domain.NewEvent(domain.EventSelfPreservation,
+		domain.SelfPreservationEntered{Namespace: "default", Total: 4, Lapsing: 3, Since: since}, domain.Metadata{Actor: "test"}))
+	require.NoError(t, err)
+
+	var episodes struct {
+		SelfPreservation []struct {
+			Namespace string    `json:"namespace"`
+			Since     time.Time `json:"since"`
+			Until     time.Time `json:"until"`
+			Agents    int       `json:"agents"`
+			Lapsing   int       `json:"lapsing"`
+		} `json:"self_preservation"`
+	}
+	getJSON(t, base+"/v1/agents", http.StatusOK, &episodes)
+	require.Len(t, episodes.SelfPreservation, 1)
+	e := episodes.SelfPreservation[0]
+	require.Equal(t, "default", e.Namespace)
+	require.True(t, since.Equal(e.Since))
+	require.True(t, since.Add(5*time.Minute).Equal(e.Until), "the default bound")
+	require.Equal(t, 4, e.Agents)
+	require.Equal(t, 3, e.Lapsing)
+
+	var one struct {
+		SelfPreservation *struct {
+			Lapsing int `json:"lapsing"`
+		} `json:"self_preservation"`
+	}
+	getJSON(t, base+"/v1/agents/kept", http.StatusOK, &one)
+	require.NotNil(t, one.SelfPreservation)
+	require.Equal(t, 3, one.SelfPreservation.Lapsing)
+
+	run := func(args ...string) string {
+		out := &syncBuffer{}
+		m := NewMain()
+		m.Stdout, m.Stderr = out, out
+		m.Getenv = func(k string) string { return map[string]string{"AGENTREACH_URL": base}[k] }
+		require.NoError(t, m.Run(t.Context(), args), out.String())
+		return out.String()
+	}
+	require.Contains(t, run("agents"), "self-preservation in namespace default")
+	dig := run("dig", "kept")
+	require.Contains(t, dig, "3 of 4 agents lapsed")
+	require.Contains(t, dig, "SUSPECT in ")
+	require.NotContains(t, dig, "in -")
 }

@@ -73,6 +73,11 @@ async function loadAgents() {
       el("td", {}, ago(a.last_heartbeat_at)), el("td", {}, spark(points[a.agent_id])));
   });
   $("#agents-table tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 10, class: "muted" }, "No agents registered yet."))]));
+  const sp = agents.self_preservation || [];
+  $("#self-preservation").hidden = sp.length === 0;
+  $("#self-preservation").textContent = sp.map((p) => "Self-preservation in " + p.namespace + ": " + p.lapsing + " of " + p.agents +
+    " agents lapsed at once and are kept from going DOWN (since " + new Date(p.since).toLocaleTimeString() + ", until " +
+    new Date(p.until).toLocaleTimeString() + " at the latest).").join(" ");
   $("#agents-updated").textContent = "updated " + new Date().toLocaleTimeString();
 }
 

@@ -21,11 +21,12 @@ import (
 	"github.com/agentreach/agentreach/jobs"
 )
 
-// serveProcess runs `agentreach serve` as a child process on addr.
-func serveProcess(t *testing.T, dsn, addr string) (*exec.Cmd, string, *syncBuffer) {
+// serveProcess runs `agentreach serve` as a child process on addr, with
+// extra flags after the test's own.
+func serveProcess(t *testing.T, dsn, addr string, extra ...string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
-	cmd, out := startProcess(t, "serve", "--insecure", "--addr", addr, "--database-url", dsn, "--log-level", "warn",
-		"--deadline-sweep-interval", "200ms", "--lost-after", "2s")
+	cmd, out := startProcess(t, append([]string{"serve", "--insecure", "--addr", addr, "--database-url", dsn, "--log-level", "warn",
+		"--deadline-sweep-interval", "200ms", "--lost-after", "2s"}, extra...)...)
 	base := "http://" + addr
 	deadline := time.Now().Add(30 * time.Second)
 	for {

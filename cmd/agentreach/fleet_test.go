@@ -61,7 +61,8 @@ func TestCapacityHoldsAcrossProcesses(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	var bases []string
 	for range 3 {
-		_, base, _ := serveProcess(t, dsn, deadAddr(t))
+		// A small pool each: the suite shares the server's 100 connections.
+		_, base, _ := serveProcess(t, dsn, deadAddr(t), "--max-conns", "6")
 		bases = append(bases, base)
 	}
 	agent := newConcurrencyAgent(t, 50*time.Millisecond)

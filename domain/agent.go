@@ -67,6 +67,24 @@ const (
 	// SignalDeregistered is a graceful goodbye: the agent drains first, so
 	// work it already holds is not lost.
 	SignalDeregistered AgentSignal = "deregistered"
+	// SignalDrain is an operator's drain: no new work; the work it holds
+	// finishes, then the agent goes OFFLINE.
+	SignalDrain AgentSignal = "drain"
+	// SignalConfirmDown is an operator confirming an agent down: no traffic
+	// until it registers again or is brought up; heartbeats do not revive it.
+	SignalConfirmDown AgentSignal = "confirm_down"
+	// SignalUp is an operator bringing an agent up: its probe window ends
+	// now, a confirmed down or a drain is lifted. The lease still rules: an
+	// expired one sends it DOWN at the next sweep.
+	SignalUp AgentSignal = "up"
+)
+
+// Operator holds an agent may be under, kept until it registers again or is
+// brought up.
+const (
+	HoldNone  = ""
+	HoldDrain = "drain" // DRAINING on an operator's word; OFFLINE once it holds nothing
+	HoldDown  = "down"  // DOWN on an operator's word; heartbeats do not revive it
 )
 
 // ErrIllegalAgentTransition is wrapped by every error AgentTransition returns.
@@ -116,6 +134,9 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 		SignalBreakerOpened:  AgentProbing,
 		SignalBreakerClosed:  AgentProbing,
 		SignalDeregistered:   AgentDraining,
+		SignalDrain:          AgentDraining,
+		SignalConfirmDown:    AgentDown,
+		SignalUp:             AgentHealthy,
 	},
 	AgentHealthy: {
 		SignalProbeSucceeded: AgentHealthy,
@@ -126,6 +147,9 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 		SignalBreakerOpened:  AgentSuspect,
 		SignalBreakerClosed:  AgentHealthy,
 		SignalDeregistered:   AgentDraining,
+		SignalDrain:          AgentDraining,
+		SignalConfirmDown:    AgentDown,
+		SignalUp:             AgentHealthy,
 	},
 	AgentSuspect: {
 		SignalProbeSucceeded: AgentHealthy,
@@ -136,6 +160,9 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 		SignalBreakerOpened:  AgentSuspect,
 		SignalBreakerClosed:  AgentHealthy,
 		SignalDeregistered:   AgentDraining,
+		SignalDrain:          AgentDraining,
+		SignalConfirmDown:    AgentDown,
+		SignalUp:             AgentSuspect, // back in service, down-weighted until a heartbeat
 	},
 	AgentDown: {
 		SignalHeartbeat:     AgentProbing, // back, but must prove itself again
@@ -144,6 +171,9 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 		SignalBreakerOpened: AgentDown,
 		SignalBreakerClosed: AgentDown,
 		SignalDeregistered:  AgentDraining, // it may still hold work that can finish
+		SignalDrain:         AgentDraining,
+		SignalConfirmDown:   AgentDown,
+		SignalUp:            AgentHealthy,
 	},
 	AgentDraining: {
 		// Draining ends only by SignalOffline (or a new registration): the
@@ -154,6 +184,9 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 		SignalBreakerOpened: AgentDraining,
 		SignalBreakerClosed: AgentDraining,
 		SignalDeregistered:  AgentDraining,
+		SignalDrain:         AgentDraining,
+		SignalConfirmDown:   AgentDown,
+		SignalUp:            AgentHealthy,
 	},
 	AgentOffline: {
 		SignalDeregistered: AgentOffline, // a repeated goodbye is harmless
@@ -190,6 +223,8 @@ type AgentLease struct {
 	// It must be cleared whenever the agent enters PROBING, or a DOWN agent
 	// that heartbeats again would skip its re-probe; ApplyAgentSignal does so.
 	ProbeOK bool
+	// Hold is an operator's hold (HoldDrain, HoldDown), or HoldNone.
+	Hold string
 }
 
 // Expired reports whether the lease ran out at now: strictly more than TTL
@@ -236,9 +271,11 @@ func DefaultLeaseConfig() LeaseConfig {
 // own, so nothing is routed to an open breaker because of that. A LastSeen in
 // the future (clock skew) counts as just seen.
 func EvaluateLease(l AgentLease, now time.Time, cfg LeaseConfig) AgentState {
-	switch l.State {
-	case AgentOffline, AgentDraining:
+	switch {
+	case l.State == AgentOffline, l.State == AgentDraining:
 		return l.State
+	case l.Hold == HoldDown:
+		return AgentDown // confirmed down: only a registration or up revives it
 	}
 	if l.Expired(now) {
 		return AgentDown
@@ -271,11 +308,20 @@ func ApplyAgentSignal(l AgentLease, sig AgentSignal, at time.Time) (AgentLease, 
 	}
 	switch sig {
 	case SignalRegistered:
-		l.RegisteredAt, l.LastSeen, l.ProbeOK = at, at, false
+		l.RegisteredAt, l.LastSeen, l.ProbeOK, l.Hold = at, at, false, HoldNone
 	case SignalHeartbeat:
 		l.LastSeen = at
+		if l.Hold == HoldDown {
+			return l, nil // alive, but confirmed down until brought up
+		}
 	case SignalProbeSucceeded:
 		l.ProbeOK = true
+	case SignalDrain:
+		l.Hold = HoldDrain
+	case SignalConfirmDown:
+		l.Hold = HoldDown
+	case SignalUp:
+		l.ProbeOK, l.Hold = true, HoldNone
 	}
 	if to == AgentProbing && l.State != AgentProbing {
 		l.ProbeOK = false

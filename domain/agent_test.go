@@ -20,7 +20,7 @@ var allAgentSignals = []domain.AgentSignal{
 	domain.SignalRegistered, domain.SignalProbeSucceeded, domain.SignalProbeFailed,
 	domain.SignalHeartbeat, domain.SignalHeartbeatLate, domain.SignalLeaseExpired,
 	domain.SignalBreakerOpened, domain.SignalBreakerClosed, domain.SignalOffline,
-	domain.SignalDeregistered,
+	domain.SignalDeregistered, domain.SignalDrain, domain.SignalConfirmDown, domain.SignalUp,
 }
 
 // TestAgentTransitionExhaustive checks every (state, signal) pair against a
@@ -41,29 +41,31 @@ func TestAgentTransitionExhaustive(t *testing.T) {
 			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: P,
 			domain.SignalHeartbeat: P, domain.SignalHeartbeatLate: P, domain.SignalLeaseExpired: D,
 			domain.SignalBreakerOpened: P, domain.SignalBreakerClosed: P, domain.SignalOffline: O,
-			domain.SignalDeregistered: Dr,
+			domain.SignalDeregistered: Dr, domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: H,
 		},
 		H: {
 			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: S,
 			domain.SignalHeartbeat: H, domain.SignalHeartbeatLate: S, domain.SignalLeaseExpired: D,
 			domain.SignalBreakerOpened: S, domain.SignalBreakerClosed: H, domain.SignalOffline: O,
-			domain.SignalDeregistered: Dr,
+			domain.SignalDeregistered: Dr, domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: H,
 		},
 		S: {
 			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: S,
 			domain.SignalHeartbeat: H, domain.SignalHeartbeatLate: S, domain.SignalLeaseExpired: D,
 			domain.SignalBreakerOpened: S, domain.SignalBreakerClosed: H, domain.SignalOffline: O,
-			domain.SignalDeregistered: Dr,
+			domain.SignalDeregistered: Dr, domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: S,
 		},
 		D: {
 			domain.SignalRegistered: P, domain.SignalHeartbeat: P, domain.SignalHeartbeatLate: D,
 			domain.SignalLeaseExpired: D, domain.SignalBreakerOpened: D, domain.SignalBreakerClosed: D,
 			domain.SignalOffline: O, domain.SignalDeregistered: Dr,
+			domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: H,
 		},
 		Dr: {
 			domain.SignalRegistered: P, domain.SignalHeartbeat: Dr, domain.SignalHeartbeatLate: Dr,
 			domain.SignalLeaseExpired: Dr, domain.SignalBreakerOpened: Dr, domain.SignalBreakerClosed: Dr,
 			domain.SignalOffline: O, domain.SignalDeregistered: Dr,
+			domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: H,
 		},
 		O: {
 			domain.SignalRegistered: P, domain.SignalOffline: O, domain.SignalDeregistered: O,
@@ -300,4 +302,54 @@ func TestDecidePreservation(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, domain.DecidePreservation(tc.total, tc.lapsing, 0.5, tc.since, now, tc.bound), tc.name)
 	}
+}
+
+// An operator's holds: a confirmed-down agent stays DOWN through heartbeats
+// and lease sweeps until it registers again or is brought up; up ends the
+// probe window at once.
+func TestOperatorHolds(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cfg := domain.LeaseConfig{}
+	healthy := domain.AgentLease{State: domain.AgentHealthy, LastSeen: now, TTL: 10 * time.Second, ProbeOK: true}
+
+	down, err := domain.ApplyAgentSignal(healthy, domain.SignalConfirmDown, now)
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentDown, down.State)
+	require.Equal(t, domain.HoldDown, down.Hold)
+	beat, err := domain.ApplyAgentSignal(down, domain.SignalHeartbeat, now.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentDown, beat.State, "a heartbeat does not revive a confirmed-down agent")
+	require.Equal(t, now.Add(time.Second), beat.LastSeen, "but its lease is renewed")
+	require.Equal(t, domain.AgentDown, domain.EvaluateLease(beat, now.Add(2*time.Second), cfg), "nor does the lease sweep")
+
+	up, err := domain.ApplyAgentSignal(beat, domain.SignalUp, now.Add(2*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentHealthy, up.State)
+	require.Equal(t, domain.HoldNone, up.Hold)
+	require.True(t, up.ProbeOK)
+
+	again, err := domain.ApplyAgentSignal(down, domain.SignalRegistered, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentProbing, again.State)
+	require.Equal(t, domain.HoldNone, again.Hold, "a registration lifts every hold")
+
+	probing := domain.AgentLease{State: domain.AgentProbing, LastSeen: now, TTL: 10 * time.Second}
+	up, err = domain.ApplyAgentSignal(probing, domain.SignalUp, now)
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentHealthy, up.State, "up ends the probe window now")
+	require.Equal(t, domain.AgentHealthy, domain.EvaluateLease(up, now.Add(time.Second), cfg), "and the sweep keeps it")
+
+	drained, err := domain.ApplyAgentSignal(healthy, domain.SignalDrain, now)
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentDraining, drained.State)
+	require.Equal(t, domain.HoldDrain, drained.Hold)
+	require.Equal(t, domain.AgentDraining, domain.EvaluateLease(drained, now.Add(time.Hour), cfg))
+
+	// Brought up with an expired lease, the sweep sends it DOWN again.
+	stale := domain.AgentLease{State: domain.AgentDown, LastSeen: now.Add(-time.Hour), TTL: 10 * time.Second}
+	up, err = domain.ApplyAgentSignal(stale, domain.SignalUp, now)
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentHealthy, up.State)
+	require.Equal(t, domain.AgentDown, domain.EvaluateLease(up, now, cfg))
 }

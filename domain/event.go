@@ -59,6 +59,9 @@ const (
 	// EventAgentCardUpdated, on the agent's stream: its A2A Agent Card
 	// changed what the registry knows of it.
 	EventAgentCardUpdated EventType = "AGENT_CARD_UPDATED"
+	// EventAgentUpdated, on the agent's stream: an operator changed its
+	// settings at run time (PATCH /v1/agents/{id}), with old and new values.
+	EventAgentUpdated EventType = "AGENT_UPDATED"
 	// EventSelfPreservationEnded, on the namespace's registry stream.
 	EventSelfPreservationEnded EventType = "SELF_PRESERVATION_ENDED"
 	// EventKeyCreated and EventKeyRevoked, on "keys:<namespace>".

@@ -23,6 +23,8 @@ func TestEventPayloadsOnTheWire(t *testing.T) {
 		{EventRejected, Decided{}, `{}`},
 		{EventAgentTokenRotated, AgentTokenRotated{PreviousValidUntil: at, InstanceID: "i"}, `{"previous_valid_until":"2026-12-01T12:00:00Z","instance_id":"i"}`},
 		{EventAgentContextChanged, AgentContextChanged{From: map[string]any{}, To: map[string]any{"accepting": false}}, `{"from":{},"to":{"accepting":false}}`},
+		{EventAgentUpdated, AgentUpdated{Fields: []string{"weight"}, From: AgentSettings{Weight: 50}, To: AgentSettings{Weight: 80}},
+			`{"fields":["weight"],"from":{"weight":50,"rollout_percent":0,"max_concurrent":0,"aliases":null,"context":null,"metadata":null},"to":{"weight":80,"rollout_percent":0,"max_concurrent":0,"aliases":null,"context":null,"metadata":null}}`},
 		{EventAgentDeregistered, AgentDeregistered{AgentID: "a"}, `{"agent_id":"a"}`},
 		{EventAgentCardUpdated, AgentCardUpdated{CardURL: "u", From: CardView{Capabilities: []string{"x"}, Aliases: []string{}},
 			To: CardView{Capabilities: []string{"y"}, Aliases: []string{}, Push: &yes}},

@@ -189,6 +189,8 @@ type Agent struct {
 	InstanceID       string
 	ProbeOK          bool
 	ReportedInFlight int
+	// Hold is an operator's hold on the agent (domain.HoldDrain, HoldDown).
+	Hold string
 	RegisteredAt     time.Time
 	LastSeenAt       time.Time
 	LeaseExpiresAt   time.Time
@@ -223,7 +225,7 @@ func (a *Agent) tokenValid(token string, now time.Time) bool {
 
 func (a *Agent) lease() domain.AgentLease {
 	return domain.AgentLease{State: a.State, RegisteredAt: a.RegisteredAt, LastSeen: a.LastSeenAt,
-		TTL: time.Duration(a.TTLSeconds) * time.Second, ProbeOK: a.ProbeOK}
+		TTL: time.Duration(a.TTLSeconds) * time.Second, ProbeOK: a.ProbeOK, Hold: a.Hold}
 }
 
 // newToken returns a fresh agent token and its hash. The token is shown
@@ -253,7 +255,7 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 	err := row.Scan(&a.AgentID, &a.Namespace, &a.Capabilities, &a.Aliases, &a.Endpoint, &a.HealthURL, &a.Protocol,
 		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
-		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil)
+		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold)
 	if err != nil {
 		return nil, err
 	}
@@ -645,7 +647,7 @@ func (r *Registry) signal(ctx context.Context, k domain.AgentKey, instance strin
 			return nil
 		}
 		lease, err := domain.ApplyAgentSignal(a.lease(), sig, r.now().UTC())
-		if errors.Is(err, domain.ErrIllegalAgentTransition) || lease.State == a.State && lease.ProbeOK == a.ProbeOK {
+		if errors.Is(err, domain.ErrIllegalAgentTransition) || lease.State == a.State && lease.ProbeOK == a.ProbeOK && lease.Hold == a.Hold {
 			return nil
 		}
 		if err != nil {
@@ -676,7 +678,7 @@ func (r *Registry) applyStateTx(ctx context.Context, tx pgx.Tx, a *Agent, lease 
 		version = recs[0].Version
 	}
 	now := r.now().UTC()
-	_, err := tx.Exec(ctx, qSetAgentState, a.AgentID, string(lease.State), lease.ProbeOK, version, now, a.Namespace)
+	_, err := tx.Exec(ctx, qSetAgentState, a.AgentID, string(lease.State), lease.ProbeOK, version, now, a.Namespace, lease.Hold)
 	if err != nil {
 		return nil, fmt.Errorf("update agent %s: %w", a.Key(), err)
 	}
@@ -684,7 +686,7 @@ func (r *Registry) applyStateTx(ctx context.Context, tx pgx.Tx, a *Agent, lease 
 		r.logger.InfoContext(ctx, "agent state changed", "agent_id", a.AgentID, "namespace", a.Namespace, "from", a.State, "to", lease.State, "signal", sig, "reason", reason)
 	}
 	b := *a
-	b.State, b.ProbeOK, b.StreamVersion = lease.State, lease.ProbeOK, version
+	b.State, b.ProbeOK, b.StreamVersion, b.Hold = lease.State, lease.ProbeOK, version, lease.Hold
 	return &b, nil
 }
 

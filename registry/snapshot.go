@@ -139,10 +139,17 @@ func (s *Snapshot) loadRecent(ctx context.Context, now time.Time) (map[domain.Ag
 
 // loadInFlight counts the jobs each agent holds delivered.
 func (s *Snapshot) loadInFlight(ctx context.Context) (map[domain.AgentKey]int, error) {
+	return slotsHeld(ctx, s.r.pool)
+}
+
+// slotsHeld counts the attempts holding a slot of each agent.
+func slotsHeld(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) (map[domain.AgentKey]int, error) {
 	inFlight := map[domain.AgentKey]int{}
 	var id domain.AgentKey
 	var n int
-	rows, err := s.r.pool.Query(ctx, qSnapshotInFlight)
+	rows, err := q.Query(ctx, qSnapshotInFlight)
 	if err == nil {
 		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &n}, func() error {
 			inFlight[id] = n

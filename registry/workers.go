@@ -203,7 +203,42 @@ func (r *Registry) sweepTx(ctx context.Context, tx pgx.Tx, rep *SweepReport) err
 			return err
 		}
 	}
+	if err := r.finishDrains(ctx, tx, agents, rep); err != nil {
+		return err
+	}
 	return r.queueProbes(ctx, tx, agents, rep)
+}
+
+// finishDrains takes every agent an operator drained OFFLINE once it holds
+// no attempt (no slot in agent_slots).
+func (r *Registry) finishDrains(ctx context.Context, tx pgx.Tx, agents []*Agent, rep *SweepReport) error {
+	var draining []*Agent
+	for _, a := range agents {
+		if a.State == domain.AgentDraining && a.Hold == domain.HoldDrain {
+			draining = append(draining, a)
+		}
+	}
+	if len(draining) == 0 {
+		return nil
+	}
+	held, err := slotsHeld(ctx, tx)
+	if err != nil {
+		return err
+	}
+	for _, a := range draining {
+		if held[a.Key()] > 0 {
+			continue
+		}
+		lease, err := domain.ApplyAgentSignal(a.lease(), domain.SignalOffline, r.now().UTC())
+		if err != nil {
+			return err
+		}
+		if _, err := r.applyStateTx(ctx, tx, a, lease, domain.SignalOffline, "drained", domain.Metadata{Actor: "registry"}); err != nil {
+			return err
+		}
+		rep.Changed++
+	}
+	return nil
 }
 
 // lockLiveAgents reads and locks every agent the sweep judges; agents a

@@ -25,3 +25,8 @@ ON CONFLICT DO NOTHING;
 -- A retry timer of an attempt that found no routable agent remembers when it
 -- began waiting, so the wait is bounded by the job's route_wait_ms.
 ALTER TABLE job_timers ADD COLUMN waiting_since timestamptz;
+
+-- An operator's hold on an agent: 'drain' (DRAINING until it holds nothing,
+-- then OFFLINE) or 'down' (DOWN until it registers again or is brought up,
+-- whatever its heartbeats say). A registration lifts it.
+ALTER TABLE agents ADD COLUMN hold text NOT NULL DEFAULT '' CHECK (hold IN ('', 'drain', 'down'));

@@ -8,7 +8,7 @@
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
 FROM agents WHERE namespace = $1 AND agent_id = $2;
 
 -- name: LoadAgentForUpdate
@@ -16,7 +16,7 @@ FROM agents WHERE namespace = $1 AND agent_id = $2;
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
 FROM agents WHERE namespace = $1 AND agent_id = $2 FOR UPDATE;
 
 -- name: ListAgents
@@ -24,7 +24,7 @@ FROM agents WHERE namespace = $1 AND agent_id = $2 FOR UPDATE;
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
 FROM agents
 WHERE NOT deregistered
   AND ($1 = '' OR namespace = $1)
@@ -55,14 +55,14 @@ INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health
         last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
         state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
         deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL,
-        superseded_token_hash = agents.token_hash;
+        superseded_token_hash = agents.token_hash, hold = '';
 
 -- name: AgentByToken
 -- The agent whose current or previous token has hash $1, a registered one first.
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
 FROM agents
 WHERE token_hash = $1 OR prev_token_hash = $1 ORDER BY deregistered LIMIT 1;
 
@@ -85,9 +85,9 @@ UPDATE agents SET deregistered = true, state = $2, state_changed_at = $3, stream
 WHERE namespace = $5 AND agent_id = $1;
 
 -- name: SetAgentState
--- Writes an agent's life-cycle state and probe result; state_changed_at moves only when the state does.
+-- Writes an agent's life-cycle state, probe result and operator hold; state_changed_at moves only when the state does.
 UPDATE agents SET state = $2, probe_ok = $3, stream_version = $4,
-        state_changed_at = CASE WHEN state = $2 THEN state_changed_at ELSE $5 END
+        state_changed_at = CASE WHEN state = $2 THEN state_changed_at ELSE $5 END, hold = $7
 WHERE namespace = $6 AND agent_id = $1;
 
 -- name: RecentAgentActivity
@@ -102,7 +102,7 @@ WHERE namespace = $1 AND agent_id = $2 AND bucket >= date_trunc('minute', $3::ti
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
 FROM agents
 WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED;
 
@@ -111,7 +111,7 @@ WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR U
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
 FROM agents WHERE NOT deregistered;
 
 -- name: SnapshotAttempts
@@ -147,3 +147,9 @@ WHERE NOT deregistered ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED;
 -- name: SetAgentHealth
 -- Writes an agent's health standing, with the version of the event that changed it.
 UPDATE agents SET health_degraded = $3, stream_version = $4 WHERE namespace = $1 AND agent_id = $2;
+
+-- name: SetAgentSettings
+-- Writes what an operator changed of a running agent (PATCH), with the version of its AGENT_UPDATED.
+UPDATE agents SET weight = $3, rollout_percent = $4, max_concurrent = $5, aliases = $6, context = $7, metadata = $8,
+    stream_version = $9
+WHERE namespace = $1 AND agent_id = $2;

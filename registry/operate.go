@@ -1,0 +1,98 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var qSetAgentSettings = queries.Must("SetAgentSettings")
+
+// ErrNotNow: the agent's state does not allow the operator's action (an
+// OFFLINE agent brought up, say).
+var ErrNotNow = domain.NewError(domain.ErrConflict, "the agent's state does not allow this")
+
+// Operate applies an operator's action (domain.SignalDrain,
+// SignalConfirmDown, SignalUp) to an agent, recorded as its
+// AGENT_STATE_CHANGED with the actor (md) and reason. An action its state
+// refuses is ErrNotNow; one that changes nothing records nothing.
+func (r *Registry) Operate(ctx context.Context, k domain.AgentKey, sig domain.AgentSignal, reason string, md domain.Metadata) (*Agent, error) {
+	var out *Agent
+	changed := false
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
+		a, err := r.load(ctx, tx, k, true)
+		if err != nil {
+			return err
+		}
+		if a.Deregistered {
+			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
+		}
+		out = a
+		lease, err := domain.ApplyAgentSignal(a.lease(), sig, r.now().UTC())
+		if errors.Is(err, domain.ErrIllegalAgentTransition) {
+			return fmt.Errorf("%s agent %s in %s: %w", sig, k, a.State, ErrNotNow)
+		}
+		if err != nil || lease.State == a.State && lease.ProbeOK == a.ProbeOK && lease.Hold == a.Hold {
+			return err
+		}
+		out, err = r.applyStateTx(ctx, tx, a, lease, sig, reason, md)
+		changed = err == nil
+		return err
+	})
+	if changed {
+		r.changed(ctx)
+	}
+	return out, err
+}
+
+// Update changes a running agent's settings (weight, rollout_percent,
+// max_concurrent, aliases, context, metadata) without a restart: checked
+// as a registration is, recorded as AGENT_UPDATED with the old and new
+// values, applied by every process's router at its next snapshot. A patch
+// that changes nothing records nothing.
+func (r *Registry) Update(ctx context.Context, k domain.AgentKey, p domain.AgentPatch, md domain.Metadata) (*Agent, error) {
+	var out *Agent
+	changed := false
+	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
+		a, err := r.load(ctx, tx, k, true)
+		if err != nil {
+			return err
+		}
+		if a.Deregistered {
+			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
+		}
+		out = a
+		next, u, err := domain.ApplyPatch(a.AgentRegistration, p)
+		if err != nil || len(u.Fields) == 0 {
+			return err
+		}
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(k), a.StreamVersion, domain.NewEvent(domain.EventAgentUpdated, u, md))
+		if err != nil {
+			return err
+		}
+		ctxJSON, _ := json.Marshal(orEmpty(next.Context))
+		mdJSON, _ := json.Marshal(orEmpty(next.Metadata))
+		aliases := next.Aliases
+		if aliases == nil {
+			aliases = []string{}
+		}
+		if _, err := tx.Exec(ctx, qSetAgentSettings, k.Namespace, k.ID, next.Weight, next.RolloutPercent, next.MaxConcurrent,
+			aliases, ctxJSON, mdJSON, recs[0].Version); err != nil {
+			return fmt.Errorf("update agent %s: %w", k, err)
+		}
+		b := *a
+		b.AgentRegistration, b.StreamVersion = next, recs[0].Version
+		out, changed = &b, true
+		return nil
+	})
+	if changed {
+		r.changed(ctx)
+	}
+	return out, err
+}

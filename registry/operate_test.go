@@ -1,0 +1,113 @@
+package registry
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+func TestOperatorActions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	md := domain.Metadata{Actor: "key:ops"}
+	_, token := b.register(t, "op", 10, "http://127.0.0.1:1/")
+
+	// Up ends the probe window now.
+	a, err := b.r.Operate(b.ctx, key("op"), domain.SignalUp, "verified by hand", md)
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentHealthy, a.State)
+
+	// Confirmed down: heartbeats and sweeps do not revive it.
+	a, err = b.r.Operate(b.ctx, key("op"), domain.SignalConfirmDown, "disk failed", md)
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentDown, a.State)
+	_, err = b.r.Heartbeat(b.ctx, "op", token, nil, nil, domain.Metadata{})
+	require.NoError(t, err)
+	b.clock.advance(time.Second)
+	b.sweep(t)
+	require.Equal(t, domain.AgentDown, b.state(t, "op"))
+	a, err = b.r.Operate(b.ctx, key("op"), domain.SignalUp, "disk replaced", md)
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentHealthy, a.State)
+	b.sweep(t)
+	require.Equal(t, domain.AgentHealthy, b.state(t, "op"), "brought up, its lease holds")
+
+	// Drain: DRAINING while it holds an attempt, OFFLINE once it holds none.
+	_, err = b.r.pool.Exec(b.ctx, `INSERT INTO agent_slots (job_id, namespace, agent_id, attempt) VALUES (gen_random_uuid(), 'default', 'op', 1)`)
+	require.NoError(t, err)
+	a, err = b.r.Operate(b.ctx, key("op"), domain.SignalDrain, "maintenance", md)
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentDraining, a.State)
+	b.sweep(t)
+	require.Equal(t, domain.AgentDraining, b.state(t, "op"), "still finishing its work")
+	_, err = b.r.pool.Exec(b.ctx, `DELETE FROM agent_slots`)
+	require.NoError(t, err)
+	b.sweep(t)
+	require.Equal(t, domain.AgentOffline, b.state(t, "op"))
+
+	// Offline, only a registration brings it back.
+	_, err = b.r.Operate(b.ctx, key("op"), domain.SignalUp, "", md)
+	require.ErrorIs(t, err, ErrNotNow)
+	_, err = b.r.Operate(b.ctx, key("nobody"), domain.SignalUp, "", md)
+	require.ErrorIs(t, err, ErrNotFound)
+
+	recs, err := b.r.store.ReadStream(b.ctx, nil, domain.AgentStream(key("op")))
+	require.NoError(t, err)
+	var reasons []string
+	for _, rec := range recs {
+		if rec.Type != domain.EventAgentStateChanged {
+			continue
+		}
+		var d domain.AgentStateChanged
+		require.NoError(t, json.Unmarshal(rec.Data, &d))
+		if d.Signal == domain.SignalUp || d.Signal == domain.SignalConfirmDown || d.Signal == domain.SignalDrain {
+			require.Equal(t, "key:ops", rec.Metadata.Actor)
+		}
+		reasons = append(reasons, string(d.Signal)+":"+d.Reason)
+	}
+	require.Equal(t, []string{"registered:", "up:verified by hand", "confirm_down:disk failed", "up:disk replaced",
+		"drain:maintenance", "offline:drained"}, reasons)
+}
+
+func TestUpdateSettings(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.register(t, "u1", 10, "http://127.0.0.1:1/")
+	b.prove(t, "u1")
+	w, mc := 90, 3
+	a, err := b.r.Update(b.ctx, key("u1"), domain.AgentPatch{Weight: &w, MaxConcurrent: &mc}, domain.Metadata{Actor: "key:ops"})
+	require.NoError(t, err)
+	require.Equal(t, 90, a.Weight)
+	require.Equal(t, domain.AgentHealthy, a.State, "no restart, no probe window")
+	got, err := b.r.Get(b.ctx, key("u1"))
+	require.NoError(t, err)
+	require.Equal(t, 90, got.Weight)
+	require.Equal(t, 3, got.MaxConcurrent)
+
+	// The same values again record nothing; a bad one is refused.
+	_, err = b.r.Update(b.ctx, key("u1"), domain.AgentPatch{Weight: &w}, domain.Metadata{})
+	require.NoError(t, err)
+	bad := 0
+	_, err = b.r.Update(b.ctx, key("u1"), domain.AgentPatch{Weight: &bad}, domain.Metadata{})
+	var fe *domain.FieldError
+	require.ErrorAs(t, err, &fe)
+
+	recs, err := b.r.store.ReadStream(b.ctx, nil, domain.AgentStream(key("u1")))
+	require.NoError(t, err)
+	var updates []domain.AgentUpdated
+	for _, rec := range recs {
+		if rec.Type == domain.EventAgentUpdated {
+			var u domain.AgentUpdated
+			require.NoError(t, json.Unmarshal(rec.Data, &u))
+			updates = append(updates, u)
+		}
+	}
+	require.Len(t, updates, 1)
+	require.Equal(t, []string{"weight", "max_concurrent"}, updates[0].Fields)
+	require.Equal(t, 50, updates[0].From.Weight)
+	require.Equal(t, 90, updates[0].To.Weight)
+}

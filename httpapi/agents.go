@@ -69,6 +69,8 @@ type agentResponse struct {
 	Token            string          `json:"token,omitempty"`
 	Recent           *recentResponse `json:"recent,omitempty"`
 	HeartbeatEveryMS int64           `json:"heartbeat_interval_ms"`
+	// Hold is an operator's hold: "drain" or "down".
+	Hold string `json:"hold,omitempty"`
 	// SelfPreservation is the agent's namespace's open episode, if any.
 	SelfPreservation *preservationResponse `json:"self_preservation,omitempty"`
 }
@@ -116,7 +118,7 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 		AgentID: a.AgentID, Namespace: a.Namespace, Capabilities: nonNil(a.Capabilities), Aliases: nonNil(a.Aliases),
 		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, Weight: a.Weight,
 		MaxConcurrent: a.MaxConcurrent, Version: a.Version, RolloutPercent: a.RolloutPercent, TTLSeconds: a.TTLSeconds,
-		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), InstanceID: a.InstanceID,
+		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), Hold: a.Hold, InstanceID: a.InstanceID,
 		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
 		StateChangedAt: a.StateChangedAt.UTC(), InFlight: max(snap.InFlight(a.Key()), a.ReportedInFlight), Breaker: br,
 		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3,

@@ -110,6 +110,10 @@ func New(deps Deps) *gin.Engine {
 	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)
 	v1.GET("/agents/:agent_id", s.need(auth.ScopeAgentsRead), s.getAgent)
 	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
+	v1.PATCH("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.patchAgent)
+	v1.POST("/agents/:agent_id/drain", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalDrain))
+	v1.POST("/agents/:agent_id/down", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalConfirmDown))
+	v1.POST("/agents/:agent_id/up", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalUp))
 	v1.PUT("/agents/:agent_id/heartbeat", s.agentRate, s.heartbeat) // agent token
 	v1.POST("/agents/:agent_id/offline", s.agentRate, s.offline)    // agent token
 	v1.POST("/agents/:agent_id/token:rotate", s.agentRate, s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)

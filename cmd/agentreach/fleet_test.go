@@ -218,3 +218,79 @@ func TestSelfPreservationIsShown(t *testing.T) {
 	require.Contains(t, dig, "SUSPECT in ")
 	require.NotContains(t, dig, "in -")
 }
+
+// An operator drains, confirms down, brings up and updates agents over the
+// CLI (and so the API); each action is on the agent's stream.
+func TestOperatorActionsOverTheCLI(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	run := func(args ...string) (string, error) {
+		out := &syncBuffer{}
+		m := NewMain()
+		m.Stdout, m.Stderr = out, out
+		m.Getenv = func(k string) string { return map[string]string{"AGENTREACH_URL": base}[k] }
+		err := m.Run(t.Context(), args)
+		return out.String(), err
+	}
+	a := newTestAgent(t, base, "ops-a", "t.ops", 50, answer("SUCCESS", ""))
+	newTestAgent(t, base, "ops-b", "t.ops", 50, answer("SUCCESS", ""))
+
+	out, err := run("agents", "update", "ops-a", "--weight", "90", "--max-concurrent", "3")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "weight 90, max_concurrent 3")
+	require.Equal(t, "HEALTHY", agentState(t, base, "ops-a"), "an update needs no restart")
+
+	out, err = run("agents", "down", "ops-a", "--reason", "disk failed")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "DOWN (operator hold: down)")
+	req, _ := http.NewRequest(http.MethodPut, base+"/v1/agents/ops-a/heartbeat", nil)
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	rj := waitRoute(t, base, "t.ops", func(rj routeJSON) bool { return len(rj.Candidates) == 1 })
+	require.Equal(t, "ops-b", rj.Candidates[0].AgentID, "no traffic to a confirmed-down agent, heartbeat or not")
+	require.Equal(t, "DOWN", agentState(t, base, "ops-a"))
+
+	out, err = run("agents", "up", "ops-a")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "ops-a: HEALTHY")
+
+	out, err = run("agents", "drain", "ops-b", "--reason", "maintenance")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "DRAINING")
+	waitState(t, base, "ops-b", "OFFLINE", 20*time.Second) // it held nothing
+
+	_, err = run("agents", "up", "ops-b")
+	require.ErrorContains(t, err, "does not allow", "an OFFLINE agent registers again")
+	_, err = run("agents", "update", "ops-a", "--weight", "500")
+	require.ErrorContains(t, err, "weight")
+
+	var evs struct {
+		Events []struct {
+			StreamID string `json:"stream_id"`
+			Type     string `json:"type"`
+			Metadata struct {
+				Actor string `json:"actor"`
+			} `json:"metadata"`
+			Data struct {
+				Signal string `json:"signal"`
+				Reason string `json:"reason"`
+			} `json:"data"`
+		} `json:"events"`
+	}
+	getJSON(t, base+"/v1/events?limit=1000", http.StatusOK, &evs)
+	var seen []string
+	for _, e := range evs.Events {
+		switch {
+		case e.StreamID != "agent:default/ops-a":
+		case e.Type == "AGENT_UPDATED":
+			seen = append(seen, "updated")
+		case e.Type == "AGENT_STATE_CHANGED" && (e.Data.Signal == "confirm_down" || e.Data.Signal == "up"):
+			seen = append(seen, e.Data.Signal+":"+e.Data.Reason)
+			require.NotEmpty(t, e.Metadata.Actor)
+		}
+	}
+	require.Equal(t, []string{"updated", "confirm_down:disk failed", "up:"}, seen)
+}

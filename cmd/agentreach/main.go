@@ -37,6 +37,7 @@ Usage:
   agentreach dev       zero-setup: find or start a PostgreSQL, migrate, serve
   agentreach migrate   apply database migrations and exit
   agentreach agents    list registered agents (--json)
+  agentreach agents drain|down|up|update ID   an operator's action on an agent (--reason; update: --weight, ...)
   agentreach dig ID    everything about one agent: state, lease, breaker, route hits (--json)
   agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
   agentreach a2a-agent   run an A2A agent (Go A2A SDK) with a chosen behaviour, optionally registered by card

@@ -193,6 +193,22 @@ func TestAuthorizationMatrix(t *testing.T) {
 			id, _ := register()
 			return matrixCall{"DELETE", "/v1/agents/" + id, ""}
 		},
+		"PATCH /v1/agents/{agent_id}": func() matrixCall {
+			id, _ := register()
+			return matrixCall{"PATCH", "/v1/agents/" + id, `{"weight":70}`}
+		},
+		"POST /v1/agents/{agent_id}/drain": func() matrixCall {
+			id, _ := register()
+			return matrixCall{"POST", "/v1/agents/" + id + "/drain", `{"reason":"matrix"}`}
+		},
+		"POST /v1/agents/{agent_id}/down": func() matrixCall {
+			id, _ := register()
+			return matrixCall{"POST", "/v1/agents/" + id + "/down", ""}
+		},
+		"POST /v1/agents/{agent_id}/up": func() matrixCall {
+			id, _ := register()
+			return matrixCall{"POST", "/v1/agents/" + id + "/up", ""}
+		},
 		"PUT /v1/agents/{agent_id}/heartbeat": func() matrixCall {
 			id, token := register()
 			agentToken = token

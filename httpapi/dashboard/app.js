@@ -55,6 +55,21 @@ function spark(points) {
   return svg;
 }
 
+// operatorButton drains, confirms down or brings up an agent, with the
+// operator's reason, through the same API (and scopes) as the CLI.
+function operatorButton(a, action) {
+  return el("button", { class: "op", "data-action": action, title: action + " " + a.agent_id, onclick: async () => {
+    const reason = window.prompt(action + " " + a.agent_id + ": reason (recorded on the agent's stream)", "");
+    if (reason === null) return;
+    try {
+      const path = "/v1/agents/" + encodeURIComponent(a.agent_id) + "/" + action + "?namespace=" + encodeURIComponent(a.namespace);
+      const r = await api(path, { method: "POST", body: JSON.stringify({ reason }) });
+      setStatus(a.agent_id + " is " + r.state + (r.hold ? " (hold: " + r.hold + ")" : ""));
+      loadAgents();
+    } catch (e) { setStatus(e.message); }
+  } }, action);
+}
+
 async function loadAgents() {
   const win = $("#window").value;
   const [agents, metrics, series] = await Promise.all([api("/v1/agents"), api("/v1/metrics/agents?window=" + win), api("/v1/metrics/agents/series")]);
@@ -70,9 +85,10 @@ async function loadAgents() {
       el("td", {}, pct(m.reach_rate)), el("td", {}, pct(m.success_rate)),
       el("td", {}, m.latency_p50_ms == null ? "–" : m.latency_p50_ms.toFixed(1) + " / " + m.latency_p95_ms.toFixed(1)),
       el("td", {}, pill(a.breaker.state)), el("td", {}, a.in_flight + (a.max_concurrent ? " / " + a.max_concurrent : "")),
-      el("td", {}, ago(a.last_heartbeat_at)), el("td", {}, spark(points[a.agent_id])));
+      el("td", {}, ago(a.last_heartbeat_at)), el("td", {}, spark(points[a.agent_id])),
+      el("td", {}, ...["drain", "down", "up"].map((action) => operatorButton(a, action))));
   });
-  $("#agents-table tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 10, class: "muted" }, "No agents registered yet."))]));
+  $("#agents-table tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 11, class: "muted" }, "No agents registered yet."))]));
   const sp = agents.self_preservation || [];
   $("#self-preservation").hidden = sp.length === 0;
   $("#self-preservation").textContent = sp.map((p) => "Self-preservation in " + p.namespace + ": " + p.lapsing + " of " + p.agents +

@@ -38,6 +38,7 @@ type agentView struct {
 	} `json:"breaker"`
 	Recent           *registry.Recent `json:"recent,omitempty"`
 	SelfPreservation *preservation    `json:"self_preservation,omitempty"`
+	Hold             string           `json:"hold,omitempty"`
 }
 
 // preservation is a namespace's open self-preservation episode.
@@ -87,6 +88,12 @@ func NextLeaseChange(state string, lastHeartbeat time.Time, ttl time.Duration, n
 
 // Agents lists agents: agentreach agents [--namespace] [--capability] [--state] [--json].
 func Agents(ctx context.Context, env Env, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "drain", "down", "up", "update":
+			return Operate(ctx, env, args[0], args[1:])
+		}
+	}
 	fs, c := APIFlags(env, "agents")
 	q := url.Values{}
 	ns := fs.String("namespace", "", "only this namespace")
@@ -159,6 +166,9 @@ func Dig(ctx context.Context, env Env, args []string) error {
 	row := func(k, format string, v ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, v...)...) }
 	row("agent", "%s (namespace %s)", a.AgentID, a.Namespace)
 	row("state", "%s since %s", a.State, Ago(a.StateChangedAt))
+	if a.Hold != "" {
+		row("operator hold", "%s (lifted by `agentreach agents up` or a new registration)", a.Hold)
+	}
 	row("endpoint", "%s (%s)", a.Endpoint, a.Protocol)
 	now := time.Now()
 	row("lease", "expires %s (%s), ttl %ds", a.LeaseExpiresAt.Format(time.RFC3339), Until(a.LeaseExpiresAt, now), a.TTLSeconds)

@@ -190,16 +190,16 @@ type Agent struct {
 	ProbeOK          bool
 	ReportedInFlight int
 	// Hold is an operator's hold on the agent (domain.HoldDrain, HoldDown).
-	Hold string
-	RegisteredAt     time.Time
-	LastSeenAt       time.Time
-	LeaseExpiresAt   time.Time
-	StateChangedAt   time.Time
-	StreamVersion    int
-	Deregistered     bool
-	tokenHash        []byte
-	prevTokenHash    []byte
-	prevTokenUntil   *time.Time
+	Hold           string
+	RegisteredAt   time.Time
+	LastSeenAt     time.Time
+	LeaseExpiresAt time.Time
+	StateChangedAt time.Time
+	StreamVersion  int
+	Deregistered   bool
+	tokenHash      []byte
+	prevTokenHash  []byte
+	prevTokenUntil *time.Time
 }
 
 // SigningKeys are the keys that sign deliveries to the agent: the SHA-256 of

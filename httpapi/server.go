@@ -106,18 +106,7 @@ func New(deps Deps) *gin.Engine {
 	r.GET("/dashboard", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
 	r.GET("/dashboard/*file", dashboardHandler())
 
-	v1.POST("/agents", s.need(auth.ScopeAgentsWrite), s.registerAgent)
-	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)
-	v1.GET("/agents/:agent_id", s.need(auth.ScopeAgentsRead), s.getAgent)
-	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
-	v1.PATCH("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.patchAgent)
-	v1.POST("/agents/:agent_id/drain", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalDrain))
-	v1.POST("/agents/:agent_id/down", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalConfirmDown))
-	v1.POST("/agents/:agent_id/up", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalUp))
-	v1.PUT("/agents/:agent_id/heartbeat", s.agentRate, s.heartbeat) // agent token
-	v1.POST("/agents/:agent_id/offline", s.agentRate, s.offline)    // agent token
-	v1.POST("/agents/:agent_id/token:rotate", s.agentRate, s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
-	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
+	s.agentRoutes(v1)
 
 	v1.POST("/jobs", s.need(""), s.submitJob) // jobs:submit:<pattern>, checked per capability
 	v1.GET("/jobs", s.need(auth.ScopeJobsRead), s.listJobs)
@@ -141,6 +130,23 @@ func New(deps Deps) *gin.Engine {
 		deps.Extra(r, admin, everyNamespace)
 	}
 	return r
+}
+
+// agentRoutes are the registry's: registration, operator actions, the
+// agent's own calls (its token), and the router's explanation.
+func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
+	v1.POST("/agents", s.need(auth.ScopeAgentsWrite), s.registerAgent)
+	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)
+	v1.GET("/agents/:agent_id", s.need(auth.ScopeAgentsRead), s.getAgent)
+	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
+	v1.PATCH("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.patchAgent)
+	v1.POST("/agents/:agent_id/drain", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalDrain))
+	v1.POST("/agents/:agent_id/down", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalConfirmDown))
+	v1.POST("/agents/:agent_id/up", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalUp))
+	v1.PUT("/agents/:agent_id/heartbeat", s.agentRate, s.heartbeat) // agent token
+	v1.POST("/agents/:agent_id/offline", s.agentRate, s.offline)    // agent token
+	v1.POST("/agents/:agent_id/token:rotate", s.agentRate, s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
+	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
 }
 
 // MaxHeaderBytes bounds a request's header; a larger one gets 431 with the

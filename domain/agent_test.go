@@ -353,3 +353,23 @@ func TestOperatorHolds(t *testing.T) {
 	require.Equal(t, domain.AgentHealthy, up.State)
 	require.Equal(t, domain.AgentDown, domain.EvaluateLease(up, now, cfg))
 }
+
+func TestHealthReportValidate(t *testing.T) {
+	t.Parallel()
+	i := func(n int) *int { return &n }
+	f := func(x float64) *float64 { return &x }
+	require.NoError(t, domain.HealthReport{}.Validate())
+	require.NoError(t, domain.HealthReport{InFlight: i(3), QueueLength: i(0), ErrorRate: f(0), PoolUsage: f(1)}.Validate())
+	for field, h := range map[string]domain.HealthReport{
+		"in_flight":    {InFlight: i(-1)},
+		"queue_length": {QueueLength: i(-1)},
+		"error_rate":   {ErrorRate: f(1.5)},
+		"pool_usage":   {PoolUsage: f(math.NaN())},
+	} {
+		var fe *domain.FieldError
+		require.ErrorAs(t, h.Validate(), &fe, field)
+		require.Equal(t, field, fe.Field)
+	}
+	big := domain.HealthReport{QueueLength: i(domain.MaxQueueLength + 1)}
+	require.Error(t, big.Validate())
+}

@@ -242,3 +242,35 @@ func dedupe(in []string) []string {
 	}
 	return out
 }
+
+// HealthReport is what a heartbeat may say of the agent's own health
+// besides the work it holds; a nil field was not reported.
+type HealthReport struct {
+	InFlight    *int     `json:"in_flight,omitempty"`
+	QueueLength *int     `json:"queue_length,omitempty"`
+	ErrorRate   *float64 `json:"error_rate,omitempty"`
+	PoolUsage   *float64 `json:"pool_usage,omitempty"`
+}
+
+// MaxQueueLength bounds a reported queue length.
+const MaxQueueLength = 10_000_000
+
+// Validate checks each reported figure, returning the first problem as a
+// *FieldError: counts from 0, rates and usage in 0..1.
+func (h HealthReport) Validate() error {
+	if h.InFlight != nil && (*h.InFlight < 0 || *h.InFlight > MaxMaxConcurrent) {
+		return fieldErr("in_flight", "must be between 0 and %d", MaxMaxConcurrent)
+	}
+	if h.QueueLength != nil && (*h.QueueLength < 0 || *h.QueueLength > MaxQueueLength) {
+		return fieldErr("queue_length", "must be between 0 and %d", MaxQueueLength)
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"error_rate", h.ErrorRate}, {"pool_usage", h.PoolUsage}} {
+		if f.v != nil && !(*f.v >= 0 && *f.v <= 1) { // also refuses NaN
+			return fieldErr(f.name, "must be a fraction between 0 and 1")
+		}
+	}
+	return nil
+}

@@ -26,6 +26,9 @@ type RouteAgent struct {
 	MaxConcurrent int
 	// InFlight is how many jobs the agent holds now.
 	InFlight int
+	// Queued is the queue length the agent last reported in a heartbeat:
+	// work it holds besides ours. It joins InFlight in the load term.
+	Queued int
 	// RolloutPercent in 0..100 is the canary share of jobs this agent may
 	// take. 0 takes none, so a caller must set 100 for a normal agent.
 	RolloutPercent int
@@ -459,8 +462,8 @@ func (rc *routeCtx) score(a *RouteAgent, pre *routePre, terms []ScoreTerm) float
 		sim = cfg.TrigramMax * best
 	}
 	weight := cfg.WeightMax * float64(clampWeight(a.Weight)) / 100
-	if a.MaxConcurrent > 0 && a.InFlight > 0 {
-		load = -cfg.LoadMax * float64(a.InFlight) / float64(a.MaxConcurrent)
+	if busy := a.InFlight + a.Queued; a.MaxConcurrent > 0 && busy > 0 {
+		load = -cfg.LoadMax * min(1, float64(busy)/float64(a.MaxConcurrent))
 	}
 	if a.RecentAttempts >= cfg.MinAttemptsForFailure && a.FailureRate > cfg.FailureThreshold {
 		fail = -cfg.FailurePenalty

@@ -220,6 +220,8 @@ func TestRouteScoreTerms(t *testing.T) {
 		{"load", ra("a", func(a *domain.RouteAgent) { a.MaxConcurrent, a.InFlight = 4, 3 }), "", domain.RouteTermLoad, -11.25},
 		{"idle", ra("a", func(a *domain.RouteAgent) { a.MaxConcurrent, a.InFlight = 4, 0 }), "", domain.RouteTermLoad, 0},
 		{"unlimited has no load", ra("a", func(a *domain.RouteAgent) { a.InFlight = 50 }), "", domain.RouteTermLoad, 0},
+		{"a reported queue joins the load", ra("a", func(a *domain.RouteAgent) { a.MaxConcurrent, a.InFlight, a.Queued = 4, 1, 1 }), "", domain.RouteTermLoad, -7.5},
+		{"the load term is bounded", ra("a", func(a *domain.RouteAgent) { a.MaxConcurrent, a.InFlight, a.Queued = 4, 1, 100 }), "", domain.RouteTermLoad, -15},
 
 		{"failure rate over threshold", ra("a", failures(0.21, 5)), "", domain.RouteTermFailureRate, -50},
 		{"failure rate at threshold", ra("a", failures(0.20, 100)), "", domain.RouteTermFailureRate, 0},

@@ -69,10 +69,20 @@ type agentResponse struct {
 	Token            string          `json:"token,omitempty"`
 	Recent           *recentResponse `json:"recent,omitempty"`
 	HeartbeatEveryMS int64           `json:"heartbeat_interval_ms"`
+	// HealthReport is what the agent's heartbeats last reported.
+	HealthReport healthReportResponse `json:"health_report"`
 	// Hold is an operator's hold: "drain" or "down".
 	Hold string `json:"hold,omitempty"`
 	// SelfPreservation is the agent's namespace's open episode, if any.
 	SelfPreservation *preservationResponse `json:"self_preservation,omitempty"`
+}
+
+// healthReportResponse is an agent's own report of its health; a figure
+// it never reported is null (a queue length, 0).
+type healthReportResponse struct {
+	QueueLength int      `json:"queue_length"`
+	ErrorRate   *float64 `json:"error_rate"`
+	PoolUsage   *float64 `json:"pool_usage"`
 }
 
 // preservationResponse is an open self-preservation episode: lapsed agents
@@ -119,6 +129,7 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, Weight: a.Weight,
 		MaxConcurrent: a.MaxConcurrent, Version: a.Version, RolloutPercent: a.RolloutPercent, TTLSeconds: a.TTLSeconds,
 		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), Hold: a.Hold, InstanceID: a.InstanceID,
+		HealthReport: healthReportResponse{QueueLength: a.ReportedQueueLength, ErrorRate: a.ReportedErrorRate, PoolUsage: a.ReportedPoolUsage},
 		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
 		StateChangedAt: a.StateChangedAt.UTC(), InFlight: max(snap.InFlight(a.Key()), a.ReportedInFlight), Breaker: br,
 		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3,
@@ -280,8 +291,11 @@ func bearer(c *gin.Context) string {
 }
 
 type heartbeatRequest struct {
-	InFlight *int           `json:"in_flight"`
-	Context  map[string]any `json:"context"`
+	InFlight    *int           `json:"in_flight"`
+	QueueLength *int           `json:"queue_length"`
+	ErrorRate   *float64       `json:"error_rate"`
+	PoolUsage   *float64       `json:"pool_usage"`
+	Context     map[string]any `json:"context"`
 }
 
 type heartbeatResponse struct {
@@ -297,12 +311,13 @@ func (s *Server) heartbeat(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	if req.InFlight != nil && *req.InFlight < 0 {
-		_ = c.Error(Invalid("in_flight", "in_flight must not be negative"))
+	report := domain.HealthReport{InFlight: req.InFlight, QueueLength: req.QueueLength, ErrorRate: req.ErrorRate, PoolUsage: req.PoolUsage}
+	if err := report.Validate(); err != nil {
+		_ = c.Error(err)
 		return
 	}
 	id := c.Param("agent_id")
-	a, err := s.deps.Registry.Heartbeat(c.Request.Context(), id, bearer(c), req.InFlight, req.Context, s.meta(c, "agent:"+id))
+	a, err := s.deps.Registry.HeartbeatReport(c.Request.Context(), id, bearer(c), report, req.Context, s.meta(c, "agent:"+id))
 	if err != nil {
 		_ = c.Error(err)
 		return

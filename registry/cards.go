@@ -161,7 +161,7 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 	if rv.Outcome == card.Failed {
 		return false, r.cardFailed(ctx, d.agent, next, rv.Err)
 	}
-	r.heartbeats.add(d.agent, now, nil) // the card answered: the agent is there
+	r.heartbeats.add(d.agent, now, domain.HealthReport{}) // the card answered: the agent is there
 	switch rv.Outcome {
 	case card.NotModified:
 		_, err := r.pool.Exec(ctx, qCardNotModified, d.agent.ID, next, d.agent.Namespace)

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -19,21 +20,24 @@ type heartbeatBuffer struct {
 }
 
 type heartbeat struct {
-	at       time.Time
-	inFlight *int
+	at     time.Time
+	report domain.HealthReport
 }
 
 func newHeartbeatBuffer() *heartbeatBuffer {
 	return &heartbeatBuffer{pending: map[domain.AgentKey]heartbeat{}}
 }
 
-func (b *heartbeatBuffer) add(id domain.AgentKey, at time.Time, inFlight *int) {
+func (b *heartbeatBuffer) add(id domain.AgentKey, at time.Time, report domain.HealthReport) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if prev, ok := b.pending[id]; ok && inFlight == nil {
-		inFlight = prev.inFlight
+	if prev, ok := b.pending[id]; ok { // a figure not reported again keeps its last value
+		report.InFlight = cmp.Or(report.InFlight, prev.report.InFlight)
+		report.QueueLength = cmp.Or(report.QueueLength, prev.report.QueueLength)
+		report.ErrorRate = cmp.Or(report.ErrorRate, prev.report.ErrorRate)
+		report.PoolUsage = cmp.Or(report.PoolUsage, prev.report.PoolUsage)
 	}
-	b.pending[id] = heartbeat{at: at, inFlight: inFlight}
+	b.pending[id] = heartbeat{at: at, report: report}
 }
 
 // forget drops a buffered heartbeat of an agent that registered again: it
@@ -54,9 +58,14 @@ func (b *heartbeatBuffer) overlay(a *Agent) {
 	}
 	a.LastSeenAt = hb.at
 	a.LeaseExpiresAt = hb.at.Add(time.Duration(a.TTLSeconds) * time.Second)
-	if hb.inFlight != nil {
-		a.ReportedInFlight = *hb.inFlight
+	if n := hb.report.InFlight; n != nil {
+		a.ReportedInFlight = *n
 	}
+	if n := hb.report.QueueLength; n != nil {
+		a.ReportedQueueLength = *n
+	}
+	a.ReportedErrorRate = cmp.Or(hb.report.ErrorRate, a.ReportedErrorRate)
+	a.ReportedPoolUsage = cmp.Or(hb.report.PoolUsage, a.ReportedPoolUsage)
 }
 
 func (b *heartbeatBuffer) take() map[domain.AgentKey]heartbeat {
@@ -80,17 +89,17 @@ func (r *Registry) flushHeartbeats(ctx context.Context) error {
 	ids := make([]string, 0, len(batch))
 	ats := make([]time.Time, 0, len(batch))
 	inflight := make([]*int32, 0, len(batch))
+	queues := make([]*int32, 0, len(batch))
+	errRates := make([]*float64, 0, len(batch))
+	pools := make([]*float64, 0, len(batch))
 	for id, hb := range batch {
 		namespaces, ids = append(namespaces, id.Namespace), append(ids, id.ID)
 		ats = append(ats, hb.at)
-		var n *int32
-		if hb.inFlight != nil {
-			v := int32(*hb.inFlight)
-			n = &v
-		}
-		inflight = append(inflight, n)
+		inflight = append(inflight, int32Of(hb.report.InFlight))
+		queues = append(queues, int32Of(hb.report.QueueLength))
+		errRates, pools = append(errRates, hb.report.ErrorRate), append(pools, hb.report.PoolUsage)
 	}
-	_, err := r.pool.Exec(ctx, qFlushHeartbeats, namespaces, ids, ats, inflight)
+	_, err := r.pool.Exec(ctx, qFlushHeartbeats, namespaces, ids, ats, inflight, queues, errRates, pools)
 	if err != nil {
 		// Put them back: the next flush retries, keeping the newest.
 		for id, hb := range batch {
@@ -102,4 +111,13 @@ func (r *Registry) flushHeartbeats(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// int32Of is n as the int4 PostgreSQL stores, or nil.
+func int32Of(n *int) *int32 {
+	if n == nil {
+		return nil
+	}
+	v := int32(*n) // bounded by domain.HealthReport.Validate
+	return &v
 }

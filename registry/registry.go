@@ -190,16 +190,20 @@ type Agent struct {
 	ProbeOK          bool
 	ReportedInFlight int
 	// Hold is an operator's hold on the agent (domain.HoldDrain, HoldDown).
-	Hold           string
-	RegisteredAt   time.Time
-	LastSeenAt     time.Time
-	LeaseExpiresAt time.Time
-	StateChangedAt time.Time
-	StreamVersion  int
-	Deregistered   bool
-	tokenHash      []byte
-	prevTokenHash  []byte
-	prevTokenUntil *time.Time
+	Hold string
+	// What its heartbeats last reported of its health (nil: never).
+	ReportedQueueLength int
+	ReportedErrorRate   *float64
+	ReportedPoolUsage   *float64
+	RegisteredAt        time.Time
+	LastSeenAt          time.Time
+	LeaseExpiresAt      time.Time
+	StateChangedAt      time.Time
+	StreamVersion       int
+	Deregistered        bool
+	tokenHash           []byte
+	prevTokenHash       []byte
+	prevTokenUntil      *time.Time
 }
 
 // SigningKeys are the keys that sign deliveries to the agent: the SHA-256 of
@@ -255,7 +259,8 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 	err := row.Scan(&a.AgentID, &a.Namespace, &a.Capabilities, &a.Aliases, &a.Endpoint, &a.HealthURL, &a.Protocol,
 		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
-		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold)
+		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold,
+		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage)
 	if err != nil {
 		return nil, err
 	}
@@ -545,6 +550,13 @@ func (r *Registry) RotateToken(ctx context.Context, k domain.AgentKey, presented
 // is buffered (see Config.HeartbeatFlush); a change of context is written at
 // once, as an event, because the router reads it.
 func (r *Registry) Heartbeat(ctx context.Context, id, token string, inFlight *int, agentCtx map[string]any, md domain.Metadata) (*Agent, error) {
+	return r.HeartbeatReport(ctx, id, token, domain.HealthReport{InFlight: inFlight}, agentCtx, md)
+}
+
+// HeartbeatReport is Heartbeat with the agent's health report (in flight,
+// queue length, error rate, pool usage; domain.HealthReport, checked by
+// the caller); the figures reported are kept until the next report.
+func (r *Registry) HeartbeatReport(ctx context.Context, id, token string, report domain.HealthReport, agentCtx map[string]any, md domain.Metadata) (*Agent, error) {
 	a, err := r.Authenticate(ctx, id, token)
 	if err != nil {
 		return nil, err
@@ -558,7 +570,7 @@ func (r *Registry) Heartbeat(ctx context.Context, id, token string, inFlight *in
 			return nil, err
 		}
 	}
-	r.heartbeats.add(a.Key(), now, inFlight)
+	r.heartbeats.add(a.Key(), now, report)
 	a.LastSeenAt = now
 	a.LeaseExpiresAt = now.Add(time.Duration(a.TTLSeconds) * time.Second)
 	return a, nil

@@ -294,3 +294,62 @@ func TestOperatorActionsOverTheCLI(t *testing.T) {
 	}
 	require.Equal(t, []string{"updated", "confirm_down:disk failed", "up:"}, seen)
 }
+
+// A heartbeat may report the agent's queue length, error rate and pool
+// usage; they show on the agent, and the queue joins the load term.
+func TestHeartbeatHealthReport(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	agent := newConcurrencyAgent(t, 0)
+	var reg agentJSON
+	postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":"reporter","capabilities":["t.hb"],"endpoint":%q,"max_concurrent":4,"ttl_seconds":60}`,
+		agent.srv.URL+"/deliver"), http.StatusCreated, &reg)
+	waitState(t, base, "reporter", "HEALTHY", 20*time.Second)
+	beat := func(body string) (int, string) {
+		return call(t, http.MethodPut, base+"/v1/agents/reporter/heartbeat", "Bearer "+reg.Token, body)
+	}
+	code, out := beat(`{"in_flight":1,"queue_length":2,"error_rate":0.25,"pool_usage":0.5}`)
+	require.Equal(t, http.StatusOK, code, out)
+
+	rj := waitRoute(t, base, "t.hb", func(rj routeJSON) bool {
+		for _, c := range rj.Candidates {
+			for _, term := range c.Terms {
+				if term.Name == "load" && term.Value == -11.25 { // (1 in flight + 2 queued) / 4 of −15
+					return true
+				}
+			}
+		}
+		return false
+	})
+	require.Len(t, rj.Candidates, 1)
+	var a struct {
+		HealthReport struct {
+			QueueLength int      `json:"queue_length"`
+			ErrorRate   *float64 `json:"error_rate"`
+			PoolUsage   *float64 `json:"pool_usage"`
+		} `json:"health_report"`
+	}
+	getJSON(t, base+"/v1/agents/reporter", http.StatusOK, &a)
+	require.Equal(t, 2, a.HealthReport.QueueLength)
+	require.NotNil(t, a.HealthReport.ErrorRate)
+	require.InDelta(t, 0.25, *a.HealthReport.ErrorRate, 1e-9)
+	require.InDelta(t, 0.5, *a.HealthReport.PoolUsage, 1e-9)
+
+	// A heartbeat that reports nothing keeps the last figures.
+	code, out = beat("")
+	require.Equal(t, http.StatusOK, code, out)
+	getJSON(t, base+"/v1/agents/reporter", http.StatusOK, &a)
+	require.Equal(t, 2, a.HealthReport.QueueLength)
+
+	for field, body := range map[string]string{
+		"queue_length": `{"queue_length":-1}`,
+		"error_rate":   `{"error_rate":1.5}`,
+		"pool_usage":   `{"pool_usage":-0.1}`,
+		"in_flight":    `{"in_flight":-2}`,
+	} {
+		code, out := beat(body)
+		require.Equal(t, http.StatusBadRequest, code, out)
+		require.Contains(t, out, field)
+	}
+}

@@ -30,3 +30,9 @@ ALTER TABLE job_timers ADD COLUMN waiting_since timestamptz;
 -- then OFFLINE) or 'down' (DOWN until it registers again or is brought up,
 -- whatever its heartbeats say). A registration lifts it.
 ALTER TABLE agents ADD COLUMN hold text NOT NULL DEFAULT '' CHECK (hold IN ('', 'drain', 'down'));
+
+-- What an agent's heartbeats last reported of its own health; the queue
+-- length joins the router's load term.
+ALTER TABLE agents ADD COLUMN reported_queue_length integer NOT NULL DEFAULT 0,
+    ADD COLUMN reported_error_rate double precision,
+    ADD COLUMN reported_pool_usage double precision;

@@ -8,7 +8,8 @@
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
+       reported_queue_length, reported_error_rate, reported_pool_usage
 FROM agents WHERE namespace = $1 AND agent_id = $2;
 
 -- name: LoadAgentForUpdate
@@ -16,7 +17,8 @@ FROM agents WHERE namespace = $1 AND agent_id = $2;
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
+       reported_queue_length, reported_error_rate, reported_pool_usage
 FROM agents WHERE namespace = $1 AND agent_id = $2 FOR UPDATE;
 
 -- name: ListAgents
@@ -24,7 +26,8 @@ FROM agents WHERE namespace = $1 AND agent_id = $2 FOR UPDATE;
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
+       reported_queue_length, reported_error_rate, reported_pool_usage
 FROM agents
 WHERE NOT deregistered
   AND ($1 = '' OR namespace = $1)
@@ -55,14 +58,16 @@ INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health
         last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
         state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
         deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL,
-        superseded_token_hash = agents.token_hash, hold = '';
+        superseded_token_hash = agents.token_hash, hold = '',
+        reported_queue_length = 0, reported_error_rate = NULL, reported_pool_usage = NULL;
 
 -- name: AgentByToken
 -- The agent whose current or previous token has hash $1, a registered one first.
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
+       reported_queue_length, reported_error_rate, reported_pool_usage
 FROM agents
 WHERE token_hash = $1 OR prev_token_hash = $1 ORDER BY deregistered LIMIT 1;
 
@@ -102,7 +107,8 @@ WHERE namespace = $1 AND agent_id = $2 AND bucket >= date_trunc('minute', $3::ti
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
+       reported_queue_length, reported_error_rate, reported_pool_usage
 FROM agents
 WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED;
 
@@ -111,7 +117,8 @@ WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR U
 SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url, ''), protocol,
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold
+       stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
+       reported_queue_length, reported_error_rate, reported_pool_usage
 FROM agents WHERE NOT deregistered;
 
 -- name: SnapshotAttempts
@@ -131,8 +138,12 @@ SELECT namespace, agent_id, count(*) FROM agent_slots GROUP BY namespace, agent_
 -- Writes buffered heartbeats in one statement; never moves last_seen_at back, never touches a deregistered agent.
 UPDATE agents a SET last_seen_at = v.at,
     lease_expires_at = v.at + a.ttl_seconds * interval '1 second',
-    reported_in_flight = coalesce(v.in_flight, a.reported_in_flight)
-FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[]) AS v(namespace, id, at, in_flight)
+    reported_in_flight = coalesce(v.in_flight, a.reported_in_flight),
+    reported_queue_length = coalesce(v.queue_length, a.reported_queue_length),
+    reported_error_rate = coalesce(v.error_rate, a.reported_error_rate),
+    reported_pool_usage = coalesce(v.pool_usage, a.reported_pool_usage)
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::int[], $5::int[], $6::float8[], $7::float8[])
+    AS v(namespace, id, at, in_flight, queue_length, error_rate, pool_usage)
 WHERE a.namespace = v.namespace AND a.agent_id = v.id AND v.at > a.last_seen_at AND NOT a.deregistered;
 
 -- name: PruneAgentAttempts

@@ -153,6 +153,9 @@ const (
 type Constraints struct {
 	Version  string `json:"version,omitempty"`
 	Protocol string `json:"protocol,omitempty"`
+	// ProtocolVersions are the protocol versions the caller speaks; only
+	// an agent speaking one of them ("1.*" is a prefix) is a candidate.
+	ProtocolVersions []string `json:"protocol_versions,omitempty"`
 }
 
 // Submitted is the data of a SUBMITTED event: everything the caller asked for.

@@ -63,20 +63,23 @@ const (
 
 // AgentRegistration is what an agent says about itself when it registers.
 type AgentRegistration struct {
-	AgentID        string         `json:"agent_id"`
-	Namespace      string         `json:"namespace"`
-	Capabilities   []string       `json:"capabilities"`
-	Aliases        []string       `json:"aliases,omitempty"`
-	Endpoint       string         `json:"endpoint"`
-	HealthURL      string         `json:"health_url,omitempty"`
-	Protocol       string         `json:"protocol"`
-	Weight         int            `json:"weight"`
-	MaxConcurrent  int            `json:"max_concurrent"`
-	Version        string         `json:"version,omitempty"`
-	RolloutPercent int            `json:"rollout_percent"`
-	TTLSeconds     int            `json:"ttl_seconds"`
-	Context        map[string]any `json:"context,omitempty"`
-	Metadata       map[string]any `json:"metadata,omitempty"`
+	AgentID      string   `json:"agent_id"`
+	Namespace    string   `json:"namespace"`
+	Capabilities []string `json:"capabilities"`
+	Aliases      []string `json:"aliases,omitempty"`
+	Endpoint     string   `json:"endpoint"`
+	HealthURL    string   `json:"health_url,omitempty"`
+	Protocol     string   `json:"protocol"`
+	// ProtocolVersion is the version of its protocol the agent speaks
+	// ("1.0" for A2A v1.0); a caller may require one (constraints).
+	ProtocolVersion string         `json:"protocol_version,omitempty"`
+	Weight          int            `json:"weight"`
+	MaxConcurrent   int            `json:"max_concurrent"`
+	Version         string         `json:"version,omitempty"`
+	RolloutPercent  int            `json:"rollout_percent"`
+	TTLSeconds      int            `json:"ttl_seconds"`
+	Context         map[string]any `json:"context,omitempty"`
+	Metadata        map[string]any `json:"metadata,omitempty"`
 }
 
 // AgentRegistered is the data of an AGENT_REGISTERED event.
@@ -207,6 +210,9 @@ func (r *AgentRegistration) Normalize() error {
 	default:
 		return fieldErr("protocol", "must be http or a2a")
 	}
+	if len(r.ProtocolVersion) > 32 || !versionTextRe.MatchString(r.ProtocolVersion) {
+		return fieldErr("protocol_version", "must be at most 32 letters, digits, '.', '-' or '+', e.g. 1.0")
+	}
 	if r.Weight == 0 {
 		r.Weight = DefaultWeight
 	}
@@ -274,3 +280,6 @@ func (h HealthReport) Validate() error {
 	}
 	return nil
 }
+
+// versionTextRe is what a protocol version may be made of ("" included).
+var versionTextRe = regexp.MustCompile(`^[0-9A-Za-z.+-]*$`)

@@ -83,3 +83,15 @@ const (
 	// timeout.
 	PhaseInput TimerPhase = "input"
 )
+
+// MaxRouteWaitInterval bounds how long a waiting attempt sleeps between two
+// looks for a routable agent.
+const MaxRouteWaitInterval = 2 * time.Second
+
+// RouteWaitInterval is when an attempt that waits for a routable agent looks
+// again: soon at first (base, the capacity wait), then a quarter of how long
+// it has waited, up to MaxRouteWaitInterval, so a crowd of jobs waiting for
+// an agent that is restarting does not poll the database every 250 ms each.
+func RouteWaitInterval(waited, base time.Duration) time.Duration {
+	return min(max(base, waited/4), MaxRouteWaitInterval)
+}

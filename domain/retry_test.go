@@ -77,3 +77,35 @@ func TestNormalizeRouteWait(t *testing.T) {
 	old := domain.Submitted{} // an event written before route_wait_ms
 	require.Equal(t, domain.DefaultRouteWait, old.RouteWait(domain.DefaultRouteWait))
 }
+
+func TestNormalizeProtocolVersions(t *testing.T) {
+	t.Parallel()
+	sub := func(vs ...string) domain.Submitted {
+		return domain.Submitted{Capability: "c", Payload: []byte(`{}`), Constraints: domain.Constraints{ProtocolVersions: vs}}
+	}
+	for _, ok := range [][]string{nil, {"1.0"}, {"1.0", "0.3.*"}, {"*"}} {
+		s := sub(ok...)
+		require.NoError(t, domain.NormalizeSubmission(&s, 0), "%v", ok)
+	}
+	for _, bad := range [][]string{{""}, {"1.0 beta"}, {"1.*.0"}, make([]string, 17)} {
+		s := sub(bad...)
+		var fe *domain.FieldError
+		require.ErrorAs(t, domain.NormalizeSubmission(&s, 0), &fe, "%v", bad)
+		require.Equal(t, "constraints.protocol_versions", fe.Field)
+	}
+	reg := domain.AgentRegistration{AgentID: "a", Capabilities: []string{"c"}, Endpoint: "http://127.0.0.1:9/", ProtocolVersion: "1.0"}
+	require.NoError(t, reg.Normalize())
+	reg.ProtocolVersion = "1.0; drop"
+	var fe *domain.FieldError
+	require.ErrorAs(t, reg.Normalize(), &fe)
+	require.Equal(t, "protocol_version", fe.Field)
+}
+
+func TestRouteWaitInterval(t *testing.T) {
+	t.Parallel()
+	base := 250 * time.Millisecond
+	require.Equal(t, base, domain.RouteWaitInterval(0, base))
+	require.Equal(t, base, domain.RouteWaitInterval(time.Second, base))
+	require.Equal(t, time.Second, domain.RouteWaitInterval(4*time.Second, base))
+	require.Equal(t, domain.MaxRouteWaitInterval, domain.RouteWaitInterval(time.Minute, base))
+}

@@ -19,6 +19,8 @@ type RouteAgent struct {
 	Aliases  []string
 	Protocol string
 	Version  string
+	// ProtocolVersion is the version of its protocol the agent speaks.
+	ProtocolVersion string
 	// Weight in 1..100 scales the weight term and the tie-break; values
 	// outside are clamped, so zero counts as 1.
 	Weight int
@@ -59,6 +61,9 @@ type RouteRequest struct {
 	Version string `json:"version,omitempty"`
 	// Protocol is a constraint: empty = any, otherwise equal ignoring case.
 	Protocol string `json:"protocol,omitempty"`
+	// ProtocolVersions is a constraint: empty = any, otherwise the agent's
+	// protocol version must match one of them (as Version does).
+	ProtocolVersions []string `json:"protocol_versions,omitempty"`
 	// Exclude lists agents to avoid, e.g. the one whose attempt just failed.
 	// They are rejected only while another candidate survives every filter;
 	// if none does, they stay candidates: prefer another agent, but do not
@@ -121,6 +126,7 @@ const (
 	RouteRejectInspection   = "inspection_mode" // Context["mode"] == "inspection"
 	RouteRejectVersion      = "version_mismatch"
 	RouteRejectProtocol     = "protocol_mismatch"
+	RouteRejectProtocolVer  = "protocol_version_mismatch"
 	RouteRejectCanary       = "canary_bucket"
 	RouteRejectAtCapacity   = "at_capacity"
 	// RouteRejectExcluded is not a filter but the soft Exclude preference,
@@ -166,7 +172,8 @@ type RouteRejection struct {
 // RouteResult is one routing decision, ready to be stored in an event.
 type RouteResult struct {
 	// Candidates are ranked best first: by score, then by agent id, except
-	// that the chosen agent is moved to the front of its tie.
+	// that the chosen agent is moved to the front (of its tie, or of all
+	// when a canary took the job).
 	Candidates []RouteCandidate `json:"candidates"`
 	// Rejected lists agents in input order, then soft-excluded ones.
 	Rejected []RouteRejection `json:"rejected"`
@@ -177,6 +184,10 @@ type RouteResult struct {
 	// Chosen is the agent to try, "" when there is no candidate. It is always
 	// Candidates[0].
 	Chosen string `json:"chosen"`
+	// Canary is true when the job fell in a canary's bucket (below its
+	// RolloutPercent) and the best canary took it: so a canary at p % gets
+	// about p % of the capability's traffic, not a share of a tie.
+	Canary bool `json:"canary,omitempty"`
 }
 
 // routeTieEpsilon is how close two scores must be to count as a tie; scores
@@ -397,6 +408,7 @@ func (rc *routeCtx) consider(acc *routeAcc, a *RouteAgent, pre *routePre) bool {
 	acc.terms = slices.Grow(acc.terms, routeTermCount)[:start+routeTermCount]
 	score := rc.score(a, pre, acc.terms[start:])
 	acc.cands = append(acc.cands, RouteCandidate{AgentID: a.ID, Score: score})
+	acc.canary = append(acc.canary, a.RolloutPercent < 100)
 	return true
 }
 
@@ -423,6 +435,9 @@ func (rc *routeCtx) filter(a *RouteAgent) string {
 	}
 	if req.Protocol != "" && !strings.EqualFold(a.Protocol, req.Protocol) {
 		return RouteRejectProtocol
+	}
+	if len(req.ProtocolVersions) > 0 && !slices.ContainsFunc(req.ProtocolVersions, func(v string) bool { return versionMatches(a.ProtocolVersion, v) }) {
+		return RouteRejectProtocolVer
 	}
 	if a.RolloutPercent < 100 {
 		if rc.bucket < 0 {
@@ -507,6 +522,7 @@ func (rc *routeCtx) aliasMatch(a *RouteAgent, pre *routePre) (hit bool, best flo
 // routeAcc collects one decision's outcome.
 type routeAcc struct {
 	cands      []RouteCandidate
+	canary     []bool      // of each candidate: RolloutPercent below 100
 	terms      []ScoreTerm // routeTermCount per candidate, in candidate order
 	rejected   []RouteRejection
 	atCapacity int
@@ -539,11 +555,11 @@ func (acc *routeAcc) finish(rc *routeCtx, weights []int, rnd func(n int) int) Ro
 					acc.reject(c.AgentID, RouteRejectExcluded)
 					continue
 				}
-				cands[n], weights[n] = c, weights[i]
+				cands[n], weights[n], acc.canary[n] = c, weights[i], acc.canary[i]
 				n++
 			}
 			clear(cands[n:])
-			cands, weights = cands[:n], weights[:n]
+			cands, weights, acc.canary = cands[:n], weights[:n], acc.canary[:n]
 		}
 	}
 	res := RouteResult{
@@ -554,7 +570,20 @@ func (acc *routeAcc) finish(rc *routeCtx, weights []int, rnd func(n int) int) Ro
 	if len(cands) == 0 {
 		return res
 	}
-	chosen := chooseTop(cands, weights, rnd)
+	chosen := ""
+	if slices.Contains(acc.canary, true) {
+		// The job is in a canary's bucket: the best canary takes it.
+		var cc []RouteCandidate
+		var cw []int
+		for i, c := range cands {
+			if acc.canary[i] {
+				cc, cw = append(cc, c), append(cw, weights[i])
+			}
+		}
+		chosen, res.Canary = chooseTop(cc, cw, rnd), true
+	} else {
+		chosen = chooseTop(cands, weights, rnd)
+	}
 	slices.SortFunc(cands, func(a, b RouteCandidate) int {
 		switch {
 		case a.Score > b.Score:

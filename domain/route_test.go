@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
@@ -567,4 +568,59 @@ func TestRouteIndexAgreesWithRoute(t *testing.T) {
 		draw := rng.IntN(1 << 20)
 		routeBoth(t, agents, r, domain.DefaultRouteConfig(), func(n int) int { return draw % n })
 	}
+}
+
+// A canary at 5 % takes about 5 % of the capability's traffic: the jobs of
+// its buckets are its own, not a tie shared with the stable agent.
+func TestCanaryShare(t *testing.T) {
+	t.Parallel()
+	agents := []domain.RouteAgent{
+		ra("stable"),
+		ra("canary", func(a *domain.RouteAgent) { a.RolloutPercent = 5 }),
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	canary := 0
+	const jobs = 2000
+	for i := range jobs {
+		id := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "job %d", i)).String() // job ids, the same every run
+		res := domain.Route(agents, domain.RouteRequest{JobID: id, Namespace: "ns", Capability: testCap}, domain.DefaultRouteConfig(), rnd.IntN)
+		inBucket := domain.CanaryBucket(id) < 5
+		require.Equal(t, inBucket, res.Canary, id)
+		if res.Chosen == "canary" {
+			canary++
+			require.True(t, inBucket, "the canary takes only jobs of its buckets")
+		} else {
+			require.False(t, inBucket, "a job of the canary's buckets goes to the canary")
+		}
+		require.Equal(t, res.Chosen, res.Candidates[0].AgentID)
+	}
+	share := 100 * float64(canary) / jobs
+	require.InDelta(t, 5, share, 1.5, "canary share %.1f %%", share)
+}
+
+// A caller that names the protocol versions it speaks gets only agents
+// speaking one of them.
+func TestRouteProtocolVersions(t *testing.T) {
+	t.Parallel()
+	agents := []domain.RouteAgent{
+		ra("v1", func(a *domain.RouteAgent) { a.ProtocolVersion = "1.0" }),
+		ra("v03", func(a *domain.RouteAgent) { a.ProtocolVersion = "0.3.0" }),
+		ra("unknown"),
+	}
+	chosen := func(versions ...string) []string {
+		res := domain.Route(agents, req(func(r *domain.RouteRequest) { r.ProtocolVersions = versions }), domain.DefaultRouteConfig(), nil)
+		var ids []string
+		for _, c := range res.Candidates {
+			ids = append(ids, c.AgentID)
+		}
+		slices.Sort(ids)
+		for _, r := range res.Rejected {
+			require.Equal(t, domain.RouteRejectProtocolVer, r.Reason)
+		}
+		return ids
+	}
+	require.Equal(t, []string{"unknown", "v03", "v1"}, chosen(), "no constraint: any")
+	require.Equal(t, []string{"v1"}, chosen("1.0"))
+	require.Equal(t, []string{"v03", "v1"}, chosen("1.0", "0.3.*"))
+	require.Empty(t, chosen("2.0"))
 }

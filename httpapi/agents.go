@@ -17,20 +17,22 @@ import (
 )
 
 type registerRequest struct {
-	AgentID        string         `json:"agent_id"`
-	Namespace      string         `json:"namespace"`
-	Capabilities   []string       `json:"capabilities"`
-	Aliases        []string       `json:"aliases"`
-	Endpoint       string         `json:"endpoint"`
-	HealthURL      string         `json:"health_url"`
-	Protocol       string         `json:"protocol"`
-	Weight         *int           `json:"weight"`
-	MaxConcurrent  int            `json:"max_concurrent"`
-	Version        string         `json:"version"`
-	RolloutPercent *int           `json:"rollout_percent"`
-	TTLSeconds     int            `json:"ttl_seconds"`
-	Context        map[string]any `json:"context"`
-	Metadata       map[string]any `json:"metadata"`
+	AgentID      string   `json:"agent_id"`
+	Namespace    string   `json:"namespace"`
+	Capabilities []string `json:"capabilities"`
+	Aliases      []string `json:"aliases"`
+	Endpoint     string   `json:"endpoint"`
+	HealthURL    string   `json:"health_url"`
+	Protocol     string   `json:"protocol"`
+	// ProtocolVersion is the version of its protocol the agent speaks.
+	ProtocolVersion string         `json:"protocol_version"`
+	Weight          *int           `json:"weight"`
+	MaxConcurrent   int            `json:"max_concurrent"`
+	Version         string         `json:"version"`
+	RolloutPercent  *int           `json:"rollout_percent"`
+	TTLSeconds      int            `json:"ttl_seconds"`
+	Context         map[string]any `json:"context"`
+	Metadata        map[string]any `json:"metadata"`
 	// CardURL registers an A2A agent by its Agent Card instead.
 	CardURL string `json:"card_url"`
 }
@@ -51,6 +53,7 @@ type agentResponse struct {
 	Endpoint         string          `json:"endpoint"`
 	HealthURL        string          `json:"health_url,omitempty"`
 	Protocol         string          `json:"protocol"`
+	ProtocolVersion  string          `json:"protocol_version"`
 	Weight           int             `json:"weight"`
 	MaxConcurrent    int             `json:"max_concurrent"`
 	Version          string          `json:"version"`
@@ -126,7 +129,7 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 	}
 	return agentResponse{
 		AgentID: a.AgentID, Namespace: a.Namespace, Capabilities: nonNil(a.Capabilities), Aliases: nonNil(a.Aliases),
-		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, Weight: a.Weight,
+		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, ProtocolVersion: a.ProtocolVersion, Weight: a.Weight,
 		MaxConcurrent: a.MaxConcurrent, Version: a.Version, RolloutPercent: a.RolloutPercent, TTLSeconds: a.TTLSeconds,
 		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), Hold: a.Hold, InstanceID: a.InstanceID,
 		HealthReport: healthReportResponse{QueueLength: a.ReportedQueueLength, ErrorRate: a.ReportedErrorRate, PoolUsage: a.ReportedPoolUsage},
@@ -229,8 +232,9 @@ func DecodeRegistration(body io.Reader, ns string) (domain.AgentRegistration, er
 func registration(req registerRequest) domain.AgentRegistration {
 	reg := domain.AgentRegistration{
 		AgentID: req.AgentID, Namespace: req.Namespace, Capabilities: req.Capabilities, Aliases: req.Aliases,
-		Endpoint: req.Endpoint, HealthURL: req.HealthURL, Protocol: req.Protocol, MaxConcurrent: req.MaxConcurrent,
-		Version: req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
+		Endpoint: req.Endpoint, HealthURL: req.HealthURL, Protocol: req.Protocol, ProtocolVersion: req.ProtocolVersion,
+		MaxConcurrent: req.MaxConcurrent,
+		Version:       req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
 		Context: req.Context, Metadata: req.Metadata, Weight: domain.DefaultWeight,
 	}
 	if req.Weight != nil {
@@ -455,6 +459,9 @@ func (s *Server) route(c *gin.Context) {
 	req := domain.RouteRequest{
 		JobID: c.Query("job_id"), Namespace: ns,
 		Capability: c.Query("capability"), Hint: c.Query("hint"), Version: c.Query("version"), Protocol: c.Query("protocol"),
+	}
+	if v := c.Query("protocol_versions"); v != "" {
+		req.ProtocolVersions = strings.Split(v, ",")
 	}
 	if !domain.ValidCapability(req.Capability) {
 		_ = c.Error(Invalid("capability", "capability is required and must be well-formed, e.g. document:parse:ocr"))

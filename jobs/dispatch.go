@@ -90,7 +90,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 // and the chosen agent (nil when none was chosen).
 func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
 	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
-		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, Exclude: excluded(l)}
+		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, ProtocolVersions: l.Constraints.ProtocolVersions,
+		Exclude: excluded(l)}
 	route := s.registry.Snapshot().Route(req)
 	if route.Chosen == "" {
 		return route, nil
@@ -104,12 +105,14 @@ func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
 // deadline sweep brings the same attempt back when the timer is due. A wait
 // for an agent remembers when it began; a wait for a slot has no bound.
 func (s *Service) waitForAgent(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, atCapacity bool) error {
-	t := domain.Timer{Attempt: job.Args.Attempt, Phase: domain.PhaseRetry, Due: s.now().Add(s.cfg.CapacityWait)}
+	now := s.now().UTC()
+	t := domain.Timer{Attempt: job.Args.Attempt, Phase: domain.PhaseRetry, Due: now.Add(s.cfg.CapacityWait)}
 	if !atCapacity {
 		t.WaitingSince = job.Args.WaitingSince
 		if t.WaitingSince.IsZero() {
-			t.WaitingSince = s.now().UTC()
+			t.WaitingSince = now
 		}
+		t.Due = now.Add(domain.RouteWaitInterval(now.Sub(t.WaitingSince), s.cfg.CapacityWait))
 	}
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
 		if err := s.setTimerTx(ctx, tx, l.JobID, t); err != nil {

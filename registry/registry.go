@@ -260,7 +260,7 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
 		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold,
-		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage)
+		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +390,7 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 		_, err = tx.Exec(ctx, qUpsertAgent,
 			reg.AgentID, reg.Namespace, reg.Capabilities, orEmptySlice(reg.Aliases), reg.Endpoint, reg.HealthURL, reg.Protocol,
 			reg.Weight, reg.MaxConcurrent, reg.Version, reg.RolloutPercent, reg.TTLSeconds, ctxJSON, mdJSON, string(to), instance,
-			hash, now, lease, recs[len(recs)-1].Version)
+			hash, now, lease, recs[len(recs)-1].Version, reg.ProtocolVersion)
 		if err != nil {
 			return fmt.Errorf("register agent %s: %w", reg.Key(), err)
 		}

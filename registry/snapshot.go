@@ -179,7 +179,7 @@ func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, s
 		}
 		view = append(view, domain.RouteAgent{
 			ID: id.ID, Namespace: a.Namespace, Capabilities: a.Capabilities, Aliases: a.Aliases,
-			Protocol: a.Protocol, Version: a.Version, Weight: a.Weight, MaxConcurrent: a.MaxConcurrent,
+			Protocol: a.Protocol, ProtocolVersion: a.ProtocolVersion, Version: a.Version, Weight: a.Weight, MaxConcurrent: a.MaxConcurrent,
 			InFlight: n, Queued: a.ReportedQueueLength, RolloutPercent: a.RolloutPercent, Context: a.Context, State: state,
 			Breaker: b.State, FailureRate: failureRate, RecentAttempts: attempts,
 		})

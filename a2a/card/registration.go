@@ -112,6 +112,9 @@ func Apply(f Fetched, m Mapping, reg domain.AgentRegistration) (domain.AgentRegi
 	if reg.Version == "" {
 		reg.Version = m.Version
 	}
+	if reg.ProtocolVersion == "" {
+		reg.ProtocolVersion = m.ProtocolVersion
+	}
 	if reg.TTLSeconds == 0 {
 		reg.TTLSeconds = DefaultTTLSeconds
 	}

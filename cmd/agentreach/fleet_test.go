@@ -353,3 +353,91 @@ func TestHeartbeatHealthReport(t *testing.T) {
 		require.Contains(t, out, field)
 	}
 }
+
+// A canary registered with rollout_percent 5 takes the jobs of its buckets,
+// and only those: over 2,000 jobs it gets the share of the capability's
+// traffic its percent says, not a share of a tie with the stable agent.
+func TestCanaryShareEndToEnd(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	stable := newConcurrencyAgent(t, 0)
+	canary := newConcurrencyAgent(t, 0)
+	for id, body := range map[string]string{
+		"stable": fmt.Sprintf(`{"agent_id":"stable","capabilities":["t.canary"],"endpoint":%q,"ttl_seconds":120}`, stable.srv.URL+"/d"),
+		"canary": fmt.Sprintf(`{"agent_id":"canary","capabilities":["t.canary"],"endpoint":%q,"ttl_seconds":120,"rollout_percent":5}`, canary.srv.URL+"/d"),
+	} {
+		postJSON(t, base+"/v1/agents", body, http.StatusCreated, &agentJSON{})
+		waitState(t, base, id, "HEALTHY", 20*time.Second)
+	}
+	waitRoute(t, base, "t.canary", func(rj routeJSON) bool {
+		return len(rj.Candidates)+len(rj.Rejected) == 2 // both in the snapshot (the canary may be out of this bucket)
+	})
+
+	const jobs = 2000
+	ids := make(chan string, jobs)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < jobs; i += 16 {
+				ids <- submitOK(t, base, fmt.Sprintf(`{"capability":"t.canary","payload":{"i":%d}}`, i))
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	inBuckets := 0
+	for id := range ids {
+		if domain.CanaryBucket(id) < 5 {
+			inBuckets++
+		}
+	}
+	waitFor(t, 90*time.Second, "every job delivered", func() bool { return stable.served.Load()+canary.served.Load() >= jobs })
+	require.EqualValues(t, inBuckets, canary.served.Load(), "the canary takes exactly the jobs of its buckets")
+	share := 100 * float64(canary.served.Load()) / jobs
+	t.Logf("canary share %.2f %% of %d jobs", share, jobs)
+	require.InDelta(t, 5, share, 3, "a 5 %% canary gets about 5 %% (binomial: 3 points is six standard deviations)")
+}
+
+// Agents register the protocol version they speak; a caller naming the
+// versions it speaks gets only an agent speaking one of them.
+func TestProtocolVersionConstraint(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	for _, v := range []string{"1.0", "0.3"} {
+		agent := newConcurrencyAgent(t, 0)
+		id := "speaks-" + v
+		var a struct {
+			ProtocolVersion string `json:"protocol_version"`
+		}
+		postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":%q,"capabilities":["t.pv"],"endpoint":%q,"protocol_version":%q}`,
+			id, agent.srv.URL+"/d", v), http.StatusCreated, &a)
+		require.Equal(t, v, a.ProtocolVersion)
+		waitState(t, base, id, "HEALTHY", 20*time.Second)
+	}
+	waitRoute(t, base, "t.pv", func(rj routeJSON) bool { return len(rj.Candidates) == 2 })
+	var rj routeJSON
+	getJSON(t, base+"/v1/route?capability=t.pv&protocol_versions=0.3,0.4", http.StatusOK, &rj)
+	require.Len(t, rj.Candidates, 1)
+	require.Equal(t, "speaks-0.3", rj.Candidates[0].AgentID)
+	require.Equal(t, "protocol_version_mismatch", rj.Rejected[0].Reason)
+
+	for range 5 {
+		id := submitOK(t, base, `{"capability":"t.pv","payload":{},"constraints":{"protocol_versions":["0.3"]}}`)
+		j := waitTerminal(t, base, id, 20*time.Second)
+		require.Equal(t, "SUCCESS", j.Status)
+		require.Equal(t, "speaks-0.3", j.AgentID)
+	}
+	code, body := submit(t, base, `{"capability":"t.pv","payload":{},"constraints":{"protocol_versions":["bad version"]}}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	code, out := postJSONStatus(t, base+"/v1/agents", `{"agent_id":"bad-pv","capabilities":["t.pv"],"endpoint":"http://127.0.0.1:9/","protocol_version":"x y"}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+}
+
+func postJSONStatus(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	return call(t, http.MethodPost, url, "", body)
+}

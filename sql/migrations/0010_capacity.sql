@@ -36,3 +36,7 @@ ALTER TABLE agents ADD COLUMN hold text NOT NULL DEFAULT '' CHECK (hold IN ('', 
 ALTER TABLE agents ADD COLUMN reported_queue_length integer NOT NULL DEFAULT 0,
     ADD COLUMN reported_error_rate double precision,
     ADD COLUMN reported_pool_usage double precision;
+
+-- The version of its protocol an agent speaks ("1.0" for A2A v1.0), which
+-- a caller may require.
+ALTER TABLE agents ADD COLUMN protocol_version text NOT NULL DEFAULT '';

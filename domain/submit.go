@@ -56,13 +56,8 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 	if s.TimeoutMS < int(MinTimeout/time.Millisecond) || s.TimeoutMS > int(MaxTimeout/time.Millisecond) {
 		return fieldErr("timeout_ms", "must be between %d and %d", MinTimeout/time.Millisecond, MaxTimeout/time.Millisecond)
 	}
-	if len(s.Constraints.ProtocolVersions) > 16 {
-		return fieldErr("constraints.protocol_versions", "must list at most 16 versions")
-	}
-	for _, v := range s.Constraints.ProtocolVersions {
-		if v == "" || len(v) > 32 || !versionPatternRe.MatchString(v) {
-			return fieldErr("constraints.protocol_versions", "each must be 1-32 letters, digits, '.', '-' or '+', optionally ending in '*' (e.g. 1.0, 1.*)")
-		}
+	if err := checkProtocolVersions(s.Constraints.ProtocolVersions); err != nil {
+		return err
 	}
 	if s.RouteWaitMS < 0 || s.RouteWaitMS > int(MaxRouteWait/time.Millisecond) {
 		return fieldErr("route_wait_ms", "must be between 1 and %d (0 or none: the service's default, 30 s unless configured)", MaxRouteWait/time.Millisecond)
@@ -129,3 +124,16 @@ func (s *Submitted) BackoffMax() time.Duration {
 // versionPatternRe is a protocol version a caller names, or a prefix of
 // one ending in "*".
 var versionPatternRe = regexp.MustCompile(`^[0-9A-Za-z.+-]*\*?$`)
+
+// checkProtocolVersions checks the protocol versions a caller speaks.
+func checkProtocolVersions(vs []string) error {
+	if len(vs) > 16 {
+		return fieldErr("constraints.protocol_versions", "must list at most 16 versions")
+	}
+	for _, v := range vs {
+		if v == "" || len(v) > 32 || !versionPatternRe.MatchString(v) {
+			return fieldErr("constraints.protocol_versions", "each must be 1-32 letters, digits, '.', '-' or '+', optionally ending in '*' (e.g. 1.0, 1.*)")
+		}
+	}
+	return nil
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/harness"
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs"
 )
@@ -359,8 +360,12 @@ func TestHeartbeatHealthReport(t *testing.T) {
 // traffic its percent says, not a share of a tie with the stable agent.
 func TestCanaryShareEndToEnd(t *testing.T) {
 	t.Parallel()
-	svc, _ := service(t)
+	svc := startTuned(t, map[string]string{"DATABASE_URL": newDatabase(t)}, func(c *Config) {
+		fastSweeps(c)
+		c.RateLimit = 0 // 2,000 submits at once from one caller
+	}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	base := svc.m.URL()
+	waitReady(t, base)
 	stable := newConcurrencyAgent(t, 0)
 	canary := newConcurrencyAgent(t, 0)
 	for id, body := range map[string]string{
@@ -376,18 +381,28 @@ func TestCanaryShareEndToEnd(t *testing.T) {
 
 	const jobs = 2000
 	ids := make(chan string, jobs)
+	errs := make(chan error, jobs)
 	var wg sync.WaitGroup
 	for w := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := w; i < jobs; i += 16 {
-				ids <- submitOK(t, base, fmt.Sprintf(`{"capability":"t.canary","payload":{"i":%d}}`, i))
+				id, err := harness.Submit(t.Context(), base+"/v1/jobs", fmt.Sprintf(`{"capability":"t.canary","payload":{"i":%d}}`, i))
+				if err != nil {
+					errs <- err
+					continue
+				}
+				ids <- id
 			}
 		}()
 	}
 	wg.Wait()
 	close(ids)
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	inBuckets := 0
 	for id := range ids {
 		if domain.CanaryBucket(id) < 5 {

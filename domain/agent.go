@@ -387,3 +387,19 @@ func DecidePreservation(total, lapsing int, threshold float64, since, now time.T
 	}
 	return PreserveExpired
 }
+
+// MaxProbeInterval is the longest wait between two probes of a PROBING
+// agent.
+const MaxProbeInterval = 30 * time.Second
+
+// ProbeInterval is how often an agent that has been PROBING for inProbing
+// is probed: every second at first, then the power of two seconds at most
+// its time in PROBING, up to MaxProbeInterval (1 s, 2 s, 4 s … 30 s), so an
+// agent that never answers is not probed every second forever.
+func ProbeInterval(inProbing time.Duration) time.Duration {
+	d := time.Second
+	for d*2 <= inProbing && d < MaxProbeInterval {
+		d *= 2
+	}
+	return min(d, MaxProbeInterval)
+}

@@ -373,3 +373,14 @@ func TestHealthReportValidate(t *testing.T) {
 	big := domain.HealthReport{QueueLength: i(domain.MaxQueueLength + 1)}
 	require.Error(t, big.Validate())
 }
+
+func TestProbeInterval(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want time.Duration }{
+		{0, time.Second}, {1500 * time.Millisecond, time.Second}, {2 * time.Second, 2 * time.Second},
+		{5 * time.Second, 4 * time.Second}, {20 * time.Second, 16 * time.Second},
+		{40 * time.Second, 30 * time.Second}, {time.Hour, 30 * time.Second}, {-time.Second, time.Second},
+	} {
+		require.Equal(t, tc.want, domain.ProbeInterval(tc.in), "after %s", tc.in)
+	}
+}

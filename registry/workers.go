@@ -31,10 +31,12 @@ type ProbeArgs struct {
 // Kind implements river.JobArgs.
 func (ProbeArgs) Kind() string { return "agent_probe" }
 
-// ProbeEvery is how often a PROBING agent is probed: the registration
-// probes at once, then every lease sweep queues one, at most one per
-// instance per ProbeEvery (a probe is not retried on its own).
-const ProbeEvery = 2 * time.Second
+// ProbeEvery is how often a newly PROBING agent is probed: the
+// registration probes at once, then every lease sweep queues one, at most
+// one per instance per period (a probe is not retried on its own); the
+// period doubles with the time spent PROBING (domain.ProbeInterval: 1 s,
+// 2 s, 4 s … 30 s).
+const ProbeEvery = time.Second
 
 // InsertOpts implements river.JobArgsWithInsertOpts: one probe per
 // instance per period, on the registry's queue. By period rather than by
@@ -325,12 +327,17 @@ func (r *Registry) applyLeaseChange(ctx context.Context, tx pgx.Tx, c leaseChang
 }
 
 // queueProbes inserts a probe for every PROBING agent that has not passed
-// one; River drops those already queued this ProbeEvery period.
+// one; River drops those already queued this period, which grows with the
+// time the agent has been PROBING (domain.ProbeInterval), so an agent that
+// never answers is probed less and less often, down to every 30 s.
 func (r *Registry) queueProbes(ctx context.Context, tx pgx.Tx, agents []*Agent, rep *SweepReport) error {
 	var probes []river.InsertManyParams
+	now := r.now()
 	for _, a := range agents {
 		if a.State == domain.AgentProbing && !a.ProbeOK {
-			probes = append(probes, river.InsertManyParams{Args: ProbeArgs{Namespace: a.Namespace, AgentID: a.AgentID, InstanceID: a.InstanceID}})
+			every := domain.ProbeInterval(now.Sub(a.StateChangedAt))
+			probes = append(probes, river.InsertManyParams{Args: ProbeArgs{Namespace: a.Namespace, AgentID: a.AgentID, InstanceID: a.InstanceID},
+				InsertOpts: &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: every}}})
 		}
 	}
 	if len(probes) == 0 {

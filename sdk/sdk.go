@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +51,9 @@ type Delivery struct {
 	Attempt    int             `json:"attempt"`
 	Deadline   time.Time       `json:"deadline"`
 	ResultURL  string          `json:"result_url"`
+	// Traceparent is the W3C trace context the delivery came with; Report
+	// sends it back, so the result stays in the job's trace.
+	Traceparent string `json:"-"`
 }
 
 // Result is the outcome of a job: SUCCESS with a result, or FAILED (a
@@ -340,6 +345,9 @@ func (a *Agent) Report(ctx context.Context, d Delivery, r Result) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+a.currentToken())
+	if tp := d.traceparent(); tp != "" {
+		req.Header.Set("traceparent", tp)
+	}
 	resp, err := a.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("sdk: report result of job %s: %w", d.JobID, err)
@@ -380,6 +388,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad delivery: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	d.Traceparent = r.Header.Get("traceparent")
 	ctx := r.Context()
 	if !d.Deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -438,4 +447,18 @@ func VerifyDelivery(token string, h http.Header, body []byte, now time.Time) err
 		}
 	}
 	return ErrBadSignature
+}
+
+// traceparent is the delivery's trace context, or one made from its trace
+// id (a delivery built by hand), or "" when it has neither.
+func (d Delivery) traceparent() string {
+	if d.Traceparent != "" {
+		return d.Traceparent
+	}
+	if len(d.TraceID) != 32 || strings.Trim(d.TraceID, "0123456789abcdef") != "" || strings.Trim(d.TraceID, "0") == "" {
+		return ""
+	}
+	var span [8]byte
+	_, _ = crand.Read(span[:])
+	return "00-" + d.TraceID + "-" + hex.EncodeToString(span[:]) + "-01"
 }

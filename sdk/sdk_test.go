@@ -1,11 +1,13 @@
 package sdk_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -56,4 +58,23 @@ func TestVerifyDelivery(t *testing.T) {
 	} {
 		require.True(t, errors.Is(err, sdk.ErrBadSignature), "%s: %v", name, err)
 	}
+}
+
+// Report sends the delivery's trace context, so an async result stays in
+// the job's trace; a delivery built by hand gets one from its trace id.
+func TestReportCarriesTheTrace(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("traceparent")
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	agent := sdk.New(sdk.Config{ServerURL: srv.URL}, sdk.Registration{AgentID: "a"}, nil)
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	require.NoError(t, agent.Report(context.Background(), sdk.Delivery{JobID: "j", ResultURL: srv.URL, Traceparent: tp}, sdk.Success(nil)))
+	require.Equal(t, tp, <-got)
+	require.NoError(t, agent.Report(context.Background(), sdk.Delivery{JobID: "j", ResultURL: srv.URL, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}, sdk.Success(nil)))
+	made := <-got
+	require.Regexp(t, `^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$`, made)
 }

@@ -45,6 +45,12 @@ type AgentHealth struct {
 	LatencyP99MS  *float64 `json:"latency_p99_ms"`
 	DeliveryP50MS *float64 `json:"delivery_p50_ms"`
 	DeliveryP95MS *float64 `json:"delivery_p95_ms"`
+	// Pending attempts were delivered and wait for their result inside
+	// their deadline: neither a success nor a failure yet.
+	Pending int `json:"pending"`
+	// BusinessSuccessRate is succeeded over delivered settled attempts:
+	// the agent's own success, apart from reach.
+	BusinessSuccessRate *float64 `json:"business_success_rate"`
 }
 
 func validWindow(w string) bool {
@@ -70,7 +76,7 @@ func Agents(ctx context.Context, q eventstore.Querier, window, namespace string)
 		var h AgentHealth
 		err := r.Scan(&h.Window, &h.Namespace, &h.AgentID, &h.Attempted, &h.Delivered, &h.Succeeded, &h.Failed, &h.TimedOut,
 			&h.DeadLettered, &h.ReachRate, &h.SuccessRate, &h.HealthScore, &h.LatencyP50MS, &h.LatencyP95MS, &h.LatencyP99MS,
-			&h.DeliveryP50MS, &h.DeliveryP95MS)
+			&h.DeliveryP50MS, &h.DeliveryP95MS, &h.Pending, &h.BusinessSuccessRate)
 		return h, err
 	})
 	if err != nil {

@@ -74,3 +74,45 @@ func TestSeries(t *testing.T) {
 	require.Equal(t, 2, points[0].Succeeded)
 	require.WithinDuration(t, time.Now(), points[0].Minute, 2*time.Minute)
 }
+
+// An async attempt still inside its deadline is pending, not a failure; an
+// agent never reached has a row with no rates; business_success_rate
+// counts only what was delivered.
+func TestHonestFigures(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO agent_stats_minute (namespace, agent_id, capability, bucket,
+			attempted, delivered, succeeded, failed, delivery_hist, result_hist)
+		VALUES ('a', 'async', 'cap', date_trunc('minute', now()), 15, 15, 14, 0, reach_hist_of('{}'), reach_hist_of('{}')),
+		       ('a', 'own-failures', 'cap', date_trunc('minute', now()), 10, 8, 4, 4, reach_hist_of('{}'), reach_hist_of('{}'))`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO agents (agent_id, namespace, capabilities, endpoint, state, instance_id, token_hash,
+			registered_at, last_seen_at, lease_expires_at, state_changed_at, stream_version)
+		VALUES ('never', 'a', '{cap}', 'http://127.0.0.1:9/', 'PROBING', gen_random_uuid(), '\x00', now(), now(), now(), now(), 1)`)
+	require.NoError(t, err)
+
+	got := map[string]AgentHealth{}
+	hs, err := Agents(ctx, pool, "5m", "a")
+	require.NoError(t, err)
+	for _, h := range hs {
+		got[h.AgentID] = h
+	}
+	require.Len(t, got, 3)
+	async := got["async"]
+	require.Equal(t, 1, async.Pending)
+	require.InDelta(t, 1.0, *async.SuccessRate, 1e-9, "the pending one is no failure")
+	require.InDelta(t, 1.0, *async.BusinessSuccessRate, 1e-9)
+	own := got["own-failures"]
+	require.InDelta(t, 0.4, *own.SuccessRate, 1e-9)
+	require.InDelta(t, 0.5, *own.BusinessSuccessRate, 1e-9, "4 of the 8 delivered")
+	never := got["never"]
+	require.Zero(t, never.Attempted)
+	require.Nil(t, never.SuccessRate)
+	require.Nil(t, never.ReachRate)
+
+	verdicts, err := Judge(ctx, pool)
+	require.NoError(t, err)
+	require.False(t, verdicts[domain.AgentKey{Namespace: "a", ID: "async"}].Below, "an all-success async agent is not degraded")
+	require.True(t, verdicts[domain.AgentKey{Namespace: "a", ID: "own-failures"}].Below)
+}

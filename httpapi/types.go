@@ -48,6 +48,9 @@ type agentHealthResponse struct {
 	LatencyP99MS  *float64 `json:"latency_p99_ms"`
 	DeliveryP50MS *float64 `json:"delivery_p50_ms"`
 	DeliveryP95MS *float64 `json:"delivery_p95_ms"`
+	// Pending: delivered, waiting for the result inside the deadline.
+	Pending             int      `json:"pending"`
+	BusinessSuccessRate *float64 `json:"business_success_rate"`
 }
 
 type pointResponse struct {

@@ -31,6 +31,7 @@ const (
 	CodePayloadTooLarge  Code = "payload_too_large"
 	CodeFanoutExceeded   Code = "fanout_exceeded"
 	CodeRateLimited      Code = "rate_limited"
+	CodeOverloaded       Code = "overloaded"
 	CodeUnavailable      Code = "unavailable"
 	CodeHeadersTooLarge  Code = "headers_too_large"
 	CodeInternal         Code = "internal"
@@ -46,6 +47,7 @@ var statusOf = map[Code]int{
 	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
 	CodeFanoutExceeded:   http.StatusUnprocessableEntity,
 	CodeRateLimited:      http.StatusTooManyRequests,
+	CodeOverloaded:       http.StatusTooManyRequests,
 	CodeUnavailable:      http.StatusServiceUnavailable,
 	CodeHeadersTooLarge:  http.StatusRequestHeaderFieldsTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
@@ -117,6 +119,8 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Field + " " + fieldErr.Message}
 	case errors.As(err, &maxErr):
 		return &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}
+	case errors.Is(err, jobs.ErrOverloaded):
+		return &Error{Code: CodeOverloaded, Message: err.Error(), RetryAfter: 5}
 	case errors.Is(err, jobs.ErrFanout):
 		return &Error{Code: CodeFanoutExceeded, Field: "parent_job_id", Message: err.Error()}
 	case errors.Is(err, registry.ErrAmbiguous):

@@ -66,6 +66,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return nil // stale: this attempt started already, or the job moved on
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: fmt.Sprintf("river:%d", job.ID)}
+	if l.Priority == domain.PriorityLow && s.holdLow(ctx, l.Namespace) {
+		return s.holdBack(ctx, job, l) // the namespace's queue is above its high watermark
+	}
 	route, agent := s.route(l)
 	if agent == nil && domain.RouteWait(route.AllAtCapacity, job.Args.WaitingSince, s.now(), l.RouteWait(s.cfg.RouteWait)) {
 		return s.waitForAgent(ctx, job, l, route.AllAtCapacity)
@@ -114,6 +117,18 @@ func (s *Service) waitForAgent(ctx context.Context, job *river.Job[DispatchArgs]
 		}
 		t.Due = now.Add(domain.RouteWaitInterval(now.Sub(t.WaitingSince), s.cfg.CapacityWait))
 	}
+	return s.waitOn(ctx, job, l, t)
+}
+
+// holdBack makes a low job of a namespace above its high watermark wait,
+// spending no attempt, and look again after pressureEvery.
+func (s *Service) holdBack(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded) error {
+	return s.waitOn(ctx, job, l, domain.Timer{Attempt: job.Args.Attempt, Phase: domain.PhaseRetry, Due: s.now().UTC().Add(pressureEvery),
+		WaitingSince: job.Args.WaitingSince})
+}
+
+// waitOn sets the attempt's retry timer t and completes the River job.
+func (s *Service) waitOn(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, t domain.Timer) error {
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
 		if err := s.setTimerTx(ctx, tx, l.JobID, t); err != nil {
 			return err

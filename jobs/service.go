@@ -84,6 +84,9 @@ type Config struct {
 	// waits, spending nothing, for an agent to become routable (default
 	// domain.DefaultRouteWait, 30 s).
 	RouteWait time.Duration
+	// Watermarks are the backpressure thresholds of every namespace's lane
+	// (domain.Watermarks; defaults 10,000 high, 5,000 low, 50,000 limit).
+	Watermarks domain.Watermarks
 	// CallbackGrace is how long a callback job may run before the
 	// watchdog presumes its process died and enqueues it again (default
 	// 45 s; a callback POST times out after 15 s).
@@ -139,6 +142,7 @@ func (c Config) withDefaults() Config {
 	if c.RouteWait == 0 {
 		c.RouteWait = domain.DefaultRouteWait
 	}
+	c.Watermarks = c.Watermarks.WithDefaults()
 	if c.Guard == nil {
 		p := netguard.DefaultPolicy()
 		c.Guard = &p
@@ -170,9 +174,13 @@ type Service struct {
 	http     *http.Client
 	a2a      *a2aclient.Client
 	now      func() time.Time
-	tracer   trace.Tracer
-	metrics  instruments
-	batcher  *batcher
+	pressure pressure
+	// pressureSeen are the lanes the pressure sweep has seen, so a lane
+	// that empties is lowered too.
+	pressureSeen map[lane]bool
+	tracer       trace.Tracer
+	metrics      instruments
+	batcher      *batcher
 }
 
 // NewService returns a Service. Call SetClient before use.
@@ -189,7 +197,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		http: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // deliveries never follow redirects
 		}},
-		now: time.Now}
+		now: time.Now, pressureSeen: map[lane]bool{}}
 	s.a2a = &a2aclient.Client{HTTP: s.http}
 	s.initTelemetry()
 	return s
@@ -215,6 +223,7 @@ func (s *Service) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &dispatchWorker{s: s})
 	river.AddWorker(workers, &callbackWorker{s: s})
 	river.AddWorker(workers, &deadlineSweepWorker{s: s})
+	river.AddWorker(workers, &pressureSweepWorker{s: s})
 	river.AddWorker(workers, &repairSweepWorker{s: s})
 	river.AddWorker(workers, &a2aPollWorker{s: s})
 }
@@ -232,6 +241,11 @@ func (s *Service) PeriodicJobs() []*river.PeriodicJob {
 				return RepairSweepArgs{}, PeriodicOpts(QueueSweeps, s.cfg.RepairSweepInterval)
 			},
 			&river.PeriodicJobOpts{ID: "repair_sweep", RunOnStart: true}),
+		river.NewPeriodicJob(river.PeriodicInterval(pressureEvery),
+			func() (river.JobArgs, *river.InsertOpts) {
+				return PressureSweepArgs{}, PeriodicOpts(QueueSweeps, pressureEvery)
+			},
+			&river.PeriodicJobOpts{ID: "pressure_sweep", RunOnStart: true}),
 	}
 }
 
@@ -292,6 +306,9 @@ type SubmitResult struct {
 // one transaction. When it returns without error the job is committed.
 func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
 	if err := s.prepare(ctx, &sub); err != nil {
+		return SubmitResult{}, err
+	}
+	if err := s.checkOverload(ctx, &sub); err != nil {
 		return SubmitResult{}, err
 	}
 	var res SubmitResult

@@ -456,3 +456,87 @@ func postJSONStatus(t *testing.T, url, body string) (int, string) {
 	t.Helper()
 	return call(t, http.MethodPost, url, "", body)
 }
+
+// Backpressure: above a lane's high watermark low work is held back and
+// QUEUE_HIGH is raised once; at the hard limit submits get 429 overloaded
+// with Retry-After and nothing is written; under the low watermark again
+// QUEUE_NORMAL is raised and held work goes on.
+func TestBackpressure(t *testing.T) {
+	t.Parallel()
+	svc := startTuned(t, map[string]string{"DATABASE_URL": newDatabase(t)}, func(c *Config) {
+		fastSweeps(c)
+		c.Jobs.Watermarks = domain.Watermarks{High: 3, Low: 2, Limit: 6}
+	}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	base := svc.m.URL()
+	waitReady(t, base)
+	newTestAgent(t, base, "bp-agent", "t.served", 50, answer("SUCCESS", ""))
+
+	// Jobs nobody serves wait in the normal lane (a long backoff after no_agent).
+	var waiting []string
+	overloaded := false
+	deadline := time.Now().Add(30 * time.Second)
+	for !overloaded && time.Now().Before(deadline) {
+		code, out := call(t, http.MethodPost, base+"/v1/jobs", "", `{"capability":"t.nobody","payload":{},"max_attempts":5,"backoff_base_ms":600000}`)
+		switch code {
+		case http.StatusAccepted:
+			var r struct {
+				JobID string `json:"job_id"`
+			}
+			require.NoError(t, jsonUnmarshal(out, &r))
+			waiting = append(waiting, r.JobID)
+			time.Sleep(50 * time.Millisecond) // a caller's pace, so the read model keeps up
+		case http.StatusTooManyRequests:
+			require.Contains(t, out, `"overloaded"`)
+			overloaded = true
+		default:
+			t.Fatalf("submit answered %d: %s", code, out)
+		}
+	}
+	require.True(t, overloaded, "no 429 after %d waiting jobs", len(waiting))
+	require.GreaterOrEqual(t, len(waiting), 6, "the limit is 6")
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/jobs", strings.NewReader(`{"capability":"t.nobody","payload":{}}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "5", resp.Header.Get("Retry-After"))
+	var list struct {
+		Jobs []json.RawMessage `json:"jobs"`
+	}
+	getJSON(t, base+"/v1/jobs?capability=t.nobody&limit=500", http.StatusOK, &list)
+	require.Len(t, list.Jobs, len(waiting), "a refused submit writes nothing")
+
+	queueEvents := func() []string {
+		var evs struct {
+			Events []struct {
+				StreamID string `json:"stream_id"`
+				Type     string `json:"type"`
+			} `json:"events"`
+		}
+		getJSON(t, base+"/v1/events?limit=1000", http.StatusOK, &evs)
+		var out []string
+		for _, e := range evs.Events {
+			if e.StreamID == "queue:default/normal" {
+				out = append(out, e.Type)
+			}
+		}
+		return out
+	}
+	waitFor(t, 20*time.Second, "QUEUE_HIGH", func() bool { return len(queueEvents()) == 1 })
+	require.Equal(t, []string{"QUEUE_HIGH"}, queueEvents())
+
+	// Low work is held back while the namespace is high; high work is not.
+	low := submitOK(t, base, `{"capability":"t.served","payload":{},"priority":"low"}`)
+	normal := submitOK(t, base, `{"capability":"t.served","payload":{},"priority":"high"}`)
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, normal, 20*time.Second).Status)
+	require.Equal(t, 0, getJob(t, base, low).Attempts, "held back, spending nothing")
+
+	for _, id := range waiting {
+		code, out := call(t, http.MethodPost, base+"/v1/jobs/"+id+"/cancel", "", "")
+		require.Equal(t, http.StatusOK, code, out)
+	}
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, low, 30*time.Second).Status, "under the low watermark, held work goes on")
+	waitFor(t, 20*time.Second, "QUEUE_NORMAL", func() bool { return len(queueEvents()) == 2 })
+	require.Equal(t, []string{"QUEUE_HIGH", "QUEUE_NORMAL"}, queueEvents(), "once per crossing")
+}

@@ -134,3 +134,7 @@ ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = ex
 -- name: ReleaseAgentSlot
 -- The job's attempt ended: its slot is given back.
 DELETE FROM agent_slots WHERE job_id = $1;
+
+-- name: QueueDepthByLane
+-- How many jobs wait for an attempt, per namespace and lane (priority), from the jobs read model.
+SELECT namespace, priority, count(*)::int FROM jobs WHERE status IN ('SUBMITTED', 'TIMEOUT') GROUP BY namespace, priority;

@@ -1,0 +1,164 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var qQueueDepthByLane = queries.Must("QueueDepthByLane")
+
+// ErrOverloaded: the lane's queue is at its hard limit; the submit is
+// refused and nothing is written (429 overloaded, Retry-After).
+var ErrOverloaded = domain.NewError(domain.ErrUnavailable, "overloaded: too many jobs wait in this namespace and lane, try again later")
+
+// pressureEvery is how old the queue depths a process judges by may be.
+const pressureEvery = time.Second
+
+// lane is one namespace's lane.
+type lane struct {
+	namespace string
+	priority  domain.Priority
+}
+
+// pressure is this process's view of the queue depths, read at most once
+// per pressureEvery, and of which lanes are high (with the watermarks'
+// hysteresis).
+type pressure struct {
+	mu    sync.Mutex
+	at    time.Time
+	depth map[lane]int
+	high  map[lane]bool
+}
+
+// depths refreshes the view when it is older than pressureEvery.
+func (s *Service) depths(ctx context.Context) (map[lane]int, map[lane]bool, error) {
+	p := &s.pressure
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.depth != nil && s.now().Sub(p.at) < pressureEvery {
+		return p.depth, p.high, nil
+	}
+	rows, err := s.pool.Query(ctx, qQueueDepthByLane)
+	if err != nil {
+		return nil, nil, fmt.Errorf("queue depths: %w", err)
+	}
+	depth := map[lane]int{}
+	var k lane
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&k.namespace, &k.priority, &n}, func() error { depth[k] = n; return nil }); err != nil {
+		return nil, nil, fmt.Errorf("queue depths: %w", err)
+	}
+	high := map[lane]bool{}
+	w := s.cfg.Watermarks
+	for k, was := range p.high {
+		if w.QueueHigh(was, depth[k]) {
+			high[k] = true
+		}
+	}
+	for k, n := range depth {
+		if w.QueueHigh(p.high[k], n) {
+			high[k] = true
+		}
+	}
+	p.depth, p.high, p.at = depth, high, s.now()
+	return depth, high, nil
+}
+
+// checkOverload refuses a submit to a lane at its hard limit.
+func (s *Service) checkOverload(ctx context.Context, sub *domain.Submitted) error {
+	depth, _, err := s.depths(ctx)
+	if err != nil {
+		return err
+	}
+	if s.cfg.Watermarks.Overloaded(depth[lane{sub.Namespace, sub.Priority}]) {
+		return ErrOverloaded
+	}
+	return nil
+}
+
+// holdLow reports whether low work of namespace ns is held back: one of its
+// lanes is above the high watermark.
+func (s *Service) holdLow(ctx context.Context, ns string) bool {
+	_, high, err := s.depths(ctx)
+	if err != nil {
+		return false // the depths are a hint; a database problem shows elsewhere
+	}
+	for k := range high {
+		if k.namespace == ns {
+			return true
+		}
+	}
+	return false
+}
+
+// SweepPressure records each lane's crossing of a watermark once: QUEUE_HIGH
+// above the high one, QUEUE_NORMAL under the low one again, on the lane's
+// stream (whose last event says its level, for every process), with one
+// warning in the log.
+func (s *Service) SweepPressure(ctx context.Context) error {
+	depth, _, err := s.depths(ctx)
+	if err != nil {
+		return err
+	}
+	s.pressure.mu.Lock()
+	lanes := map[lane]bool{}
+	for k := range depth {
+		lanes[k] = true
+		s.pressureSeen[k] = true
+	}
+	for k := range s.pressureSeen {
+		lanes[k] = true
+	}
+	s.pressure.mu.Unlock()
+	w := s.cfg.Watermarks
+	for k := range lanes {
+		stream := domain.QueueStream(k.namespace, k.priority)
+		last, _, err := eventstore.Last(ctx, s.pool, stream)
+		if err != nil {
+			return err
+		}
+		was := last.Type == domain.EventQueueHigh
+		now := w.QueueHigh(was, depth[k])
+		if now == was {
+			continue
+		}
+		typ, mark := domain.EventQueueNormal, w.Low
+		if now {
+			typ, mark = domain.EventQueueHigh, w.High
+			s.logger.WarnContext(ctx, "queue above its high watermark: low work is held back", "namespace", k.namespace,
+				"lane", k.priority, "depth", depth[k], "high", w.High, "limit", w.Limit)
+		} else {
+			s.logger.InfoContext(ctx, "queue under its low watermark again", "namespace", k.namespace, "lane", k.priority, "depth", depth[k])
+		}
+		if _, err := s.store.Append(ctx, stream, last.Version, domain.NewEvent(typ,
+			domain.QueueLevelChanged{Namespace: k.namespace, Lane: k.priority, Depth: depth[k], Mark: mark},
+			domain.Metadata{Actor: "sweep:pressure"})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PressureSweepArgs is the periodic job that records watermark crossings.
+type PressureSweepArgs struct{}
+
+// Kind implements river.JobArgs.
+func (PressureSweepArgs) Kind() string { return "pressure_sweep" }
+
+type pressureSweepWorker struct {
+	river.WorkerDefaults[PressureSweepArgs]
+	s *Service
+}
+
+func (w *pressureSweepWorker) Work(ctx context.Context, _ *river.Job[PressureSweepArgs]) error {
+	return w.s.SweepPressure(ctx)
+}

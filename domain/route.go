@@ -28,6 +28,9 @@ type RouteAgent struct {
 	MaxConcurrent int
 	// InFlight is how many jobs the agent holds now.
 	InFlight int
+	// FlapPenalty is subtracted from the score of an agent that restarted
+	// often lately (see FlapPenalty); 0 for a steady one.
+	FlapPenalty float64
 	// Queued is the queue length the agent last reported in a heartbeat:
 	// work it holds besides ours. It joins InFlight in the load term.
 	Queued int
@@ -144,10 +147,11 @@ const (
 	RouteTermLoad            = "load"
 	RouteTermFailureRate     = "failure_rate"
 	RouteTermSuspect         = "suspect"
+	RouteTermFlapping        = "flapping"
 )
 
 // routeTermCount is how many terms every candidate carries.
-const routeTermCount = 7
+const routeTermCount = 8
 
 // ScoreTerm is one part of a candidate's score.
 type ScoreTerm struct {
@@ -493,7 +497,12 @@ func (rc *routeCtx) score(a *RouteAgent, pre *routePre, terms []ScoreTerm) float
 	terms[4] = ScoreTerm{RouteTermLoad, load}
 	terms[5] = ScoreTerm{RouteTermFailureRate, fail}
 	terms[6] = ScoreTerm{RouteTermSuspect, suspect}
-	return cfg.ExactMatch + alias + sim + weight + load + fail + suspect
+	var flap float64
+	if a.FlapPenalty > 0 {
+		flap = -a.FlapPenalty
+	}
+	terms[7] = ScoreTerm{RouteTermFlapping, flap}
+	return cfg.ExactMatch + alias + sim + weight + load + fail + suspect + flap
 }
 
 // aliasMatch reports whether an alias occurs in the hint and the best trigram

@@ -245,7 +245,7 @@ func TestRouteScoreTerms(t *testing.T) {
 				names[i] = tm.Name
 				sum += tm.Value
 			}
-			require.Equal(t, []string{"exact_capability", "alias_hit", "hint_similarity", "weight", "load", "failure_rate", "suspect"}, names)
+			require.Equal(t, []string{"exact_capability", "alias_hit", "hint_similarity", "weight", "load", "failure_rate", "suspect", "flapping"}, names)
 			require.InDelta(t, sum, c.Score, 1e-9, "the score is the sum of its terms")
 		})
 	}
@@ -270,6 +270,7 @@ func TestRouteConfigScalesTerms(t *testing.T) {
 	require.Equal(t, []domain.ScoreTerm{
 		{Name: "exact_capability", Value: 1}, {Name: "alias_hit", Value: 2}, {Name: "hint_similarity", Value: 3},
 		{Name: "weight", Value: 4}, {Name: "load", Value: -2.5}, {Name: "failure_rate", Value: -6}, {Name: "suspect", Value: -7},
+		{Name: "flapping", Value: 0},
 	}, res.Candidates[0].Terms)
 	require.InDelta(t, -5.5, res.Candidates[0].Score, 1e-9)
 }
@@ -500,7 +501,7 @@ func TestRouteResultJSON(t *testing.T) {
 			{"name": "weight", "value": 10},
 			{"name": "load", "value": 0},
 			{"name": "failure_rate", "value": 0},
-			{"name": "suspect", "value": 0}]}],
+			{"name": "suspect", "value": 0}, {"name": "flapping", "value": 0}]}],
 		"rejected": [{"agent_id": "b", "reason": "state_not_routable"}],
 		"chosen": "a"
 	}`, string(b))

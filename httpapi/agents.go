@@ -74,6 +74,11 @@ type agentResponse struct {
 	HeartbeatEveryMS int64           `json:"heartbeat_interval_ms"`
 	// HealthReport is what the agent's heartbeats last reported.
 	HealthReport healthReportResponse `json:"health_report"`
+	// Flap damping: re-registrations in the hour before the latest one, the
+	// probes in a row it must pass, and the score it loses now.
+	RecentRestarts int     `json:"recent_restarts"`
+	ProbesNeeded   int     `json:"probes_needed"`
+	FlapPenalty    float64 `json:"flap_penalty"`
 	// Hold is an operator's hold: "drain" or "down".
 	Hold string `json:"hold,omitempty"`
 	// SelfPreservation is the agent's namespace's open episode, if any.
@@ -132,6 +137,8 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, ProtocolVersion: a.ProtocolVersion, Weight: a.Weight,
 		MaxConcurrent: a.MaxConcurrent, Version: a.Version, RolloutPercent: a.RolloutPercent, TTLSeconds: a.TTLSeconds,
 		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), Hold: a.Hold, InstanceID: a.InstanceID,
+		RecentRestarts: a.RecentRestarts, ProbesNeeded: domain.ProbesNeeded(a.RecentRestarts),
+		FlapPenalty:  domain.FlapPenalty(a.RecentRestarts, a.RegisteredAt, time.Now()),
 		HealthReport: healthReportResponse{QueueLength: a.ReportedQueueLength, ErrorRate: a.ReportedErrorRate, PoolUsage: a.ReportedPoolUsage},
 		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
 		StateChangedAt: a.StateChangedAt.UTC(), InFlight: max(snap.InFlight(a.Key()), a.ReportedInFlight), Breaker: br,

@@ -2,9 +2,14 @@ package registry
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
@@ -110,4 +115,46 @@ func TestUpdateSettings(t *testing.T) {
 	require.Equal(t, []string{"weight", "max_concurrent"}, updates[0].Fields)
 	require.Equal(t, 50, updates[0].From.Weight)
 	require.Equal(t, 90, updates[0].To.Weight)
+}
+
+// A flapping agent (three restarts within the hour) needs three probes in
+// a row; a failed one starts the count over. A steady agent needs one.
+func TestFlappingAgentNeedsProbesInARow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var healthy atomic.Bool
+	healthy.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var a *Agent
+	for range 4 {
+		a, _ = b.register(t, "flap", 10, srv.URL)
+	}
+	require.Equal(t, 3, a.RecentRestarts)
+	w := &probeWorker{r: b.r}
+	probe := func() error {
+		return w.Work(b.ctx, &river.Job[ProbeArgs]{JobRow: &rivertype.JobRow{ID: 1},
+			Args: ProbeArgs{Namespace: "default", AgentID: "flap", InstanceID: a.InstanceID}})
+	}
+	require.NoError(t, probe())
+	require.NoError(t, probe())
+	require.Equal(t, domain.AgentProbing, b.state(t, "flap"), "two in a row are not enough")
+	healthy.Store(false)
+	require.Error(t, probe())
+	healthy.Store(true)
+	require.NoError(t, probe())
+	require.NoError(t, probe())
+	require.Equal(t, domain.AgentProbing, b.state(t, "flap"), "a failure started the count over")
+	require.NoError(t, probe())
+	require.Equal(t, domain.AgentHealthy, b.state(t, "flap"))
+
+	steady, _ := b.register(t, "steady", 10, srv.URL)
+	require.Zero(t, steady.RecentRestarts)
+	require.NoError(t, w.Work(b.ctx, &river.Job[ProbeArgs]{JobRow: &rivertype.JobRow{ID: 2},
+		Args: ProbeArgs{Namespace: "default", AgentID: "steady", InstanceID: steady.InstanceID}}))
+	require.Equal(t, domain.AgentHealthy, b.state(t, "steady"))
 }

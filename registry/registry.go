@@ -195,15 +195,19 @@ type Agent struct {
 	ReportedQueueLength int
 	ReportedErrorRate   *float64
 	ReportedPoolUsage   *float64
-	RegisteredAt        time.Time
-	LastSeenAt          time.Time
-	LeaseExpiresAt      time.Time
-	StateChangedAt      time.Time
-	StreamVersion       int
-	Deregistered        bool
-	tokenHash           []byte
-	prevTokenHash       []byte
-	prevTokenUntil      *time.Time
+	// RecentRestarts are its re-registrations in the hour before the latest
+	// one; ProbeStreak the probes it passed in a row since (flap damping).
+	RecentRestarts int
+	ProbeStreak    int
+	RegisteredAt   time.Time
+	LastSeenAt     time.Time
+	LeaseExpiresAt time.Time
+	StateChangedAt time.Time
+	StreamVersion  int
+	Deregistered   bool
+	tokenHash      []byte
+	prevTokenHash  []byte
+	prevTokenUntil *time.Time
 }
 
 // SigningKeys are the keys that sign deliveries to the agent: the SHA-256 of
@@ -260,7 +264,7 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
 		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold,
-		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion)
+		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion, &a.RecentRestarts, &a.ProbeStreak)
 	if err != nil {
 		return nil, err
 	}
@@ -384,13 +388,17 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 		if err != nil {
 			return err
 		}
+		restarts, err := r.recentRestarts(ctx, tx, reg.Key())
+		if err != nil {
+			return err
+		}
 		ctxJSON, _ := json.Marshal(orEmpty(reg.Context))
 		mdJSON, _ := json.Marshal(orEmpty(reg.Metadata))
 		lease := now.Add(time.Duration(reg.TTLSeconds) * time.Second)
 		_, err = tx.Exec(ctx, qUpsertAgent,
 			reg.AgentID, reg.Namespace, reg.Capabilities, orEmptySlice(reg.Aliases), reg.Endpoint, reg.HealthURL, reg.Protocol,
 			reg.Weight, reg.MaxConcurrent, reg.Version, reg.RolloutPercent, reg.TTLSeconds, ctxJSON, mdJSON, string(to), instance,
-			hash, now, lease, recs[len(recs)-1].Version, reg.ProtocolVersion)
+			hash, now, lease, recs[len(recs)-1].Version, reg.ProtocolVersion, restarts)
 		if err != nil {
 			return fmt.Errorf("register agent %s: %w", reg.Key(), err)
 		}
@@ -409,6 +417,23 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 	r.heartbeats.forget(reg.Key())
 	r.changed(ctx)
 	return out, token, nil
+}
+
+// recentRestarts counts the agent's re-registrations within FlapWindow
+// before its latest registration, by the times the log recorded them.
+func (r *Registry) recentRestarts(ctx context.Context, tx pgx.Tx, k domain.AgentKey) (int, error) {
+	recs, err := r.store.ReadStream(ctx, tx, domain.AgentStream(k))
+	if err != nil || len(recs) == 0 {
+		return 0, err
+	}
+	latest := recs[len(recs)-1].RecordedAt
+	n := 0
+	for _, rec := range recs {
+		if rec.Type == domain.EventAgentRegistered && latest.Sub(rec.RecordedAt) < domain.FlapWindow {
+			n++
+		}
+	}
+	return max(0, n-1), nil
 }
 
 func orEmpty(m map[string]any) map[string]any {

@@ -182,6 +182,7 @@ func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, s
 			Protocol: a.Protocol, ProtocolVersion: a.ProtocolVersion, Version: a.Version, Weight: a.Weight, MaxConcurrent: a.MaxConcurrent,
 			InFlight: n, Queued: a.ReportedQueueLength, RolloutPercent: a.RolloutPercent, Context: a.Context, State: state,
 			Breaker: b.State, FailureRate: failureRate, RecentAttempts: attempts,
+			FlapPenalty: domain.FlapPenalty(a.RecentRestarts, a.RegisteredAt, now),
 		})
 	}
 	return breakers, domain.NewRouteIndex(view)

@@ -17,7 +17,10 @@ import (
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
-var qLockLiveAgents = queries.Must("LockLiveAgents")
+var (
+	qLockLiveAgents = queries.Must("LockLiveAgents")
+	qSetProbeStreak = queries.Must("SetProbeStreak")
+)
 
 // ProbeArgs is the River job that probes one agent instance: a GET of its
 // health_url (or, without one, its endpoint) that must answer 2xx within
@@ -70,7 +73,15 @@ func (w *probeWorker) Work(ctx context.Context, job *river.Job[ProbeArgs]) error
 		return nil // a stale probe: the agent moved on
 	}
 	if err := w.r.probe(ctx, a); err != nil {
+		if a.ProbeStreak > 0 {
+			_, _ = w.r.pool.Exec(ctx, qSetProbeStreak, a.Namespace, a.AgentID, 0) // a flapping agent starts over
+		}
 		return fmt.Errorf("probe agent %s: %w", a.AgentID, err)
+	}
+	if need := domain.ProbesNeeded(a.RecentRestarts); a.ProbeStreak+1 < need {
+		// A flapping agent must pass several probes in a row.
+		_, err := w.r.pool.Exec(ctx, qSetProbeStreak, a.Namespace, a.AgentID, a.ProbeStreak+1)
+		return err
 	}
 	md := domain.Metadata{Actor: "registry", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	_, err = w.r.signal(ctx, a.Key(), a.InstanceID, domain.SignalProbeSucceeded, "probe answered 2xx", md)

@@ -26,6 +26,7 @@ type concurrencyAgent struct {
 	srv      *httptest.Server
 	now, top atomic.Int32
 	served   atomic.Int32
+	probes   atomic.Int32
 }
 
 func newConcurrencyAgent(t *testing.T, work time.Duration) *concurrencyAgent {
@@ -33,6 +34,7 @@ func newConcurrencyAgent(t *testing.T, work time.Duration) *concurrencyAgent {
 	a := &concurrencyAgent{}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
+			a.probes.Add(1)
 			w.WriteHeader(http.StatusOK)
 			return
 		}
@@ -539,4 +541,39 @@ func TestBackpressure(t *testing.T) {
 	require.Equal(t, "SUCCESS", waitTerminal(t, base, low, 30*time.Second).Status, "under the low watermark, held work goes on")
 	waitFor(t, 20*time.Second, "QUEUE_NORMAL", func() bool { return len(queueEvents()) == 2 })
 	require.Equal(t, []string{"QUEUE_HIGH", "QUEUE_NORMAL"}, queueEvents(), "once per crossing")
+}
+
+// An agent that re-registered three times within the hour is flapping: it
+// must pass three probes in a row, and its routing score carries a penalty
+// that decays; both show in the route and on the agent.
+func TestFlapDamping(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	agent := newConcurrencyAgent(t, 0)
+	body := fmt.Sprintf(`{"agent_id":"flappy","capabilities":["t.flap"],"endpoint":%q,"ttl_seconds":120}`, agent.srv.URL+"/d")
+	for range 4 { // a registration and three restarts
+		postJSON(t, base+"/v1/agents", body, http.StatusCreated, &agentJSON{})
+	}
+	var a struct {
+		RecentRestarts int     `json:"recent_restarts"`
+		ProbesNeeded   int     `json:"probes_needed"`
+		FlapPenalty    float64 `json:"flap_penalty"`
+	}
+	getJSON(t, base+"/v1/agents/flappy", http.StatusOK, &a)
+	require.Equal(t, 3, a.RecentRestarts)
+	require.Equal(t, 3, a.ProbesNeeded)
+	require.InDelta(t, 20, a.FlapPenalty, 0.5)
+
+	waitState(t, base, "flappy", "HEALTHY", 30*time.Second)
+	require.GreaterOrEqual(t, agent.probes.Load(), int32(3), "it was probed (three in a row: registry's TestFlappingAgentNeedsProbesInARow)")
+
+	rj := waitRoute(t, base, "t.flap", func(rj routeJSON) bool { return len(rj.Candidates) == 1 })
+	var flap float64
+	for _, term := range rj.Candidates[0].Terms {
+		if term.Name == "flapping" {
+			flap = term.Value
+		}
+	}
+	require.Less(t, flap, -15.0, "the penalty is in the route explanation")
 }

@@ -39,6 +39,9 @@ type agentView struct {
 	Recent           *registry.Recent `json:"recent,omitempty"`
 	SelfPreservation *preservation    `json:"self_preservation,omitempty"`
 	Hold             string           `json:"hold,omitempty"`
+	RecentRestarts   int              `json:"recent_restarts"`
+	ProbesNeeded     int              `json:"probes_needed"`
+	FlapPenalty      float64          `json:"flap_penalty"`
 }
 
 // preservation is a namespace's open self-preservation episode.
@@ -166,6 +169,10 @@ func Dig(ctx context.Context, env Env, args []string) error {
 	row := func(k, format string, v ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, v...)...) }
 	row("agent", "%s (namespace %s)", a.AgentID, a.Namespace)
 	row("state", "%s since %s", a.State, Ago(a.StateChangedAt))
+	if a.RecentRestarts >= 3 {
+		row("flapping", "%d restarts in the last hour: %d probes in a row to leave PROBING, score %.1f now (halving every 10m)",
+			a.RecentRestarts, a.ProbesNeeded, -a.FlapPenalty)
+	}
 	if a.Hold != "" {
 		row("operator hold", "%s (lifted by `agentreach agents up` or a new registration)", a.Hold)
 	}

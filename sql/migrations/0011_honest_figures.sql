@@ -48,3 +48,9 @@ SELECT j."window", j.namespace, j.agent_id, j.attempted, j.delivered, j.succeede
        j.pending,
        j.succeeded::double precision / nullif(j.delivered - j.pending, 0) AS business_success_rate
 FROM j CROSS JOIN health_settings h;
+
+-- Flap damping: how many times an agent re-registered in the hour before
+-- its latest registration, and how many probes in a row it has passed
+-- since (a flapping one needs several).
+ALTER TABLE agents ADD COLUMN recent_restarts integer NOT NULL DEFAULT 0,
+    ADD COLUMN probe_streak integer NOT NULL DEFAULT 0;

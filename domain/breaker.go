@@ -192,3 +192,9 @@ func EvaluateBreaker(samples []AttemptSample, now time.Time, cfg BreakerConfig) 
 func compareSampleTime(a, b AttemptSample) int {
 	return a.At.Compare(b.At)
 }
+
+// BreakerTurned is the data of BREAKER_OPENED and BREAKER_CLOSED.
+type BreakerTurned struct {
+	ErrorRate float64 `json:"error_rate"`
+	Attempts  int     `json:"attempts"`
+}

@@ -62,6 +62,10 @@ const (
 	// EventAgentUpdated, on the agent's stream: an operator changed its
 	// settings at run time (PATCH /v1/agents/{id}), with old and new values.
 	EventAgentUpdated EventType = "AGENT_UPDATED"
+	// EventBreakerOpened and EventBreakerClosed, on the agent's stream: its
+	// circuit breaker turned (half-open counts as still open).
+	EventBreakerOpened EventType = "BREAKER_OPENED"
+	EventBreakerClosed EventType = "BREAKER_CLOSED"
 	// EventSelfPreservationEnded, on the namespace's registry stream.
 	EventSelfPreservationEnded EventType = "SELF_PRESERVATION_ENDED"
 	// EventKeyCreated and EventKeyRevoked, on "keys:<namespace>".

@@ -158,3 +158,41 @@ func TestFlappingAgentNeedsProbesInARow(t *testing.T) {
 		Args: ProbeArgs{Namespace: "default", AgentID: "steady", InstanceID: steady.InstanceID}}))
 	require.Equal(t, domain.AgentHealthy, b.state(t, "steady"))
 }
+
+// A breaker's turns are events on the agent's stream, once each.
+func TestBreakerTurnsAreEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.register(t, "brk", 3600, "http://127.0.0.1:1/")
+	b.prove(t, "brk")
+	sample := func(at time.Time, ok bool) {
+		_, err := b.r.pool.Exec(b.ctx, `INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ('default', 'brk', $1, $2)`, at, ok)
+		require.NoError(t, err)
+	}
+	start := b.clock.now()
+	for i := range 20 {
+		sample(start.Add(-time.Duration(i)*time.Millisecond), false)
+	}
+	require.NoError(t, b.r.snap.Refresh(b.ctx))
+	require.Equal(t, domain.BreakerOpen, b.r.snap.Breaker(key("brk")).State)
+	b.sweep(t)
+	b.sweep(t)
+	breakerEvents := func() []domain.EventType {
+		var out []domain.EventType
+		for _, e := range b.events(t, domain.AgentStream(key("brk"))) {
+			if e == domain.EventBreakerOpened || e == domain.EventBreakerClosed {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	require.Equal(t, []domain.EventType{domain.EventBreakerOpened}, breakerEvents(), "once per turn")
+
+	// After the cool-down a good probe delivery closes it.
+	b.clock.advance(31 * time.Second)
+	sample(b.clock.now(), true)
+	require.NoError(t, b.r.snap.Refresh(b.ctx))
+	require.Equal(t, domain.BreakerClosed, b.r.snap.Breaker(key("brk")).State)
+	b.sweep(t)
+	require.Equal(t, []domain.EventType{domain.EventBreakerOpened, domain.EventBreakerClosed}, breakerEvents())
+}

@@ -199,6 +199,7 @@ type Agent struct {
 	// one; ProbeStreak the probes it passed in a row since (flap damping).
 	RecentRestarts int
 	ProbeStreak    int
+	breakerOpen    bool // as last recorded on its stream
 	RegisteredAt   time.Time
 	LastSeenAt     time.Time
 	LeaseExpiresAt time.Time
@@ -264,7 +265,7 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
 		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold,
-		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion, &a.RecentRestarts, &a.ProbeStreak)
+		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion, &a.RecentRestarts, &a.ProbeStreak, &a.breakerOpen)
 	if err != nil {
 		return nil, err
 	}

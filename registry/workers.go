@@ -20,6 +20,7 @@ import (
 var (
 	qLockLiveAgents = queries.Must("LockLiveAgents")
 	qSetProbeStreak = queries.Must("SetProbeStreak")
+	qSetBreakerOpen = queries.Must("SetBreakerOpen")
 )
 
 // ProbeArgs is the River job that probes one agent instance: a GET of its
@@ -210,6 +211,10 @@ func (r *Registry) sweepTx(ctx context.Context, tx pgx.Tx, rep *SweepReport) err
 	if err != nil {
 		return err
 	}
+	// First, so the lease changes below append after these events.
+	if err := r.recordBreakers(ctx, tx, agents); err != nil {
+		return err
+	}
 	byNS, live := r.judgeLeases(agents, r.now().UTC())
 	for ns, changes := range byNS {
 		if err := r.sweepNamespace(ctx, tx, ns, changes, live[ns], rep); err != nil {
@@ -220,6 +225,35 @@ func (r *Registry) sweepTx(ctx context.Context, tx pgx.Tx, rep *SweepReport) err
 		return err
 	}
 	return r.queueProbes(ctx, tx, agents, rep)
+}
+
+// recordBreakers appends BREAKER_OPENED or BREAKER_CLOSED to the stream of
+// every agent whose breaker (as the snapshot judges it) turned since it was
+// last recorded: once per turn, whichever process sweeps.
+func (r *Registry) recordBreakers(ctx context.Context, tx pgx.Tx, agents []*Agent) error {
+	for _, a := range agents {
+		b := r.snap.Breaker(a.Key())
+		open := b.State != domain.BreakerClosed
+		if open == a.breakerOpen || a.Deregistered {
+			continue
+		}
+		typ := domain.EventBreakerClosed
+		if open {
+			typ = domain.EventBreakerOpened
+			r.logger.WarnContext(ctx, "agent breaker opened", "agent_id", a.AgentID, "namespace", a.Namespace,
+				"error_rate", b.ErrorRate, "attempts", b.Attempts)
+		}
+		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(a.Key()), a.StreamVersion,
+			domain.NewEvent(typ, domain.BreakerTurned{ErrorRate: b.ErrorRate, Attempts: b.Attempts}, domain.Metadata{Actor: "registry"}))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, qSetBreakerOpen, a.Namespace, a.AgentID, open, recs[0].Version); err != nil {
+			return fmt.Errorf("record breaker of agent %s: %w", a.Key(), err)
+		}
+		a.breakerOpen, a.StreamVersion = open, recs[0].Version
+	}
+	return nil
 }
 
 // finishDrains takes every agent an operator drained OFFLINE once it holds

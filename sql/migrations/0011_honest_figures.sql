@@ -54,3 +54,7 @@ FROM j CROSS JOIN health_settings h;
 -- since (a flapping one needs several).
 ALTER TABLE agents ADD COLUMN recent_restarts integer NOT NULL DEFAULT 0,
     ADD COLUMN probe_streak integer NOT NULL DEFAULT 0;
+
+-- Whether the agent's breaker was last recorded open (BREAKER_OPENED) or
+-- closed (BREAKER_CLOSED), so each turn is recorded once.
+ALTER TABLE agents ADD COLUMN breaker_open boolean NOT NULL DEFAULT false;

@@ -376,7 +376,14 @@ func (s *Service) agent(ctx context.Context, namespace, id string) (*registry.Ag
 // nothing.
 func (s *Service) cancelAtAgent(ctx context.Context, l *Loaded) {
 	a := s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: l.AgentID})
-	if a == nil || a.Protocol != domain.ProtocolA2A {
+	if a == nil {
+		return
+	}
+	if a.Protocol != domain.ProtocolA2A {
+		s.cancelNotice(ctx, a, l)
+		return
+	}
+	if l.RemoteTaskID == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

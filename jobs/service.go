@@ -517,7 +517,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metad
 		if reason == "" {
 			reason = "cancelled by " + md.Actor
 		}
-		if held = nil; (l.Status == domain.StatusDelivered || l.Status == domain.StatusAwaitingInput) && l.RemoteTaskID != "" {
+		if held = nil; l.SlotHolder != "" { // an agent holds the attempt: it is told
 			c := *l
 			held = &c
 		}

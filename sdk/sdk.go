@@ -122,6 +122,8 @@ type Agent struct {
 	interval time.Duration
 
 	inFlight   atomic.Int64
+	jobsMu     sync.Mutex
+	jobs       map[string]context.CancelCauseFunc // the running jobs' contexts, by job id
 	registered chan struct{}
 	regOnce    sync.Once
 	listener   net.Listener
@@ -242,7 +244,20 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 	}
 }
 
+// CancelNotices is the registration metadata key by which an agent says it
+// takes cancel notices: Agent-Reach then POSTs a signed notice (header
+// X-Reach-Cancel: 1) to its endpoint when a job it holds is cancelled. The
+// SDK sets it and cancels the job's context.
+const CancelNotices = "cancel_notices"
+
+// ErrJobCancelled is the cause of a job context cancelled by a notice.
+var ErrJobCancelled = errors.New("sdk: the job was cancelled")
+
 func (a *Agent) register(ctx context.Context) error {
+	if a.reg.Metadata == nil {
+		a.reg.Metadata = map[string]any{}
+	}
+	a.reg.Metadata[CancelNotices] = true
 	var resp struct {
 		Token            string `json:"token"`
 		HeartbeatEveryMS int64  `json:"heartbeat_interval_ms"`
@@ -334,6 +349,7 @@ func (a *Agent) callWith(ctx context.Context, bearer, method, path string, body,
 // Report sends the outcome of an accepted (202) delivery to its result URL.
 func (a *Agent) Report(ctx context.Context, d Delivery, r Result) error {
 	defer a.inFlight.Add(-1)
+	defer a.endJob(d.JobID)
 	r.Attempt = d.Attempt
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -388,31 +404,88 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad delivery: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	d.Traceparent = r.Header.Get("traceparent")
-	ctx := r.Context()
-	if !d.Deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Deadline)
-		defer cancel()
+	if r.Header.Get("X-Reach-Cancel") == "1" {
+		a.cancelJob(d.JobID)
+		w.WriteHeader(http.StatusOK)
+		return
 	}
+	d.Traceparent = r.Header.Get("traceparent")
+	ctx, done := a.jobContext(r.Context(), d)
 	a.inFlight.Add(1)
 	res, err := a.handler(ctx, d)
 	switch {
 	case errors.Is(err, ErrAccepted):
+		done(true)                         // the context lives on until Report, the deadline or a cancel notice
 		w.WriteHeader(http.StatusAccepted) // in flight until Report
 		return
 	case errors.Is(err, ErrRefused):
+		done(false)
 		a.inFlight.Add(-1)
 		http.Error(w, "refused", http.StatusServiceUnavailable)
 		return
 	case err != nil:
+		done(false)
 		a.inFlight.Add(-1)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	done(false)
 	a.inFlight.Add(-1)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(res)
+}
+
+// jobContext is the context a job's handler runs with: it ends at the
+// job's deadline, when the delivery's connection goes (while the handler
+// answers inline), when a cancel notice for the job comes, or, for a job
+// accepted with 202, at its Report. done(true) keeps it past the request;
+// done(false) ends it.
+func (a *Agent) jobContext(req context.Context, d Delivery) (context.Context, func(accepted bool)) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(req))
+	if !d.Deadline.IsZero() {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadline(ctx, d.Deadline)
+		context.AfterFunc(ctx, stop)
+	}
+	stopReq := context.AfterFunc(req, func() { cancel(context.Canceled) })
+	a.jobsMu.Lock()
+	if a.jobs == nil {
+		a.jobs = map[string]context.CancelCauseFunc{}
+	}
+	a.jobs[d.JobID] = cancel
+	a.jobsMu.Unlock()
+	context.AfterFunc(ctx, func() { // however it ends, it is forgotten
+		a.jobsMu.Lock()
+		delete(a.jobs, d.JobID)
+		a.jobsMu.Unlock()
+	})
+	return ctx, func(accepted bool) {
+		stopReq()
+		if !accepted {
+			cancel(context.Canceled)
+		}
+	}
+}
+
+// endJob ends the context of an accepted job once its result is reported.
+func (a *Agent) endJob(jobID string) {
+	a.jobsMu.Lock()
+	cancel := a.jobs[jobID]
+	a.jobsMu.Unlock()
+	if cancel != nil {
+		cancel(context.Canceled)
+	}
+}
+
+// cancelJob cancels the context of the job, if it runs here.
+func (a *Agent) cancelJob(jobID string) {
+	a.jobsMu.Lock()
+	cancel := a.jobs[jobID]
+	a.jobsMu.Unlock()
+	if cancel != nil {
+		a.log.Info("sdk: job cancelled by Agent-Reach", "job_id", jobID)
+		cancel(ErrJobCancelled)
+	}
 }
 
 // ErrBadSignature is returned by VerifyDelivery for a delivery that was not

@@ -77,3 +77,43 @@ func TestPriorityLanes(t *testing.T) {
 	normal := submitOK(t, base, `{"capability":"t.fast","payload":{}}`)
 	require.Equal(t, "SUCCESS", waitTerminal(t, base, normal, 10*time.Second).Status)
 }
+
+// TestSDKCancelNotice: a job an SDK agent is working on inline is
+// cancelled; Agent-Reach sends a signed cancel notice and the SDK cancels
+// the handler's context with sdk.ErrJobCancelled.
+func TestSDKCancelNotice(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	started := make(chan string, 1)
+	causes := make(chan error, 1)
+	agent := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1},
+		sdk.Registration{AgentID: "sdk-cancel", Capabilities: []string{"sdk.long"}, TTLSeconds: 30},
+		func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+			started <- d.JobID
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return sdk.Result{}, ctx.Err()
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = agent.Run(ctx) }()
+	waitState(t, base, "sdk-cancel", "HEALTHY", 20*time.Second)
+
+	id := submitOK(t, base, `{"capability":"sdk.long","payload":{},"timeout_ms":60000}`)
+	select {
+	case got := <-started:
+		require.Equal(t, id, got)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job never reached the agent")
+	}
+	code, out := call(t, http.MethodPost, base+"/v1/jobs/"+id+"/cancel", "", `{"reason":"changed my mind"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	select {
+	case cause := <-causes:
+		require.ErrorIs(t, cause, sdk.ErrJobCancelled)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler's context was not cancelled")
+	}
+	require.Equal(t, "CANCELLED", getJob(t, base, id).Status)
+}

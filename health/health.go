@@ -4,6 +4,7 @@ package health
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -132,4 +133,29 @@ func Series(ctx context.Context, q eventstore.Querier, namespace string) ([]Poin
 		err := r.Scan(&p.Namespace, &p.AgentID, &p.Minute, &p.Attempted, &p.Delivered, &p.Succeeded)
 		return p, err
 	})
+}
+
+var qAgentRecovery = queries.Must("AgentRecovery")
+
+// Recovery is how fast an agent came back: from DOWN or HEALTH_DEGRADED to
+// HEALTHY or HEALTH_RECOVERED (view reach_recovery).
+type Recovery struct {
+	LastRecoveredAt *time.Time `json:"last_recovered_at"`
+	LastMS          *float64   `json:"last_ms"`
+	Mean24hMS       *float64   `json:"mean_24h_ms"`
+	Recoveries24h   int        `json:"recoveries_24h"`
+}
+
+// RecoveryOf answers the agent's time to recover; all empty when it never
+// recovered from anything.
+func RecoveryOf(ctx context.Context, q eventstore.Querier, namespace, agentID string) (Recovery, error) {
+	var r Recovery
+	err := q.QueryRow(ctx, qAgentRecovery, namespace, agentID).Scan(&r.LastRecoveredAt, &r.LastMS, &r.Mean24hMS, &r.Recoveries24h)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Recovery{}, nil
+	}
+	if err != nil {
+		return Recovery{}, fmt.Errorf("recovery of agent %s/%s: %w", namespace, agentID, err)
+	}
+	return r, nil
 }

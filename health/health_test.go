@@ -116,3 +116,33 @@ func TestHonestFigures(t *testing.T) {
 	require.False(t, verdicts[domain.AgentKey{Namespace: "a", ID: "async"}].Below, "an all-success async agent is not degraded")
 	require.True(t, verdicts[domain.AgentKey{Namespace: "a", ID: "own-failures"}].Below)
 }
+
+// Time to recover: from DOWN or HEALTH_DEGRADED to HEALTHY or
+// HEALTH_RECOVERED, an outage measured from its first bad mark.
+func TestRecovery(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	r, err := RecoveryOf(ctx, pool, "a", "x")
+	require.NoError(t, err)
+	require.Zero(t, r.Recoveries24h)
+	require.Nil(t, r.LastMS, "never recovered: no figure")
+	v, now := 0, time.Now()
+	mark := func(ago time.Duration, typ, to string) {
+		v++
+		_, err := pool.Exec(ctx, `INSERT INTO events (stream_id, version, type, data, recorded_at)
+			VALUES ('agent:a/x', $1, $2, jsonb_build_object('to', $3::text), $4)`, v, typ, to, now.Add(-ago))
+		require.NoError(t, err)
+	}
+	mark(3*time.Hour, "AGENT_STATE_CHANGED", "HEALTHY")
+	mark(2*time.Hour, "AGENT_STATE_CHANGED", "DOWN")
+	mark(2*time.Hour-time.Minute, "AGENT_STATE_CHANGED", "DOWN")      // the same outage
+	mark(2*time.Hour-3*time.Minute, "AGENT_STATE_CHANGED", "HEALTHY") // 3 min after it began
+	mark(time.Hour, "HEALTH_DEGRADED", "")
+	mark(time.Hour-time.Minute, "HEALTH_RECOVERED", "") // 1 min
+	r, err = RecoveryOf(ctx, pool, "a", "x")
+	require.NoError(t, err)
+	require.Equal(t, 2, r.Recoveries24h)
+	require.InDelta(t, 60_000, *r.LastMS, 1)
+	require.InDelta(t, 120_000, *r.Mean24hMS, 1, "(3 min + 1 min) / 2")
+}

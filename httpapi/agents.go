@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/health"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -81,8 +82,19 @@ type agentResponse struct {
 	FlapPenalty    float64 `json:"flap_penalty"`
 	// Hold is an operator's hold: "drain" or "down".
 	Hold string `json:"hold,omitempty"`
+	// Recovery is its time to recover (GET /v1/agents/{id} only).
+	Recovery *recoveryResponse `json:"recovery,omitempty"`
 	// SelfPreservation is the agent's namespace's open episode, if any.
 	SelfPreservation *preservationResponse `json:"self_preservation,omitempty"`
+}
+
+// recoveryResponse is how fast the agent came back from DOWN or
+// HEALTH_DEGRADED to HEALTHY or HEALTH_RECOVERED.
+type recoveryResponse struct {
+	LastRecoveredAt *time.Time `json:"last_recovered_at"`
+	LastMS          *float64   `json:"last_ms"`
+	Mean24hMS       *float64   `json:"mean_24h_ms"`
+	Recoveries24h   int        `json:"recoveries_24h"`
 }
 
 // healthReportResponse is an agent's own report of its health; a figure
@@ -432,6 +444,12 @@ func (s *Server) getAgent(c *gin.Context) {
 	if len(episodes) == 1 {
 		resp.SelfPreservation = &episodes[0]
 	}
+	rec, err := health.RecoveryOf(c.Request.Context(), s.deps.Pool, a.Namespace, a.AgentID)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	resp.Recovery = (*recoveryResponse)(&rec)
 	c.JSON(http.StatusOK, resp)
 }
 

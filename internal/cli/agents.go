@@ -39,9 +39,14 @@ type agentView struct {
 	Recent           *registry.Recent `json:"recent,omitempty"`
 	SelfPreservation *preservation    `json:"self_preservation,omitempty"`
 	Hold             string           `json:"hold,omitempty"`
-	RecentRestarts   int              `json:"recent_restarts"`
-	ProbesNeeded     int              `json:"probes_needed"`
-	FlapPenalty      float64          `json:"flap_penalty"`
+	Recovery         *struct {
+		LastMS        *float64 `json:"last_ms"`
+		Mean24hMS     *float64 `json:"mean_24h_ms"`
+		Recoveries24h int      `json:"recoveries_24h"`
+	} `json:"recovery,omitempty"`
+	RecentRestarts int     `json:"recent_restarts"`
+	ProbesNeeded   int     `json:"probes_needed"`
+	FlapPenalty    float64 `json:"flap_penalty"`
 }
 
 // preservation is a namespace's open self-preservation episode.
@@ -169,6 +174,14 @@ func Dig(ctx context.Context, env Env, args []string) error {
 	row := func(k, format string, v ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, v...)...) }
 	row("agent", "%s (namespace %s)", a.AgentID, a.Namespace)
 	row("state", "%s since %s", a.State, Ago(a.StateChangedAt))
+	if r := a.Recovery; r != nil && r.LastMS != nil {
+		mean := "-"
+		if r.Mean24hMS != nil {
+			mean = (time.Duration(*r.Mean24hMS) * time.Millisecond).Round(100 * time.Millisecond).String()
+		}
+		row("time to recover", "last %s, mean %s over %d recoveries in 24h",
+			(time.Duration(*r.LastMS) * time.Millisecond).Round(100*time.Millisecond), mean, r.Recoveries24h)
+	}
 	if a.RecentRestarts >= 3 {
 		row("flapping", "%d restarts in the last hour: %d probes in a row to leave PROBING, score %.1f now (halving every 10m)",
 			a.RecentRestarts, a.ProbesNeeded, -a.FlapPenalty)

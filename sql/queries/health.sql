@@ -20,3 +20,7 @@ WHERE r."window" = h.alert_window AND r.attempted >= h.alert_min_attempts;
 SELECT namespace, agent_id, bucket, sum(attempted)::int, sum(delivered)::int, sum(succeeded)::int
 FROM agent_stats_minute WHERE bucket >= date_trunc('minute', now()) - interval '1 hour' AND ($1 = '' OR namespace = $1)
 GROUP BY 1, 2, 3 ORDER BY 2, 1, 3;
+
+-- name: AgentRecovery
+-- An agent's time to recover: the last recovery and the mean over 24 hours; no row when it never recovered.
+SELECT last_recovered_at, last_ms, mean_24h_ms, recoveries_24h FROM reach_recovery WHERE namespace = $1 AND agent_id = $2;

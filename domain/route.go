@@ -192,6 +192,9 @@ type RouteResult struct {
 	// RolloutPercent) and the best canary took it: so a canary at p % gets
 	// about p % of the capability's traffic, not a share of a tie.
 	Canary bool `json:"canary,omitempty"`
+	// PolicyVersion is the version of the namespace's routing policy the
+	// decision used (0: the compiled-in one).
+	PolicyVersion int `json:"policy_version,omitempty"`
 }
 
 // routeTieEpsilon is how close two scores must be to count as a tie; scores

@@ -473,6 +473,10 @@ type routeResponse struct {
 	Rejected      []domain.RouteRejection `json:"rejected"`
 	AllAtCapacity bool                    `json:"all_at_capacity"`
 	SnapshotAt    time.Time               `json:"snapshot_at"`
+	// PolicyVersion is the namespace's routing policy version the route
+	// used (0: the compiled-in one).
+	PolicyVersion int  `json:"policy_version"`
+	Canary        bool `json:"canary,omitempty"`
 }
 
 func (s *Server) route(c *gin.Context) {
@@ -495,7 +499,7 @@ func (s *Server) route(c *gin.Context) {
 	res := s.deps.Registry.Snapshot().Route(req)
 	c.JSON(http.StatusOK, routeResponse{Capability: req.Capability, Namespace: req.Namespace, Chosen: res.Chosen,
 		Candidates: nonNilSlice(res.Candidates), Rejected: nonNilSlice(res.Rejected), AllAtCapacity: res.AllAtCapacity,
-		SnapshotAt: s.deps.Registry.Snapshot().LoadedAt()})
+		SnapshotAt: s.deps.Registry.Snapshot().LoadedAt(), PolicyVersion: res.PolicyVersion, Canary: res.Canary})
 }
 
 func nonNilSlice[T any](s []T) []T {

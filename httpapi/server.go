@@ -126,6 +126,8 @@ func New(deps Deps) *gin.Engine {
 	v1.DELETE("/keys/:key_id", admin, s.revokeKey)
 	v1.GET("/policies/approvals", admin, s.getApprovalPolicy)
 	v1.PUT("/policies/approvals", admin, s.setApprovalPolicy)
+	v1.GET("/policies/routing", admin, s.getRoutingPolicy)
+	v1.PUT("/policies/routing", admin, s.setRoutingPolicy)
 	if deps.Extra != nil {
 		deps.Extra(r, admin, everyNamespace)
 	}

@@ -109,13 +109,17 @@ func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
 // for an agent remembers when it began; a wait for a slot has no bound.
 func (s *Service) waitForAgent(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, atCapacity bool) error {
 	now := s.now().UTC()
-	t := domain.Timer{Attempt: job.Args.Attempt, Phase: domain.PhaseRetry, Due: now.Add(s.cfg.CapacityWait)}
+	wait := s.cfg.CapacityWait
+	if p := s.registry.Snapshot().Policy(l.Namespace); p.Version > 0 {
+		wait = p.CapacityWait() // the namespace's own routing policy
+	}
+	t := domain.Timer{Attempt: job.Args.Attempt, Phase: domain.PhaseRetry, Due: now.Add(wait)}
 	if !atCapacity {
 		t.WaitingSince = job.Args.WaitingSince
 		if t.WaitingSince.IsZero() {
 			t.WaitingSince = now
 		}
-		t.Due = now.Add(domain.RouteWaitInterval(now.Sub(t.WaitingSince), s.cfg.CapacityWait))
+		t.Due = now.Add(domain.RouteWaitInterval(now.Sub(t.WaitingSince), wait))
 	}
 	return s.waitOn(ctx, job, l, t)
 }

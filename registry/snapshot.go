@@ -38,6 +38,7 @@ type Snapshot struct {
 	breakers map[domain.AgentKey]domain.BreakerStatus
 	inFlight map[domain.AgentKey]int
 	index    *domain.RouteIndex
+	policies map[string]domain.RoutingPolicy // namespaces' own routing policies
 	loadedAt time.Time
 }
 
@@ -54,6 +55,13 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("snapshot: load agents: %w", err)
 	}
+	policies, err := s.loadPolicies(ctx)
+	if err != nil {
+		return fmt.Errorf("snapshot: load routing policies: %w", err)
+	}
+	s.mu.Lock()
+	s.policies = policies // the breakers below are judged by them
+	s.mu.Unlock()
 	samples, err := s.loadAttempts(ctx, now)
 	if err != nil {
 		return fmt.Errorf("snapshot: load attempts: %w", err)
@@ -104,6 +112,12 @@ func (s *Snapshot) loadAgents(ctx context.Context) (map[domain.AgentKey]*Agent, 
 // EvaluateBreaker).
 func (s *Snapshot) loadAttempts(ctx context.Context, now time.Time) (map[domain.AgentKey][]domain.AttemptSample, error) {
 	horizon := s.r.cfg.Breaker.Window + s.r.cfg.Breaker.CoolDown
+	s.mu.RLock()
+	for _, p := range s.policies {
+		b := p.Breaker()
+		horizon = max(horizon, b.Window+b.CoolDown)
+	}
+	s.mu.RUnlock()
 	samples := map[domain.AgentKey][]domain.AttemptSample{}
 	var id domain.AgentKey
 	var smp domain.AttemptSample
@@ -166,7 +180,7 @@ func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, s
 	breakers := make(map[domain.AgentKey]domain.BreakerStatus, len(agents))
 	view := make([]domain.RouteAgent, 0, len(agents))
 	for id, a := range agents {
-		b := domain.EvaluateBreaker(samples[id], now, s.r.cfg.Breaker)
+		b := domain.EvaluateBreaker(samples[id], now, s.breakerConfig(a.Namespace))
 		breakers[id] = b
 		n := max(inFlight[id], a.ReportedInFlight)
 		inFlight[id] = n
@@ -240,8 +254,24 @@ func (s *Snapshot) LoadedAt() time.Time {
 func (s *Snapshot) Route(req domain.RouteRequest) domain.RouteResult {
 	s.mu.RLock()
 	ix := s.index
+	cfg, version := s.r.cfg.Route, 0
+	if p, ok := s.policies[req.Namespace]; ok {
+		cfg, version = p.Route(), p.Version
+	}
 	s.mu.RUnlock()
-	return ix.Route(req, s.r.cfg.Route, rand.IntN)
+	res := ix.Route(req, cfg, rand.IntN)
+	res.PolicyVersion = version
+	return res
+}
+
+// breakerConfig is the breaker configuration of namespace ns.
+func (s *Snapshot) breakerConfig(ns string) domain.BreakerConfig {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if p, ok := s.policies[ns]; ok {
+		return p.Breaker()
+	}
+	return s.r.cfg.Breaker
 }
 
 // Skill is a capability that healthy agents of a namespace offer, with

@@ -585,3 +585,60 @@ func TestFlapDamping(t *testing.T) {
 	}
 	require.Less(t, flap, -15.0, "the penalty is in the route explanation")
 }
+
+// A namespace's routing policy is kept in the database, validated and
+// versioned; the router applies a change within a second, and /v1/route and
+// ROUTED name the version they used.
+func TestRoutingPolicyAtRunTime(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "pol-agent", "t.pol", 50, answer("SUCCESS", ""))
+	var p struct {
+		Version   int     `json:"version"`
+		WeightMax float64 `json:"weight_max"`
+		Exact     float64 `json:"exact_capability"`
+	}
+	getJSON(t, base+"/v1/policies/routing?namespace=default", http.StatusOK, &p)
+	require.Equal(t, 0, p.Version, "the compiled-in policy")
+	require.EqualValues(t, 20, p.WeightMax)
+
+	code, out := call(t, http.MethodPut, base+"/v1/policies/routing", "", `{"namespace":"default","exact_capability":40,"weight_max":0}`)
+	require.Equal(t, http.StatusOK, code, out)
+	require.NoError(t, jsonUnmarshal(out, &p))
+	require.Equal(t, 1, p.Version)
+
+	var rj struct {
+		PolicyVersion int `json:"policy_version"`
+		Candidates    []struct {
+			Score float64 `json:"score"`
+		} `json:"candidates"`
+	}
+	waitFor(t, 5*time.Second, "the new policy in the router", func() bool {
+		getJSON(t, base+"/v1/route?capability=t.pol", http.StatusOK, &rj)
+		return rj.PolicyVersion == 1
+	})
+	require.Len(t, rj.Candidates, 1)
+	require.InDelta(t, 40, rj.Candidates[0].Score, 1e-9, "exact 40, no weight term")
+
+	id := submitOK(t, base, `{"capability":"t.pol","payload":{}}`)
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 20*time.Second).Status)
+	var routed struct {
+		Route struct {
+			PolicyVersion int `json:"policy_version"`
+		} `json:"route"`
+	}
+	for _, e := range jobEvents(t, base, id) {
+		if e.Type == "ROUTED" {
+			require.NoError(t, json.Unmarshal(e.Data, &routed))
+		}
+	}
+	require.Equal(t, 1, routed.Route.PolicyVersion, "ROUTED names the policy version")
+
+	for _, bad := range []string{`{"namespace":"default","failure_threshold":2}`, `{"namespace":"default","weight_max":-1}`, `{"namespace":"default","nonsense":1}`} {
+		code, out := call(t, http.MethodPut, base+"/v1/policies/routing", "", bad)
+		require.Equal(t, http.StatusBadRequest, code, out)
+	}
+	getJSON(t, base+"/v1/policies/routing?namespace=default", http.StatusOK, &p)
+	require.Equal(t, 1, p.Version, "a refused policy changes nothing")
+}

@@ -269,6 +269,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return matrixCall{"DELETE", "/v1/keys/" + id, ""}
 		},
 		"GET /v1/policies/approvals": func() matrixCall { return matrixCall{"GET", "/v1/policies/approvals?namespace=a", ""} },
+		"GET /v1/policies/routing":   func() matrixCall { return matrixCall{"GET", "/v1/policies/routing?namespace=a", ""} },
+		"PUT /v1/policies/routing": func() matrixCall {
+			return matrixCall{"PUT", "/v1/policies/routing", `{"namespace":"a","weight_max":25}`}
+		},
 		"PUT /v1/policies/approvals": func() matrixCall {
 			return matrixCall{"PUT", "/v1/policies/approvals", `{"namespace":"a","patterns":["mx.risky*"]}`}
 		},

@@ -173,3 +173,20 @@ UPDATE agents SET probe_streak = $3 WHERE namespace = $1 AND agent_id = $2;
 -- name: SetBreakerOpen
 -- Records whether the agent's breaker is open, with the version of the event that said so.
 UPDATE agents SET breaker_open = $3, stream_version = $4 WHERE namespace = $1 AND agent_id = $2;
+
+-- name: LoadRoutingPolicies
+-- Every namespace's routing policy, for the snapshot.
+SELECT namespace, policy FROM routing_policies;
+
+-- name: LockRoutingPolicy
+-- A namespace's routing policy, locked for a change.
+SELECT policy FROM routing_policies WHERE namespace = $1 FOR UPDATE;
+
+-- name: UpsertRoutingPolicy
+-- Writes a namespace's new routing policy version.
+INSERT INTO routing_policies (namespace, version, policy) VALUES ($1, $2, $3)
+ON CONFLICT (namespace) DO UPDATE SET version = excluded.version, policy = excluded.policy, changed_at = now();
+
+-- name: RoutingPolicyOf
+-- A namespace's routing policy.
+SELECT policy FROM routing_policies WHERE namespace = $1;

@@ -17,6 +17,7 @@ type RoutingPolicy struct {
 	FailurePenalty     float64 `json:"failure_penalty"`
 	FailureThreshold   float64 `json:"failure_threshold"`
 	FailureMinAttempts int     `json:"failure_min_attempts"`
+	FailureWindowS     int     `json:"failure_window_s"`
 	SuspectPenalty     float64 `json:"suspect_penalty"`
 	BreakerErrorRate   float64 `json:"breaker_error_rate"`
 	BreakerWindowS     int     `json:"breaker_window_s"`
@@ -31,7 +32,7 @@ func DefaultRoutingPolicy() RoutingPolicy {
 	return RoutingPolicy{
 		ExactCapability: r.ExactMatch, AliasHit: r.AliasHit, HintSimilarityMax: r.TrigramMax, WeightMax: r.WeightMax,
 		LoadMax: r.LoadMax, FailurePenalty: r.FailurePenalty, FailureThreshold: r.FailureThreshold,
-		FailureMinAttempts: r.MinAttemptsForFailure, SuspectPenalty: r.SuspectPenalty,
+		FailureMinAttempts: r.MinAttemptsForFailure, FailureWindowS: 300, SuspectPenalty: r.SuspectPenalty,
 		BreakerErrorRate: 0.25, BreakerWindowS: 60, BreakerMinAttempts: 10, BreakerCoolDownS: 30, CapacityWaitMS: 250,
 	}
 }
@@ -60,7 +61,8 @@ func (p RoutingPolicy) Validate() error {
 	for _, f := range []struct {
 		name      string
 		v, lo, hi int
-	}{{"failure_min_attempts", p.FailureMinAttempts, 1, 10_000}, {"breaker_min_attempts", p.BreakerMinAttempts, 1, 10_000},
+	}{{"failure_min_attempts", p.FailureMinAttempts, 1, 10_000}, {"failure_window_s", p.FailureWindowS, 60, 3600},
+		{"breaker_min_attempts", p.BreakerMinAttempts, 1, 10_000},
 		{"breaker_window_s", p.BreakerWindowS, 1, 3600}, {"breaker_cool_down_s", p.BreakerCoolDownS, 1, 3600},
 		{"capacity_wait_ms", p.CapacityWaitMS, 10, 60_000}} {
 		if f.v < f.lo || f.v > f.hi {
@@ -81,6 +83,11 @@ func (p RoutingPolicy) Route() RouteConfig {
 func (p RoutingPolicy) Breaker() BreakerConfig {
 	return BreakerConfig{ErrorRate: p.BreakerErrorRate, Window: time.Duration(p.BreakerWindowS) * time.Second,
 		MinAttempts: p.BreakerMinAttempts, CoolDown: time.Duration(p.BreakerCoolDownS) * time.Second}
+}
+
+// FailureWindow is how far back the router's failure term looks.
+func (p RoutingPolicy) FailureWindow() time.Duration {
+	return time.Duration(p.FailureWindowS) * time.Second
 }
 
 // CapacityWait is how long a job waits before it looks for a slot again.

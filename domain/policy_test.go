@@ -23,6 +23,7 @@ func TestRoutingPolicy(t *testing.T) {
 		"breaker_window_s":     func(p *domain.RoutingPolicy) { p.BreakerWindowS = 0 },
 		"failure_min_attempts": func(p *domain.RoutingPolicy) { p.FailureMinAttempts = 0 },
 		"capacity_wait_ms":     func(p *domain.RoutingPolicy) { p.CapacityWaitMS = 5 },
+		"failure_window_s":     func(p *domain.RoutingPolicy) { p.FailureWindowS = 30 },
 	} {
 		p := d
 		mod(&p)

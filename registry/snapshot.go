@@ -138,18 +138,42 @@ type recentStats struct{ attempted, succeeded int }
 // the router's failure term: an agent whose success collapses loses
 // traffic.
 func (s *Snapshot) loadRecent(ctx context.Context, now time.Time) (map[domain.AgentKey]recentStats, error) {
+	// One read as far back as the longest namespace window; each
+	// namespace then counts its own window (its routing policy's).
+	s.mu.RLock()
+	policies := s.policies
+	s.mu.RUnlock()
+	longest := defaultFailureWindow
+	for _, p := range policies {
+		longest = max(longest, p.FailureWindow())
+	}
+	minute := now.Truncate(time.Minute)
 	recents := map[domain.AgentKey]recentStats{}
 	var id domain.AgentKey
-	var rc recentStats
-	rows, err := s.r.pool.Query(ctx, qSnapshotRecentStats, now)
+	var bucket time.Time
+	var attempted, succeeded int
+	rows, err := s.r.pool.Query(ctx, qSnapshotRecentStats, now, int(longest.Seconds()))
 	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &rc.attempted, &rc.succeeded}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &bucket, &attempted, &succeeded}, func() error {
+			window := defaultFailureWindow
+			if p, ok := policies[id.Namespace]; ok {
+				window = p.FailureWindow()
+			}
+			if bucket.Before(minute.Add(-window)) {
+				return nil
+			}
+			rc := recents[id]
+			rc.attempted, rc.succeeded = rc.attempted+attempted, rc.succeeded+succeeded
 			recents[id] = rc
 			return nil
 		})
 	}
 	return recents, err
 }
+
+// defaultFailureWindow is how far back the failure term looks for a
+// namespace without a routing policy of its own.
+const defaultFailureWindow = 5 * time.Minute
 
 // loadInFlight counts the jobs each agent holds delivered.
 func (s *Snapshot) loadInFlight(ctx context.Context) (map[domain.AgentKey]int, error) {

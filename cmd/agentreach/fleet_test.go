@@ -503,19 +503,24 @@ func TestBackpressure(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	require.Equal(t, "5", resp.Header.Get("Retry-After"))
-	var log struct {
-		Events []struct {
-			Type string `json:"type"`
-		} `json:"events"`
-	}
-	getJSON(t, base+"/v1/events?limit=1000", http.StatusOK, &log) // the log itself, not a read model
-	submitted := 0
-	for _, e := range log.Events {
-		if e.Type == "SUBMITTED" {
-			submitted++
+	submittedInLog := func() int { // the log itself, not a read model
+		var log struct {
+			Events []struct {
+				Type string `json:"type"`
+			} `json:"events"`
 		}
+		getJSON(t, base+"/v1/events?limit=1000", http.StatusOK, &log)
+		n := 0
+		for _, e := range log.Events {
+			if e.Type == "SUBMITTED" {
+				n++
+			}
+		}
+		return n
 	}
-	require.Equal(t, len(waiting), submitted, "a refused submit writes nothing")
+	// The global log shows a commit once every earlier one is visible too.
+	waitFor(t, 10*time.Second, "every accepted submit in the log", func() bool { return submittedInLog() >= len(waiting) })
+	require.Equal(t, len(waiting), submittedInLog(), "a refused submit writes nothing")
 
 	queueEvents := func() []string {
 		var evs struct {

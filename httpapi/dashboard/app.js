@@ -70,6 +70,21 @@ function operatorButton(a, action) {
   } }, action);
 }
 
+// weightButton changes an agent's routing weight at run time (PATCH, no
+// restart), recorded as AGENT_UPDATED.
+function weightButton(a) {
+  return el("button", { class: "op", "data-action": "weight", title: "change the weight of " + a.agent_id, onclick: async () => {
+    const w = window.prompt("weight of " + a.agent_id + " (1-100)", String(a.weight));
+    if (w === null) return;
+    try {
+      const path = "/v1/agents/" + encodeURIComponent(a.agent_id) + "?namespace=" + encodeURIComponent(a.namespace);
+      const r = await api(path, { method: "PATCH", body: JSON.stringify({ weight: Number(w) }) });
+      setStatus(a.agent_id + " weighs " + r.weight);
+      loadAgents();
+    } catch (e) { setStatus(e.message); }
+  } }, "weight " + a.weight);
+}
+
 async function loadAgents() {
   const win = $("#window").value;
   const [agents, metrics, series] = await Promise.all([api("/v1/agents"), api("/v1/metrics/agents?window=" + win), api("/v1/metrics/agents/series")]);
@@ -86,7 +101,7 @@ async function loadAgents() {
       el("td", {}, m.latency_p50_ms == null ? "–" : m.latency_p50_ms.toFixed(1) + " / " + m.latency_p95_ms.toFixed(1)),
       el("td", {}, pill(a.breaker.state)), el("td", {}, a.in_flight + (a.max_concurrent ? " / " + a.max_concurrent : "")),
       el("td", {}, ago(a.last_heartbeat_at)), el("td", {}, spark(points[a.agent_id])),
-      el("td", {}, ...["drain", "down", "up"].map((action) => operatorButton(a, action))));
+      el("td", {}, ...["drain", "down", "up"].map((action) => operatorButton(a, action)), weightButton(a)));
   });
   $("#agents-table tbody").replaceChildren(...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 11, class: "muted" }, "No agents registered yet."))]));
   const sp = agents.self_preservation || [];

@@ -127,9 +127,9 @@ FROM agents WHERE NOT deregistered;
 SELECT namespace, agent_id, at, ok FROM agent_attempts WHERE at > $1 ORDER BY at;
 
 -- name: SnapshotRecentStats
--- Each agent's attempts and successes over the five minutes before the minute of $1, for the router's failure term.
-SELECT namespace, agent_id, sum(attempted)::int, sum(succeeded)::int FROM agent_stats_minute
-WHERE bucket >= date_trunc('minute', $1::timestamptz) - interval '5 minutes' GROUP BY namespace, agent_id;
+-- Each agent's attempts and successes per minute over the $2 seconds before the minute of $1, for the router's failure term.
+SELECT namespace, agent_id, bucket, sum(attempted)::int, sum(succeeded)::int FROM agent_stats_minute
+WHERE bucket >= date_trunc('minute', $1::timestamptz) - $2::int * interval '1 second' GROUP BY namespace, agent_id, bucket;
 
 -- name: SnapshotInFlight
 -- How many attempts of any kind (inline calls, delivered, awaiting input) hold a slot of each agent.

@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -23,32 +22,7 @@ var ErrNotNow = domain.NewError(domain.ErrConflict, "the agent's state does not 
 // AGENT_STATE_CHANGED with the actor (md) and reason. An action its state
 // refuses is ErrNotNow; one that changes nothing records nothing.
 func (r *Registry) Operate(ctx context.Context, k domain.AgentKey, sig domain.AgentSignal, reason string, md domain.Metadata) (*Agent, error) {
-	var out *Agent
-	changed := false
-	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
-		a, err := r.load(ctx, tx, k, true)
-		if err != nil {
-			return err
-		}
-		if a.Deregistered {
-			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
-		}
-		out = a
-		lease, err := domain.ApplyAgentSignal(a.lease(), sig, r.now().UTC())
-		if errors.Is(err, domain.ErrIllegalAgentTransition) {
-			return fmt.Errorf("%s agent %s in %s: %w", sig, k, a.State, ErrNotNow)
-		}
-		if err != nil || lease.State == a.State && lease.ProbeOK == a.ProbeOK && lease.Hold == a.Hold {
-			return err
-		}
-		out, err = r.applyStateTx(ctx, tx, a, lease, sig, reason, md)
-		changed = err == nil
-		return err
-	})
-	if changed {
-		r.changed(ctx)
-	}
-	return out, err
+	return r.applySignal(ctx, k, "", sig, reason, md, true)
 }
 
 // Update changes a running agent's settings (weight, rollout_percent,

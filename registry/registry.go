@@ -673,6 +673,14 @@ func (r *Registry) Deregister(ctx context.Context, k domain.AgentKey, md domain.
 // With instance set, a signal about an earlier instance is dropped. An
 // illegal pair is dropped too (a stale fact), returning the agent unchanged.
 func (r *Registry) signal(ctx context.Context, k domain.AgentKey, instance string, sig domain.AgentSignal, reason string, md domain.Metadata) (*Agent, error) {
+	return r.applySignal(ctx, k, instance, sig, reason, md, false)
+}
+
+// applySignal is signal; strict (an operator's action) answers a
+// deregistered agent with ErrNotFound and a state that refuses the signal
+// with ErrNotNow, where signal drops both as stale facts.
+func (r *Registry) applySignal(ctx context.Context, k domain.AgentKey, instance string, sig domain.AgentSignal, reason string,
+	md domain.Metadata, strict bool) (*Agent, error) {
 	var out *Agent
 	changed := false
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
@@ -681,15 +689,22 @@ func (r *Registry) signal(ctx context.Context, k domain.AgentKey, instance strin
 			return err
 		}
 		out = a
-		if a.Deregistered || (instance != "" && a.InstanceID != instance) {
+		switch {
+		case a.Deregistered && strict:
+			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
+		case a.Deregistered, instance != "" && a.InstanceID != instance:
 			return nil
 		}
 		lease, err := domain.ApplyAgentSignal(a.lease(), sig, r.now().UTC())
-		if errors.Is(err, domain.ErrIllegalAgentTransition) || lease.State == a.State && lease.ProbeOK == a.ProbeOK && lease.Hold == a.Hold {
+		switch {
+		case errors.Is(err, domain.ErrIllegalAgentTransition) && strict:
+			return fmt.Errorf("%s agent %s in %s: %w", sig, k, a.State, ErrNotNow)
+		case errors.Is(err, domain.ErrIllegalAgentTransition):
 			return nil
-		}
-		if err != nil {
+		case err != nil:
 			return err
+		case lease.State == a.State && lease.ProbeOK == a.ProbeOK && lease.Hold == a.Hold:
+			return nil
 		}
 		out, err = r.applyStateTx(ctx, tx, a, lease, sig, reason, md)
 		changed = err == nil

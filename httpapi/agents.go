@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 
@@ -220,7 +221,8 @@ func decodeError(err error, required bool) error {
 	case errors.As(err, &maxErr):
 		return err
 	case errors.As(err, &typeErr):
-		return Invalid(typeErr.Field, "%s must be a JSON %s", typeErr.Field, typeErr.Type.String())
+		field := jsonField(typeErr.Field)
+		return Invalid(field, "%s must be a JSON %s", field, typeErr.Type.String())
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return Invalid(field, "unknown field %q", field)
@@ -534,4 +536,18 @@ func (s *Server) rotateToken(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"agent_id": id, "token": token, "previous_valid_until": until})
+}
+
+// jsonField is a decoder's field path as the client wrote it: the names of
+// embedded Go structs ("RoutingPolicy.weight_max") are not in the JSON.
+func jsonField(path string) string {
+	parts := strings.Split(path, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && unicode.IsUpper(rune(p[0])) {
+			continue // an embedded struct's type name
+		}
+		out = append(out, p)
+	}
+	return strings.Join(out, ".")
 }

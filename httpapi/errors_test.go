@@ -70,3 +70,10 @@ func TestErrorKinds(t *testing.T) {
 		require.Contains(t, statusOf, k.code)
 	}
 }
+
+func TestJSONFieldDropsEmbeddedTypeNames(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "weight_max", jsonField("RoutingPolicy.weight_max"))
+	require.Equal(t, "payload.k", jsonField("payload.k"))
+	require.Equal(t, "constraints.protocol_versions", jsonField("constraints.protocol_versions"))
+}

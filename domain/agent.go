@@ -48,6 +48,9 @@ const (
 	SignalRegistered AgentSignal = "registered"
 	// SignalProbeSucceeded is a health probe that got a good answer.
 	SignalProbeSucceeded AgentSignal = "probe_succeeded"
+	// SignalClaimed is a pull agent's claim: like a successful probe, it
+	// proves the agent can serve (its first claim makes it HEALTHY).
+	SignalClaimed AgentSignal = "claimed"
 	// SignalProbeFailed is a health probe that did not.
 	SignalProbeFailed AgentSignal = "probe_failed"
 	// SignalHeartbeat is an on-time heartbeat: the lease is renewed.
@@ -127,6 +130,7 @@ func (e *AgentTransitionError) Unwrap() error { return ErrIllegalAgentTransition
 var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 	AgentProbing: {
 		SignalProbeSucceeded: AgentHealthy,
+		SignalClaimed:        AgentHealthy,
 		SignalProbeFailed:    AgentProbing, // retried later; still no traffic
 		SignalHeartbeat:      AgentProbing, // alive, but not proved yet
 		SignalHeartbeatLate:  AgentProbing,
@@ -140,6 +144,7 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 	},
 	AgentHealthy: {
 		SignalProbeSucceeded: AgentHealthy,
+		SignalClaimed:        AgentHealthy,
 		SignalProbeFailed:    AgentSuspect,
 		SignalHeartbeat:      AgentHealthy,
 		SignalHeartbeatLate:  AgentSuspect,
@@ -153,6 +158,7 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 	},
 	AgentSuspect: {
 		SignalProbeSucceeded: AgentHealthy,
+		SignalClaimed:        AgentSuspect, // the lease, not claims, decides SUSPECT
 		SignalProbeFailed:    AgentSuspect, // the lease, not probes, decides DOWN
 		SignalHeartbeat:      AgentHealthy,
 		SignalHeartbeatLate:  AgentSuspect,
@@ -314,7 +320,7 @@ func ApplyAgentSignal(l AgentLease, sig AgentSignal, at time.Time) (AgentLease, 
 		if l.Hold == HoldDown {
 			return l, nil // alive, but confirmed down until brought up
 		}
-	case SignalProbeSucceeded:
+	case SignalProbeSucceeded, SignalClaimed:
 		l.ProbeOK = true
 	case SignalDrain:
 		l.Hold = HoldDrain

@@ -20,7 +20,7 @@ var allAgentSignals = []domain.AgentSignal{
 	domain.SignalRegistered, domain.SignalProbeSucceeded, domain.SignalProbeFailed,
 	domain.SignalHeartbeat, domain.SignalHeartbeatLate, domain.SignalLeaseExpired,
 	domain.SignalBreakerOpened, domain.SignalBreakerClosed, domain.SignalOffline,
-	domain.SignalDeregistered, domain.SignalDrain, domain.SignalConfirmDown, domain.SignalUp,
+	domain.SignalDeregistered, domain.SignalDrain, domain.SignalConfirmDown, domain.SignalUp, domain.SignalClaimed,
 }
 
 // TestAgentTransitionExhaustive checks every (state, signal) pair against a
@@ -42,18 +42,21 @@ func TestAgentTransitionExhaustive(t *testing.T) {
 			domain.SignalHeartbeat: P, domain.SignalHeartbeatLate: P, domain.SignalLeaseExpired: D,
 			domain.SignalBreakerOpened: P, domain.SignalBreakerClosed: P, domain.SignalOffline: O,
 			domain.SignalDeregistered: Dr, domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: H,
+			domain.SignalClaimed: H, // a pull agent's first claim proves it
 		},
 		H: {
 			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: S,
 			domain.SignalHeartbeat: H, domain.SignalHeartbeatLate: S, domain.SignalLeaseExpired: D,
 			domain.SignalBreakerOpened: S, domain.SignalBreakerClosed: H, domain.SignalOffline: O,
 			domain.SignalDeregistered: Dr, domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: H,
+			domain.SignalClaimed: H,
 		},
 		S: {
 			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: S,
 			domain.SignalHeartbeat: H, domain.SignalHeartbeatLate: S, domain.SignalLeaseExpired: D,
 			domain.SignalBreakerOpened: S, domain.SignalBreakerClosed: H, domain.SignalOffline: O,
 			domain.SignalDeregistered: Dr, domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: S,
+			domain.SignalClaimed: S,
 		},
 		D: {
 			domain.SignalRegistered: P, domain.SignalHeartbeat: P, domain.SignalHeartbeatLate: D,

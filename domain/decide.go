@@ -54,8 +54,8 @@ type AttemptPolicy struct {
 // retryAfter is the agent's Retry-After, if any.
 func FailAttempt(j *Job, failure func(retryAt time.Time) Event, retryAfter time.Duration, now time.Time, jitter float64, md Metadata, reason string) ([]Event, Effects) {
 	fx := Effects{ClearTimer: true, Callback: true}
-	if j.Attempts < j.MaxAttempts {
-		at := now.Add(RetryAfter(Backoff(j.Attempts+1, j.BackoffBase(), j.BackoffMax(), jitter), retryAfter))
+	if j.CanRetry() {
+		at := now.Add(RetryAfter(Backoff(j.Spent()+1, j.BackoffBase(), j.BackoffMax(), jitter), retryAfter))
 		fx.Dispatch = &NextDispatch{Attempt: j.Attempts + 1, At: at}
 		return []Event{failure(at)}, fx
 	}
@@ -68,7 +68,7 @@ func FailAttempt(j *Job, failure func(retryAt time.Time) Event, retryAfter time.
 // no attempts left it is dead-lettered.
 func Reroute(j *Job, failure func(retryAt time.Time) Event, now time.Time, md Metadata, reason string) ([]Event, Effects) {
 	fx := Effects{ClearTimer: true, Callback: true}
-	if j.Attempts < j.MaxAttempts {
+	if j.CanRetry() {
 		fx.Dispatch = &NextDispatch{Attempt: j.Attempts + 1, At: now}
 		return []Event{failure(now)}, fx
 	}
@@ -306,6 +306,8 @@ func DueTimer(j *Job, t Timer, lastRouted bool, callbackMax int, now time.Time, 
 		}, 0, now, jitter, md, "timeout")
 		fx.Sample = &Sample{AgentID: j.AgentID, At: now, OK: false}
 		return TimerDecision{Do: TimerAppend, Report: "timeout", Events: evs, Effects: fx}
+	case t.Phase == PhaseInbox && j.Status == StatusSubmitted && lastRouted && j.Attempts == t.Attempt:
+		return notClaimed(j, t, now, md)
 	case t.Phase == PhaseRouted && j.Status == StatusSubmitted && lastRouted && j.Attempts == t.Attempt:
 		evs, fx := FailAttempt(j, func(at time.Time) Event {
 			return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: t.Attempt, AgentID: j.AgentID,

@@ -24,6 +24,9 @@ type Timer struct {
 	Phase      TimerPhase
 	Due        time.Time
 	RiverJobID int64
+	// Namespace is the agent's namespace, for an inbox timer (PhaseInbox):
+	// the inbox is the agent's timers of that phase.
+	Namespace string
 	// WaitingSince is when the attempt began waiting for a routable agent
 	// (zero: it is not waiting for one); a wait is bounded by route_wait_ms.
 	WaitingSince time.Time

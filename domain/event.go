@@ -179,6 +179,9 @@ type SweepReported struct {
 	Lost              []string `json:"lost,omitempty"`
 	Redispatched      []string `json:"redispatched,omitempty"`
 	CallbacksRequeued []string `json:"callbacks_requeued,omitempty"`
+	// NotClaimed are attempts a pull agent did not claim in time, routed
+	// again.
+	NotClaimed []string `json:"not_claimed,omitempty"`
 }
 
 // Metadata travels with every event: who caused it and within which trace.

@@ -200,6 +200,9 @@ type Delivered struct {
 	LatencyMS float64   `json:"latency_ms"`
 	// RemoteTaskID is the A2A agent's task id for the attempt, if any.
 	RemoteTaskID string `json:"remote_task_id,omitempty"`
+	// Claimed: a pull agent claimed the attempt from its inbox; the
+	// claim is the delivery, and LatencyMS the time it waited there.
+	Claimed bool `json:"claimed,omitempty"`
 }
 
 // AwaitingInput is the data of an AWAITING_INPUT event.
@@ -317,7 +320,21 @@ type Job struct {
 	// (DELIVERED, AWAITING_INPUT), cleared when the attempt ends (a failed
 	// attempt, TIMEOUT, an outcome, a cancel, the dead letter).
 	SlotHolder string
+	// Claimed: the latest attempt was claimed by a pull agent (its
+	// DELIVERED is the claim).
+	Claimed bool
+	// Unspent counts the attempts that did not count against max_attempts:
+	// those a pull agent never claimed or gave back unstarted (at most
+	// MaxAttempts of them, so a job cannot bounce for ever).
+	Unspent int
 }
+
+// Attempt-failure reasons of attempts a pull agent never started: they
+// are routed again at once and spend no attempt (Job.Unspent).
+const (
+	ReasonNotClaimed = "not_claimed"
+	ReasonReleased   = "released"
+)
 
 // Attempt-failure reasons that mean the agent refused the job, so it is
 // routed again at once to another agent.
@@ -326,8 +343,12 @@ const (
 	ReasonIncompatible = "a2a_incompatible"
 )
 
+// Spent is how many attempts count against max_attempts: those started
+// less those a pull agent never started.
+func (j *Job) Spent() int { return j.Attempts - j.Unspent }
+
 // CanRetry reports whether another attempt is allowed.
-func (j *Job) CanRetry() bool { return j.Attempts < j.MaxAttempts }
+func (j *Job) CanRetry() bool { return j.Spent() < j.MaxAttempts }
 
 // Apply folds one event into the job. It refuses, without changing j, an
 // event that may not follow the current status (ErrIllegalTransition) or
@@ -359,7 +380,7 @@ func (j *Job) applyData(e Event) error {
 		return applyAs(e, j.onRouted)
 	case EventDelivered:
 		return applyAs(e, func(d Delivered) {
-			j.Delivered, j.Deadline, j.RemoteTaskID = true, d.Deadline, d.RemoteTaskID
+			j.Delivered, j.Deadline, j.RemoteTaskID, j.Claimed = true, d.Deadline, d.RemoteTaskID, d.Claimed
 		})
 	case EventAwaitingInput:
 		j.Deadline = time.Time{}
@@ -404,7 +425,7 @@ func applyAs[T any](e Event, apply func(T)) error {
 }
 
 func (j *Job) onRouted(d Routed) {
-	j.Attempts, j.AgentID, j.Delivered, j.SlotHolder = d.Attempt, d.AgentID, false, d.AgentID
+	j.Attempts, j.AgentID, j.Delivered, j.SlotHolder, j.Claimed = d.Attempt, d.AgentID, false, d.AgentID, false
 	if j.AttemptAgents == nil {
 		j.AttemptAgents = map[int]string{}
 	} else {
@@ -423,6 +444,9 @@ func (j *Job) onAttemptFailed(d AttemptFailed) {
 	}
 	if d.Error != "" {
 		j.Error = d.Reason + ": " + d.Error
+	}
+	if (d.Reason == ReasonNotClaimed || d.Reason == ReasonReleased) && j.Unspent < j.MaxAttempts {
+		j.Unspent++
 	}
 }
 

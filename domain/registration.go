@@ -47,6 +47,16 @@ const (
 	ProtocolA2A  = "a2a"
 )
 
+// How an agent gets its work.
+const (
+	// ModePush: Agent-Reach POSTs each delivery to the agent's endpoint.
+	ModePush = "push"
+	// ModePull: the agent has no endpoint; it claims its deliveries
+	// (POST /v1/agents/{id}/claim). It needs no probe: its first claim
+	// proves it can serve and makes it HEALTHY.
+	ModePull = "pull"
+)
+
 // Registration limits and defaults.
 const (
 	DefaultNamespace      = "default"
@@ -70,6 +80,9 @@ type AgentRegistration struct {
 	Endpoint     string   `json:"endpoint"`
 	HealthURL    string   `json:"health_url,omitempty"`
 	Protocol     string   `json:"protocol"`
+	// Mode is how the agent gets its work: ModePush (the default) or
+	// ModePull.
+	Mode string `json:"mode,omitempty"`
 	// ProtocolVersion is the version of its protocol the agent speaks
 	// ("1.0" for A2A v1.0); a caller may require one (constraints).
 	ProtocolVersion string         `json:"protocol_version,omitempty"`
@@ -195,20 +208,8 @@ func (r *AgentRegistration) Normalize() error {
 			return fieldErr("aliases", "each alias must be 1-%d characters", MaxCapabilityLength)
 		}
 	}
-	if err := ValidateHTTPURL("endpoint", r.Endpoint); err != nil {
+	if err := r.normalizeReach(); err != nil {
 		return err
-	}
-	if r.HealthURL != "" {
-		if err := ValidateHTTPURL("health_url", r.HealthURL); err != nil {
-			return err
-		}
-	}
-	switch r.Protocol {
-	case "":
-		r.Protocol = ProtocolHTTP
-	case ProtocolHTTP, ProtocolA2A:
-	default:
-		return fieldErr("protocol", "must be http or a2a")
 	}
 	if len(r.ProtocolVersion) > 32 || !versionTextRe.MatchString(r.ProtocolVersion) {
 		return fieldErr("protocol_version", "must be at most 32 letters, digits, '.', '-' or '+', e.g. 1.0")
@@ -236,6 +237,48 @@ func (r *AgentRegistration) Normalize() error {
 	}
 	return nil
 }
+
+// normalizeReach checks how the agent is reached: a push agent has an
+// endpoint (and may have a health URL) and speaks http or a2a; a pull agent
+// has neither URL and speaks http (the Reach envelope).
+func (r *AgentRegistration) normalizeReach() error {
+	switch r.Mode {
+	case "":
+		r.Mode = ModePush
+	case ModePush, ModePull:
+	default:
+		return fieldErr("mode", "must be push or pull")
+	}
+	if r.Protocol == "" {
+		r.Protocol = ProtocolHTTP
+	}
+	if r.Protocol != ProtocolHTTP && r.Protocol != ProtocolA2A {
+		return fieldErr("protocol", "must be http or a2a")
+	}
+	if r.Mode == ModePull {
+		switch {
+		case r.Endpoint != "":
+			return fieldErr("endpoint", "must be empty for a pull agent: it claims its work (POST /v1/agents/{id}/claim)")
+		case r.HealthURL != "":
+			return fieldErr("health_url", "must be empty for a pull agent: its claims prove it alive")
+		case r.Protocol != ProtocolHTTP:
+			return fieldErr("protocol", "must be http for a pull agent: claims answer Reach envelopes")
+		}
+		return nil
+	}
+	if err := ValidateHTTPURL("endpoint", r.Endpoint); err != nil {
+		return err
+	}
+	if r.HealthURL != "" {
+		if err := ValidateHTTPURL("health_url", r.HealthURL); err != nil {
+			return err // not a typed nil
+		}
+	}
+	return nil
+}
+
+// Pull reports whether the agent claims its work.
+func (r *AgentRegistration) Pull() bool { return r.Mode == ModePull }
 
 func dedupe(in []string) []string {
 	seen := make(map[string]bool, len(in))

@@ -71,6 +71,9 @@ const (
 	// PhaseRouted: an attempt was routed; due when its dispatcher should
 	// have recorded an outcome.
 	PhaseRouted TimerPhase = "routed"
+	// PhaseInbox: an attempt routed to a pull agent waits in its inbox;
+	// due when it should have been claimed (the claim timeout).
+	PhaseInbox TimerPhase = "inbox"
 	// PhaseDelivered: an agent holds the attempt; due at its deadline.
 	PhaseDelivered TimerPhase = "delivered"
 	// PhaseRetry: the next attempt waits for its backoff.

@@ -77,3 +77,42 @@ func Notify(ctx context.Context, pool *pgxpool.Pool, channel string, pokes <-cha
 		}
 	}
 }
+
+// ListenPayloads holds one pooled connection LISTENing on channel until ctx
+// ends and hands each notification's payload to got. After the connection
+// fails (and once at start, when nothing can have been missed yet) it
+// calls got with "" : "anything may have been missed", so readers look
+// again. It pauses a second between attempts.
+func ListenPayloads(ctx context.Context, pool *pgxpool.Pool, channel string, logger *slog.Logger, got func(payload string)) {
+	for ctx.Err() == nil {
+		err := listenPayloadsOnce(ctx, pool, channel, got)
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Warn("listener restarting", "channel", channel, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func listenPayloadsOnce(ctx context.Context, pool *pgxpool.Pool, channel string, got func(string)) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return err
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *") }()
+	got("")
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		got(n.Payload)
+	}
+}

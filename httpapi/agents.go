@@ -26,6 +26,8 @@ type registerRequest struct {
 	Endpoint     string   `json:"endpoint"`
 	HealthURL    string   `json:"health_url"`
 	Protocol     string   `json:"protocol"`
+	// Mode is push (the default) or pull (no endpoint: it claims its work).
+	Mode string `json:"mode"`
 	// ProtocolVersion is the version of its protocol the agent speaks.
 	ProtocolVersion string         `json:"protocol_version"`
 	Weight          *int           `json:"weight"`
@@ -55,6 +57,7 @@ type agentResponse struct {
 	Endpoint         string          `json:"endpoint"`
 	HealthURL        string          `json:"health_url,omitempty"`
 	Protocol         string          `json:"protocol"`
+	Mode             string          `json:"mode"`
 	ProtocolVersion  string          `json:"protocol_version"`
 	Weight           int             `json:"weight"`
 	MaxConcurrent    int             `json:"max_concurrent"`
@@ -83,6 +86,9 @@ type agentResponse struct {
 	FlapPenalty    float64 `json:"flap_penalty"`
 	// Hold is an operator's hold: "drain" or "down".
 	Hold string `json:"hold,omitempty"`
+	// InboxDepth is how many attempts wait in a pull agent's inbox,
+	// unclaimed (pull agents only, in GET /v1/agents and /v1/agents/{id}).
+	InboxDepth *int `json:"inbox_depth,omitempty"`
 	// Recovery is its time to recover (GET /v1/agents/{id} only).
 	Recovery *recoveryResponse `json:"recovery,omitempty"`
 	// SelfPreservation is the agent's namespace's open episode, if any.
@@ -147,7 +153,7 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 	}
 	return agentResponse{
 		AgentID: a.AgentID, Namespace: a.Namespace, Capabilities: nonNil(a.Capabilities), Aliases: nonNil(a.Aliases),
-		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, ProtocolVersion: a.ProtocolVersion, Weight: a.Weight,
+		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, Mode: a.Mode, ProtocolVersion: a.ProtocolVersion, Weight: a.Weight,
 		MaxConcurrent: a.MaxConcurrent, Version: a.Version, RolloutPercent: a.RolloutPercent, TTLSeconds: a.TTLSeconds,
 		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), Hold: a.Hold, InstanceID: a.InstanceID,
 		RecentRestarts: a.RecentRestarts, ProbesNeeded: domain.ProbesNeeded(a.RecentRestarts),
@@ -254,8 +260,8 @@ func registration(req registerRequest) domain.AgentRegistration {
 	reg := domain.AgentRegistration{
 		AgentID: req.AgentID, Namespace: req.Namespace, Capabilities: req.Capabilities, Aliases: req.Aliases,
 		Endpoint: req.Endpoint, HealthURL: req.HealthURL, Protocol: req.Protocol, ProtocolVersion: req.ProtocolVersion,
-		MaxConcurrent: req.MaxConcurrent,
-		Version:       req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
+		Mode: req.Mode, MaxConcurrent: req.MaxConcurrent,
+		Version: req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
 		Context: req.Context, Metadata: req.Metadata, Weight: domain.DefaultWeight,
 	}
 	if req.Weight != nil {
@@ -287,6 +293,10 @@ func (s *Server) registerAgent(c *gin.Context) {
 	reg := registration(req)
 	var a *registry.Agent
 	var token string
+	if req.CardURL != "" && req.Mode == domain.ModePull {
+		_ = c.Error(Invalid("mode", "mode pull takes no card_url: a pull agent has no endpoint for a card to name"))
+		return
+	}
 	if req.CardURL != "" {
 		a, token, err = s.deps.Registry.RegisterCard(c.Request.Context(), req.CardURL, reg, s.meta(c, principal(c).Actor()))
 	} else {
@@ -367,6 +377,12 @@ func (s *Server) offline(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
+	if a.Pull() { // what waits in its inbox goes to other agents now
+		if _, err := s.deps.Jobs.Release(c.Request.Context(), a, nil, ""); err != nil {
+			_ = c.Error(err)
+			return
+		}
+	}
 	c.JSON(http.StatusOK, s.agentResponse(a))
 }
 
@@ -388,6 +404,11 @@ func (s *Server) listAgents(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
+	depths, err := s.deps.Jobs.InboxDepths(c.Request.Context())
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
 	out := make([]agentResponse, len(agents))
 	namespaces := []string{}
 	if ns != "" {
@@ -395,6 +416,9 @@ func (s *Server) listAgents(c *gin.Context) {
 	}
 	for i, a := range agents {
 		out[i] = s.agentResponse(a)
+		if a.Pull() {
+			out[i].InboxDepth = new(depths[a.Key()])
+		}
 		namespaces = append(namespaces, a.Namespace)
 	}
 	episodes, err := s.openPreservations(c.Request.Context(), namespaces...)
@@ -438,6 +462,14 @@ func (s *Server) getAgent(c *gin.Context) {
 	resp := s.agentResponse(a)
 	r := toRecent(recent)
 	resp.Recent = &r
+	if a.Pull() {
+		depths, err := s.deps.Jobs.InboxDepths(c.Request.Context())
+		if err != nil {
+			_ = c.Error(err)
+			return
+		}
+		resp.InboxDepth = new(depths[a.Key()])
+	}
 	episodes, err := s.openPreservations(c.Request.Context(), a.Namespace)
 	if err != nil {
 		_ = c.Error(err)

@@ -35,6 +35,8 @@ const (
 	CodeUnavailable      Code = "unavailable"
 	CodeHeadersTooLarge  Code = "headers_too_large"
 	CodeInternal         Code = "internal"
+	// CodeNotPull: a claim or release by an agent registered in push mode.
+	CodeNotPull Code = "not_pull"
 )
 
 // statusOf is the one place where error codes meet HTTP statuses.
@@ -51,6 +53,7 @@ var statusOf = map[Code]int{
 	CodeUnavailable:      http.StatusServiceUnavailable,
 	CodeHeadersTooLarge:  http.StatusRequestHeaderFieldsTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
+	CodeNotPull:          http.StatusConflict,
 }
 
 // Error is an API error: a code, a message for people and, for bad input,
@@ -123,6 +126,8 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodeOverloaded, Message: err.Error(), RetryAfter: 5}
 	case errors.Is(err, jobs.ErrFanout):
 		return &Error{Code: CodeFanoutExceeded, Field: "parent_job_id", Message: err.Error()}
+	case errors.Is(err, registry.ErrNotPull):
+		return &Error{Code: CodeNotPull, Message: err.Error()}
 	case errors.Is(err, registry.ErrAmbiguous):
 		return &Error{Code: CodeConflict, Field: "namespace", Message: "this agent id is in several namespaces: name one with ?namespace="}
 	case errors.Is(err, registry.ErrUnauthenticated):

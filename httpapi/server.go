@@ -147,6 +147,8 @@ func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
 	v1.POST("/agents/:agent_id/up", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalUp))
 	v1.PUT("/agents/:agent_id/heartbeat", s.agentRate, s.heartbeat) // agent token
 	v1.POST("/agents/:agent_id/offline", s.agentRate, s.offline)    // agent token
+	v1.POST("/agents/:agent_id/claim", s.agentRate, s.claim)        // agent token
+	v1.POST("/agents/:agent_id/release", s.agentRate, s.release)    // agent token
 	v1.POST("/agents/:agent_id/token:rotate", s.agentRate, s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
 	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
 }

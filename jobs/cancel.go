@@ -22,7 +22,7 @@ const CancelNoticesKey = "cancel_notices"
 // background: the job is CANCELLED already, and a late result is recorded
 // as a duplicate.
 func (s *Service) cancelNotice(ctx context.Context, a *registry.Agent, l *Loaded) {
-	if on, _ := a.Metadata[CancelNoticesKey].(bool); !on {
+	if on, _ := a.Metadata[CancelNoticesKey].(bool); !on || a.Pull() {
 		return
 	}
 	body, _ := json.Marshal(map[string]any{"job_id": l.JobID, "attempt": l.Attempts, "capability": l.Capability, "cancelled": true})

@@ -78,6 +78,13 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	if agent == nil {
 		return s.noAgent(ctx, job, l, routed, md)
 	}
+	if agent.Pull() {
+		err := s.toInbox(ctx, job, l, agent, routed)
+		if errors.Is(err, errNoSlot) {
+			return s.waitForAgent(ctx, job, l, true)
+		}
+		return err
+	}
 	deadline, err := s.recordRouted(ctx, l, agent, routed)
 	if errors.Is(err, errNoSlot) {
 		return s.waitForAgent(ctx, job, l, true) // another process took the last slot first
@@ -258,7 +265,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 		return s.deliverA2A(ctx, a, l, attempt, deadline)
 	}
 	body, _ := json.Marshal(Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
-		Attempt: attempt, Deadline: deadline, ResultURL: s.cfg.PublicURL + "/v1/jobs/" + l.JobID + "/result"})
+		Attempt: attempt, Deadline: deadline, ResultURL: s.resultURL(l.JobID)})
 	ctx, wait, wrote, end := s.deliveryCtx(ctx, "deliver", a, l, attempt, deadline)
 	defer end()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Endpoint, bytes.NewReader(body))

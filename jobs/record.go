@@ -88,7 +88,7 @@ func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t dom
 	if !t.WaitingSince.IsZero() {
 		since = &t.WaitingSince
 	}
-	_, err := tx.Exec(ctx, qSetJobTimer, jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj, since)
+	_, err := tx.Exec(ctx, qSetJobTimer, jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj, since, t.Namespace)
 	if err != nil {
 		return fmt.Errorf("set timer of job %s: %w", jobID, err)
 	}

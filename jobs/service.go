@@ -106,6 +106,10 @@ type Config struct {
 	// (SSRF): callback URLs are checked at submit and every connection at
 	// connect time. Nil means netguard.DefaultPolicy.
 	Guard *netguard.Policy
+	// ClaimTimeout is how long an attempt waits in a pull agent's inbox
+	// before it is routed again to another agent, spending no attempt
+	// (default domain.DefaultClaimTimeout, 10 s).
+	ClaimTimeout time.Duration
 	// InlineWait bounds how long a delivery waits for an inline answer
 	// (default 5 min). An attempt whose deadline is further away and whose
 	// agent has not answered by then counts as delivered: the agent must
@@ -159,6 +163,9 @@ func (c Config) withDefaults() Config {
 	if c.InlineWait <= 0 {
 		c.InlineWait = 5 * time.Minute
 	}
+	if c.ClaimTimeout <= 0 {
+		c.ClaimTimeout = domain.DefaultClaimTimeout
+	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	return c
 }
@@ -181,6 +188,7 @@ type Service struct {
 	tracer       trace.Tracer
 	metrics      instruments
 	batcher      *batcher
+	inbox        inbox // this process's waiting claims of pull agents
 }
 
 // NewService returns a Service. Call SetClient before use.
@@ -256,7 +264,8 @@ type Loaded struct {
 	SubmittedAt time.Time
 	UpdatedAt   time.Time
 	FinishedAt  time.Time
-	// RoutedAt is when the latest attempt was routed.
+	// RoutedAt is when the latest attempt was routed (claimed, for a pull
+	// agent's): what its time to result is measured from.
 	RoutedAt time.Time
 	Records  []eventstore.Record
 }
@@ -281,8 +290,8 @@ func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*L
 		if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed {
 			l.UpdatedAt = r.RecordedAt
 		}
-		if r.Type == domain.EventRouted {
-			l.RoutedAt = r.RecordedAt
+		if r.Type == domain.EventRouted || (r.Type == domain.EventDelivered && l.Claimed) {
+			l.RoutedAt = r.RecordedAt // a pull agent's attempt runs from its claim
 		}
 		if l.Status.Terminal() && l.FinishedAt.IsZero() {
 			l.FinishedAt = r.RecordedAt

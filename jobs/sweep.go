@@ -27,7 +27,7 @@ var (
 type SweepReport domain.SweepReported
 
 func (r SweepReport) empty() bool {
-	return len(r.TimedOut)+len(r.Lost)+len(r.Redispatched)+len(r.CallbacksRequeued) == 0
+	return len(r.TimedOut)+len(r.Lost)+len(r.Redispatched)+len(r.CallbacksRequeued)+len(r.NotClaimed) == 0
 }
 
 func (s *Service) recordSweep(ctx context.Context, rep SweepReport) error {
@@ -35,7 +35,7 @@ func (s *Service) recordSweep(ctx context.Context, rep SweepReport) error {
 		return nil
 	}
 	s.logger.InfoContext(ctx, "sweep repaired jobs", "sweep", rep.Sweep, "timed_out", len(rep.TimedOut), "lost", len(rep.Lost),
-		"redispatched", len(rep.Redispatched), "callbacks_requeued", len(rep.CallbacksRequeued))
+		"redispatched", len(rep.Redispatched), "callbacks_requeued", len(rep.CallbacksRequeued), "not_claimed", len(rep.NotClaimed))
 	_, err := s.store.Append(ctx, "sweep:"+rep.Sweep, eventstore.Any,
 		domain.NewEvent(domain.EventSweepReport, domain.SweepReported(rep), domain.Metadata{Actor: "sweep:" + rep.Sweep}))
 	return err
@@ -90,6 +90,8 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 			rep.Redispatched = append(rep.Redispatched, id)
 		case "callback_requeued":
 			rep.CallbacksRequeued = append(rep.CallbacksRequeued, id)
+		case domain.ReasonNotClaimed:
+			rep.NotClaimed = append(rep.NotClaimed, id)
 		}
 	}
 	return rep, s.recordSweep(ctx, rep)

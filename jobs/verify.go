@@ -76,8 +76,8 @@ func Verify(ctx context.Context, store *eventstore.Store, projector *eventstore.
 		if successes > 1 {
 			rep.violate("%s: %d SUCCESS events", cur, successes)
 		}
-		if j.Status == domain.StatusDeadLetter && j.Attempts != j.MaxAttempts {
-			rep.violate("%s: DEAD_LETTER after %d of %d attempts", cur, j.Attempts, j.MaxAttempts)
+		if j.Status == domain.StatusDeadLetter && j.Spent() != j.MaxAttempts {
+			rep.violate("%s: DEAD_LETTER after %d of %d attempts", cur, j.Spent(), j.MaxAttempts)
 		}
 		if j.CallbackURL != "" && !j.CallbackAcked {
 			rep.violate("%s: callback to %s never acknowledged", cur, j.CallbackURL)

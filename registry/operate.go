@@ -70,3 +70,31 @@ func (r *Registry) Update(ctx context.Context, k domain.AgentKey, p domain.Agent
 	}
 	return out, err
 }
+
+// ErrNotPull: a claim or release from an agent that is not in pull mode.
+var ErrNotPull = domain.NewError(domain.ErrConflict, "the agent is a push agent: it is delivered to, it does not claim (register with mode pull)")
+
+// PullAgent authenticates a pull agent's claim or release by its token: a
+// push agent is ErrNotPull, an OFFLINE one ErrGone (register again).
+func (r *Registry) PullAgent(ctx context.Context, id, token string) (*Agent, error) {
+	a, err := r.Authenticate(ctx, id, token)
+	switch {
+	case err != nil:
+		return nil, err
+	case !a.Pull():
+		return nil, fmt.Errorf("agent %s: %w", id, ErrNotPull)
+	case a.State == domain.AgentOffline:
+		return nil, fmt.Errorf("agent %s: %w", id, ErrGone)
+	}
+	return a, nil
+}
+
+// Claimed records that pull agent a claims: its first claim since it
+// (re)registered proves it can serve, as a probe does, and makes it
+// HEALTHY. Later claims change nothing and write nothing.
+func (r *Registry) Claimed(ctx context.Context, a *Agent, md domain.Metadata) (*Agent, error) {
+	if a.State != domain.AgentProbing || a.ProbeOK {
+		return a, nil
+	}
+	return r.signal(ctx, a.Key(), a.InstanceID, domain.SignalClaimed, "first claim", md)
+}

@@ -265,7 +265,7 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
 		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold,
-		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion, &a.RecentRestarts, &a.ProbeStreak, &a.breakerOpen)
+		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion, &a.RecentRestarts, &a.ProbeStreak, &a.breakerOpen, &a.Mode)
 	if err != nil {
 		return nil, err
 	}
@@ -399,12 +399,14 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 		_, err = tx.Exec(ctx, qUpsertAgent,
 			reg.AgentID, reg.Namespace, reg.Capabilities, orEmptySlice(reg.Aliases), reg.Endpoint, reg.HealthURL, reg.Protocol,
 			reg.Weight, reg.MaxConcurrent, reg.Version, reg.RolloutPercent, reg.TTLSeconds, ctxJSON, mdJSON, string(to), instance,
-			hash, now, lease, recs[len(recs)-1].Version, reg.ProtocolVersion, restarts)
+			hash, now, lease, recs[len(recs)-1].Version, reg.ProtocolVersion, restarts, reg.Mode)
 		if err != nil {
 			return fmt.Errorf("register agent %s: %w", reg.Key(), err)
 		}
-		if err := r.enqueueProbeTx(ctx, tx, reg.Key(), instance); err != nil {
-			return err
+		if !reg.Pull() { // a pull agent's first claim is its probe
+			if err := r.enqueueProbeTx(ctx, tx, reg.Key(), instance); err != nil {
+				return err
+			}
 		}
 		if err := also(ctx, tx); err != nil {
 			return err

@@ -496,7 +496,7 @@ func TestAgentQueriesReturnAgentColumns(t *testing.T) {
 		return out
 	}
 	want := columns(qLoadAgent)
-	require.Len(t, want, 35)
+	require.Len(t, want, 36)
 	for name, q := range map[string]string{
 		"LoadAgentForUpdate": qLoadAgentForUpdate, "ListAgents": qListAgents, "AgentByToken": qAgentByToken,
 		"LockLiveAgents": qLockLiveAgents, "SnapshotAgents": qSnapshotAgents,

@@ -379,7 +379,7 @@ func (r *Registry) queueProbes(ctx context.Context, tx pgx.Tx, agents []*Agent, 
 	var probes []river.InsertManyParams
 	now := r.now()
 	for _, a := range agents {
-		if a.State == domain.AgentProbing && !a.ProbeOK {
+		if a.State == domain.AgentProbing && !a.ProbeOK && !a.Pull() {
 			every := domain.ProbeInterval(now.Sub(a.StateChangedAt))
 			probes = append(probes, river.InsertManyParams{Args: ProbeArgs{Namespace: a.Namespace, AgentID: a.AgentID, InstanceID: a.InstanceID},
 				InsertOpts: &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: every}}})

@@ -190,6 +190,7 @@ func (a *App) background(ctx context.Context) {
 	a.goRun(func() { a.store.RunListener(ctx, a.logger) })
 	a.goRun(func() { _ = a.projector.Run(ctx) })
 	a.goRun(func() { a.registry.Run(ctx) })
+	a.goRun(func() { a.jobs.RunInbox(ctx) })
 	if err := a.ui.Start(ctx); err != nil {
 		a.logger.Error("start River UI", "err", err)
 	}

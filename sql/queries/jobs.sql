@@ -67,10 +67,11 @@ INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ($1, $2, $3, $4)
 
 -- name: SetJobTimer
 -- Sets a job's one timer (what is watched, and until when), replacing the one it had.
-INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since) VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
     phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id,
-    waiting_since = excluded.waiting_since;
+    waiting_since = excluded.waiting_since, namespace = excluded.namespace;
 
 -- name: InsertJobTimers
 -- The timers of a group commit's plain submits, in one statement.
@@ -138,3 +139,17 @@ DELETE FROM agent_slots WHERE job_id = $1;
 -- name: QueueDepthByLane
 -- How many jobs wait for an attempt, per namespace and lane (priority), from the jobs read model.
 SELECT namespace, priority, count(*)::int FROM jobs WHERE status IN ('SUBMITTED', 'TIMEOUT') GROUP BY namespace, priority;
+
+-- name: ClaimInbox
+-- The oldest $3 attempts waiting in pull agent $1/$2's inbox, locked for this claim; those another claim or sweeper holds are skipped.
+SELECT job_id::text, attempt FROM job_timers
+WHERE phase = 'inbox' AND namespace = $1 AND agent_id = $2
+ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED;
+
+-- name: NotifyInbox
+-- Wakes the claims of pull agent $2 ("namespace/agent_id") when the transaction commits.
+SELECT pg_notify($1, $2);
+
+-- name: InboxDepths
+-- How many attempts wait in each pull agent's inbox.
+SELECT namespace, agent_id, count(*)::int FROM job_timers WHERE phase = 'inbox' GROUP BY namespace, agent_id;

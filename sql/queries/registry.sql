@@ -9,7 +9,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
 FROM agents WHERE namespace = $1 AND agent_id = $2;
 
 -- name: LoadAgentForUpdate
@@ -18,7 +18,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
 FROM agents WHERE namespace = $1 AND agent_id = $2 FOR UPDATE;
 
 -- name: ListAgents
@@ -27,7 +27,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
 FROM agents
 WHERE NOT deregistered
   AND ($1 = '' OR namespace = $1)
@@ -45,9 +45,9 @@ DELETE FROM agent_cards WHERE namespace = $1 AND agent_id = $2;
 INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health_url, protocol,
         weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id,
         probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
-        stream_version, deregistered, protocol_version, recent_restarts)
+        stream_version, deregistered, protocol_version, recent_restarts, mode)
     VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-        false, 0, $17, $18, $18, $19, $18, $20, false, $21, $22)
+        false, 0, $17, $18, $18, $19, $18, $20, false, $21, $22, $23)
     ON CONFLICT (namespace, agent_id) DO UPDATE SET capabilities = excluded.capabilities,
         aliases = excluded.aliases, endpoint = excluded.endpoint, health_url = excluded.health_url,
         protocol = excluded.protocol, weight = excluded.weight, max_concurrent = excluded.max_concurrent,
@@ -60,7 +60,8 @@ INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health
         deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL,
         superseded_token_hash = agents.token_hash, hold = '',
         reported_queue_length = 0, reported_error_rate = NULL, reported_pool_usage = NULL,
-        protocol_version = excluded.protocol_version, recent_restarts = excluded.recent_restarts, probe_streak = 0;
+        protocol_version = excluded.protocol_version, recent_restarts = excluded.recent_restarts, probe_streak = 0,
+        mode = excluded.mode;
 
 -- name: AgentByToken
 -- The agent whose current or previous token has hash $1, a registered one first.
@@ -68,7 +69,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
 FROM agents
 WHERE token_hash = $1 OR prev_token_hash = $1 ORDER BY deregistered LIMIT 1;
 
@@ -109,7 +110,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
 FROM agents
 WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED;
 
@@ -119,7 +120,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
 FROM agents WHERE NOT deregistered;
 
 -- name: SnapshotAttempts

@@ -1,0 +1,425 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/jobs"
+)
+
+// pullAgent is a pull agent driven by the test over the HTTP API.
+type pullAgent struct {
+	base, id, token string
+}
+
+func registerPull(t *testing.T, base, id, capability, extra string) *pullAgent {
+	t.Helper()
+	var reg agentJSON
+	postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":%q,"capabilities":[%q],"mode":"pull","ttl_seconds":60%s}`, id, capability, extra),
+		http.StatusCreated, &reg)
+	require.Equal(t, "PROBING", reg.State, "a pull agent is not routable before its first claim")
+	return &pullAgent{base: base, id: id, token: reg.Token}
+}
+
+// claim answers the deliveries of one claim, or an error for a status
+// other than 200 (safe on any goroutine).
+func (p *pullAgent) claim(max, waitMS int) ([]jobs.Envelope, error) {
+	req, _ := http.NewRequest(http.MethodPost, p.base+"/v1/agents/"+p.id+"/claim",
+		strings.NewReader(fmt.Sprintf(`{"max":%d,"wait_ms":%d}`, max, waitMS)))
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Deliveries []jobs.Envelope `json:"deliveries"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("claim of %s answered %d (%v)", p.id, resp.StatusCode, err)
+	}
+	return out.Deliveries, nil
+}
+
+func (p *pullAgent) mustClaim(t *testing.T, max, waitMS int) []jobs.Envelope {
+	t.Helper()
+	out, err := p.claim(max, waitMS)
+	require.NoError(t, err)
+	require.NotNil(t, out, "an empty claim answers an empty list, not null")
+	return out
+}
+
+// claimOne long-polls until a delivery comes, within a deadline.
+func (p *pullAgent) claimOne(t *testing.T, within time.Duration) jobs.Envelope {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if got := p.mustClaim(t, 1, 2000); len(got) == 1 {
+			return got[0]
+		}
+	}
+	require.FailNow(t, "no delivery came", "agent %s within %s", p.id, within)
+	return jobs.Envelope{}
+}
+
+func (p *pullAgent) report(t *testing.T, env jobs.Envelope, status string) {
+	t.Helper()
+	code, body := call(t, http.MethodPost, env.ResultURL, "Bearer "+p.token,
+		fmt.Sprintf(`{"status":%q,"result":{"by":%q},"attempt":%d}`, status, p.id, env.Attempt))
+	require.Equal(t, http.StatusOK, code, body)
+}
+
+func (p *pullAgent) release(t *testing.T, body string) []jobs.Held {
+	t.Helper()
+	code, resp := call(t, http.MethodPost, p.base+"/v1/agents/"+p.id+"/release", "Bearer "+p.token, body)
+	require.Equal(t, http.StatusOK, code, resp)
+	var out struct {
+		Released []jobs.Held `json:"released"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(resp), &out))
+	return out.Released
+}
+
+// attemptFailures are the reasons of a job's ATTEMPT_FAILED events.
+func attemptFailures(t *testing.T, evs []eventJSON) []string {
+	t.Helper()
+	var out []string
+	for _, e := range evs {
+		if e.Type == "ATTEMPT_FAILED" {
+			var d struct {
+				Reason string `json:"reason"`
+			}
+			require.NoError(t, json.Unmarshal(e.Data, &d))
+			out = append(out, d.Reason)
+		}
+	}
+	return out
+}
+
+type pullAgentJSON struct {
+	AgentID    string `json:"agent_id"`
+	Mode       string `json:"mode"`
+	State      string `json:"state"`
+	Endpoint   string `json:"endpoint"`
+	InboxDepth *int   `json:"inbox_depth"`
+}
+
+func listPullAgents(t *testing.T, base string) map[string]pullAgentJSON {
+	t.Helper()
+	var out struct {
+		Agents []pullAgentJSON `json:"agents"`
+	}
+	getJSON(t, base+"/v1/agents", http.StatusOK, &out)
+	m := map[string]pullAgentJSON{}
+	for _, a := range out.Agents {
+		m[a.AgentID] = a
+	}
+	return m
+}
+
+// TestPullAgent: a pull agent registers with no endpoint, becomes HEALTHY
+// at its first claim, and claims a job as push would deliver it: the same
+// envelope, DELIVERED at the claim, its result through result_url. Bad
+// registrations and claims get 4xx and write nothing.
+func TestPullAgent(t *testing.T) {
+	t.Parallel()
+	r, dsn := service(t)
+	base := r.m.URL()
+
+	code, body := postJSONStatus(t, base+"/v1/agents", `{"agent_id":"p","capabilities":["p.cap"],"mode":"pull","endpoint":"http://127.0.0.1:9/"}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `"field":"endpoint"`)
+	code, body = postJSONStatus(t, base+"/v1/agents", `{"agent_id":"p","capabilities":["p.cap"]}`)
+	require.Equal(t, http.StatusBadRequest, code, "a push agent needs an endpoint: %s", body)
+	code, body = postJSONStatus(t, base+"/v1/agents", `{"agent_id":"p","capabilities":["p.cap"],"mode":"poll"}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `"field":"mode"`)
+	require.Empty(t, listPullAgents(t, base), "nothing was registered")
+
+	p := registerPull(t, base, "puller", "p.cap", `,"max_concurrent":2`)
+	for _, bad := range []string{`{"max":0}`, `{"max":101}`, `{"wait_ms":60001}`, `{"wait_ms":-1}`, `{"max":"two"}`} {
+		code, body := call(t, http.MethodPost, base+"/v1/agents/puller/claim", "Bearer "+p.token, bad)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", bad, body)
+	}
+	code, _ = call(t, http.MethodPost, base+"/v1/agents/puller/claim", "Bearer art_wrong", `{}`)
+	require.Equal(t, http.StatusNotFound, code, "no agent holds that token: register")
+	code, _ = call(t, http.MethodPost, base+"/v1/agents/puller/claim", "", `{}`)
+	require.Equal(t, http.StatusUnauthorized, code)
+	pushAgent := newTestAgent(t, base, "pusher", "p.other", 50, answer("SUCCESS", ""))
+	code, body = call(t, http.MethodPost, base+"/v1/agents/pusher/claim", "Bearer "+pushAgent.token, `{}`)
+	require.Equal(t, http.StatusConflict, code, body)
+	require.Contains(t, body, `"code":"not_pull"`)
+	waitState(t, base, "puller", "PROBING", time.Second) // bad claims prove nothing
+
+	require.Empty(t, p.mustClaim(t, 1, 0), "nothing waits yet")
+	waitState(t, base, "puller", "HEALTHY", 5*time.Second)
+	a := listPullAgents(t, base)["puller"]
+	require.Equal(t, "pull", a.Mode)
+	require.Empty(t, a.Endpoint)
+	require.NotNil(t, a.InboxDepth)
+	require.Zero(t, *a.InboxDepth)
+	require.Equal(t, "push", listPullAgents(t, base)["pusher"].Mode)
+	require.Nil(t, listPullAgents(t, base)["pusher"].InboxDepth, "a push agent has no inbox")
+
+	// A claim waiting when the job comes gets it.
+	got := make(chan []jobs.Envelope, 1)
+	go func() {
+		out, _ := p.claim(5, 30000)
+		got <- out
+	}()
+	id := submitOK(t, base, `{"capability":"p.cap","payload":{"n":1},"timeout_ms":30000}`)
+	var envs []jobs.Envelope
+	select {
+	case envs = <-got:
+	case <-time.After(40 * time.Second):
+		require.FailNow(t, "the waiting claim never answered")
+	}
+	require.Len(t, envs, 1)
+	env := envs[0]
+	job := getJob(t, base, id)
+	require.Equal(t, id, env.JobID)
+	require.Equal(t, 1, env.Attempt)
+	require.Equal(t, "p.cap", env.Capability)
+	require.JSONEq(t, `{"n":1}`, string(env.Payload))
+	require.Equal(t, job.TraceID, env.TraceID)
+	require.Equal(t, base+"/v1/jobs/"+id+"/result", env.ResultURL)
+	require.WithinDuration(t, time.Now().Add(30*time.Second), env.Deadline, 10*time.Second, "the deadline runs from the claim")
+	require.Equal(t, "DELIVERED", job.Status)
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED"}, types(jobEvents(t, base, id)))
+
+	p.report(t, env, "SUCCESS")
+	j := waitTerminal(t, base, id, 10*time.Second)
+	require.Equal(t, "SUCCESS", j.Status)
+	require.JSONEq(t, `{"by":"puller"}`, string(j.Result))
+	require.Equal(t, 0, countSlots(t, dsn), "the slot was given back")
+}
+
+// TestPullNotClaimedIsRoutedAgain: an attempt its agent does not claim
+// within the claim timeout goes to another agent, reason not_claimed,
+// without spending an attempt (max_attempts 1 still succeeds).
+func TestPullNotClaimedIsRoutedAgain(t *testing.T) {
+	t.Parallel()
+	svc := startTuned(t, map[string]string{"DATABASE_URL": newDatabase(t)}, func(c *Config) {
+		fastSweeps(c)
+		c.Jobs.ClaimTimeout = time.Second
+	}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	base := svc.m.URL()
+	waitReady(t, base)
+	sleeper := registerPull(t, base, "sleeper", "n.cap", "")
+	sleeper.mustClaim(t, 1, 0) // HEALTHY, and never claims again
+	waitRoute(t, base, "n.cap", func(rj routeJSON) bool { return rj.Chosen == "sleeper" })
+	id := submitOK(t, base, `{"capability":"n.cap","payload":{},"max_attempts":1}`)
+	waitJob(t, base, id, func(j jobJSON) bool { return j.AgentID == "sleeper" }, 10*time.Second)
+	require.Equal(t, 1, *listPullAgents(t, base)["sleeper"].InboxDepth, "it waits in the sleeper's inbox")
+
+	worker := registerPull(t, base, "worker", "n.cap", "")
+	env := worker.claimOne(t, 20*time.Second)
+	require.Equal(t, id, env.JobID)
+	require.Equal(t, 2, env.Attempt)
+	worker.report(t, env, "SUCCESS")
+	j := waitTerminal(t, base, id, 10*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, "the unclaimed attempt spent nothing: %s", j.Error)
+	evs := jobEvents(t, base, id)
+	require.Equal(t, []string{"sleeper", "worker"}, routedTo(t, evs))
+	require.Equal(t, []string{"not_claimed"}, attemptFailures(t, evs))
+	require.Zero(t, *listPullAgents(t, base)["sleeper"].InboxDepth)
+}
+
+// TestPullAgentDiesHoldingWork: a claimed job whose agent never answers
+// times out at its deadline and is retried on another agent.
+func TestPullAgentDiesHoldingWork(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	dying := registerPull(t, base, "dying", "d.cap", "")
+	dying.mustClaim(t, 1, 0)
+	waitRoute(t, base, "d.cap", func(rj routeJSON) bool { return rj.Chosen == "dying" })
+	id := submitOK(t, base, `{"capability":"d.cap","payload":{},"timeout_ms":1500,"backoff_base_ms":100}`)
+	env := dying.claimOne(t, 10*time.Second)
+	require.Equal(t, id, env.JobID) // and the agent dies with it
+
+	healthy := registerPull(t, base, "healthy", "d.cap", "")
+	env = healthy.claimOne(t, 20*time.Second)
+	require.Equal(t, id, env.JobID)
+	require.Equal(t, 2, env.Attempt)
+	healthy.report(t, env, "SUCCESS")
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 10*time.Second).Status)
+	evs := types(jobEvents(t, base, id))
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "TIMEOUT", "ROUTED", "DELIVERED", "SUCCESS"}, evs)
+}
+
+// TestPullRelease: an agent gives back a claimed job unstarted (it goes
+// to another agent, spending nothing), fails one with an error (a spent
+// attempt: with max_attempts 1, the dead letter), and going offline gives
+// back its inbox.
+func TestPullRelease(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	first := registerPull(t, base, "first", "r.cap", "")
+	first.mustClaim(t, 1, 0)
+	waitRoute(t, base, "r.cap", func(rj routeJSON) bool { return rj.Chosen == "first" })
+
+	given := submitOK(t, base, `{"capability":"r.cap","payload":{},"max_attempts":1}`)
+	env := first.claimOne(t, 10*time.Second)
+	require.Equal(t, given, env.JobID)
+	second := registerPull(t, base, "second", "r.cap", "")
+	second.mustClaim(t, 1, 0)
+	waitRoute(t, base, "r.cap", func(rj routeJSON) bool { return len(rj.Candidates) == 2 })
+	require.Equal(t, []jobs.Held{{JobID: given, Attempt: 1}},
+		first.release(t, fmt.Sprintf(`{"jobs":[{"job_id":%q,"attempt":1}]}`, given)))
+	require.Empty(t, first.release(t, fmt.Sprintf(`{"jobs":[{"job_id":%q,"attempt":1}]}`, given)), "given back once")
+	env = second.claimOne(t, 20*time.Second)
+	require.Equal(t, given, env.JobID)
+	second.report(t, env, "SUCCESS")
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, given, 10*time.Second).Status)
+	require.Equal(t, []string{"released"}, attemptFailures(t, jobEvents(t, base, given)))
+
+	failed := submitOK(t, base, `{"capability":"r.cap","payload":{},"max_attempts":1}`)
+	var holder *pullAgent
+	for holder == nil {
+		for _, p := range []*pullAgent{first, second} {
+			if got := p.mustClaim(t, 1, 200); len(got) == 1 {
+				require.Equal(t, failed, got[0].JobID)
+				holder = p
+			}
+		}
+	}
+	code, body := call(t, http.MethodPost, base+"/v1/agents/"+holder.id+"/release", "Bearer "+holder.token, `{"error":"boom"}`)
+	require.Equal(t, http.StatusBadRequest, code, "an error names its jobs: %s", body)
+	holder.release(t, fmt.Sprintf(`{"jobs":[{"job_id":%q,"attempt":1}],"error":"out of memory"}`, failed))
+	j := waitTerminal(t, base, failed, 10*time.Second)
+	require.Equal(t, "DEAD_LETTER", j.Status, "a failed attempt is spent")
+	require.Contains(t, j.Error, "agent_error")
+
+	// Offline gives back the inbox: the job goes to the other agent.
+	code, _ = call(t, http.MethodPost, base+"/v1/agents/second/down", "", "")
+	require.Equal(t, http.StatusOK, code)
+	waitRoute(t, base, "r.cap", func(rj routeJSON) bool { return rj.Chosen == "first" && len(rj.Candidates) == 1 })
+	queued := submitOK(t, base, `{"capability":"r.cap","payload":{},"max_attempts":1}`)
+	waitJob(t, base, queued, func(j jobJSON) bool { return j.AgentID == "first" }, 10*time.Second)
+	code, _ = call(t, http.MethodPost, base+"/v1/agents/second/up", "", "")
+	require.Equal(t, http.StatusOK, code)
+	waitRoute(t, base, "r.cap", func(rj routeJSON) bool { return len(rj.Candidates) == 2 })
+	code, body = call(t, http.MethodPost, base+"/v1/agents/first/offline", "Bearer "+first.token, `{"reason":"shutdown"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	env = second.claimOne(t, 20*time.Second)
+	require.Equal(t, queued, env.JobID)
+	second.report(t, env, "SUCCESS")
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, queued, 10*time.Second).Status)
+	require.Equal(t, []string{"released"}, attemptFailures(t, jobEvents(t, base, queued)))
+	_, err := first.claim(1, 0)
+	require.Error(t, err, "an offline agent must register again")
+}
+
+// TestPullClaimedOnceAcrossProcesses: three service processes on one
+// database and four pull agents claiming through all of them at once;
+// every attempt is claimed exactly once and every job succeeds once.
+func TestPullClaimedOnceAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	var bases []string
+	for range 3 {
+		_, base, _ := serveProcess(t, dsn, deadAddr(t), "--max-conns", "6")
+		bases = append(bases, base)
+	}
+	var agents []*pullAgent
+	for i := range 4 {
+		p := registerPull(t, bases[i%3], fmt.Sprintf("claimer-%d", i), "x.cap", "")
+		p.base = bases[(i+1)%3] // it claims through another process than it registered with
+		p.mustClaim(t, 1, 0)
+		agents = append(agents, p)
+	}
+	for _, base := range bases {
+		waitRoute(t, base, "x.cap", func(rj routeJSON) bool { return len(rj.Candidates) == 4 })
+	}
+
+	const n = 120
+	var (
+		mu      sync.Mutex
+		claimed = map[jobs.Held]int{}
+		errs    []error
+		wg      sync.WaitGroup
+		done    = make(chan struct{})
+	)
+	for _, p := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				envs, err := p.claim(5, 500)
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				for _, env := range envs {
+					mu.Lock()
+					claimed[jobs.Held{JobID: env.JobID, Attempt: env.Attempt}]++
+					mu.Unlock()
+					req, _ := http.NewRequest(http.MethodPost, env.ResultURL,
+						strings.NewReader(fmt.Sprintf(`{"status":"SUCCESS","attempt":%d}`, env.Attempt)))
+					req.Header.Set("Authorization", "Bearer "+p.token)
+					if resp, err := http.DefaultClient.Do(req); err == nil {
+						resp.Body.Close()
+					}
+				}
+			}
+		}()
+	}
+	var ids []string
+	for i := range n {
+		ids = append(ids, submitOK(t, bases[i%3], fmt.Sprintf(`{"capability":"x.cap","payload":{"i":%d},"timeout_ms":30000}`, i)))
+	}
+	for _, id := range ids {
+		j := waitTerminal(t, bases[0], id, 60*time.Second)
+		require.Equal(t, "SUCCESS", j.Status, "job %s: %s", id, j.Error)
+	}
+	close(done)
+	wg.Wait()
+	require.Empty(t, errs)
+	for h, times := range claimed {
+		require.Equal(t, 1, times, "attempt %d of job %s was claimed %d times", h.Attempt, h.JobID, times)
+	}
+	for _, id := range ids {
+		evs := types(jobEvents(t, bases[0], id))
+		successes, delivered := 0, 0
+		for _, e := range evs {
+			switch e {
+			case "SUCCESS":
+				successes++
+			case "DELIVERED":
+				delivered++
+			}
+		}
+		require.Equal(t, 1, successes, "job %s: %v", id, evs)
+		require.Equal(t, delivered, countRouted(evs), "job %s: each attempt delivered once: %v", id, evs)
+	}
+	require.GreaterOrEqual(t, len(claimed), n)
+	require.Equal(t, 0, countSlots(t, dsn), "every slot was given back")
+}
+
+func countRouted(evs []string) int {
+	n := 0
+	for _, e := range evs {
+		if e == "ROUTED" {
+			n++
+		}
+	}
+	return n
+}

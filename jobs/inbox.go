@@ -1,0 +1,318 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+// Pull agents. The router chooses a pull agent as it chooses any agent;
+// the attempt then waits in that agent's inbox (its job's timer in phase
+// inbox, due at the claim timeout) and the agent's claim delivers it. An
+// attempt not claimed in time is routed again (domain.DueTimer, reason
+// not_claimed). Each process LISTENs on InboxChannel and wakes the claims
+// it holds of the agent a notification names; a claim also looks again
+// every second, so a lost notification only delays it.
+
+var (
+	qClaimInbox   = queries.Must("ClaimInbox")
+	qNotifyInbox  = queries.Must("NotifyInbox")
+	qInboxDepths  = queries.Must("InboxDepths")
+	errNotInInbox = errors.New("the attempt no longer waits in the inbox")
+)
+
+// InboxChannel is the PostgreSQL channel on which an attempt put in a pull
+// agent's inbox is announced; the payload is "namespace/agent_id".
+const InboxChannel = "agentreach_inbox"
+
+// claimPoll is the fallback poll of a waiting claim.
+const claimPoll = time.Second
+
+// inbox wakes this process's waiting claims.
+type inbox struct {
+	mu      sync.Mutex
+	waiters map[string]map[chan struct{}]struct{} // by agent key
+}
+
+// wait registers a claim of agent k; the channel gets a signal when its
+// inbox may have something. stop ends it.
+func (b *inbox) wait(k domain.AgentKey) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	key := k.String()
+	b.mu.Lock()
+	if b.waiters == nil {
+		b.waiters = map[string]map[chan struct{}]struct{}{}
+	}
+	if b.waiters[key] == nil {
+		b.waiters[key] = map[chan struct{}]struct{}{}
+	}
+	b.waiters[key][ch] = struct{}{}
+	b.mu.Unlock()
+	return ch, func() {
+		b.mu.Lock()
+		delete(b.waiters[key], ch)
+		if len(b.waiters[key]) == 0 {
+			delete(b.waiters, key)
+		}
+		b.mu.Unlock()
+	}
+}
+
+// wake signals the claims of the agent named by key ("" wakes all).
+func (b *inbox) wake(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, set := range b.waiters {
+		if key != "" && k != key {
+			continue
+		}
+		for ch := range set {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// RunInbox listens for attempts put in pull agents' inboxes, by any
+// process, and wakes this process's claims, until ctx ends.
+func (s *Service) RunInbox(ctx context.Context) {
+	eventstore.ListenPayloads(ctx, s.pool, InboxChannel, s.logger, s.inbox.wake)
+}
+
+// toInbox puts the attempt in pull agent's inbox: in one transaction it
+// takes one of the agent's slots (errNoSlot when none is free), appends
+// ROUTED with the inbox timer, announces it to the agent's claims and
+// completes the River job. Nothing is sent: the agent's claim delivers it.
+func (s *Service) toInbox(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, agent *registry.Agent, routed domain.Event) error {
+	key := domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}
+	return s.store.InTx(ctx, func(tx pgx.Tx) error {
+		if err := s.takeSlotTx(ctx, tx, l, key, agent.MaxConcurrent, l.Attempts+1); err != nil {
+			return err
+		}
+		t := domain.InboxTimer(l.Attempts+1, key.Namespace, key.ID, s.now().UTC(), s.cfg.ClaimTimeout)
+		if err := s.appendTx(ctx, tx, l, domain.Effects{Timer: t}, routed); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, qNotifyInbox, InboxChannel, key.String()); err != nil {
+			return fmt.Errorf("announce job %s to agent %s: %w", l.JobID, key, err)
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
+}
+
+// Claim answers up to max deliveries from pull agent a's inbox, waiting up
+// to wait for the first (woken by InboxChannel, looking again every
+// second). Each claimed attempt is DELIVERED at the claim, with a deadline
+// from now. No delivery is ever claimed twice: the inbox rows are taken
+// FOR UPDATE SKIP LOCKED and DELIVERED is appended at the job's version.
+// An empty answer means nothing came (or the caller went away).
+func (s *Service) Claim(ctx context.Context, a *registry.Agent, max int, wait time.Duration) ([]Envelope, error) {
+	wake, stop := s.inbox.wait(a.Key())
+	defer stop()
+	until := time.Now().Add(wait)
+	for {
+		out, err := s.claimOnce(ctx, a, max)
+		if err != nil || len(out) > 0 {
+			return out, err
+		}
+		left := time.Until(until)
+		if left <= 0 {
+			return []Envelope{}, nil
+		}
+		t := time.NewTimer(min(left, claimPoll))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return []Envelope{}, nil
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// claimOnce claims what waits in a's inbox now, in one transaction; a job
+// that moved on meanwhile (a cancel, a re-route) is skipped.
+func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]Envelope, error) {
+	var out []Envelope
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, max)
+		if err != nil {
+			return fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+		}
+		type entry struct {
+			id      string
+			attempt int
+		}
+		entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
+			var e entry
+			return e, r.Scan(&e.id, &e.attempt)
+		})
+		if err != nil {
+			return fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+		}
+		for _, e := range entries {
+			env, err := s.claimTx(ctx, tx, a, e.id, e.attempt)
+			if errors.Is(err, errNotInInbox) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out = append(out, env)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for range out {
+		s.metrics.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(domain.ObservedAccepted)),
+			attribute.String("reason", "claimed")))
+	}
+	return out, nil
+}
+
+// claimTx delivers one attempt of a's inbox, in a savepoint of tx so a job
+// that moved on (errNotInInbox, or a conflict with a concurrent writer)
+// leaves the others claimed.
+func (s *Service) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id string, attempt int) (Envelope, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return Envelope{}, err
+	}
+	defer func() { _ = sp.Rollback(ctx) }()
+	l, err := s.Load(ctx, sp, id)
+	if err != nil {
+		return Envelope{}, err
+	}
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
+	evs, fx, deadline, ok := domain.Claim(&l.Job, attempt, a.AgentID, l.lastIsRouted(attempt), l.RoutedAt, s.now().UTC(), md)
+	if !ok {
+		return Envelope{}, errNotInInbox
+	}
+	if err := s.appendTx(ctx, sp, l, fx, evs...); err != nil {
+		if errors.Is(err, eventstore.ErrConflict) {
+			return Envelope{}, errNotInInbox
+		}
+		return Envelope{}, err
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return Envelope{}, err
+	}
+	return Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload, Attempt: attempt,
+		Deadline: deadline, ResultURL: s.resultURL(l.JobID)}, nil
+}
+
+// resultURL is where an agent posts the result of job id.
+func (s *Service) resultURL(id string) string { return s.cfg.PublicURL + "/v1/jobs/" + id + "/result" }
+
+// Held names one attempt a pull agent holds.
+type Held struct {
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+}
+
+// Release gives back what pull agent a holds (domain.Release): the listed
+// attempts, unstarted (errText empty: routed again at once, no attempt
+// spent) or failed (errText set: retried after backoff); with none listed,
+// everything still waiting in its inbox. It answers what was given back;
+// an attempt that is not the agent's, or moved on, is left alone.
+func (s *Service) Release(ctx context.Context, a *registry.Agent, held []Held, errText string) ([]Held, error) {
+	if len(held) == 0 {
+		var err error
+		if held, err = s.inboxOf(ctx, a); err != nil {
+			return nil, err
+		}
+		errText = ""
+	}
+	out := []Held{}
+	for _, h := range held {
+		ok, err := s.release(ctx, a, h, errText)
+		if err != nil {
+			return out, err
+		}
+		if ok {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// inboxOf lists what waits in a's inbox, oldest first.
+func (s *Service) inboxOf(ctx context.Context, a *registry.Agent) ([]Held, error) {
+	var held []Held
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, 10_000)
+		if err != nil {
+			return err
+		}
+		held, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Held, error) {
+			var h Held
+			return h, r.Scan(&h.JobID, &h.Attempt)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox of agent %s: %w", a.Key(), err)
+	}
+	return held, nil
+}
+
+func (s *Service) release(ctx context.Context, a *registry.Agent, h Held, errText string) (bool, error) {
+	released := false
+	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+		released = false
+		l, err := s.Load(ctx, tx, h.JobID)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
+		evs, fx, ok := domain.Release(&l.Job, h.Attempt, a.AgentID, l.lastIsRouted(h.Attempt), errText, s.now().UTC(), s.jitter(), md)
+		if !ok || l.Namespace != a.Namespace {
+			return nil
+		}
+		released = true
+		return s.appendTx(ctx, tx, l, fx, evs...)
+	})
+	return released, err
+}
+
+// InboxDepths counts what waits in every pull agent's inbox.
+func (s *Service) InboxDepths(ctx context.Context) (map[domain.AgentKey]int, error) {
+	rows, err := s.pool.Query(ctx, qInboxDepths)
+	if err != nil {
+		return nil, fmt.Errorf("inbox depths: %w", err)
+	}
+	defer rows.Close()
+	out := map[domain.AgentKey]int{}
+	for rows.Next() {
+		var k domain.AgentKey
+		var n int
+		if err := rows.Scan(&k.Namespace, &k.ID, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,49 @@
+package jobs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// TestInboxWakesByNotify: a NOTIFY on InboxChannel, from any connection,
+// wakes this process's claims of the agent it names and no other's.
+func TestInboxWakesByNotify(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	mine, stopMine := s.inbox.wait(domain.AgentKey{Namespace: "ns", ID: "mine"})
+	defer stopMine()
+	other, stopOther := s.inbox.wait(domain.AgentKey{Namespace: "ns", ID: "other"})
+	defer stopOther()
+	go s.RunInbox(ctx)
+
+	// Listening starts with a wake of every claim ("anything may have been
+	// missed"); drain it.
+	for _, ch := range []<-chan struct{}{mine, other} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "the listener never started")
+		}
+	}
+	_, err := s.pool.Exec(ctx, qNotifyInbox, InboxChannel, "ns/third")
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, qNotifyInbox, InboxChannel, "ns/mine")
+	require.NoError(t, err)
+	select {
+	case <-mine:
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the notification did not wake the agent's claim")
+	}
+	select {
+	case <-other:
+		require.FailNow(t, "a notification for another agent woke this one")
+	default:
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/health"
+	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -338,6 +339,9 @@ type heartbeatResponse struct {
 	State            string    `json:"state"`
 	LeaseExpiresAt   time.Time `json:"lease_expires_at"`
 	HeartbeatEveryMS int64     `json:"heartbeat_interval_ms"`
+	// Cancelled are a pull agent's jobs cancelled within its TTL: it has
+	// no endpoint for a cancel notice, so it learns of them here.
+	Cancelled []jobs.Held `json:"cancelled,omitempty"`
 }
 
 func (s *Server) heartbeat(c *gin.Context) {
@@ -357,8 +361,16 @@ func (s *Server) heartbeat(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	c.JSON(http.StatusOK, heartbeatResponse{AgentID: a.AgentID, State: string(a.State), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
-		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3})
+	resp := heartbeatResponse{AgentID: a.AgentID, State: string(a.State), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
+		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3}
+	if a.Pull() {
+		ttl := time.Duration(a.TTLSeconds) * time.Second
+		if resp.Cancelled, err = s.deps.Jobs.CancelledOf(c.Request.Context(), a.Key(), time.Now().Add(-ttl)); err != nil {
+			_ = c.Error(err)
+			return
+		}
+	}
+	c.JSON(http.StatusOK, resp)
 }
 
 type offlineRequest struct {

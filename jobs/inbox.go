@@ -316,3 +316,19 @@ func (s *Service) InboxDepths(ctx context.Context) (map[domain.AgentKey]int, err
 	}
 	return out, rows.Err()
 }
+
+var qCancelledOfAgent = queries.Must("CancelledOfAgent")
+
+// CancelledOf lists the latest attempts of agent k's jobs cancelled since
+// since: a pull agent has no endpoint for a cancel notice, so its
+// heartbeats carry them (from the jobs read model, a second or so behind).
+func (s *Service) CancelledOf(ctx context.Context, k domain.AgentKey, since time.Time) ([]Held, error) {
+	rows, err := s.pool.Query(ctx, qCancelledOfAgent, k.Namespace, k.ID, since)
+	if err != nil {
+		return nil, fmt.Errorf("cancelled jobs of agent %s: %w", k, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Held, error) {
+		var h Held
+		return h, r.Scan(&h.JobID, &h.Attempt)
+	})
+}

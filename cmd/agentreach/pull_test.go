@@ -423,3 +423,46 @@ func countRouted(evs []string) int {
 	}
 	return n
 }
+
+// TestPullCancel: cancelling a job waiting in a pull agent's inbox takes it
+// out; cancelling one it claimed reaches the agent in its heartbeats, and
+// its late result changes nothing.
+func TestPullCancel(t *testing.T) {
+	t.Parallel()
+	r, dsn := service(t)
+	base := r.m.URL()
+	p := registerPull(t, base, "canceller", "c.cap", "")
+	p.mustClaim(t, 1, 0)
+	waitRoute(t, base, "c.cap", func(rj routeJSON) bool { return rj.Chosen == "canceller" })
+
+	queued := submitOK(t, base, `{"capability":"c.cap","payload":{}}`)
+	waitJob(t, base, queued, func(j jobJSON) bool { return j.AgentID == "canceller" }, 10*time.Second)
+	code, body := call(t, http.MethodPost, base+"/v1/jobs/"+queued+"/cancel", "", `{}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, 0, *listPullAgents(t, base)["canceller"].InboxDepth, "a cancelled job leaves the inbox")
+	require.Equal(t, 0, countSlots(t, dsn))
+	require.Empty(t, p.mustClaim(t, 1, 0))
+
+	held := submitOK(t, base, `{"capability":"c.cap","payload":{}}`)
+	env := p.claimOne(t, 10*time.Second)
+	require.Equal(t, held, env.JobID)
+	code, body = call(t, http.MethodPost, base+"/v1/jobs/"+held+"/cancel", "", `{}`)
+	require.Equal(t, http.StatusOK, code, body)
+	waitFor(t, 10*time.Second, "the heartbeat names the cancelled job", func() bool {
+		code, body := call(t, http.MethodPut, base+"/v1/agents/canceller/heartbeat", "Bearer "+p.token, `{}`)
+		require.Equal(t, http.StatusOK, code, body)
+		var hb struct {
+			Cancelled []jobs.Held `json:"cancelled"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &hb))
+		for _, h := range hb.Cancelled {
+			if h == (jobs.Held{JobID: held, Attempt: 1}) {
+				return true
+			}
+		}
+		return false
+	})
+	p.report(t, env, "SUCCESS")
+	require.Equal(t, "CANCELLED", getJob(t, base, held).Status)
+	require.Equal(t, "RESULT_DUPLICATE", types(jobEvents(t, base, held))[len(jobEvents(t, base, held))-1])
+}

@@ -9,3 +9,7 @@ ALTER TABLE job_timers ADD CONSTRAINT job_timers_phase_check
     CHECK (phase IN ('queued', 'routed', 'inbox', 'delivered', 'retry', 'callback', 'approval', 'input'));
 ALTER TABLE job_timers ADD COLUMN namespace text NOT NULL DEFAULT '';
 CREATE INDEX job_timers_inbox_idx ON job_timers (namespace, agent_id, due_at) WHERE phase = 'inbox';
+
+-- A pull agent learns from its heartbeats which jobs it holds were
+-- cancelled (it has no endpoint for a cancel notice).
+CREATE INDEX jobs_cancelled_idx ON jobs (namespace, agent_id, finished_at) WHERE status = 'CANCELLED';

@@ -153,3 +153,9 @@ SELECT pg_notify($1, $2);
 -- name: InboxDepths
 -- How many attempts wait in each pull agent's inbox.
 SELECT namespace, agent_id, count(*)::int FROM job_timers WHERE phase = 'inbox' GROUP BY namespace, agent_id;
+
+-- name: CancelledOfAgent
+-- The jobs of agent $1/$2 cancelled since $3 (their latest attempt was the agent's), newest first.
+SELECT job_id::text, attempts FROM jobs
+WHERE namespace = $1 AND agent_id = $2 AND status = 'CANCELLED' AND finished_at > $3
+ORDER BY finished_at DESC LIMIT 100;

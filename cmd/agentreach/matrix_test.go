@@ -155,6 +155,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 		require.NoError(t, jsonUnmarshal(out, &reg))
 		return id, reg.Token
 	}
+	registerPull := func() (id, token string) {
+		id = fresh("mx-pull")
+		code, out := call(t, http.MethodPost, base+"/v1/agents", asKey(adminA), fmt.Sprintf(
+			`{"agent_id":%q,"namespace":"a","capabilities":["mx.pull"],"mode":"pull","ttl_seconds":3600}`, id))
+		require.Equal(t, http.StatusCreated, code, out)
+		var reg agentJSON
+		require.NoError(t, jsonUnmarshal(out, &reg))
+		return id, reg.Token
+	}
 	a2a := func(method, params string) matrixCall {
 		return matrixCall{"POST", "/a2a/a", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":%s}`, method, params)}
 	}
@@ -218,6 +227,16 @@ func TestAuthorizationMatrix(t *testing.T) {
 			id, token := register()
 			agentToken = token
 			return matrixCall{"POST", "/v1/agents/" + id + "/offline", ""}
+		},
+		"POST /v1/agents/{agent_id}/claim": func() matrixCall {
+			id, token := registerPull()
+			agentToken = token
+			return matrixCall{"POST", "/v1/agents/" + id + "/claim", `{"max":1,"wait_ms":0}`}
+		},
+		"POST /v1/agents/{agent_id}/release": func() matrixCall {
+			id, token := registerPull()
+			agentToken = token
+			return matrixCall{"POST", "/v1/agents/" + id + "/release", `{}`}
 		},
 		"POST /v1/agents/{agent_id}/token:rotate": func() matrixCall {
 			id, token := register()

@@ -208,7 +208,8 @@ func TestPullAgent(t *testing.T) {
 // without spending an attempt (max_attempts 1 still succeeds).
 func TestPullNotClaimedIsRoutedAgain(t *testing.T) {
 	t.Parallel()
-	svc := startTuned(t, map[string]string{"DATABASE_URL": newDatabase(t)}, func(c *Config) {
+	dsn := newDatabase(t)
+	svc := startTuned(t, map[string]string{"DATABASE_URL": dsn}, func(c *Config) {
 		fastSweeps(c)
 		c.Jobs.ClaimTimeout = time.Second
 	}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
@@ -220,6 +221,16 @@ func TestPullNotClaimedIsRoutedAgain(t *testing.T) {
 	id := submitOK(t, base, `{"capability":"n.cap","payload":{},"max_attempts":1}`)
 	waitJob(t, base, id, func(j jobJSON) bool { return j.AgentID == "sleeper" }, 10*time.Second)
 	require.Equal(t, 1, *listPullAgents(t, base)["sleeper"].InboxDepth, "it waits in the sleeper's inbox")
+	db := openDB(t, dsn)
+	reach := func() (attempted, unclaimed int, rate *float64) {
+		require.NoError(t, db.QueryRow(t.Context(), `SELECT attempted, unclaimed, reach_rate FROM reach_health
+			WHERE "window" = '1h' AND agent_id = 'sleeper'`).Scan(&attempted, &unclaimed, &rate))
+		return
+	}
+	waitFor(t, 10*time.Second, "the projection counts the routed attempt", func() bool { n, _, _ := reach(); return n == 1 })
+	if _, unclaimed, rate := reach(); unclaimed == 1 {
+		require.Nil(t, rate, "an attempt waiting in the inbox is no reach failure (yet)")
+	}
 
 	worker := registerPull(t, base, "worker", "n.cap", "")
 	env := worker.claimOne(t, 20*time.Second)
@@ -232,6 +243,10 @@ func TestPullNotClaimedIsRoutedAgain(t *testing.T) {
 	require.Equal(t, []string{"sleeper", "worker"}, routedTo(t, evs))
 	require.Equal(t, []string{"not_claimed"}, attemptFailures(t, evs))
 	require.Zero(t, *listPullAgents(t, base)["sleeper"].InboxDepth)
+	_, unclaimed, rate := reach()
+	require.Zero(t, unclaimed)
+	require.NotNil(t, rate)
+	require.Zero(t, *rate, "not claimed in time: a failed reach")
 }
 
 // TestPullAgentDiesHoldingWork: a claimed job whose agent never answers

@@ -27,15 +27,19 @@ func findChromium() string {
 // TestDashboardInChromium drives the dashboard in headless Chromium: the
 // agents table, a job's timeline with its routing explanation, and a replay
 // from the dead-letter list that creates new events. It saves a screenshot
-// to docs/dashboard.png.
+// to docs/dashboard.png. A pull agent shows its badge and its inbox.
 func TestDashboardInChromium(t *testing.T) {
 	t.Parallel()
 	chromium := findChromium()
 	if chromium == "" {
 		t.Skip("Chromium is not installed (apt-get install chromium): the dashboard browser test needs it")
 	}
-	svc, _ := service(t)
+	svc := startTuned(t, map[string]string{"DATABASE_URL": newDatabase(t)}, func(c *Config) {
+		fastSweeps(c)
+		c.Jobs.ClaimTimeout = time.Minute // the pull agent's job stays in its inbox while the page is read
+	}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	base := svc.m.URL()
+	waitReady(t, base)
 	newTestAgent(t, base, "dash-ocr", "doc.ocr", 50, answer("SUCCESS", ""))
 	newTestAgent(t, base, "dash-flaky", "doc.ocr", 50, statusOnly(http.StatusServiceUnavailable))
 	newTestAgent(t, base, "dash-translate", "text.translate", 50, answer("SUCCESS", ""))
@@ -51,6 +55,14 @@ func TestDashboardInChromium(t *testing.T) {
 		waitTerminal(t, base, id, 20*time.Second)
 	}
 	waitProjected(t, svc)
+
+	// A pull agent, HEALTHY at its first claim, with one job waiting in its inbox.
+	puller := registerPull(t, base, "dash-puller", "doc.pull", "")
+	require.Empty(t, puller.mustClaim(t, 1, 0))
+	waitRoute(t, base, "doc.pull", func(rj routeJSON) bool { return rj.Chosen == "dash-puller" })
+	waiting := submitOK(t, base, `{"capability":"doc.pull","payload":{}}`)
+	waitJob(t, base, waiting, func(j jobJSON) bool { return j.AgentID == "dash-puller" }, 10*time.Second)
+	require.Equal(t, 1, *listPullAgents(t, base)["dash-puller"].InboxDepth)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
@@ -72,6 +84,19 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Contains(t, agentsText, "dash-ocr")
 	require.Contains(t, agentsText, "dash-flaky")
 	require.Contains(t, agentsText, "HEALTHY")
+
+	var pullerText, pushText string
+	var pushBadges int
+	require.NoError(t, chromedp.Run(ctx,
+		chromedp.WaitVisible(`#agents-table tr[data-agent="dash-puller"] .pill.pull`, chromedp.ByQuery),
+		chromedp.Text(`#agents-table tr[data-agent="dash-puller"]`, &pullerText, chromedp.ByQuery),
+		chromedp.Text(`#agents-table tr[data-agent="dash-ocr"]`, &pushText, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('#agents-table tr[data-agent="dash-ocr"] .pill.pull').length`, &pushBadges),
+	))
+	require.Contains(t, pullerText, "pull")
+	require.Contains(t, pullerText, "inbox 1", "the pull agent's waiting job")
+	require.NotContains(t, pushText, "inbox", "a push agent has no inbox")
+	require.Zero(t, pushBadges, "a push agent has no pull badge")
 
 	// A job's timeline, with the routing explanation of each attempt.
 	require.NoError(t, chromedp.Run(ctx,

@@ -94,12 +94,14 @@ async function loadAgents() {
   const rows = agents.agents.map((a) => {
     const m = byAgent[a.agent_id] || {};
     return el("tr", { "data-agent": a.agent_id },
-      el("td", {}, el("strong", {}, a.agent_id), el("div", { class: "muted" }, a.capabilities.join(", "))),
+      el("td", {}, el("strong", {}, a.agent_id), a.mode === "pull" ? [" ", el("span", { class: "pill pull", title: "pull agent: claims its work, no endpoint" }, "pull")] : null,
+        el("div", { class: "muted" }, a.capabilities.join(", "))),
       el("td", {}, pill(a.state)),
       el("td", {}, bar(m.health_score), m.health_score == null ? "–" : m.health_score.toFixed(2)),
       el("td", {}, pct(m.reach_rate)), el("td", {}, pct(m.success_rate)),
       el("td", {}, m.latency_p50_ms == null ? "–" : m.latency_p50_ms.toFixed(1) + " / " + m.latency_p95_ms.toFixed(1)),
-      el("td", {}, pill(a.breaker.state)), el("td", {}, a.in_flight + (a.max_concurrent ? " / " + a.max_concurrent : "")),
+      el("td", {}, pill(a.breaker.state)), el("td", {}, a.in_flight + (a.max_concurrent ? " / " + a.max_concurrent : ""),
+        a.mode === "pull" ? el("div", { class: "muted inbox", title: "attempts waiting to be claimed" }, "inbox " + (a.inbox_depth || 0)) : null),
       el("td", {}, ago(a.last_heartbeat_at)), el("td", {}, spark(points[a.agent_id])),
       el("td", {}, ...["drain", "down", "up"].map((action) => operatorButton(a, action)), weightButton(a)));
   });

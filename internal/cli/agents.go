@@ -14,12 +14,16 @@ import (
 
 // agentView is the part of the API's agent the CLI shows.
 type agentView struct {
-	AgentID         string         `json:"agent_id"`
-	Namespace       string         `json:"namespace"`
-	Capabilities    []string       `json:"capabilities"`
-	Aliases         []string       `json:"aliases"`
-	Endpoint        string         `json:"endpoint"`
-	Protocol        string         `json:"protocol"`
+	AgentID      string   `json:"agent_id"`
+	Namespace    string   `json:"namespace"`
+	Capabilities []string `json:"capabilities"`
+	Aliases      []string `json:"aliases"`
+	Endpoint     string   `json:"endpoint"`
+	Protocol     string   `json:"protocol"`
+	Mode         string   `json:"mode"`
+	// InboxDepth is how many attempts wait unclaimed in a pull agent's
+	// inbox; the API leaves it out for push agents.
+	InboxDepth      *int           `json:"inbox_depth,omitempty"`
 	Version         string         `json:"version"`
 	Weight          int            `json:"weight"`
 	MaxConcurrent   int            `json:"max_concurrent"`
@@ -47,6 +51,27 @@ type agentView struct {
 	RecentRestarts int     `json:"recent_restarts"`
 	ProbesNeeded   int     `json:"probes_needed"`
 	FlapPenalty    float64 `json:"flap_penalty"`
+}
+
+// mode is the agent's mode, push when the API names none (a server from
+// before pull agents).
+func (a agentView) mode() string {
+	if a.Mode == "" {
+		return "push"
+	}
+	return a.Mode
+}
+
+// pull reports whether the agent claims its work rather than being called.
+func (a agentView) pull() bool { return a.Mode == "pull" }
+
+// inboxDepth is the attempts waiting in a pull agent's inbox, 0 when the
+// API did not say.
+func (a agentView) inboxDepth() int {
+	if a.InboxDepth == nil {
+		return 0
+	}
+	return *a.InboxDepth
 }
 
 // preservation is a namespace's open self-preservation episode.
@@ -131,10 +156,14 @@ func Agents(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tNAMESPACE\tSTATE\tIN-FLIGHT\tBREAKER\tLAST HEARTBEAT\tCAPABILITIES")
+	fmt.Fprintln(tw, "AGENT\tNAMESPACE\tMODE\tSTATE\tIN-FLIGHT\tINBOX\tBREAKER\tLAST HEARTBEAT\tCAPABILITIES")
 	for _, a := range body.Agents {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", a.AgentID, a.Namespace, a.State, a.InFlight, a.Breaker.State,
-			Ago(a.LastHeartbeatAt), strings.Join(a.Capabilities, ","))
+		inbox := "-" // a push agent has no inbox
+		if a.pull() {
+			inbox = fmt.Sprint(a.inboxDepth())
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AgentID, a.Namespace, a.mode(), a.State, a.InFlight, inbox,
+			a.Breaker.State, Ago(a.LastHeartbeatAt), strings.Join(a.Capabilities, ","))
 	}
 	if len(body.Agents) == 0 {
 		fmt.Fprintln(tw, "(no agents)")
@@ -189,7 +218,13 @@ func Dig(ctx context.Context, env Env, args []string) error {
 	if a.Hold != "" {
 		row("operator hold", "%s (lifted by `agentreach agents up` or a new registration)", a.Hold)
 	}
-	row("endpoint", "%s (%s)", a.Endpoint, a.Protocol)
+	if a.pull() {
+		row("mode", "pull (claims its work; no endpoint)")
+		row("inbox", "%d waiting to be claimed", a.inboxDepth())
+	} else {
+		row("mode", "push")
+		row("endpoint", "%s (%s)", a.Endpoint, a.Protocol)
+	}
 	now := time.Now()
 	row("lease", "expires %s (%s), ttl %ds", a.LeaseExpiresAt.Format(time.RFC3339), Until(a.LeaseExpiresAt, now), a.TTLSeconds)
 	if next := NextLeaseChange(a.State, a.LastHeartbeatAt, time.Duration(a.TTLSeconds)*time.Second, now); next != "" {

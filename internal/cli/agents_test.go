@@ -1,6 +1,13 @@
 package cli_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,4 +44,109 @@ func TestNextLeaseChange(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, cli.NextLeaseChange(tc.state, tc.last, ttl, now), "%s, last heartbeat %s ago", tc.state, now.Sub(tc.last))
 	}
+}
+
+// agentsAPI answers GET /v1/agents and /v1/agents/{id} with a push agent
+// and a pull agent shaped as the API shapes them: a pull agent has no
+// endpoint and an inbox_depth, a push agent no inbox_depth.
+func agentsAPI(t *testing.T) string {
+	t.Helper()
+	agents := map[string]string{
+		"ocr-1": `{"agent_id":"ocr-1","namespace":"default","capabilities":["doc.ocr"],"aliases":[],
+			"endpoint":"http://127.0.0.1:9/a2a","protocol":"a2a-lite","mode":"push","state":"HEALTHY","in_flight":2,
+			"max_concurrent":4,"ttl_seconds":30,"breaker":{"state":"closed","error_rate":0,"attempts":0}}`,
+		"puller": `{"agent_id":"puller","namespace":"default","capabilities":["doc.pull"],"aliases":[],
+			"endpoint":"","protocol":"a2a-lite","mode":"pull","inbox_depth":3,"state":"HEALTHY","in_flight":1,
+			"max_concurrent":0,"ttl_seconds":30,"breaker":{"state":"closed","error_rate":0,"attempts":0}}`,
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/agents" {
+			_, _ = io.WriteString(w, `{"agents":[`+agents["ocr-1"]+`,`+agents["puller"]+`],"self_preservation":[]}`)
+			return
+		}
+		if a, ok := agents[strings.TrimPrefix(r.URL.Path, "/v1/agents/")]; ok {
+			_, _ = io.WriteString(w, a)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no such agent"}}`)
+	}))
+	t.Cleanup(api.Close)
+	return api.URL
+}
+
+// runCLI runs one CLI command against the API at base and answers its
+// standard output.
+func runCLI(t *testing.T, base string, cmd func(context.Context, cli.Env, []string) error, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := cli.Env{Stdout: &out, Stderr: &errOut, Getenv: func(k string) string {
+		return map[string]string{"AGENTREACH_URL": base}[k]
+	}}
+	require.NoError(t, cmd(t.Context(), env, args), errOut.String())
+	return out.String()
+}
+
+// TestAgentsShowsModeAndInbox: the list names each agent's mode and, for a
+// pull agent only, how many attempts wait in its inbox; --json passes both
+// through as the API wrote them.
+func TestAgentsShowsModeAndInbox(t *testing.T) {
+	t.Parallel()
+	base := agentsAPI(t)
+	out := runCLI(t, base, cli.Agents)
+	require.Regexp(t, `(?m)^AGENT\s+NAMESPACE\s+MODE\s+STATE\s+IN-FLIGHT\s+INBOX\s+BREAKER\s+LAST HEARTBEAT\s+CAPABILITIES\n`, out)
+	require.Regexp(t, `(?m)^ocr-1\s+default\s+push\s+HEALTHY\s+2\s+-\s+closed\s+.*doc\.ocr$`, out, "a push agent has no inbox")
+	require.Regexp(t, `(?m)^puller\s+default\s+pull\s+HEALTHY\s+1\s+3\s+closed\s+.*doc\.pull$`, out)
+
+	var body struct {
+		Agents []struct {
+			AgentID    string `json:"agent_id"`
+			Mode       string `json:"mode"`
+			InboxDepth *int   `json:"inbox_depth"`
+		} `json:"agents"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(runCLI(t, base, cli.Agents, "--json")), &body))
+	require.Len(t, body.Agents, 2)
+	require.Equal(t, "push", body.Agents[0].Mode)
+	require.Nil(t, body.Agents[0].InboxDepth)
+	require.Equal(t, "pull", body.Agents[1].Mode)
+	require.NotNil(t, body.Agents[1].InboxDepth)
+	require.Equal(t, 3, *body.Agents[1].InboxDepth)
+}
+
+// TestDigShowsModeAndInbox: dig of a pull agent says it claims its work in
+// place of an endpoint and shows its inbox; dig of a push agent shows its
+// endpoint and no inbox.
+func TestDigShowsModeAndInbox(t *testing.T) {
+	t.Parallel()
+	base := agentsAPI(t)
+
+	pull := runCLI(t, base, cli.Dig, "puller")
+	require.Regexp(t, `(?m)^mode\s+pull \(claims its work; no endpoint\)$`, pull)
+	require.Regexp(t, `(?m)^inbox\s+3 waiting to be claimed$`, pull)
+	require.Regexp(t, `(?m)^load\s+1 in flight \(max unlimited\)$`, pull)
+	require.NotContains(t, pull, "endpoint ")
+
+	push := runCLI(t, base, cli.Dig, "ocr-1")
+	require.Regexp(t, `(?m)^mode\s+push$`, push)
+	require.Regexp(t, `(?m)^endpoint\s+http://127\.0\.0\.1:9/a2a \(a2a-lite\)$`, push)
+	require.NotRegexp(t, `(?m)^inbox\s`, push)
+
+	require.JSONEq(t, `{"mode":"pull","inbox_depth":3}`, pickJSON(t, runCLI(t, base, cli.Dig, "puller", "--json"), "mode", "inbox_depth"))
+}
+
+// pickJSON answers the named fields of the JSON object doc, re-encoded.
+func pickJSON(t *testing.T, doc string, fields ...string) string {
+	t.Helper()
+	var all map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(doc), &all))
+	picked := map[string]json.RawMessage{}
+	for _, f := range fields {
+		if v, ok := all[f]; ok {
+			picked[f] = v
+		}
+	}
+	b, err := json.Marshal(picked)
+	require.NoError(t, err)
+	return string(b)
 }

@@ -1,9 +1,11 @@
 package client_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -34,6 +36,8 @@ type fakeRegistry struct {
 	// refuse, when set, answers the next report batch with this error
 	// body and status instead of accepting it.
 	refuse func(batch []map[string]any) (int, string)
+	// onLookup, when set, runs before a lookup is answered.
+	onLookup func()
 
 	down      atomic.Bool
 	reported  chan []map[string]any // each accepted batch
@@ -98,7 +102,11 @@ func (f *fakeRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.lookups = append(f.lookups, body)
 		cands := f.candidates[body["capability"].(string)]
 		ttl := f.ttlMS
+		onLookup := f.onLookup
 		f.mu.Unlock()
+		if onLookup != nil {
+			onLookup()
+		}
 		if cands == nil {
 			cands = []client.Candidate{}
 		}
@@ -246,8 +254,27 @@ func candidate(id, endpoint string, score float64) client.Candidate {
 // newClient is a client of reg with the test key, closed at the end.
 func newClient(t *testing.T, base string, opts ...client.Option) *client.Client {
 	t.Helper()
-	c, err := client.New(base, "ark_test", opts...)
+	c, err := client.New(base, "ark_test", append([]client.Option{client.Logger(slog.New(slog.DiscardHandler))}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// newServer is the URL of a test server answering with h.
+func newServer(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// recordHandler is a slog handler sending every record to ch.
+type recordHandler chan slog.Record
+
+func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h <- r
+	return nil
+}
+func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recordHandler) WithGroup(string) slog.Handler      { return h }

@@ -181,20 +181,20 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 // answer is non-nil when the agent answered a result.
 func (c *Client) call(ctx context.Context, cand Candidate, env envelope, timeout time.Duration, flags string) (Attempt, *agentAnswer) {
 	att := Attempt{AgentID: cand.AgentID, Namespace: cand.Namespace, Endpoint: cand.Endpoint}
+	start := time.Now() // before the timeout starts, so a timed-out call's latency is at least the timeout
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	env.Deadline = c.cfg.now().Add(timeout).UTC()
 	b, _ := json.Marshal(env)
 	req, err := http.NewRequestWithContext(cctx, http.MethodPost, cand.Endpoint, bytes.NewReader(b))
 	if err != nil {
-		att.Err = fmt.Errorf("bad endpoint: %w", err)
+		att.Err, att.Latency = fmt.Errorf("bad endpoint: %w", err), time.Since(start)
 		return att, nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Reach-Grant", cand.Grant)
 	req.Header.Set("X-Reach-Job-Id", env.JobID)
 	req.Header.Set("traceparent", "00-"+env.TraceID+"-"+randomHex(8)+"-"+flags)
-	start := time.Now()
 	resp, err := c.http.Do(req)
 	if err != nil {
 		att.Latency = time.Since(start)

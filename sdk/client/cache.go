@@ -43,6 +43,7 @@ type entry struct {
 	Namespace  string      `json:"namespace,omitempty"` // as asked
 	FetchedAt  time.Time   `json:"fetched_at"`
 	TTLMS      int64       `json:"ttl_ms"`
+	WatchFrom  int64       `json:"watch_from,omitempty"`
 	Candidates []Candidate `json:"candidates"`
 	freshUntil time.Time   // zero: stale use only
 }
@@ -91,6 +92,19 @@ func (c *cache) fresh(key string, now time.Time) (LookupResult, bool) {
 	return LookupResult{Candidates: slices.Clone(e.Candidates), TTL: e.freshUntil.Sub(now), FetchedAt: e.FetchedAt, Cached: true}, true
 }
 
+// watchFrom is the oldest watch_from of the fresh entries, 0 with none.
+func (c *cache) watchFrom() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var from int64
+	for el := c.ll.Front(); el != nil; el = el.Next() {
+		if e := el.Value.(*entry); !e.freshUntil.IsZero() && e.WatchFrom > 0 && (from == 0 || e.WatchFrom < from) {
+			from = e.WatchFrom
+		}
+	}
+	return from
+}
+
 // stale answers key's last known list, fresh or not.
 func (c *cache) stale(key string) (LookupResult, bool) {
 	c.mu.Lock()
@@ -111,7 +125,7 @@ func (c *cache) store(key, namespace string, ans lookupAnswer, fetched time.Time
 	if !c.serveFresh && c.file == "" {
 		return
 	}
-	e := &entry{Key: key, Namespace: namespace, FetchedAt: fetched, TTLMS: ans.TTLMS}
+	e := &entry{Key: key, Namespace: namespace, FetchedAt: fetched, TTLMS: ans.TTLMS, WatchFrom: ans.WatchFrom}
 	for _, cand := range ans.Candidates {
 		if !notServable[cand.State] {
 			e.Candidates = append(e.Candidates, cand)

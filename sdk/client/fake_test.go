@@ -31,6 +31,8 @@ type fakeRegistry struct {
 	mu         sync.Mutex
 	candidates map[string][]client.Candidate
 	ttlMS      int64
+	watchFrom  int64
+	batchNS    []string         // each accepted batch's namespace
 	lookups    []map[string]any // request bodies
 	batches    [][]map[string]any
 	// refuse, when set, answers the next report batch with this error
@@ -101,7 +103,7 @@ func (f *fakeRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.lookups = append(f.lookups, body)
 		cands := f.candidates[body["capability"].(string)]
-		ttl := f.ttlMS
+		ttl, from := f.ttlMS, f.watchFrom
 		onLookup := f.onLookup
 		f.mu.Unlock()
 		if onLookup != nil {
@@ -110,10 +112,11 @@ func (f *fakeRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if cands == nil {
 			cands = []client.Candidate{}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"candidates": cands, "ttl_ms": ttl})
+		writeJSON(w, http.StatusOK, map[string]any{"candidates": cands, "ttl_ms": ttl, "watch_from": from})
 	case "POST /v1/reports":
 		var body struct {
-			Reports []map[string]any `json:"reports"`
+			Namespace string           `json:"namespace"`
+			Reports   []map[string]any `json:"reports"`
 		}
 		assert.NoError(f.t, json.NewDecoder(r.Body).Decode(&body))
 		f.mu.Lock()
@@ -121,6 +124,7 @@ func (f *fakeRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.refuse = nil
 		if refuse == nil {
 			f.batches = append(f.batches, body.Reports)
+			f.batchNS = append(f.batchNS, body.Namespace)
 		}
 		f.mu.Unlock()
 		if refuse != nil {

@@ -154,7 +154,7 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 			return out, fmt.Errorf("invoke %s: %w", capability, ctx.Err())
 		}
 		if reportable && !errors.Is(att.Err, errGrantRefused) {
-			r := Report{AgentID: cand.AgentID, Capability: capability, Reached: att.Reached, OK: ans != nil && ans.Status == StatusSuccess,
+			r := Report{Namespace: cand.Namespace, AgentID: cand.AgentID, Capability: capability, Reached: att.Reached, OK: ans != nil && ans.Status == StatusSuccess,
 				LatencyMS: float64(att.Latency.Microseconds()) / 1000, At: c.cfg.now().UTC()}
 			if ans != nil {
 				r.BizCode = ans.BizCode

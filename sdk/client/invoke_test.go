@@ -256,3 +256,23 @@ func pick(m map[string]any, keys ...string) map[string]any {
 	}
 	return out
 }
+
+// TestReportsGoInABatchPerNamespace: the service checks reports against
+// the lookups of one namespace, so each namespace's go in a batch of
+// their own, naming it.
+func TestReportsGoInABatchPerNamespace(t *testing.T) {
+	t.Parallel()
+	reg := newFakeRegistry(t)
+	c := newClient(t, reg.URL(), client.ReportBatch(100, time.Hour))
+	now := time.Now()
+	c.Report(client.Report{Namespace: "team-a", AgentID: "a1", Capability: "c", At: now},
+		client.Report{Namespace: "team-b", AgentID: "b1", Capability: "c", At: now},
+		client.Report{Namespace: "team-a", AgentID: "a2", Capability: "c", At: now})
+	require.NoError(t, c.Flush(t.Context()))
+	first, second := reg.waitBatch(), reg.waitBatch()
+	require.Equal(t, []any{"a1", "a2"}, []any{first[0]["agent_id"], first[1]["agent_id"]})
+	require.Equal(t, "b1", second[0]["agent_id"])
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	require.Equal(t, []string{"team-a", "team-b"}, reg.batchNS)
+}

@@ -70,6 +70,9 @@ type lookupRequest struct {
 type lookupAnswer struct {
 	Candidates []Candidate `json:"candidates"`
 	TTLMS      int64       `json:"ttl_ms"`
+	// WatchFrom is the log position the answer was computed at: agent
+	// changes after it may not be in it.
+	WatchFrom int64 `json:"watch_from"`
 }
 
 // Lookup answers the ranked candidates for capability (POST /v1/lookup,

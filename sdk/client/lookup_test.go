@@ -151,6 +151,33 @@ func TestWatchDropsACandidateGoingDown(t *testing.T) {
 	require.False(t, lookup("other").Cached)
 }
 
+// TestWatchStartsFromTheCachedAnswers: a feed started after lookups
+// were cached reads the changes since the oldest of them was computed
+// (its watch_from), so none made in between is missed.
+func TestWatchStartsFromTheCachedAnswers(t *testing.T) {
+	t.Parallel()
+	reg := newFakeRegistry(t)
+	reg.set("c", candidate("a", "http://127.0.0.1:9/a", 1))
+	reg.mu.Lock()
+	reg.watchFrom = 17
+	reg.mu.Unlock()
+	changes := make(chan client.AgentChange, 10)
+	c := newClient(t, reg.URL(), client.OnAgentChange(func(ch client.AgentChange) { changes <- ch }))
+	_, err := c.Lookup(t.Context(), "c", client.LookupOptions{})
+	require.NoError(t, err)
+	c.Watch(t.Context())
+	require.Equal(t, "17", reg.waitWatcher().Get("Last-Event-ID"))
+	reg.change(18, "AGENT_STATE_CHANGED", "a", "DOWN") // made between the lookup and the watch
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the change was not applied")
+	}
+	res, err := c.Lookup(t.Context(), "c", client.LookupOptions{})
+	require.NoError(t, err)
+	require.False(t, res.Cached)
+}
+
 // TestALookupRacingAChangeIsNotCached: an answer the registry computed
 // before a change the feed applied while it was on its way may hold the
 // changed agent, so it is answered but not served again from the cache.

@@ -15,6 +15,9 @@ import (
 // Report is the outcome of one direct call of an agent, for its health
 // figures (POST /v1/reports).
 type Report struct {
+	// Namespace is the agent's (a candidate's Namespace); empty is the
+	// key's. Reports of several namespaces go in a batch each.
+	Namespace  string `json:"-"`
 	AgentID    string `json:"agent_id"`
 	Capability string `json:"capability"`
 	// Reached: the agent took the call and answered a result.
@@ -118,15 +121,16 @@ func (r *reporter) flush(ctx context.Context) error {
 	defer r.sendMu.Unlock()
 	for {
 		r.mu.Lock()
-		n := min(len(r.pending), maxReportsPerBatch)
-		batch := slices.Clone(r.pending[:n])
-		r.pending = slices.Delete(r.pending, 0, n)
+		batch := r.takeLocked()
 		r.mu.Unlock()
 		if len(batch) == 0 {
 			return nil
 		}
 		oldest := r.c.cfg.now().Add(-reportWindow)
 		batch = slices.DeleteFunc(batch, func(rep Report) bool { return rep.At.Before(oldest) })
+		if len(batch) == 0 {
+			continue
+		}
 		if err := r.send(ctx, batch); err != nil {
 			if ctx.Err() != nil || unreachable(err) || errors.Is(err, ErrRateLimited) {
 				r.mu.Lock()
@@ -136,6 +140,25 @@ func (r *reporter) flush(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// takeLocked takes the next batch off the queue: up to
+// maxReportsPerBatch reports of the first one's namespace, in order.
+func (r *reporter) takeLocked() []Report {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	ns := r.pending[0].Namespace
+	var batch, rest []Report
+	for _, rep := range r.pending {
+		if rep.Namespace == ns && len(batch) < maxReportsPerBatch {
+			batch = append(batch, rep)
+		} else {
+			rest = append(rest, rep)
+		}
+	}
+	r.pending = rest
+	return batch
 }
 
 // reportField reads the index of a report the service refused.
@@ -149,7 +172,11 @@ func (r *reporter) send(ctx context.Context, batch []Report) error {
 		var out struct {
 			Accepted int `json:"accepted"`
 		}
-		err := r.c.do(ctx, http.MethodPost, "/v1/reports", nil, map[string]any{"reports": batch}, &out)
+		body := map[string]any{"reports": batch}
+		if ns := batch[0].Namespace; ns != "" {
+			body["namespace"] = ns
+		}
+		err := r.c.do(ctx, http.MethodPost, "/v1/reports", nil, body, &out)
 		var apiErr *APIError
 		if errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest {
 			if m := reportField.FindStringSubmatch(apiErr.Field); m != nil {

@@ -25,6 +25,8 @@ type AgentChange struct {
 	// Position is the event's position in the global log.
 	Position   int64     `json:"position"`
 	RecordedAt time.Time `json:"recorded_at"`
+	// Data is the event's own data, as the service wrote it.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // Watch follows the registry's agent changes (GET /v1/agents/watch,
@@ -33,7 +35,8 @@ type AgentChange struct {
 // agent that leaves HEALTHY or deregisters is dropped from every cached
 // list at once, and other changes make their namespace's lists ask the
 // registry again. The feed reconnects with backoff after a lost
-// connection, resuming after the last event it read (Last-Event-ID). A
+// connection, resuming after the last event it read (Last-Event-ID), or
+// before it read any, from the oldest cached answer's watch_from. A
 // 401 or 403 ends it (logged); so does a second call while one runs (it
 // does nothing). It returns at once.
 func (c *Client) Watch(ctx context.Context) {
@@ -91,8 +94,17 @@ func (c *Client) watchOnce(ctx context.Context, lastID *string) (bool, error) {
 	if c.key != "" {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
-	if *lastID != "" {
-		req.Header.Set("Last-Event-ID", *lastID)
+	from := *lastID
+	if from == "" {
+		// Nothing read yet: from the oldest position a cached answer was
+		// computed at (its watch_from), so that no change since any of
+		// them is missed; with nothing cached, from now on.
+		if p := c.cache.watchFrom(); p > 0 {
+			from = strconv.FormatInt(p, 10)
+		}
+	}
+	if from != "" {
+		req.Header.Set("Last-Event-ID", from)
 	}
 	resp, err := c.stream.Do(req)
 	if err != nil {

@@ -245,13 +245,15 @@ func (c *Client) Events(ctx context.Context, jobID string) ([]Event, error) {
 // Wait polls the job until its status is terminal and answers it: first
 // after the first poll interval, then doubling (PollInterval). It ends
 // with ctx; an error of a poll ends it too (after the retries of 429 and
-// 503).
+// 503). On an error it answers the last state it saw.
 func (c *Client) Wait(ctx context.Context, jobID string) (Job, error) {
+	var last Job
 	for try := 0; ; try++ {
 		j, err := c.Get(ctx, jobID)
 		if err != nil {
-			return Job{}, err
+			return last, err
 		}
+		last = j
 		if j.Status.Terminal() {
 			return j, nil
 		}

@@ -56,6 +56,9 @@ const (
 	ScopeJobsApprove = "jobs:approve"
 	ScopeAgentsRead  = "agents:read"
 	ScopeAgentsWrite = "agents:write"
+	// ScopeAgentsLookup: look up agents to call them directly, and report
+	// what came of it (lookup mode).
+	ScopeAgentsLookup = "agents:lookup"
 	// ScopeJobsSubmitPrefix starts "jobs:submit:<capability pattern>".
 	ScopeJobsSubmitPrefix = "jobs:submit:"
 )
@@ -127,7 +130,7 @@ func Match(pattern, s string) bool {
 // ValidScope reports whether s is a scope this service knows.
 func ValidScope(s string) bool {
 	switch s {
-	case ScopeAdmin, ScopeJobsRead, ScopeJobsApprove, ScopeAgentsRead, ScopeAgentsWrite:
+	case ScopeAdmin, ScopeJobsRead, ScopeJobsApprove, ScopeAgentsRead, ScopeAgentsWrite, ScopeAgentsLookup:
 		return true
 	}
 	pat, ok := strings.CutPrefix(s, ScopeJobsSubmitPrefix)

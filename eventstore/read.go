@@ -93,3 +93,13 @@ func CountStreams(ctx context.Context, q Querier, prefix string) (int, error) {
 	}
 	return n, nil
 }
+
+// LastPosition is the position of the log's latest event (0 when empty):
+// where a reader that wants only what comes next starts.
+func LastPosition(ctx context.Context, q Querier) (int64, error) {
+	var p int64
+	if err := q.QueryRow(ctx, `SELECT coalesce(max(position), 0) FROM events`).Scan(&p); err != nil {
+		return 0, fmt.Errorf("last position: %w", err)
+	}
+	return p, nil
+}

@@ -52,6 +52,19 @@ type AgentHealth struct {
 	// BusinessSuccessRate is succeeded over delivered settled attempts:
 	// the agent's own success, apart from reach.
 	BusinessSuccessRate *float64 `json:"business_success_rate"`
+	// Unclaimed attempts wait in a pull agent's inbox: in no rate yet.
+	Unclaimed int `json:"unclaimed"`
+	// Direct are the calls among them that callers made themselves
+	// (lookup mode) and reported; the rest were brokered.
+	Direct DirectCounts `json:"direct"`
+}
+
+// DirectCounts are an agent's reported direct calls in a window.
+type DirectCounts struct {
+	Attempted int `json:"attempted"`
+	Delivered int `json:"delivered"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
 }
 
 func validWindow(w string) bool {
@@ -77,7 +90,8 @@ func Agents(ctx context.Context, q eventstore.Querier, window, namespace string)
 		var h AgentHealth
 		err := r.Scan(&h.Window, &h.Namespace, &h.AgentID, &h.Attempted, &h.Delivered, &h.Succeeded, &h.Failed, &h.TimedOut,
 			&h.DeadLettered, &h.ReachRate, &h.SuccessRate, &h.HealthScore, &h.LatencyP50MS, &h.LatencyP95MS, &h.LatencyP99MS,
-			&h.DeliveryP50MS, &h.DeliveryP95MS, &h.Pending, &h.BusinessSuccessRate)
+			&h.DeliveryP50MS, &h.DeliveryP95MS, &h.Pending, &h.BusinessSuccessRate, &h.Unclaimed,
+			&h.Direct.Attempted, &h.Direct.Delivered, &h.Direct.Succeeded, &h.Direct.Failed)
 		return h, err
 	})
 	if err != nil {

@@ -139,6 +139,7 @@ func New(deps Deps) *gin.Engine {
 func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
 	v1.POST("/agents", s.need(auth.ScopeAgentsWrite), s.registerAgent)
 	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)
+	v1.GET("/agents/watch", s.need(""), s.watchAgents) // agents:read or agents:lookup
 	v1.GET("/agents/:agent_id", s.need(auth.ScopeAgentsRead), s.getAgent)
 	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
 	v1.PATCH("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.patchAgent)
@@ -151,6 +152,8 @@ func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
 	v1.POST("/agents/:agent_id/release", s.agentRate, s.release)    // agent token
 	v1.POST("/agents/:agent_id/token:rotate", s.agentRate, s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
 	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
+	v1.POST("/lookup", s.need(auth.ScopeAgentsLookup), s.lookup)
+	v1.POST("/reports", s.need(auth.ScopeAgentsLookup), s.reports)
 }
 
 // MaxHeaderBytes bounds a request's header; a larger one gets 431 with the

@@ -51,6 +51,11 @@ type agentHealthResponse struct {
 	// Pending: delivered, waiting for the result inside the deadline.
 	Pending             int      `json:"pending"`
 	BusinessSuccessRate *float64 `json:"business_success_rate"`
+	// Unclaimed: waiting in a pull agent's inbox, in no rate yet.
+	Unclaimed int `json:"unclaimed"`
+	// Direct: the calls callers made themselves and reported (lookup
+	// mode), counted in the totals too; the rest were brokered.
+	Direct health.DirectCounts `json:"direct"`
 }
 
 type pointResponse struct {

@@ -29,6 +29,11 @@ var (
 // DELIVERED delivered, SUCCESS succeeded, FAILED (and a business failure
 // that is retried) failed, TIMEOUT timed out, DEAD_LETTER dead-lettered (for
 // the last attempt's agent). Attempts with no agent count for nobody.
+//
+// A caller's reports of its direct calls (DIRECT_REPORTED, lookup mode)
+// count the same way, in the bucket of the call's time, and apart as
+// direct_*: a call is attempted; reached, delivered; ok, succeeded; reached
+// and not ok, failed.
 type AgentStats struct{}
 
 // Name implements eventstore.Projection.
@@ -51,6 +56,8 @@ type statsRow struct {
 	namespace                                                       string
 	attempted, delivered, succeeded, failed, timedOut, deadLettered int
 	deliveryMS, resultMS                                            []float64
+	// The direct calls among them.
+	directAttempted, directDelivered, directSucceeded, directFailed int
 }
 
 // attemptFacts is what every attempt event's data may say.
@@ -125,6 +132,12 @@ func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) (map
 func accumulate(batch []eventstore.Record, jobs map[string]domain.Submitted) (map[statsKey]*statsRow, error) {
 	acc := map[statsKey]*statsRow{}
 	for _, r := range batch {
+		if r.Type == domain.EventDirectReported {
+			if err := accumulateDirect(acc, r); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if !counted[r.Type] || !strings.HasPrefix(r.StreamID, domain.JobStreamPrefix) {
 			continue
 		}
@@ -150,6 +163,42 @@ func accumulate(batch []eventstore.Record, jobs map[string]domain.Submitted) (ma
 		}
 	}
 	return acc, nil
+}
+
+// accumulateDirect counts one DIRECT_REPORTED event's calls, each in the
+// buckets of its own time.
+func accumulateDirect(acc map[statsKey]*statsRow, r eventstore.Record) error {
+	var d domain.DirectReported
+	if err := json.Unmarshal(r.Data, &d); err != nil {
+		return fmt.Errorf("event %d: %w", r.Position, err)
+	}
+	ns, _, _ := strings.Cut(strings.TrimPrefix(r.StreamID, domain.DirectStreamPrefix), "/")
+	for _, rep := range d.Reports {
+		for _, unit := range []time.Duration{time.Minute, time.Hour} {
+			k := statsKey{namespace: ns, agent: rep.AgentID, capability: rep.Capability, bucket: rep.At.UTC().Truncate(unit), hourly: unit == time.Hour}
+			row := acc[k]
+			if row == nil {
+				row = &statsRow{namespace: ns}
+				acc[k] = row
+			}
+			row.attempted++
+			row.directAttempted++
+			if !rep.Reached {
+				continue
+			}
+			row.delivered++
+			row.directDelivered++
+			row.resultMS = append(row.resultMS, rep.LatencyMS)
+			if rep.OK {
+				row.succeeded++
+				row.directSucceeded++
+			} else {
+				row.failed++
+				row.directFailed++
+			}
+		}
+	}
+	return nil
 }
 
 // count adds one attempt event to the row.
@@ -187,7 +236,8 @@ func writeStats(ctx context.Context, tx pgx.Tx, acc map[statsKey]*statsRow) erro
 		}
 		b.Queue(query,
 			k.agent, k.capability, k.bucket, row.namespace, row.attempted, row.delivered, row.succeeded, row.failed,
-			row.timedOut, row.deadLettered, nonNilFloats(row.deliveryMS), nonNilFloats(row.resultMS))
+			row.timedOut, row.deadLettered, nonNilFloats(row.deliveryMS), nonNilFloats(row.resultMS),
+			row.directAttempted, row.directDelivered, row.directSucceeded, row.directFailed)
 	}
 	return tx.SendBatch(ctx, b).Close()
 }

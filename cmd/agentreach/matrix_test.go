@@ -244,6 +244,17 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return matrixCall{"POST", "/v1/agents/" + id + "/token:rotate", ""}
 		},
 		"GET /v1/route": func() matrixCall { return matrixCall{"GET", "/v1/route?capability=mx.cap&namespace=a", ""} },
+		"POST /v1/lookup": func() matrixCall {
+			return matrixCall{"POST", "/v1/lookup", `{"capability":"mx.cap","namespace":"a"}`}
+		},
+		"POST /v1/reports": func() matrixCall {
+			for _, k := range []string{adminA, testAdminKey} { // the keys that may report looked the agent up
+				code, out := call(t, http.MethodPost, base+"/v1/lookup", asKey(k), `{"capability":"mx.cap","namespace":"a"}`)
+				require.Equal(t, http.StatusOK, code, out)
+			}
+			return matrixCall{"POST", "/v1/reports", `{"namespace":"a","reports":[{"agent_id":"mx-hold","capability":"mx.cap","reached":true,"ok":true,"latency_ms":1}]}`}
+		},
+		"GET /v1/agents/watch": func() matrixCall { return matrixCall{"GET", "/v1/agents/watch?namespace=a&after=0", ""} },
 		"POST /v1/jobs": func() matrixCall {
 			return matrixCall{"POST", "/v1/jobs", `{"capability":"mx.none","namespace":"a","payload":{},"max_attempts":3,"backoff_base_ms":600000}`}
 		},

@@ -5,7 +5,8 @@
 -- Every agent's figures over window $1, of namespace $2 or ('') of all, by agent id.
 SELECT "window", namespace, agent_id, attempted, delivered, succeeded, failed, timed_out,
        dead_lettered, reach_rate, success_rate, health_score, latency_p50_ms, latency_p95_ms, latency_p99_ms,
-       delivery_p50_ms, delivery_p95_ms, pending, business_success_rate
+       delivery_p50_ms, delivery_p95_ms, pending, business_success_rate, unclaimed,
+       direct_attempted, direct_delivered, direct_succeeded, direct_failed
 FROM reach_health WHERE "window" = $1 AND ($2 = '' OR namespace = $2) ORDER BY agent_id;
 
 -- name: JudgeHealth

@@ -191,3 +191,19 @@ ON CONFLICT (namespace) DO UPDATE SET version = excluded.version, policy = exclu
 -- name: RoutingPolicyOf
 -- A namespace's routing policy.
 SELECT policy FROM routing_policies WHERE namespace = $1;
+
+-- name: RecordLookups
+-- Remembers that key $1 was given agents $3 of namespace $2 at $4 (a write at most every 10 s per agent).
+INSERT INTO lookups (key_id, namespace, agent_id, looked_up_at)
+SELECT $1, $2, unnest($3::text[]), $4
+ON CONFLICT (key_id, namespace, agent_id) DO UPDATE SET looked_up_at = excluded.looked_up_at
+    WHERE lookups.looked_up_at < excluded.looked_up_at - interval '10 seconds';
+
+-- name: LookedUp
+-- Which of agents $3 of namespace $2 key $1 looked up since $4.
+SELECT agent_id FROM lookups WHERE key_id = $1 AND namespace = $2 AND agent_id = ANY($3::text[]) AND looked_up_at >= $4;
+
+-- name: RecordDirectSamples
+-- The breaker's samples of reported direct calls, in one statement.
+INSERT INTO agent_attempts (namespace, agent_id, at, ok)
+SELECT $1, unnest($2::text[]), unnest($3::timestamptz[]), unnest($4::bool[]);

@@ -190,19 +190,23 @@ func (c *cache) putLocked(e *entry) {
 // deregistered is dropped from every list at once. Any other change (back
 // to HEALTHY, registered, updated) may change the ranking or bring a new
 // candidate, so its namespace's lists stop being fresh: the next lookup
-// asks the registry, and they stay as the stale fallback.
-func (c *cache) agentChanged(ch AgentChange) {
+// asks the registry, and they stay as the stale fallback. It reports
+// whether it dropped a candidate.
+func (c *cache) agentChanged(ch AgentChange) bool {
 	drop := ch.Type == "AGENT_DEREGISTERED" || (ch.State != "" && ch.State != "HEALTHY")
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
+	dropped := false
 	for el := c.ll.Front(); el != nil; {
 		next := el.Next()
 		e := el.Value.(*entry)
 		if drop {
+			n := len(e.Candidates)
 			e.Candidates = slices.DeleteFunc(slices.Clone(e.Candidates), func(cand Candidate) bool {
 				return cand.AgentID == ch.AgentID && (cand.Namespace == ch.Namespace || cand.Namespace == "" || ch.Namespace == "")
 			})
+			dropped = dropped || len(e.Candidates) < n
 			if len(e.Candidates) == 0 {
 				c.ll.Remove(el)
 				delete(c.byKey, e.Key)
@@ -212,6 +216,7 @@ func (c *cache) agentChanged(ch AgentChange) {
 		}
 		el = next
 	}
+	return dropped
 }
 
 // load reads the cache file, every list in it for stale use only.

@@ -132,7 +132,9 @@ func (c *Client) watchOnce(ctx context.Context, lastID *string) (bool, error) {
 		if ch.Position == 0 {
 			ch.Position, _ = strconv.ParseInt(ev.id, 10, 64)
 		}
-		c.cache.agentChanged(ch)
+		if c.cache.agentChanged(ch) {
+			c.cache.persist() // so that a start from the file does not offer it either
+		}
 		if c.cfg.onChange != nil {
 			c.cfg.onChange(ch)
 		}

@@ -74,14 +74,12 @@ func TestClientDo(t *testing.T) {
 		}
 	}))
 	t.Cleanup(api.Close)
-	c := &Client{BaseURL: api.URL + "/", Key: "sekrit", HTTP: api.Client(), Header: map[string]string{"X-A": "1", "X-Empty": ""}}
+	c := &Client{BaseURL: api.URL + "/", Key: "sekrit", HTTP: api.Client()}
 
 	var out struct{ X int }
 	require.NoError(t, c.Get(t.Context(), "/v1/ok", map[string][]string{"a": {"1"}}, &out))
 	require.Equal(t, 1, out.X)
 	require.Equal(t, "Bearer sekrit", seen.Get("Authorization"))
-	require.Equal(t, "1", seen.Get("X-A"))
-	require.NotContains(t, seen, "X-Empty")
 	require.Empty(t, seen.Get("Content-Type"), "no body, no content type")
 
 	err := c.Do(t.Context(), http.MethodPost, "/v1/bad", map[string]int{"n": 2}, nil)
@@ -165,13 +163,22 @@ func TestJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "j1 SUCCESS\n", out)
 
+	_, _, err = run("submit", "--capability", "c", "--hint", "h", "--priority", "high", "--callback-url", "http://127.0.0.1:9/cb",
+		"--timeout", "2s", "--max-attempts", "4")
+	require.NoError(t, err)
+	f.mu.Lock()
+	require.Equal(t, "POST /v1/jobs  "+`{"capability":"c","payload":{},"hint":"h","priority":"high","timeout_ms":2000,"max_attempts":4,"callback_url":"http://127.0.0.1:9/cb"}`,
+		f.reqs[len(f.reqs)-1])
+	f.mu.Unlock()
+
 	_, _, err = run("get", "nope")
 	var apiErr *APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "not_found", apiErr.Code)
 
 	f.mu.Lock()
-	require.Equal(t, "POST /v1/jobs k1 "+`{"callback_url":"","capability":"c","hint":"","max_attempts":0,"payload":{"x":1},"priority":"","timeout_ms":0}`, f.reqs[0])
+	require.Equal(t, "POST /v1/jobs k1 "+`{"capability":"c","payload":{"x":1}}`, f.reqs[0], "unset flags are left to the service's defaults")
+	require.Equal(t, "POST /v1/jobs  "+`{"capability":"c","payload":{}}`, f.reqs[1], "no key, no Idempotency-Key")
 	require.Contains(t, f.reqs, "GET /v1/jobs?limit=50&status=SUCCESS")
 	require.Contains(t, f.reqs, `POST /v1/jobs/j1/cancel  {"reason":"changed my mind"}`)
 	f.mu.Unlock()

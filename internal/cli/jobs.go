@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentreach/agentreach/sdk/client"
 )
 
 const jobsHelp = `agentreach jobs: submit and follow jobs (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
@@ -86,7 +86,7 @@ func (j *jobsCommand) jobID() (string, error) {
 	if len(pos) != 1 {
 		return "", fmt.Errorf("%w: agentreach jobs %s JOB_ID", ErrUsage, j.name)
 	}
-	return url.PathEscape(pos[0]), nil
+	return pos[0], nil
 }
 
 func (j *jobsCommand) submit(ctx context.Context) error {
@@ -109,15 +109,19 @@ func (j *jobsCommand) submit(ctx context.Context) error {
 	if !json.Valid([]byte(*payload)) {
 		return fmt.Errorf("%w: --payload must be JSON", ErrUsage)
 	}
-	body := map[string]any{"capability": *capability, "payload": json.RawMessage(*payload), "hint": *hint,
-		"priority": *priority, "callback_url": *callback, "max_attempts": *maxAttempts, "timeout_ms": timeout.Milliseconds()}
 	var out struct {
 		JobID   string `json:"job_id"`
 		Status  string `json:"status"`
 		TraceID string `json:"trace_id"`
 	}
-	j.c.Header = map[string]string{"Idempotency-Key": *key}
-	if err := j.c.Do(ctx, http.MethodPost, "/v1/jobs", body, &out); err != nil {
+	err := j.c.call(func(sc *client.Client) error {
+		sub, err := sc.Submit(ctx, client.SubmitRequest{Capability: *capability, Payload: json.RawMessage(*payload), Hint: *hint,
+			Priority: client.Priority(*priority), CallbackURL: *callback, MaxAttempts: *maxAttempts, TimeoutMS: timeout.Milliseconds(),
+			IdempotencyKey: *key})
+		out.JobID, out.Status, out.TraceID = sub.JobID, string(sub.Status), sub.TraceID
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if *wait {
@@ -130,22 +134,20 @@ func (j *jobsCommand) submit(ctx context.Context) error {
 	return nil
 }
 
-// waitFinished polls the job until it is terminal, then shows it.
+// waitFinished waits until the job is terminal, then shows it.
 func (j *jobsCommand) waitFinished(ctx context.Context, id string) error {
-	for {
-		var v jobView
-		if err := j.c.Get(ctx, "/v1/jobs/"+id, nil, &v); err != nil {
-			return err
-		}
-		if v.FinishedAt != nil {
-			return j.show(v)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	var job client.Job
+	if err := j.c.call(func(sc *client.Client) (err error) { job, err = sc.Wait(ctx, id); return err }); err != nil {
+		return err
 	}
+	return j.show(viewOf(job))
+}
+
+// viewOf is the part of job the commands show.
+func viewOf(job client.Job) jobView {
+	return jobView{JobID: job.JobID, Status: string(job.Status), Capability: job.Capability, AgentID: job.AgentID, Attempts: job.Attempts,
+		MaxAttempts: job.MaxAttempts, Result: job.Result, BizCode: job.BizCode, Error: job.Error, TraceID: job.TraceID,
+		SubmittedAt: job.SubmittedAt, FinishedAt: job.FinishedAt}
 }
 
 func (j *jobsCommand) get(ctx context.Context) error {
@@ -153,11 +155,11 @@ func (j *jobsCommand) get(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var v jobView
-	if err := j.c.Get(ctx, "/v1/jobs/"+id, nil, &v); err != nil {
+	var job client.Job
+	if err := j.c.call(func(sc *client.Client) (err error) { job, err = sc.Get(ctx, id); return err }); err != nil {
 		return err
 	}
-	return j.show(v)
+	return j.show(viewOf(job))
 }
 
 func (j *jobsCommand) list(ctx context.Context) error {
@@ -169,17 +171,19 @@ func (j *jobsCommand) list(ctx context.Context) error {
 	if _, err := fs.ParsePositional(j.args); err != nil {
 		return err
 	}
-	q := url.Values{"limit": {fmt.Sprint(*limit)}}
-	for k, v := range map[string]string{"status": *status, "capability": *capability, "agent_id": *agent} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	var out struct {
-		Jobs []jobView `json:"jobs"`
-	}
-	if err := j.c.Get(ctx, "/v1/jobs", q, &out); err != nil {
+	var page client.JobPage
+	err := j.c.call(func(sc *client.Client) (err error) {
+		page, err = sc.List(ctx, client.ListOptions{Status: client.Status(*status), Capability: *capability, AgentID: *agent, Limit: *limit})
 		return err
+	})
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Jobs []jobView `json:"jobs"`
+	}{Jobs: make([]jobView, len(page.Jobs))}
+	for i, job := range page.Jobs {
+		out.Jobs[i] = viewOf(job)
 	}
 	if fs.JSON {
 		return PrintJSON(j.env.Stdout, out)
@@ -197,16 +201,21 @@ func (j *jobsCommand) events(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var out struct {
-		Events []struct {
-			Version    int             `json:"version"`
-			Type       string          `json:"type"`
-			Data       json.RawMessage `json:"data"`
-			RecordedAt time.Time       `json:"recorded_at"`
-		} `json:"events"`
-	}
-	if err := j.c.Get(ctx, "/v1/jobs/"+id+"/events", nil, &out); err != nil {
+	var evs []client.Event
+	if err := j.c.call(func(sc *client.Client) (err error) { evs, err = sc.Events(ctx, id); return err }); err != nil {
 		return err
+	}
+	type eventView struct {
+		Version    int             `json:"version"`
+		Type       string          `json:"type"`
+		Data       json.RawMessage `json:"data"`
+		RecordedAt time.Time       `json:"recorded_at"`
+	}
+	out := struct {
+		Events []eventView `json:"events"`
+	}{Events: make([]eventView, len(evs))}
+	for i, e := range evs {
+		out.Events[i] = eventView{Version: e.Version, Type: e.Type, Data: e.Data, RecordedAt: e.RecordedAt}
 	}
 	if j.fs.JSON {
 		return PrintJSON(j.env.Stdout, out)
@@ -237,21 +246,26 @@ func (j *jobsCommand) act(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var out json.RawMessage
-	var body any
-	if reason != "" {
-		body = map[string]string{"reason": reason}
-	}
-	if err := j.c.Do(ctx, http.MethodPost, "/v1/jobs/"+id+"/"+j.name, body, &out); err != nil {
+	var raw json.RawMessage
+	var jobID, status string
+	err = j.c.call(func(sc *client.Client) error {
+		if j.name == "cancel" {
+			job, err := sc.Cancel(ctx, id, reason)
+			raw, jobID, status = job.Raw, job.JobID, string(job.Status)
+			return err
+		}
+		sub, err := sc.Replay(ctx, id)
+		raw, jobID, status = sub.Raw, sub.JobID, string(sub.Status)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if j.fs.JSON {
-		_, err := j.env.Stdout.Write(append(out, '\n'))
+		_, err := j.env.Stdout.Write(append(raw, '\n'))
 		return err
 	}
-	var v jobView
-	_ = json.Unmarshal(out, &v)
-	fmt.Fprintf(j.env.Stdout, "%s %s\n", v.JobID, v.Status)
+	fmt.Fprintf(j.env.Stdout, "%s %s\n", jobID, status)
 	return nil
 }
 

@@ -276,7 +276,7 @@ func writeAtomically(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // after the rename, there is nothing to remove
+	defer func() { _ = os.Remove(tmp.Name()) }() // after the rename, there is nothing to remove
 	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
 		return err

@@ -121,9 +121,6 @@ func WatchAgents() Option { return func(c *config) { c.watch = true } }
 // cache has applied it. f runs on the feed's goroutine: keep it short.
 func OnAgentChange(f func(AgentChange)) Option { return func(c *config) { c.onChange = f } }
 
-// withClock replaces the clock (tests).
-func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
-
 // New returns a client of the Agent-Reach at baseURL (http://host:port)
 // with the API key apiKey (sent as a bearer token; empty sends none). It
 // fails only on a base URL that is not an absolute http(s) URL; an

@@ -77,16 +77,16 @@ func (e *APIError) Unwrap() error {
 	if k, ok := kindOfCode[e.Code]; ok {
 		return k
 	}
-	switch {
-	case e.Status == 401:
+	switch e.Status {
+	case 401:
 		return ErrUnauthenticated
-	case e.Status == 403:
+	case 403:
 		return ErrPermissionDenied
-	case e.Status == 404:
+	case 404:
 		return ErrNotFound
-	case e.Status == 429:
+	case 429:
 		return ErrRateLimited
-	case e.Status == 503:
+	case 503:
 		return ErrUnavailable
 	}
 	return nil

@@ -80,7 +80,8 @@ func Retry(maxRetries int, maxWait time.Duration) Option {
 
 // CacheSize bounds how many lookup answers (one per capability, hint,
 // namespace, constraints and limit) the client keeps, least recently used
-// out first; 256 by default, 0 turns the cache off.
+// out first; 256 by default. 0 turns serving from memory off; with a
+// CacheFile, 256 lists are still kept for stale use.
 func CacheSize(n int) Option { return func(c *config) { c.cacheSize = n } }
 
 // CacheFile makes the client keep its last candidate lists in the file at
@@ -98,6 +99,7 @@ func LookupTimeout(d time.Duration) Option {
 
 // CandidateTimeout is how long Invoke waits for one candidate before
 // trying the next (30 s by default; InvokeOptions.Timeout overrides it).
+// The HTTPClient's own Timeout, when shorter, cuts it.
 func CandidateTimeout(d time.Duration) Option { return func(c *config) { c.candidateTimeout = d } }
 
 // ReportBatch sets when outcome reports are sent: as soon as size are
@@ -194,8 +196,14 @@ func (c *Client) do(ctx context.Context, method, path string, header http.Header
 	switch b := body.(type) {
 	case nil:
 	case json.RawMessage:
+		if b == nil {
+			body = nil
+		}
 		payload = b
 	case []byte:
+		if b == nil {
+			body = nil
+		}
 		payload = b
 	default:
 		var err error

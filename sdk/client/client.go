@@ -36,6 +36,9 @@ type Client struct {
 
 	watchMu  sync.Mutex
 	watching bool
+
+	flightMu sync.Mutex
+	flights  map[string]*flight // lookups under way, by question
 }
 
 // config is what the options set.
@@ -154,6 +157,7 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 	stream.Timeout = 0
 	c := &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, cfg: cfg, http: cfg.http, stream: &stream, logger: cfg.logger}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.flights = map[string]*flight{}
 	c.cache = newCache(cfg.cacheSize, cfg.cacheFile, cfg.logger)
 	c.reports = newReporter(c)
 	if cfg.watch {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -92,19 +93,57 @@ func (c *Client) Lookup(ctx context.Context, capability string, opts LookupOptio
 			return res, nil
 		}
 	}
-	seq := c.cache.sequence()
-	ans, err := c.lookupRemote(ctx, capability, opts)
-	if err != nil {
-		if ctx.Err() == nil && unreachable(err) {
+	f := c.fetch(ctx, key, capability, opts)
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return LookupResult{}, fmt.Errorf("look up %s: %w", capability, ctx.Err())
+	}
+	if f.err != nil {
+		if ctx.Err() == nil && unreachable(f.err) {
 			if res, ok := c.cache.stale(key); ok {
 				return res, nil
 			}
 		}
-		return LookupResult{}, err
+		return LookupResult{}, f.err
 	}
-	fetched := c.cfg.now()
-	c.cache.store(key, opts.Namespace, ans, fetched, seq)
-	return LookupResult{Candidates: ans.Candidates, TTL: time.Duration(ans.TTLMS) * time.Millisecond, FetchedAt: fetched}, nil
+	return LookupResult{Candidates: slices.Clone(f.ans.Candidates), TTL: time.Duration(f.ans.TTLMS) * time.Millisecond, FetchedAt: f.fetched}, nil
+}
+
+// flight is one lookup request under way, which every lookup of the same
+// question waits for rather than sending its own: when a hot answer
+// expires, a crowd of callers makes one request, not one each.
+type flight struct {
+	done    chan struct{}
+	ans     lookupAnswer
+	fetched time.Time
+	err     error
+}
+
+// fetch answers the request under way for key, or starts one. The request
+// runs on its own goroutine, bounded by LookupTimeout and not by any one
+// caller's context, so a caller giving up does not fail the others.
+func (c *Client) fetch(ctx context.Context, key, capability string, opts LookupOptions) *flight {
+	c.flightMu.Lock()
+	defer c.flightMu.Unlock()
+	if f, ok := c.flights[key]; ok {
+		return f
+	}
+	f := &flight{done: make(chan struct{})}
+	c.flights[key] = f
+	seq := c.cache.sequence()
+	go func() {
+		f.ans, f.err = c.lookupRemote(context.WithoutCancel(ctx), capability, opts)
+		f.fetched = c.cfg.now()
+		if f.err == nil {
+			c.cache.store(key, opts.Namespace, f.ans, f.fetched, seq)
+		}
+		c.flightMu.Lock()
+		delete(c.flights, key)
+		c.flightMu.Unlock()
+		close(f.done)
+	}()
+	return f
 }
 
 // lookupRemote asks the registry, within LookupTimeout.

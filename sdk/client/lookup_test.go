@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -56,6 +57,39 @@ func TestLookupCachesTheAnswer(t *testing.T) {
 	_, err = c.Lookup(t.Context(), "doc.ocr", client.LookupOptions{Hint: "pdf", Limit: 2, NoCache: true})
 	require.NoError(t, err)
 	require.Equal(t, 3, reg.lookupCount())
+}
+
+// TestConcurrentLookupsShareOneRequest: a lookup asked while the same
+// one is under way waits for it rather than sending its own, and one
+// caller giving up does not fail the others.
+func TestConcurrentLookupsShareOneRequest(t *testing.T) {
+	t.Parallel()
+	reg := newFakeRegistry(t)
+	reg.set("c", candidate("a", "http://127.0.0.1:9/a", 1))
+	arrived, release := make(chan struct{}, 10), make(chan struct{})
+	reg.mu.Lock()
+	reg.onLookup = func() { arrived <- struct{}{}; <-release }
+	reg.mu.Unlock()
+	c := newClient(t, reg.URL())
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Lookup(t.Context(), "c", client.LookupOptions{})
+		first <- err
+	}()
+	<-arrived
+	impatient, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := c.Lookup(impatient, "c", client.LookupOptions{})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "it waited for the request under way")
+	require.Equal(t, 1, reg.lookupCount(), "and sent none of its own")
+
+	close(release)
+	require.NoError(t, <-first, "the caller that gave up did not fail the first")
+	res, err := c.Lookup(t.Context(), "c", client.LookupOptions{})
+	require.NoError(t, err)
+	require.True(t, res.Cached)
+	require.Equal(t, 1, reg.lookupCount())
 }
 
 // TestLookupCacheIsCappedByGrants: an answer whose grant expires sooner

@@ -123,11 +123,16 @@ type Agent struct {
 
 	inFlight   atomic.Int64
 	jobsMu     sync.Mutex
-	jobs       map[string]context.CancelCauseFunc // the running jobs' contexts, by job id
+	jobs       map[string]*job // the running jobs, by job id
+	regMu      sync.Mutex      // one registration at a time
 	registered chan struct{}
 	regOnce    sync.Once
 	listener   net.Listener
 }
+
+// job is the entry of a running job: its context's cancel. A pointer, so
+// an ending context removes its own entry, not a later attempt's.
+type job struct{ cancel context.CancelCauseFunc }
 
 // New returns an Agent; Run starts it.
 func New(cfg Config, reg Registration, h Handler) *Agent {
@@ -177,14 +182,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(l) }()
 
-	if a.cfg.StartJitter > 0 {
-		wait := rand.N(a.cfg.StartJitter)
-		a.log.Info("sdk: start-up jitter before registering", "wait", wait)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
+	a.startJitter(ctx)
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); a.heartbeatLoop(ctx) }()
 
@@ -202,6 +200,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	return srv.Shutdown(octx)
+}
+
+// startJitter waits a random time up to StartJitter, so a fleet
+// restarting together does not register all at once.
+func (a *Agent) startJitter(ctx context.Context) {
+	if a.cfg.StartJitter > 0 {
+		wait := rand.N(a.cfg.StartJitter)
+		a.log.Info("sdk: start-up jitter before registering", "wait", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
 }
 
 // heartbeatLoop registers, then heartbeats every interval the registry
@@ -254,6 +265,11 @@ const CancelNotices = "cancel_notices"
 var ErrJobCancelled = errors.New("sdk: the job was cancelled")
 
 func (a *Agent) register(ctx context.Context) error {
+	a.regMu.Lock()
+	defer a.regMu.Unlock()
+	if a.currentToken() != "" {
+		return nil // registered meanwhile by another loop
+	}
 	if a.reg.Metadata == nil {
 		a.reg.Metadata = map[string]any{}
 	}
@@ -319,6 +335,12 @@ func (a *Agent) call(ctx context.Context, method, path string, body, into any) e
 }
 
 func (a *Agent) callWith(ctx context.Context, bearer, method, path string, body, into any) error {
+	return a.do(ctx, a.cfg.HTTPClient, bearer, method, path, body, into)
+}
+
+// do sends body as JSON to Agent-Reach with client and decodes a 2xx
+// answer into into; any other answer is a *StatusError.
+func (a *Agent) do(ctx context.Context, client *http.Client, bearer, method, path string, body, into any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -331,7 +353,7 @@ func (a *Agent) callWith(ctx context.Context, bearer, method, path string, body,
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	resp, err := a.cfg.HTTPClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -448,15 +470,18 @@ func (a *Agent) jobContext(req context.Context, d Delivery) (context.Context, fu
 		context.AfterFunc(ctx, stop)
 	}
 	stopReq := context.AfterFunc(req, func() { cancel(context.Canceled) })
+	j := &job{cancel: cancel}
 	a.jobsMu.Lock()
 	if a.jobs == nil {
-		a.jobs = map[string]context.CancelCauseFunc{}
+		a.jobs = map[string]*job{}
 	}
-	a.jobs[d.JobID] = cancel
+	a.jobs[d.JobID] = j
 	a.jobsMu.Unlock()
 	context.AfterFunc(ctx, func() { // however it ends, it is forgotten
 		a.jobsMu.Lock()
-		delete(a.jobs, d.JobID)
+		if a.jobs[d.JobID] == j {
+			delete(a.jobs, d.JobID)
+		}
 		a.jobsMu.Unlock()
 	})
 	return ctx, func(accepted bool) {
@@ -470,21 +495,21 @@ func (a *Agent) jobContext(req context.Context, d Delivery) (context.Context, fu
 // endJob ends the context of an accepted job once its result is reported.
 func (a *Agent) endJob(jobID string) {
 	a.jobsMu.Lock()
-	cancel := a.jobs[jobID]
+	j := a.jobs[jobID]
 	a.jobsMu.Unlock()
-	if cancel != nil {
-		cancel(context.Canceled)
+	if j != nil {
+		j.cancel(context.Canceled)
 	}
 }
 
 // cancelJob cancels the context of the job, if it runs here.
 func (a *Agent) cancelJob(jobID string) {
 	a.jobsMu.Lock()
-	cancel := a.jobs[jobID]
+	j := a.jobs[jobID]
 	a.jobsMu.Unlock()
-	if cancel != nil {
+	if j != nil {
 		a.log.Info("sdk: job cancelled by Agent-Reach", "job_id", jobID)
-		cancel(ErrJobCancelled)
+		j.cancel(ErrJobCancelled)
 	}
 }
 

@@ -24,13 +24,16 @@ import (
 )
 
 // Registration is what the agent tells the registry about itself. Endpoint
-// is filled in by the SDK from the address it listens on unless set.
+// is filled in by the SDK from the address it listens on unless set. Mode
+// is ModePush (or empty) for an agent that is sent its deliveries, ModePull
+// for one that claims them: a pull agent has no Endpoint or HealthURL.
 type Registration struct {
 	AgentID        string         `json:"agent_id"`
 	Namespace      string         `json:"namespace,omitempty"`
 	Capabilities   []string       `json:"capabilities"`
 	Aliases        []string       `json:"aliases,omitempty"`
-	Endpoint       string         `json:"endpoint"`
+	Mode           string         `json:"mode,omitempty"`
+	Endpoint       string         `json:"endpoint,omitempty"`
 	HealthURL      string         `json:"health_url,omitempty"`
 	Protocol       string         `json:"protocol,omitempty"`
 	Weight         int            `json:"weight,omitempty"`
@@ -74,16 +77,20 @@ func Failure(bizCode string, detail any) Result {
 }
 
 // ErrAccepted, returned by a Handler, answers the delivery with 202: the
-// agent took the work and will call Agent.Report before the deadline.
+// agent took the work and will call Agent.Report before the deadline. In
+// pull mode the delivery stays held (a worker's slot) until that Report or
+// the deadline.
 var ErrAccepted = errors.New("accepted: result follows")
 
 // ErrRefused, returned by a Handler, answers 503: the attempt was not
-// taken, and Agent-Reach tries again, possibly with another agent.
+// taken, and Agent-Reach tries again, possibly with another agent. In pull
+// mode the attempt is released without an error: given back unstarted.
 var ErrRefused = errors.New("refused")
 
 // Handler does the work of one delivery and returns its result inline, or
 // ErrAccepted to report later, or ErrRefused. Any other error answers 500,
-// which Agent-Reach treats as a delivery that did not happen.
+// which Agent-Reach treats as a delivery that did not happen; in pull mode
+// it releases the attempt with the error's text, a failed attempt.
 type Handler func(ctx context.Context, d Delivery) (Result, error)
 
 // Config tunes an Agent.
@@ -108,6 +115,13 @@ type Config struct {
 	// the agent's namespace. Heartbeats and results use the agent's own
 	// token, which registration returns.
 	APIKey string
+	// ClaimWait is how long a pull agent's claim waits for work when
+	// there is none (default 20 s, at most 60 s).
+	ClaimWait time.Duration
+	// ShutdownGrace is how long a pull agent, once Run's context ends,
+	// waits for the deliveries it holds to finish before it cancels them
+	// (default 30 s; negative: it cancels them at once).
+	ShutdownGrace time.Duration
 }
 
 // Agent is one running agent.
@@ -128,6 +142,7 @@ type Agent struct {
 	registered chan struct{}
 	regOnce    sync.Once
 	listener   net.Listener
+	pull       *puller // nil in push mode
 }
 
 // job is the entry of a running job: its context's cancel. A pointer, so
@@ -149,15 +164,22 @@ func New(cfg Config, reg Registration, h Handler) *Agent {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.ServerURL = strings.TrimRight(cfg.ServerURL, "/")
-	return &Agent{cfg: cfg, reg: reg, handler: h, log: cfg.Logger, registered: make(chan struct{})}
+	a := &Agent{cfg: cfg, reg: reg, handler: h, log: cfg.Logger, registered: make(chan struct{})}
+	if reg.Mode == ModePull {
+		a.pull = newPuller(&a.cfg, &a.reg)
+	}
+	return a
 }
 
 // Registered is closed once the first registration succeeded.
 func (a *Agent) Registered() <-chan struct{} { return a.registered }
 
 // Endpoint is the URL deliveries are served at (after Run has started
-// listening; see Registered).
+// listening; see Registered), or "" for a pull agent.
 func (a *Agent) Endpoint() string {
+	if a.pull != nil {
+		return ""
+	}
 	if a.cfg.AdvertiseURL != "" {
 		return a.cfg.AdvertiseURL
 	}
@@ -165,11 +187,25 @@ func (a *Agent) Endpoint() string {
 }
 
 // InFlight is how many deliveries the agent holds now.
-func (a *Agent) InFlight() int { return int(a.inFlight.Load()) }
+func (a *Agent) InFlight() int {
+	if a.pull != nil {
+		return a.pull.holding()
+	}
+	return int(a.inFlight.Load())
+}
 
 // Run serves deliveries, registers and heartbeats until ctx ends, then goes
-// offline and stops serving. It returns nil after a graceful stop.
+// offline and stops serving. It returns nil after a graceful stop. A pull
+// agent (Mode ModePull) listens on nothing: Run claims its deliveries
+// instead (see the package doc).
 func (a *Agent) Run(ctx context.Context) error {
+	switch a.reg.Mode {
+	case "", ModePush:
+	case ModePull:
+		return a.runPull(ctx)
+	default:
+		return fmt.Errorf("sdk: unknown registration mode %q (push or pull)", a.reg.Mode)
+	}
 	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("sdk: listen on %s: %w", a.cfg.Addr, err)
@@ -270,10 +306,12 @@ func (a *Agent) register(ctx context.Context) error {
 	if a.currentToken() != "" {
 		return nil // registered meanwhile by another loop
 	}
-	if a.reg.Metadata == nil {
-		a.reg.Metadata = map[string]any{}
+	if a.pull == nil { // a pull agent has no endpoint to be told at
+		if a.reg.Metadata == nil {
+			a.reg.Metadata = map[string]any{}
+		}
+		a.reg.Metadata[CancelNotices] = true
 	}
-	a.reg.Metadata[CancelNotices] = true
 	var resp struct {
 		Token            string `json:"token"`
 		HeartbeatEveryMS int64  `json:"heartbeat_interval_ms"`
@@ -368,9 +406,12 @@ func (a *Agent) do(ctx context.Context, client *http.Client, bearer, method, pat
 	return nil
 }
 
-// Report sends the outcome of an accepted (202) delivery to its result URL.
+// Report sends the outcome of an accepted (202) delivery to its result URL
+// and ends the job's context. A non-2xx answer is a *StatusError.
 func (a *Agent) Report(ctx context.Context, d Delivery, r Result) error {
-	defer a.inFlight.Add(-1)
+	if a.pull == nil { // a pull agent's job is let go when its context ends
+		defer a.inFlight.Add(-1)
+	}
 	defer a.endJob(d.JobID)
 	r.Attempt = d.Attempt
 	b, err := json.Marshal(r)

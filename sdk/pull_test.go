@@ -367,7 +367,8 @@ func TestPullClaimsNoMoreThanFreeWorkers(t *testing.T) {
 	})
 	f.eventually(func() bool { return len(f.claims) == 1 && f.outstanding == 3 }, "three claimed at once")
 	require.Equal(t, 3, f.claims[0].Max)
-	require.Eventually(t, func() bool { return r.agent.InFlight() == 3 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return busy == 3 }, 5*time.Second, time.Millisecond, "three handlers run")
+	require.Equal(t, 3, r.agent.InFlight())
 
 	proceed <- struct{}{} // one worker finishes
 	f.eventually(func() bool { return len(f.claims) == 2 && f.outstanding == 3 }, "a claim for the one free worker")

@@ -33,8 +33,10 @@
 // the handler's Agent.Report or the deadline; ErrRefused releases the
 // attempt unstarted (routed again at once, no attempt spent); any other
 // error or a panic releases it as a failed attempt, with the error's text.
-// A job's context ends at the delivery's deadline or at its Report. No
-// cancel notices reach a pull agent (it has no endpoint to be told at).
+// A job's context ends at the delivery's deadline or at its Report. A pull
+// agent learns of cancelled jobs from its heartbeats' answers (it has no
+// endpoint for a cancel notice): the context of a cancelled attempt it
+// holds ends with cause ErrJobCancelled, and nothing is sent back for it.
 //
 // When Run's context ends a pull agent stops claiming and gives back,
 // unstarted, any delivery a claim brought as it stopped. It waits for the

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // The modes of Registration.Mode.
@@ -25,6 +26,7 @@ var ErrShutdown = errors.New("sdk: the agent is shutting down")
 
 const (
 	maxClaim      = 100              // the most one claim may ask for
+	maxErrorText  = 4096             // the longest release error Agent-Reach takes, in bytes
 	settleTimeout = 10 * time.Second // to report or release one outcome
 	minBackoff    = 200 * time.Millisecond
 	maxBackoff    = 10 * time.Second
@@ -233,6 +235,12 @@ func (a *Agent) forgetToken(token string) {
 func (a *Agent) work(runCtx context.Context, d Delivery) {
 	ctx, done := a.jobContext(context.WithoutCancel(runCtx), d)
 	res, err := a.serve(ctx, d)
+	if errors.Is(context.Cause(ctx), ErrJobCancelled) { // the job is over: nothing to send
+		a.log.Info("sdk: job cancelled by Agent-Reach", "job_id", d.JobID, "attempt", d.Attempt)
+		done(false)
+		a.pull.letGo()
+		return
+	}
 	if errors.Is(err, ErrAccepted) {
 		done(true)
 		context.AfterFunc(ctx, a.pull.letGo) // Report, a deadline or a shutdown ends it
@@ -280,18 +288,31 @@ func (a *Agent) giveBack(ctx context.Context, ds []Delivery) {
 	}
 }
 
-// release gives claimed attempts back to Agent-Reach: with no errText as
-// unstarted work, with one as failed attempts. ds must not be empty (an
-// empty list would give back the whole inbox).
-func (a *Agent) release(ctx context.Context, ds []Delivery, errText string) error {
-	type attempt struct {
-		JobID   string `json:"job_id"`
-		Attempt int    `json:"attempt"`
+// attempt names one attempt of a job, as releases and heartbeats do.
+type attempt struct {
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+}
+
+// cancelAttempt cancels the context of the attempt, if it runs here, with
+// ErrJobCancelled: the job was cancelled, and its outcome is not sent.
+func (a *Agent) cancelAttempt(c attempt) {
+	a.jobsMu.Lock()
+	j := a.jobs[c.JobID]
+	a.jobsMu.Unlock()
+	if j != nil && j.attempt == c.Attempt {
+		j.cancel(ErrJobCancelled)
 	}
+}
+
+// release gives claimed attempts back to Agent-Reach: with no errText as
+// unstarted work, with one (cut to 4096 bytes) as failed attempts. ds must
+// not be empty (an empty list would give back the whole inbox).
+func (a *Agent) release(ctx context.Context, ds []Delivery, errText string) error {
 	body := struct {
 		Jobs  []attempt `json:"jobs"`
 		Error string    `json:"error,omitempty"`
-	}{Error: errText}
+	}{Error: clip(errText, maxErrorText)}
 	for _, d := range ds {
 		body.Jobs = append(body.Jobs, attempt{d.JobID, d.Attempt})
 	}
@@ -317,4 +338,15 @@ func (a *Agent) drain() {
 	if !a.pull.waitIdle(5 * time.Second) {
 		a.log.Warn("sdk: jobs still running at shutdown; they time out at their deadlines", "held", a.pull.holding())
 	}
+}
+
+// clip cuts s to at most n bytes, at a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -35,16 +35,17 @@ type fakeReach struct {
 	token       string
 	regs        []map[string]any
 	queue       []sdk.Delivery
-	added       chan struct{} // closed when deliveries are queued
-	outstanding int           // handed out, not yet reported or released
-	claim404    int           // answer this many claims with 404
+	added       chan struct{}   // closed when deliveries are queued
+	outstanding map[string]bool // "job/attempt" handed out, not yet reported, released or cancelled
+	claim404    int             // answer this many claims with 404
 	claims      []claimSeen
 	waiting     int // claims waiting for deliveries now
 	abandoned   int // claims the agent gave up waiting on
 	results     []resultSeen
 	releases    []releaseSeen
 	heartbeats  []int
-	events      []string // "result j1", "release j2", "offline", in order
+	cancelled   []map[string]any // the heartbeats' answer names these cancelled attempts
+	events      []string         // "result j1", "release j2", "offline", in order
 }
 
 type claimSeen struct {
@@ -64,7 +65,7 @@ type releaseSeen struct {
 
 func newFakeReach(t *testing.T, maxConcurrent int) *fakeReach {
 	t.Helper()
-	f := &fakeReach{t: t, maxConcurrent: maxConcurrent, heartbeatMS: 20, added: make(chan struct{})}
+	f := &fakeReach{t: t, maxConcurrent: maxConcurrent, heartbeatMS: 20, added: make(chan struct{}), outstanding: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agents", f.register)
 	mux.HandleFunc("PUT /v1/agents/{id}/heartbeat", f.heartbeat)
@@ -130,8 +131,12 @@ func (f *fakeReach) heartbeat(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewDecoder(r.Body).Decode(&body)
 	f.mu.Lock()
 	f.heartbeats = append(f.heartbeats, body.InFlight)
+	for _, c := range f.cancelled { // the agent lets a cancelled job go
+		delete(f.outstanding, fmt.Sprint(c["job_id"], "/", c["attempt"]))
+	}
+	resp := map[string]any{"heartbeat_interval_ms": f.heartbeatMS, "cancelled": f.cancelled}
 	f.mu.Unlock()
-	_ = json.NewEncoder(w).Encode(map[string]any{"heartbeat_interval_ms": f.heartbeatMS})
+	_ = json.NewEncoder(w).Encode(resp)
 }
 
 func (f *fakeReach) claim(w http.ResponseWriter, r *http.Request) {
@@ -146,8 +151,8 @@ func (f *fakeReach) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	seen := claimSeen{Token: strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), Max: body.Max, WaitMS: body.WaitMS}
-	if f.outstanding+body.Max > f.maxConcurrent {
-		f.t.Errorf("claim of %d while %d are held: more than %d at once", body.Max, f.outstanding, f.maxConcurrent)
+	if len(f.outstanding)+body.Max > f.maxConcurrent {
+		f.t.Errorf("claim of %d while %d are held: more than %d at once", body.Max, len(f.outstanding), f.maxConcurrent)
 	}
 	if f.claim404 > 0 {
 		f.claim404--
@@ -169,7 +174,9 @@ func (f *fakeReach) claim(w http.ResponseWriter, r *http.Request) {
 			n := min(body.Max, len(f.queue))
 			ds := f.queue[:n:n]
 			f.queue = f.queue[n:]
-			f.outstanding += n
+			for _, d := range ds {
+				f.outstanding[fmt.Sprint(d.JobID, "/", d.Attempt)] = true
+			}
 			seen.Gave = n
 			f.claims = append(f.claims, seen)
 			f.mu.Unlock()
@@ -200,7 +207,7 @@ func (f *fakeReach) result(w http.ResponseWriter, r *http.Request) {
 	m := decode(f.t, r)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.outstanding--
+	delete(f.outstanding, fmt.Sprint(r.PathValue("job"), "/", m["attempt"]))
 	f.results = append(f.results, resultSeen{JobID: r.PathValue("job"), Auth: r.Header.Get("Authorization"), Traceparent: r.Header.Get("traceparent"), Body: m})
 	f.events = append(f.events, "result "+r.PathValue("job"))
 }
@@ -210,7 +217,10 @@ func (f *fakeReach) release(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	jobs, _ := m["jobs"].([]any)
-	f.outstanding -= len(jobs)
+	for _, j := range jobs {
+		j := j.(map[string]any)
+		delete(f.outstanding, fmt.Sprint(j["job_id"], "/", j["attempt"]))
+	}
 	f.releases = append(f.releases, releaseSeen{Auth: r.Header.Get("Authorization"), Body: m})
 	for _, j := range jobs {
 		f.events = append(f.events, fmt.Sprint("release ", j.(map[string]any)["job_id"]))
@@ -365,13 +375,13 @@ func TestPullClaimsNoMoreThanFreeWorkers(t *testing.T) {
 		gate(ctx, proceed)
 		return sdk.Success(nil), nil
 	})
-	f.eventually(func() bool { return len(f.claims) == 1 && f.outstanding == 3 }, "three claimed at once")
+	f.eventually(func() bool { return len(f.claims) == 1 && len(f.outstanding) == 3 }, "three claimed at once")
 	require.Equal(t, 3, f.claims[0].Max)
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return busy == 3 }, 5*time.Second, time.Millisecond, "three handlers run")
 	require.Equal(t, 3, r.agent.InFlight())
 
 	proceed <- struct{}{} // one worker finishes
-	f.eventually(func() bool { return len(f.claims) == 2 && f.outstanding == 3 }, "a claim for the one free worker")
+	f.eventually(func() bool { return len(f.claims) == 2 && len(f.outstanding) == 3 }, "a claim for the one free worker")
 	require.Equal(t, claimSeen{Token: "tok-1", Max: 1, WaitMS: 2000, Gave: 1}, f.claims[1])
 
 	close(proceed)
@@ -412,6 +422,56 @@ func TestPullReleasesRefusedAndFailedAttempts(t *testing.T) {
 	require.Equal(t, map[string]any{"jobs": []any{map[string]any{"job_id": "refused", "attempt": 1.0}}}, bodies["refused"])
 	require.Equal(t, map[string]any{"jobs": []any{map[string]any{"job_id": "failed", "attempt": 1.0}}, "error": "disk full"}, bodies["failed"])
 	require.Empty(t, f.results)
+}
+
+// A release's error is cut to the 4096 bytes Agent-Reach takes, at a rune
+// boundary.
+func TestPullReleaseErrorIsClipped(t *testing.T) {
+	t.Parallel()
+	f := newFakeReach(t, 1)
+	f.enqueue(f.delivery("long"))
+	long := "é" + strings.Repeat("ü", 3000) // 6002 bytes
+	r := startPull(t, t.Context(), f, sdk.Config{}, func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+		return sdk.Result{}, errors.New(long)
+	})
+	f.eventually(func() bool { return len(f.releases) == 1 }, "released")
+	require.NoError(t, r.wait(t))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got := f.releases[0].Body["error"].(string)
+	require.Len(t, got, 4096)
+	require.True(t, strings.HasPrefix(long, got))
+}
+
+// A cancelled attempt named in a heartbeat's answer ends its job's context
+// with ErrJobCancelled and nothing is sent for it; another attempt of a
+// held job is left alone.
+func TestPullHeartbeatCancelsAJob(t *testing.T) {
+	t.Parallel()
+	f := newFakeReach(t, 2)
+	f.heartbeatMS = 5
+	f.enqueue(f.delivery("kept"), f.delivery("cancelled"))
+	f.cancelled = []map[string]any{{"job_id": "kept", "attempt": 9}, {"job_id": "cancelled", "attempt": 1}}
+	proceed := make(chan struct{})
+	causes := make(chan error, 1)
+	r := startPull(t, t.Context(), f, sdk.Config{}, func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+		if d.JobID == "cancelled" {
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return sdk.Result{}, ctx.Err()
+		}
+		gate(ctx, proceed)
+		return sdk.Success(nil), ctx.Err()
+	})
+	require.ErrorIs(t, recv(t, causes), sdk.ErrJobCancelled)
+	f.eventually(func() bool { return len(f.heartbeats) > 0 && f.heartbeats[len(f.heartbeats)-1] == 1 }, "the cancelled job is let go")
+	close(proceed)
+	f.eventually(func() bool { return len(f.results) == 1 }, "the other job is reported")
+	require.NoError(t, r.wait(t))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	require.Equal(t, "kept", f.results[0].JobID)
+	require.Empty(t, f.releases, "nothing is sent for a cancelled job")
 }
 
 // A handler's panic is a handler error: the attempt is released as failed

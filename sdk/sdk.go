@@ -145,9 +145,13 @@ type Agent struct {
 	pull       *puller // nil in push mode
 }
 
-// job is the entry of a running job: its context's cancel. A pointer, so
-// an ending context removes its own entry, not a later attempt's.
-type job struct{ cancel context.CancelCauseFunc }
+// job is the entry of a running job: its attempt and its context's cancel.
+// A pointer, so an ending context removes its own entry, not a later
+// attempt's.
+type job struct {
+	attempt int
+	cancel  context.CancelCauseFunc
+}
 
 // New returns an Agent; Run starts it.
 func New(cfg Config, reg Registration, h Handler) *Agent {
@@ -273,7 +277,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		}
 		n := a.InFlight()
 		var resp struct {
-			HeartbeatEveryMS int64 `json:"heartbeat_interval_ms"`
+			HeartbeatEveryMS int64     `json:"heartbeat_interval_ms"`
+			Cancelled        []attempt `json:"cancelled"` // a pull agent's: it has no endpoint for a notice
 		}
 		err := a.call(ctx, http.MethodPut, "/v1/agents/"+a.reg.AgentID+"/heartbeat", map[string]any{"in_flight": n}, &resp)
 		var se *StatusError
@@ -287,6 +292,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			a.mu.Lock()
 			a.interval = time.Duration(resp.HeartbeatEveryMS) * time.Millisecond
 			a.mu.Unlock()
+		}
+		for _, c := range resp.Cancelled {
+			a.cancelAttempt(c)
 		}
 	}
 }
@@ -511,7 +519,7 @@ func (a *Agent) jobContext(req context.Context, d Delivery) (context.Context, fu
 		context.AfterFunc(ctx, stop)
 	}
 	stopReq := context.AfterFunc(req, func() { cancel(context.Canceled) })
-	j := &job{cancel: cancel}
+	j := &job{attempt: d.Attempt, cancel: cancel}
 	a.jobsMu.Lock()
 	if a.jobs == nil {
 		a.jobs = map[string]*job{}

@@ -45,4 +45,14 @@
 // ErrShutdown) and gives their workers up to 5 s to release them. Last it
 // goes offline, which gives back whatever is still in its inbox. A delivery
 // whose outcome could not be sent times out at its deadline on the server.
+//
+// # Direct calls
+//
+// A caller in lookup mode (POST /v1/lookup, then a call to the agent's
+// endpoint itself; see the sdk/client package) sends the envelope with an
+// invocation grant in the X-Reach-Grant header instead of a signature. A
+// push agent checks it with VerifyGrant (signed for this agent's token,
+// naming this agent and the capability called, not expired), marks the
+// Delivery Direct and runs the same Handler; a direct call is answered
+// inline (ErrAccepted answers 501: there is no result_url).
 package sdk

@@ -57,6 +57,9 @@ type Delivery struct {
 	// Traceparent is the W3C trace context the delivery came with; Report
 	// sends it back, so the result stays in the job's trace.
 	Traceparent string `json:"-"`
+	// Direct: a caller called the agent itself, with an invocation grant
+	// from a lookup (lookup mode); it must be answered inline.
+	Direct bool `json:"-"`
 }
 
 // Result is the outcome of a job: SUCCESS with a result, or FAILED (a
@@ -464,7 +467,8 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read delivery: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if !a.cfg.SkipVerify {
+	grant := r.Header.Get(GrantHeader)
+	if !a.cfg.SkipVerify && grant == "" {
 		if err := VerifyDelivery(a.currentToken(), r.Header, body, time.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
@@ -474,6 +478,17 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(body, &d); err != nil {
 		http.Error(w, "bad delivery: "+err.Error(), http.StatusBadRequest)
 		return
+	}
+	if grant != "" {
+		// A direct call by a caller that looked the agent up: its grant,
+		// not a signature, says Agent-Reach let it in.
+		if !a.cfg.SkipVerify {
+			if _, err := VerifyGrant(a.currentToken(), grant, a.reg.AgentID, d.Capability, time.Now()); err != nil {
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			}
+		}
+		d.Direct = true
 	}
 	if r.Header.Get("X-Reach-Cancel") == "1" {
 		a.cancelJob(d.JobID)
@@ -485,6 +500,11 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.inFlight.Add(1)
 	res, err := a.handler(ctx, d)
 	switch {
+	case errors.Is(err, ErrAccepted) && d.Direct:
+		done(false)
+		a.inFlight.Add(-1)
+		http.Error(w, "a direct call is answered inline: there is no result_url to report to", http.StatusNotImplemented)
+		return
 	case errors.Is(err, ErrAccepted):
 		done(true)                         // the context lives on until Report, the deadline or a cancel notice
 		w.WriteHeader(http.StatusAccepted) // in flight until Report

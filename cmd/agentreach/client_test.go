@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/sdk"
 	"github.com/agentreach/agentreach/sdk/client"
 )
 
@@ -147,4 +149,43 @@ func envelopeOf(t *testing.T, a *testAgent, id string) jobs.Envelope {
 			t.Fatalf("agent %s did not receive %s", a.id, id)
 		}
 	}
+}
+
+// TestGoClientInvokesSDKAgents: Invoke reaches agents built on the agent
+// SDK, which verify the grant the client sends and answer inline, and the
+// service accepts the reports.
+func TestGoClientInvokesSDKAgents(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	for _, id := range []string{"gc-a", "gc-b"} {
+		a := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1}, sdk.Registration{AgentID: id, Capabilities: []string{"gc.cap"}, TTLSeconds: 10},
+			func(_ context.Context, d sdk.Delivery) (sdk.Result, error) {
+				return sdk.Success(map[string]any{"by": id, "direct": d.Direct, "job_id": d.JobID}), nil
+			})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		waitState(t, base, id, "HEALTHY", 20*time.Second)
+	}
+	waitRoute(t, base, "gc.cap", func(rj routeJSON) bool { return len(rj.Candidates) == 2 })
+	c, err := client.New(base, "", client.ReportBatch(100, time.Hour))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+
+	res, err := c.Invoke(t.Context(), "gc.cap", map[string]int{"n": 1}, client.InvokeOptions{Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, client.StatusSuccess, res.Status)
+	require.Len(t, res.Attempts, 1, "the best candidate took it")
+	var out struct {
+		By     string `json:"by"`
+		Direct bool   `json:"direct"`
+		JobID  string `json:"job_id"`
+	}
+	require.NoError(t, json.Unmarshal(res.Result, &out))
+	require.Equal(t, res.AgentID, out.By)
+	require.True(t, out.Direct, "the SDK took it as a direct call, on the grant")
+	require.Equal(t, res.InvocationID, out.JobID)
+	require.NoError(t, c.Flush(t.Context()))
 }

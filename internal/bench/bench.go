@@ -119,7 +119,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	if err := r.start(ctx, serve, benchDSN); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context) error{r.submits, r.endToEnd, r.endToEndPull, r.lightLoad} {
+	for _, step := range []func(context.Context) error{r.submits, r.endToEnd, r.endToEndPull, r.lightLoad, r.lookups} {
 		if err := step(ctx); err != nil {
 			return err
 		}

@@ -402,7 +402,8 @@ class AgentBase:
                 await self._sleep_heartbeat()
                 if self._stopping:
                     return
-                await self._heartbeat()
+                if self._token:  # else a claim found we were forgotten: register first
+                    await self._heartbeat()
         except asyncio.CancelledError:
             return
         except RegistrationError as e:

@@ -193,7 +193,7 @@ class Agent(AgentBase):
         if not self._endpoint:
             shown = "127.0.0.1" if host in ("0.0.0.0", "") else (f"[{host}]" if ":" in host else host)
             self._endpoint = f"http://{shown}:{bound}/"
-        config = uvicorn.Config(self.asgi, lifespan="off", log_config=None, log_level="warning",
+        config = uvicorn.Config(self.asgi, interface="asgi3", lifespan="off", log_config=None, log_level="warning",
                                 access_log=False, timeout_graceful_shutdown=5)
         server = _Server(config)
         self._server = server
@@ -205,7 +205,7 @@ class Agent(AgentBase):
             assert self._stop_requested is not None
             if handle_signals:
                 for sig in (signal.SIGINT, signal.SIGTERM):
-                    with contextlib.suppress(NotImplementedError, RuntimeError):
+                    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                         loop.add_signal_handler(sig, self._stop_requested.set)
                         signals.append(sig)
             if ready is not None:

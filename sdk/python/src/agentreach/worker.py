@@ -22,6 +22,7 @@ import contextlib
 import logging
 import random
 import signal
+from collections import deque
 from typing import Any, AsyncIterator, Callable, Sequence
 
 from ._base import AgentBase, JobContext, RegistrationError, _Outcome
@@ -39,25 +40,32 @@ class Worker(AgentBase):
 
     Args:
         agent_id: the agent's id in its namespace.
-        concurrency: how many attempts run at once; registered as ``max_concurrent``.
+        concurrency: how many attempts run at once.
+        prefetch: how many more it claims ahead, to start as soon as a slot frees
+            (default 0). Registered ``max_concurrent`` is ``concurrency + prefetch``;
+            a prefetched attempt's deadline runs from its claim, and a shutdown
+            gives it back unstarted.
         claim_wait: how long one claim long-polls (seconds, at most 60).
         Every other argument is :class:`~agentreach.Agent`'s.
     """
 
     mode = "pull"
 
-    def __init__(self, agent_id: str, *, concurrency: int = 1, claim_wait: float = 20.0, **options: Any) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        options.setdefault("max_concurrent", concurrency)
+    def __init__(
+        self, agent_id: str, *, concurrency: int = 1, prefetch: int = 0, claim_wait: float = 20.0, **options: Any
+    ) -> None:
+        if concurrency < 1 or prefetch < 0:
+            raise ValueError("concurrency must be at least 1 and prefetch at least 0")
+        options.setdefault("max_concurrent", concurrency + prefetch)
         super().__init__(agent_id, **options)
         self.concurrency = concurrency
+        self.prefetch = prefetch
         self.claim_wait = min(max(claim_wait, 0.0), 60.0)
         self._claim_task: asyncio.Task[None] | None = None
         self._claim_call: asyncio.Future[Any] | None = None
         self._slot_free: asyncio.Event | None = None
         self._running: set[asyncio.Task[None]] = set()
-        self._unstarted: list[Delivery] = []
+        self._unstarted: deque[Delivery] = deque()
         self._stop_requested: asyncio.Event | None = None
         self.claims = 0
 
@@ -94,7 +102,7 @@ class Worker(AgentBase):
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
         if self._unstarted:
-            await self._release(self._unstarted, None)
+            await self._release(list(self._unstarted), None)
             self._unstarted.clear()
         await self._offline()
         await self._drain(self.shutdown_grace)
@@ -131,7 +139,7 @@ class Worker(AgentBase):
             assert self._stop_requested is not None
             if handle_signals:
                 for sig in (signal.SIGINT, signal.SIGTERM):
-                    with contextlib.suppress(NotImplementedError, RuntimeError):
+                    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                         loop.add_signal_handler(sig, self._stop_requested.set)
                         signals.append(sig)
             if ready is not None:
@@ -167,12 +175,13 @@ class Worker(AgentBase):
                 if not self._token:
                     await asyncio.sleep(0.05)
                     continue
-            while len(self._running) >= self.concurrency:
+            room = self.concurrency + self.prefetch - len(self._running) - len(self._unstarted)
+            if room <= 0:
                 self._slot_free.clear()
                 await self._slot_free.wait()
-            free = self.concurrency - len(self._running)
+                continue
             try:
-                got = await self._claim(free)
+                got = await self._claim(room)
                 backoff = 0.2
             except (NotFound, Unauthenticated):
                 # The registry lost us (or replaced our token): the heartbeat
@@ -193,11 +202,19 @@ class Worker(AgentBase):
                 await asyncio.sleep(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 10.0)
                 continue
-            for d in got:
-                if self._stopping:
-                    self._unstarted.append(d)
-                else:
-                    self._start(d)
+            self._unstarted.extend(got)
+            self._pump()
+
+    def _pump(self) -> None:
+        """Starts claimed attempts while slots are free; drops one whose deadline passed unstarted."""
+        while self._unstarted and len(self._running) < self.concurrency and not self._stopping:
+            d = self._unstarted.popleft()
+            ctx = JobContext(d)
+            left = ctx.time_left()
+            if left is not None and left <= 0:
+                log.warning("agentreach: job %s attempt %d waited past its deadline unstarted", d.job_id, d.attempt)
+                continue
+            self._start(d)
 
     async def _claim(self, n: int) -> list[Delivery]:
         assert self._t is not None
@@ -224,6 +241,7 @@ class Worker(AgentBase):
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
+        self._pump()
         if self._slot_free is not None:
             self._slot_free.set()
 

@@ -12,7 +12,7 @@ many attempts as it has free slots, runs each, and posts the result to its
 (retried after backoff); one that raises :class:`~agentreach.Refused` gives
 it back unstarted. Jobs cancelled meanwhile come in the heartbeat's answer
 and end their handlers' contexts. On shutdown it stops claiming, gives back
-what it claimed but has not started, goes offline, and waits for the rest.
+what it claimed but has not started, waits for the rest, and goes offline.
 """
 
 from __future__ import annotations
@@ -87,10 +87,13 @@ class Worker(AgentBase):
         self._claim_task = asyncio.create_task(self._claim_loop(), name=f"agentreach-claim-{self.agent_id}")
 
     async def stop(self) -> None:
-        """Stops claiming, gives back unstarted work, goes offline, waits for the rest up to ``shutdown_grace``.
+        """Stops claiming and gives back unstarted work, waits for the rest up to ``shutdown_grace``, goes offline.
 
-        Attempts still running past the grace are cancelled and given back
-        as failed, so they are retried at once rather than at their deadline.
+        While it waits, its heartbeat says ``accepting: false``, so nothing new
+        is routed to it. Attempts still running past the grace are cancelled
+        and given back as failed, so they are retried at once rather than at
+        their deadline. (A pull agent gives work back before it goes offline:
+        an offline agent's release is refused.)
         """
         if not self._started or self._stopping:
             return
@@ -101,14 +104,28 @@ class Worker(AgentBase):
                 await self._claim_task
         if self._heartbeat_task is not None:
             self._heartbeat_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat_task
+        if self._token:
+            await self._not_accepting()
         if self._unstarted:
             await self._release(list(self._unstarted), None)
             self._unstarted.clear()
-        await self._offline()
         await self._drain(self.shutdown_grace)
         if self._running:
             await asyncio.wait(list(self._running), timeout=10.0)
+        await self._offline()
         await self._close()
+
+    async def _not_accepting(self) -> None:
+        assert self._t is not None
+        report = self.health_report()
+        report["context"] = dict(report.get("context") or {}, accepting=False)
+        try:
+            await self._t.call(Call("PUT", self._path("/heartbeat"), json=report, params=self._agent_params(),
+                                    bearer=self._token, credential="agent token", retries=1, timeout=5.0))
+        except AgentReachError as e:
+            log.warning("agentreach: telling the registry %s stops accepting: %s", self.agent_id, e)
 
     def request_stop(self) -> None:
         """Asks :meth:`serve` or :meth:`run` to shut down gracefully (safe from any thread)."""

@@ -17,7 +17,7 @@ os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
 os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 pytest.importorskip("crewai")
 
-from agentreach import Agent, Client, JobContext  # noqa: E402
+from agentreach import Agent, Client, JobContext, Result, failure, success  # noqa: E402
 from agentreach._tool import CapabilityFailed  # noqa: E402
 from agentreach.crewai import AgentReachCrewTool  # noqa: E402
 from conftest import Service, healthy, serving, unique  # noqa: E402
@@ -30,12 +30,10 @@ async def test_a_crewai_tool_runs_a_capability(service: Service) -> None:
     agent = Agent(unique("crew"), server_url=service.url, start_jitter=0, ttl_seconds=5)
 
     @agent.handler(cap)
-    async def reverse(job: JobContext) -> str:
+    async def reverse(job: JobContext) -> Result:
         if job.payload["input"] == "fail":
-            from agentreach import failure
-
             return failure("refused_word")
-        return str(job.payload["input"])[::-1]
+        return success(str(job.payload["input"])[::-1])
 
     async with serving(agent):
         await healthy(service, agent.agent_id)

@@ -38,6 +38,7 @@ chain: Runnable[dict[str, str], str] = PromptTemplate.from_template("Outline:\n{
 
 def serve() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     agent = Agent(os.environ.get("AGENT_ID", "outliner-1"), start_jitter=1.0)
     serve_runnable(agent, CAPABILITY, chain)
     agent.run(host="127.0.0.1", port=int(os.environ.get("PORT", "8002")))

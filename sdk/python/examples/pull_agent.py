@@ -13,6 +13,7 @@ import os
 from agentreach import JobContext, Worker
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is too much
 
 worker = Worker(os.environ.get("AGENT_ID", "laptop-1"), concurrency=2, start_jitter=1.0)
 

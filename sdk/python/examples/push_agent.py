@@ -17,6 +17,7 @@ import os
 from agentreach import Agent, JobContext, Result, failure, success
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is too much
 
 agent = Agent(
     os.environ.get("AGENT_ID", "shouter-1"),

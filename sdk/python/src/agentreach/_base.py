@@ -14,7 +14,6 @@ import inspect
 import logging
 import random
 import threading
-import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,10 +25,7 @@ from ._transport import AsyncTransport, Call, env_key, env_url
 from .errors import (
     AgentReachError,
     APIError,
-    InvalidArgument,
     NotFound,
-    NotPull,
-    PermissionDenied,
     TransportError,
     Unauthenticated,
 )
@@ -422,9 +418,14 @@ class AgentBase:
             try:
                 await self._register()
                 return
-            except (Unauthenticated, PermissionDenied, InvalidArgument, NotPull) as e:
-                raise RegistrationError(f"registering agent {self.agent_id} at {self.server_url}: {e}") from e
-            except (APIError, TransportError) as e:
+            except APIError as e:
+                if 400 <= e.status < 500 and e.status not in (408, 429):
+                    # A bad key, a missing scope, a bad field: trying again changes nothing.
+                    raise RegistrationError(f"registering agent {self.agent_id} at {self.server_url}: {e}") from e
+                log.warning("agentreach: registering %s: %s (again in %.1f s)", self.agent_id, e, backoff)
+                await asyncio.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, 10.0)
+            except TransportError as e:
                 log.warning("agentreach: registering %s: %s (again in %.1f s)", self.agent_id, e, backoff)
                 await asyncio.sleep(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, 10.0)
@@ -574,8 +575,8 @@ class AgentBase:
                 ctx._is_async = True
                 ctx._task = asyncio.ensure_future(fn(ctx))
             else:
-                ctx._task = asyncio.wrap_future(self._pool.submit(fn, ctx)) if self._pool else None
-                assert ctx._task is not None
+                assert self._pool is not None
+                ctx._task = asyncio.wrap_future(self._pool.submit(fn, ctx))
             task = ctx._task
             try:
                 value = await asyncio.shield(task)
@@ -645,7 +646,3 @@ class AgentBase:
         except AgentReachError as e:
             log.warning("agentreach: reporting job %s attempt %d: %s", ctx.job_id, ctx.attempt, e)
 
-
-def monotonic() -> float:
-    """The clock the SDK's waits use."""
-    return time.monotonic()

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generator, MutableMa
 
 import uvicorn
 
-from ._base import DEFERRED, AgentBase, JobContext, _Outcome, _Route
+from ._base import AgentBase, JobContext, _Outcome, _Route
 from .errors import SignatureError
 from .models import Delivery
 from .signing import verify_delivery
@@ -409,6 +409,3 @@ class Agent(AgentBase):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-
-# Re-exported so ``from agentreach.agent import DEFERRED`` reads naturally.
-__all__ += ["DEFERRED"]

@@ -9,6 +9,7 @@ the agent agreed on.
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal, Mapping
@@ -47,7 +48,9 @@ def parse_time(value: object) -> datetime | None:
     if not m:
         return None
     base, frac, tz = m.groups()
-    text = base + (frac[:7] if frac else "") + ("+00:00" if tz in (None, "Z") else tz)
+    # Python 3.10 takes exactly 3 or 6 digits; Go writes 1 to 9.
+    micros = "." + (frac[1:] + "000000")[:6] if frac else ""
+    text = base + micros + ("+00:00" if tz in (None, "Z") else tz)
     try:
         t = datetime.fromisoformat(text)
     except ValueError:
@@ -116,8 +119,6 @@ class Delivery:
             return self.traceparent
         tid = self.trace_id
         if len(tid) == 32 and all(c in "0123456789abcdef" for c in tid) and tid.strip("0"):
-            import secrets
-
             return f"00-{tid}-{secrets.token_hex(8)}-01"
         return None
 

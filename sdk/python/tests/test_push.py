@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import threading
 import time
 from typing import Any, AsyncIterator
@@ -283,3 +284,27 @@ async def test_the_asgi_app_mounted_in_starlette_serves_jobs(service: Service) -
         server.should_exit = True
         await asyncio.wait_for(task, 30)
     assert service.agent(agent.agent_id)["state"] == "OFFLINE"
+
+
+async def test_registration_waits_for_the_start_up_jitter_and_heartbeats_at_the_registrys_interval(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drawn: list[tuple[float, float]] = []
+
+    def uniform(a: float, b: float) -> float:
+        drawn.append((a, b))
+        return 0.4  # the draw, made known
+
+    monkeypatch.setattr(random, "uniform", uniform)
+    agent = Agent(unique("jitter"), server_url=service.url, start_jitter=3.0, ttl_seconds=6)
+
+    @agent.handler(unique("j"))
+    async def h(job: JobContext) -> str:
+        return "x"
+
+    t0 = time.monotonic()
+    async with serving(agent):
+        waited = time.monotonic() - t0
+        assert drawn == [(0, 3.0)] and 0.4 <= waited < 3.0
+        # ttl 6 s: the registry asks for a heartbeat every 2 s.
+        assert agent._interval == pytest.approx(2.0)

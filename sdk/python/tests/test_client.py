@@ -20,7 +20,7 @@ from agentreach import (
     WaitTimeout,
     verify_callback,
 )
-from conftest import Service, unique
+from conftest import Service, unique, wait_until
 
 Received = tuple[dict[str, str], bytes]
 
@@ -89,7 +89,8 @@ def test_get_list_events_cancel_and_wait(service: Service) -> None:
         with pytest.raises(WaitTimeout) as slow:
             c.wait(subs[0].job_id, timeout=0.3)
         assert getattr(slow.value.job, "job_id") == subs[0].job_id
-        # Newest first, page by page.
+        # Newest first, page by page (lists read a projection: it may be a moment behind).
+        wait_until(lambda: len(c.list(capability=cap).jobs) == 3, what="the jobs in the list")
         page = c.list(capability=cap, limit=2)
         assert [j.job_id for j in page.jobs] == [subs[2].job_id, subs[1].job_id] and page.next_cursor
         assert [j.job_id for j in c.iter_jobs(capability=cap, page_size=2)] == [s.job_id for s in reversed(subs)]
@@ -101,7 +102,7 @@ def test_get_list_events_cancel_and_wait(service: Service) -> None:
             c.cancel(subs[0].job_id)
         types = [e.type for e in c.events(subs[0].job_id)]
         assert types[0] == "SUBMITTED" and types[-1] == "CANCELLED"
-        assert [j.status for j in c.list(capability=cap, status="CANCELLED").jobs] == ["CANCELLED"] * 3
+        wait_until(lambda: len(c.list(capability=cap, status="CANCELLED").jobs) == 3, what="three CANCELLED listed")
 
 
 def test_a_dead_lettered_job_is_replayed_as_a_new_job(service: Service) -> None:

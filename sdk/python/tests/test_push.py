@@ -97,6 +97,10 @@ async def test_a_handler_error_or_a_refusal_is_a_delivery_that_did_not_happen_an
         assert reasons == ["http_503"]
 
 
+async def delivered_now(c: AsyncClient, job_id: str) -> bool:
+    return (await c.get(job_id)).status == "DELIVERED"
+
+
 async def test_accepted_work_answers_202_and_reports_later_in_the_jobs_trace(service: Service) -> None:
     agent = new_agent(service)
     cap = unique("slow")
@@ -112,7 +116,8 @@ async def test_accepted_work_answers_202_and_reports_later_in_the_jobs_trace(ser
         sub = await c.submit(cap, {})
         # Delivered with 202 and still running: the job waits for the report.
         await await_until(lambda: agent.in_flight == 1, what="the job to be accepted")
-        assert (await c.get(sub.job_id)).status == "DELIVERED"
+        # DELIVERED is written once the 202 is back at the dispatcher.
+        await await_until(lambda: delivered_now(c, sub.job_id), what="DELIVERED")
         delivered = [e for e in await c.events(sub.job_id) if e.type == "DELIVERED"]
         assert delivered[0].data.get("async") is True
         go.set()
@@ -198,9 +203,13 @@ async def test_heartbeats_go_on_while_work_blocks_and_carry_the_health_figures(s
         before = agent.heartbeats
         # Two more heartbeats (ttl 5 s: every ~1.7 s) while the handler holds its thread.
         await await_until(lambda: agent.heartbeats >= before + 2, timeout=10, what="heartbeats during work")
-        info = service.agent(agent.agent_id)
-        assert info["state"] == "HEALTHY"
-        assert info["in_flight"] == 1 and info["health_report"]["pool_usage"] == 0.5
+        # Heartbeats are written in batches: the figures show within a moment.
+        def reported() -> bool:
+            info = service.agent(agent.agent_id)
+            return bool(info["state"] == "HEALTHY" and info["in_flight"] == 1
+                        and info["health_report"]["pool_usage"] == 0.5)
+
+        await await_until(reported, what="the health figures of the heartbeat")
         release.set()
         assert (await c.wait(sub.job_id, timeout=20)).status == "SUCCESS"
 

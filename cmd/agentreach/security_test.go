@@ -388,10 +388,12 @@ func TestApprovals(t *testing.T) {
 	require.Equal(t, []string{"SUBMITTED", "AWAITING_APPROVAL", "REJECTED"}, ts)
 	require.Equal(t, "sweep:deadline", mds[2]["actor"])
 
-	// The policy change is audited too.
-	_, out = call(t, http.MethodGet, base+"/v1/events?limit=1000", admin, "")
-	require.Contains(t, out, `"type":"POLICY_CHANGED"`)
-	require.Contains(t, out, `"type":"KEY_CREATED"`)
+	// The policy change is audited too. The global log shows a transaction
+	// once every older one in the cluster has ended, so wait for it.
+	waitFor(t, 20*time.Second, "the policy change and the key in the global log", func() bool {
+		_, out = call(t, http.MethodGet, base+"/v1/events?limit=1000", admin, "")
+		return strings.Contains(out, `"type":"POLICY_CHANGED"`) && strings.Contains(out, `"type":"KEY_CREATED"`)
+	})
 }
 
 // TestCallbackSecretRotation: during the overlap a callback carries a

@@ -3,13 +3,11 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/health"
 )
 
@@ -38,67 +36,14 @@ func (s *Server) agentMetrics(c *gin.Context) {
 // it commits, woken by LISTEN/NOTIFY. Each message's id is the event's
 // position, so a reconnecting client resumes where it left off.
 func (s *Server) eventStream(c *gin.Context) {
-	raw := c.Query("after")
-	if id := c.GetHeader("Last-Event-ID"); id != "" {
-		raw = id
-	}
-	var after int64
-	if raw != "" {
-		v, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || v < 0 {
-			_ = c.Error(Invalid("after", "after must be the position of an event you received, or 0"))
-			return
-		}
-		after = v
-	}
-	ctx := c.Request.Context()
-	cur, err := s.cursorAt(ctx, after)
-	if err != nil {
-		_ = c.Error(err)
+	cur, ok := s.streamFrom(c, false)
+	if !ok {
 		return
 	}
-	wake, cancel := s.deps.Store.Subscribe()
-	defer cancel()
-	w := c.Writer
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
-	keepAlive := time.NewTicker(15 * time.Second)
-	defer keepAlive.Stop()
-	poll := time.NewTicker(time.Second) // a lost notification delays, never loses
-	defer poll.Stop()
-	for {
-		for {
-			recs, err := s.deps.Store.ReadAll(ctx, nil, cur, 500)
-			if err != nil {
-				return
-			}
-			for _, r := range recs {
-				b, _ := json.Marshal(toEventResponse(r))
-				if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", r.Position, r.Type, b); err != nil {
-					return
-				}
-				cur = r.Cursor()
-			}
-			w.Flush()
-			if len(recs) < 500 {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-poll.C:
-		case <-keepAlive.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			w.Flush()
-		}
-	}
+	s.streamLog(c, cur, func(r eventstore.Record) (string, []byte, bool) {
+		b, _ := json.Marshal(toEventResponse(r))
+		return string(r.Type), b, true
+	})
 }
 
 // agentSeries serves GET /v1/metrics/agents/series: per agent and minute,

@@ -32,7 +32,7 @@ func (r *run) lookups(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	measure := func(noCache bool) ([]time.Duration, error) {
 		lat := make([]time.Duration, 0, lookupCalls)
 		for range lookupCalls {
@@ -78,8 +78,10 @@ func (r *run) lookups(ctx context.Context) error {
 // reportClients clients for d and answers the reports accepted a second.
 func benchReports(ctx context.Context, base string, d time.Duration) (float64, error) {
 	hc := &http.Client{Timeout: 30 * time.Second}
-	if code, err := post(ctx, hc, base+"/v1/lookup", `{"capability":"bench.echo","limit":4}`); err != nil || code != http.StatusOK {
-		return 0, fmt.Errorf("lookup before reports: %d %v", code, err)
+	if code, err := post(ctx, hc, base+"/v1/lookup", `{"capability":"bench.echo","limit":4}`); err != nil {
+		return 0, fmt.Errorf("lookup before reports: %w", err)
+	} else if code != http.StatusOK {
+		return 0, fmt.Errorf("lookup before reports answered %d", code)
 	}
 	reps := make([]string, reportBatch)
 	for i := range reps {
@@ -97,8 +99,12 @@ func benchReports(ctx context.Context, base string, d time.Duration) (float64, e
 			defer wg.Done()
 			for time.Now().Before(end) {
 				code, err := post(ctx, hc, base+"/v1/reports", body)
-				if err != nil || code != http.StatusAccepted {
-					errs <- fmt.Errorf("reports: %d %v", code, err)
+				if err != nil {
+					errs <- fmt.Errorf("reports: %w", err)
+					return
+				}
+				if code != http.StatusAccepted {
+					errs <- fmt.Errorf("reports answered %d", code)
 					return
 				}
 				accepted.Add(reportBatch)

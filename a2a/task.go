@@ -103,6 +103,58 @@ type ArtifactV1 struct {
 	Parts       []PartV1        `json:"parts"`
 }
 
+// StatusUpdateV03 is a v0.3 status-update event (kind "status-update"):
+// final says the stream ends with it.
+type StatusUpdateV03 struct {
+	ContextID string          `json:"contextId"`
+	Final     bool            `json:"final"`
+	Kind      string          `json:"kind"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Status    TaskStatusV03   `json:"status"`
+	TaskID    string          `json:"taskId"`
+}
+
+// ArtifactUpdateV03 is a v0.3 artifact-update event (kind
+// "artifact-update").
+type ArtifactUpdateV03 struct {
+	Append    bool            `json:"append,omitempty"`
+	Artifact  ArtifactV03     `json:"artifact"`
+	ContextID string          `json:"contextId"`
+	Kind      string          `json:"kind"`
+	LastChunk bool            `json:"lastChunk,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	TaskID    string          `json:"taskId"`
+}
+
+// StatusUpdateV1 is v1.0's TaskStatusUpdateEvent: no kind and no final
+// (the stream's end says it).
+type StatusUpdateV1 struct {
+	ContextID string          `json:"contextId"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Status    TaskStatusV1    `json:"status"`
+	TaskID    string          `json:"taskId"`
+}
+
+// ArtifactUpdateV1 is v1.0's TaskArtifactUpdateEvent.
+type ArtifactUpdateV1 struct {
+	Append    bool            `json:"append,omitempty"`
+	Artifact  ArtifactV1      `json:"artifact"`
+	ContextID string          `json:"contextId"`
+	LastChunk bool            `json:"lastChunk,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	TaskID    string          `json:"taskId"`
+}
+
+// StreamResponseV1 is v1.0's StreamResponse, what its streams carry and
+// its push notifications are: exactly one of a task, a message, a status
+// update or an artifact update.
+type StreamResponseV1 struct {
+	ArtifactUpdate *ArtifactUpdateV1 `json:"artifactUpdate,omitempty"`
+	Message        *MessageV1        `json:"message,omitempty"`
+	StatusUpdate   *StatusUpdateV1   `json:"statusUpdate,omitempty"`
+	Task           *TaskV1           `json:"task,omitempty"`
+}
+
 // SendResultV1 is v1.0's SendMessageResponse: a task or a message.
 type SendResultV1 struct {
 	Message *MessageV1 `json:"message,omitempty"`

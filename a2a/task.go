@@ -174,6 +174,29 @@ type Task struct {
 	// Partial: the update carried a status but not the task's artifacts
 	// (a v1.0 statusUpdate), so Result may be incomplete.
 	Partial bool
+	// FromMessage: the task has no artifacts, and Result is its status
+	// message's parts.
+	FromMessage bool
+}
+
+// StatusText is the text of the task's status message: its text parts,
+// joined by newlines ("" if it has none).
+func (t Task) StatusText() string {
+	var m struct {
+		Parts []struct {
+			Text *string `json:"text"`
+		} `json:"parts"`
+	}
+	if json.Unmarshal(t.Message, &m) != nil {
+		return ""
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Text != nil {
+			texts = append(texts, *p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // An update as agents send it, of either version: its parts are kept as
@@ -241,7 +264,7 @@ func ParseTask(raw []byte) (Task, error) {
 		}
 		t.Result = ResultOf(parts)
 		if t.Result == nil && len(w.Status.Message) > 0 {
-			t.Result = messageResult(w.Status.Message)
+			t.Result, t.FromMessage = messageResult(w.Status.Message), true
 		}
 		return t, nil
 	case "message":
@@ -252,7 +275,7 @@ func ParseTask(raw []byte) (Task, error) {
 		}
 		t := Task{ID: w.TaskID, ContextID: w.ContextID, State: NormalizeState(w.Status.State), Message: w.Status.Message, Partial: true}
 		if len(w.Status.Message) > 0 {
-			t.Result = messageResult(w.Status.Message)
+			t.Result, t.FromMessage = messageResult(w.Status.Message), true
 		}
 		return t, nil
 	case "artifact-update":

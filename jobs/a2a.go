@@ -131,9 +131,18 @@ func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2ac
 
 // a2aEvents decides what an update of attempt's A2A task (pushed, or read
 // by polling) does to the job l (domain.TaskUpdate).
+// An update that records the attempt's delivery (it beat the dispatcher's
+// record of it) starts the attempt's poller too, as the dispatcher would
+// have: it watches the task of an agent that pushes.
 func (s *Service) a2aEvents(l *Loaded, attempt int, t a2a.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
-	return domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.lastIsRouted(attempt), l.RoutedAt, t.ID,
+	evs, fx, rec := domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.lastIsRouted(attempt), l.RoutedAt, t.ID,
 		a2aOutcome(t, false), now, s.jitter(), s.attemptPolicy(), md)
+	if len(evs) > 0 && evs[0].Type == domain.EventDelivered && t.ID != "" {
+		if last := evs[len(evs)-1].Type; last == domain.EventDelivered || last == domain.EventAwaitingInput {
+			fx.Poll = attempt // still open after this update
+		}
+	}
+	return evs, fx, rec
 }
 
 // A2A errors.

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 
-import { A2AClient } from 'a2a-sdk-v03/client';
+import { A2AClient, ClientFactory } from 'a2a-sdk-v03/client';
 
 import { base, gate, job, jobEvents, receiver, register, startAgent, unique, waitFor } from './harness.mjs';
 
@@ -143,4 +143,14 @@ test('tasks/pushNotificationConfig set, get, list, delete on a running task; the
   assert.deepEqual(pushes[0].body.artifacts[0].parts[0], { kind: 'data', data: { sum: 8 } });
   assert.equal(hook.got.filter((r) => r.path === '/gone').length, 0);
   assert.equal((await jobEvents(t.id)).at(-1).type, 'CALLBACK_DELIVERED');
+});
+
+test('agent/getAuthenticatedExtendedCard, by the 0.3 line\'s Client', async () => {
+  const card = await (await fetch(`${base}/a2a/${ns}/.well-known/agent-card.json`)).json();
+  assert.equal(card.supportsAuthenticatedExtendedCard, true);
+  const c = await new ClientFactory().createFromAgentCard(card);
+  const extended = await c.getAgentCard();
+  assert.equal(extended.name, `Agent-Reach (${ns})`);
+  assert.equal(extended.url, `${base}/a2a/${ns}`);
+  assert.deepEqual(extended.skills.map((s) => s.id), ['v03.add', 'v03.hold']);
 });

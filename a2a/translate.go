@@ -364,8 +364,8 @@ func ReadTaskPushConfig(raw []byte) (TaskPushConfigV03, error) {
 			p.PushConfigV1.Authentication.Scheme = a.Schemes[0]
 		}
 	}
-	p.PushConfigV1.TaskID = probe.TaskID
-	return p.PushConfigV1.TaskV03(), nil
+	p.TaskID = probe.TaskID
+	return p.TaskV03(), nil
 }
 
 // ReadPushConfigRef reads the params of a push config's get, list or

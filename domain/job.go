@@ -246,6 +246,7 @@ type Outcome struct {
 	AgentID   string          `json:"agent_id"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	BizCode   string          `json:"biz_code,omitempty"`
+	Error     string          `json:"error,omitempty"` // FAILED: the agent's own words, if any
 	LatencyMS float64         `json:"latency_ms"`
 }
 
@@ -390,7 +391,7 @@ func (j *Job) applyData(e Event) error {
 		return applyAs(e, j.onAttemptFailed)
 	case EventSuccess, EventFailed:
 		return applyAs(e, func(d Outcome) {
-			j.Delivered, j.Result, j.BizCode, j.Error = false, d.Result, d.BizCode, ""
+			j.Delivered, j.Result, j.BizCode, j.Error = false, d.Result, d.BizCode, d.Error
 		})
 	case EventTimeout:
 		return applyAs(e, func(d TimedOut) {

@@ -45,6 +45,7 @@ var JobEventTypes = []EventType{
 	EventRouted, EventDelivered, EventAttemptFailed, EventSuccess, EventFailed,
 	EventTimeout, EventDeadLetter, EventCancelled, EventResultDuplicate,
 	EventCallbackSent, EventCallbackFailed, EventAwaitingInput, EventResumed, EventInputProvided,
+	EventIntentResolved,
 }
 
 // The events of the other streams. Agent events (AGENT_REGISTERED and the

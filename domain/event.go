@@ -126,6 +126,8 @@ type CardView struct {
 	Version      string   `json:"version"`
 	Endpoint     string   `json:"endpoint"`
 	Push         *bool    `json:"push,omitempty"`
+	// CapabilityInfo is what its skills say of each capability.
+	CapabilityInfo map[string]CapabilityDoc `json:"capability_info,omitempty"`
 }
 
 // AgentCardUpdated is the data of AGENT_CARD_UPDATED.

@@ -56,28 +56,34 @@ func (d CapabilityDoc) Empty() bool {
 
 // Normalize trims every text, drops empty and repeated examples and tags,
 // and checks the limits, returning the first problem as a *FieldError
-// whose field is prefix + ".title" and so on.
+// whose field is prefix + ".title" and so on (just "title" with no prefix).
 func (d *CapabilityDoc) Normalize(prefix string) error {
+	field := func(name string) string {
+		if prefix == "" {
+			return name
+		}
+		return prefix + "." + name
+	}
 	d.Title, d.Description = strings.TrimSpace(d.Title), strings.TrimSpace(d.Description)
 	d.Examples, d.Tags = cleanTexts(d.Examples), cleanTexts(d.Tags)
 	switch {
 	case utf8.RuneCountInString(d.Title) > MaxDocTitle:
-		return fieldErr(prefix+".title", "must be at most %d characters", MaxDocTitle)
+		return fieldErr(field("title"), "must be at most %d characters", MaxDocTitle)
 	case utf8.RuneCountInString(d.Description) > MaxDocDescription:
-		return fieldErr(prefix+".description", "must be at most %d characters", MaxDocDescription)
+		return fieldErr(field("description"), "must be at most %d characters", MaxDocDescription)
 	case len(d.Examples) > MaxDocExamples:
-		return fieldErr(prefix+".examples", "must list at most %d examples", MaxDocExamples)
+		return fieldErr(field("examples"), "must list at most %d examples", MaxDocExamples)
 	case len(d.Tags) > MaxDocTags:
-		return fieldErr(prefix+".tags", "must list at most %d tags", MaxDocTags)
+		return fieldErr(field("tags"), "must list at most %d tags", MaxDocTags)
 	}
 	for _, e := range d.Examples {
 		if utf8.RuneCountInString(e) > MaxDocExample {
-			return fieldErr(prefix+".examples", "each example must be at most %d characters", MaxDocExample)
+			return fieldErr(field("examples"), "each example must be at most %d characters", MaxDocExample)
 		}
 	}
 	for _, t := range d.Tags {
 		if utf8.RuneCountInString(t) > MaxDocTag {
-			return fieldErr(prefix+".tags", "each tag must be at most %d characters", MaxDocTag)
+			return fieldErr(field("tags"), "each tag must be at most %d characters", MaxDocTag)
 		}
 	}
 	return nil

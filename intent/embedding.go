@@ -22,6 +22,11 @@ var (
 // embedBatch is how many texts one embeddings request carries.
 const embedBatch = 64
 
+// rankKept is how many candidates a model's ranking keeps (and the cache
+// holds): enough to order what the LLM is shown, small enough to read
+// back fast.
+const rankKept = 50
+
 // embedding ranks by the cosine similarity of the intent's embedding to
 // each catalogue entry's. Entries' vectors are kept in capability_vectors
 // with the model's name and a fingerprint of the text embedded; when the
@@ -58,7 +63,7 @@ func (e *embedding) Rank(ctx context.Context, cat *Catalogue, intent string, _ d
 	if err != nil {
 		return domain.IntentRanking{}, err
 	}
-	return domain.CosineRanking(e.Model(), v[0], cat.Names, set.vecs, e.s.cfg.MaxChoices), nil
+	return domain.CosineRanking(e.Model(), v[0], cat.Names, set.vecs, rankKept), nil
 }
 
 // vectors returns the vectors of cat's entries, embedding those whose

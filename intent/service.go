@@ -310,5 +310,5 @@ func (Lexical) Model() string { return "" }
 
 // Rank implements Resolver.
 func (Lexical) Rank(_ context.Context, cat *Catalogue, intent string, _ domain.IntentRanking) (domain.IntentRanking, error) {
-	return cat.Lexical.Rank(intent, 20), nil
+	return cat.Lexical.Rank(intent, rankKept), nil
 }

@@ -123,20 +123,16 @@ func toResolutionJSON(r domain.IntentResolution) *resolutionJSON {
 	return out
 }
 
-// needCatalogue admits keys that may read the catalogue: capabilities:read,
-// or agents:read, which sees the same capabilities through the agents.
-func (s *Server) needCatalogue() gin.HandlerFunc {
-	keyed := s.need("")
-	return func(c *gin.Context) {
-		keyed(c)
-		if c.IsAborted() {
-			return
-		}
-		if p := principal(c); !p.Has(auth.ScopeCapabilitiesRead) && !p.Has(auth.ScopeAgentsRead) {
-			_ = c.Error(&Error{Code: CodePermissionDenied, Message: "this key lacks the scope " + auth.ScopeCapabilitiesRead})
-			c.Abort()
-		}
+// catalogueScope, after need(""), admits keys that may read the
+// catalogue: capabilities:read, or agents:read, which sees the same
+// capabilities through the agents.
+func catalogueScope(c *gin.Context) {
+	if p := principal(c); !p.Has(auth.ScopeCapabilitiesRead) && !p.Has(auth.ScopeAgentsRead) {
+		_ = c.Error(&Error{Code: CodePermissionDenied, Message: "this key lacks the scope " + auth.ScopeCapabilitiesRead})
+		c.Abort()
+		return
 	}
+	c.Next()
 }
 
 // capabilityName is the {name} of the path: a capability may hold '/', so

@@ -167,10 +167,10 @@ func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
 
 // intentRoutes are the capability catalogue's and intent resolution's.
 func (s *Server) intentRoutes(v1 *gin.RouterGroup) {
-	v1.GET("/capabilities", s.needCatalogue(), s.listCapabilities)
-	v1.GET("/capabilities/*name", s.needCatalogue(), s.getCapability) // a capability may hold '/'
+	v1.GET("/capabilities", s.need(""), catalogueScope, s.listCapabilities)
+	v1.GET("/capabilities/*name", s.need(""), catalogueScope, s.getCapability) // a capability may hold '/'
 	v1.PUT("/capabilities/*name", s.need(auth.ScopeAgentsWrite), s.putCapability)
-	v1.POST("/resolve", s.needCatalogue(), s.resolve)
+	v1.POST("/resolve", s.need(""), catalogueScope, s.resolve)
 }
 
 // MaxHeaderBytes bounds a request's header; a larger one gets 431 with the

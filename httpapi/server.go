@@ -92,7 +92,14 @@ func New(deps Deps) *gin.Engine {
 		// scrape config sends the key as its bearer credentials).
 		r.GET("/metrics", admin, everyNamespace, gin.WrapH(deps.Metrics))
 	}
-	r.NoRoute(func(c *gin.Context) { _ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path)) })
+	r.NoRoute(func(c *gin.Context) {
+		if !storableText(c.Request.URL.Path) {
+			// A path value holding '/' matches no route; what it holds is still refused as bad text, as on a route.
+			_ = c.Error(Invalid("path", "the path must be UTF-8 text without NUL characters"))
+			return
+		}
+		_ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path))
+	})
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)

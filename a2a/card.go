@@ -58,6 +58,8 @@ type Skill struct {
 	ID          string   `json:"id"`
 	Name        string   `json:"name"`
 	Tags        []string `json:"tags"`
+	// Examples are requests the skill serves, in words.
+	Examples []string `json:"examples,omitempty"`
 }
 
 // SecurityScheme is how a caller authenticates, as v0.3 spells an HTTP

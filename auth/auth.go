@@ -59,6 +59,9 @@ const (
 	// ScopeAgentsLookup: look up agents to call them directly, and report
 	// what came of it (lookup mode).
 	ScopeAgentsLookup = "agents:lookup"
+	// ScopeCapabilitiesRead: read the capability catalogue and resolve
+	// intents against it (agents:read also does).
+	ScopeCapabilitiesRead = "capabilities:read"
 	// ScopeJobsSubmitPrefix starts "jobs:submit:<capability pattern>".
 	ScopeJobsSubmitPrefix = "jobs:submit:"
 )
@@ -130,7 +133,7 @@ func Match(pattern, s string) bool {
 // ValidScope reports whether s is a scope this service knows.
 func ValidScope(s string) bool {
 	switch s {
-	case ScopeAdmin, ScopeJobsRead, ScopeJobsApprove, ScopeAgentsRead, ScopeAgentsWrite, ScopeAgentsLookup:
+	case ScopeAdmin, ScopeJobsRead, ScopeJobsApprove, ScopeAgentsRead, ScopeAgentsWrite, ScopeAgentsLookup, ScopeCapabilitiesRead:
 		return true
 	}
 	pat, ok := strings.CutPrefix(s, ScopeJobsSubmitPrefix)

@@ -45,6 +45,7 @@ var JobEventTypes = []EventType{
 	EventRouted, EventDelivered, EventAttemptFailed, EventSuccess, EventFailed,
 	EventTimeout, EventDeadLetter, EventCancelled, EventResultDuplicate,
 	EventCallbackSent, EventCallbackFailed, EventAwaitingInput, EventResumed, EventInputProvided,
+	EventIntentResolved,
 }
 
 // The events of the other streams. Agent events (AGENT_REGISTERED and the
@@ -125,6 +126,8 @@ type CardView struct {
 	Version      string   `json:"version"`
 	Endpoint     string   `json:"endpoint"`
 	Push         *bool    `json:"push,omitempty"`
+	// CapabilityInfo is what its skills say of each capability.
+	CapabilityInfo map[string]CapabilityDoc `json:"capability_info,omitempty"`
 }
 
 // AgentCardUpdated is the data of AGENT_CARD_UPDATED.

@@ -73,6 +73,9 @@ var transitions = map[JobStatus]map[EventType]JobStatus{
 		EventSubmitted: StatusSubmitted,
 	},
 	StatusSubmitted: {
+		// INTENT_RESOLVED follows SUBMITTED in the same append (before any
+		// attempt: applyData refuses it later).
+		EventIntentResolved:   StatusSubmitted,
 		EventAwaitingApproval: StatusAwaitingApproval,
 		EventRouted:           StatusSubmitted,
 		EventDelivered:        StatusDelivered,
@@ -181,6 +184,13 @@ type Submitted struct {
 	// agent to become routable; 0 means the service's default (30 s unless
 	// configured).
 	RouteWaitMS int `json:"route_wait_ms,omitempty"`
+	// Intent is the caller's words when the job was submitted with an
+	// intent instead of a capability; Capability is what it resolved to.
+	Intent string `json:"intent,omitempty"`
+	// Resolution is how Intent was resolved. It is not part of SUBMITTED's
+	// data: it travels to the stream as the INTENT_RESOLVED that follows,
+	// and the fold brings it back from there.
+	Resolution *IntentResolution `json:"-"`
 }
 
 // Routed is the data of a ROUTED event: which agent got the attempt and why.
@@ -377,6 +387,11 @@ func (j *Job) applyData(e Event) error {
 	switch e.Type {
 	case EventSubmitted:
 		return json.Unmarshal(e.Data, &j.Submitted)
+	case EventIntentResolved:
+		if j.Attempts > 0 || j.Resolution != nil {
+			return &TransitionError{From: j.Status, Event: e.Type} // only once, before the first attempt
+		}
+		return applyAs(e, func(d IntentResolution) { j.Resolution = &d })
 	case EventRouted:
 		return applyAs(e, j.onRouted)
 	case EventDelivered:

@@ -24,6 +24,7 @@ func TestTransitionExhaustive(t *testing.T) {
 	want := map[domain.JobStatus]row{
 		domain.StatusNone: {domain.EventSubmitted: S(domain.StatusSubmitted)},
 		domain.StatusSubmitted: {
+			domain.EventIntentResolved:   S(domain.StatusSubmitted),
 			domain.EventAwaitingApproval: S(domain.StatusAwaitingApproval),
 			domain.EventRouted:           S(domain.StatusSubmitted),
 			domain.EventDelivered:        S(domain.StatusDelivered),

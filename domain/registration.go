@@ -93,6 +93,10 @@ type AgentRegistration struct {
 	TTLSeconds      int            `json:"ttl_seconds"`
 	Context         map[string]any `json:"context,omitempty"`
 	Metadata        map[string]any `json:"metadata,omitempty"`
+	// CapabilityInfo says what some of its capabilities do (a description,
+	// examples of requests), by capability: words for the catalogue that
+	// intent resolution reads. Optional; an A2A card's skills fill it.
+	CapabilityInfo map[string]CapabilityDoc `json:"capability_info,omitempty"`
 }
 
 // AgentRegistered is the data of an AGENT_REGISTERED event.
@@ -198,6 +202,9 @@ func (r *AgentRegistration) Normalize() error {
 		if !ValidCapability(c) {
 			return fieldErr("capabilities", "%q is not a capability: use segments of letters, digits, '_' or '-' joined by '.', ':' or '/' (at most %d characters), e.g. document:parse:ocr", c, MaxCapabilityLength)
 		}
+	}
+	if err := r.normalizeDocs(); err != nil {
+		return err
 	}
 	if len(r.Aliases) > MaxAliases {
 		return fieldErr("aliases", "must list at most %d aliases", MaxAliases)

@@ -72,6 +72,10 @@ type RouteRequest struct {
 	// if none does, they stay candidates: prefer another agent, but do not
 	// starve the job.
 	Exclude []string `json:"exclude,omitempty"`
+	// Intent is how the job's capability was resolved from the caller's
+	// words, if it was; it does not score, and the result carries it so
+	// that the explanation starts from the intent.
+	Intent *IntentResolution `json:"intent,omitempty"`
 }
 
 // RouteConfig holds the scoring constants. Unlike the other configs, zero
@@ -195,6 +199,8 @@ type RouteResult struct {
 	// PolicyVersion is the version of the namespace's routing policy the
 	// decision used (0: the compiled-in one).
 	PolicyVersion int `json:"policy_version,omitempty"`
+	// Intent is the request's: the resolution the capability came from.
+	Intent *IntentResolution `json:"intent,omitempty"`
 }
 
 // routeTieEpsilon is how close two scores must be to count as a tie; scores
@@ -355,7 +361,7 @@ func NewRouteIndex(agents []RouteAgent) *RouteIndex {
 func (ix *RouteIndex) Route(req RouteRequest, cfg RouteConfig, rnd func(n int) int) RouteResult {
 	b := ix.buckets[routeKey{req.Namespace, req.Capability}]
 	if b == nil {
-		return RouteResult{Candidates: []RouteCandidate{}, Rejected: []RouteRejection{}}
+		return RouteResult{Candidates: []RouteCandidate{}, Rejected: []RouteRejection{}, Intent: req.Intent}
 	}
 	var hintBuf [64]uint64
 	var weightBuf [64]int
@@ -578,6 +584,7 @@ func (acc *routeAcc) finish(rc *routeCtx, weights []int, rnd func(n int) int) Ro
 		Candidates:    cands,
 		Rejected:      acc.rejected,
 		AllAtCapacity: len(cands) == 0 && acc.atCapacity > 0,
+		Intent:        rc.req.Intent,
 	}
 	if len(cands) == 0 {
 		return res

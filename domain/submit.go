@@ -21,7 +21,12 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 		return fieldErr("namespace", "must be 1-63 lower-case letters, digits, '_' or '-'")
 	}
 	if s.Capability == "" {
-		return fieldErr("capability", "is required")
+		return fieldErr("capability", "is required (or intent: the caller's words, resolved to a capability)")
+	}
+	if s.Intent != "" {
+		if err := CheckIntent("intent", s.Intent); err != nil {
+			return err
+		}
 	}
 	if !ValidCapability(s.Capability) {
 		return fieldErr("capability", "must be segments of letters, digits, '_' or '-' joined by '.', ':' or '/', e.g. document:parse:ocr")

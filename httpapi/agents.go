@@ -40,6 +40,9 @@ type registerRequest struct {
 	Metadata        map[string]any `json:"metadata"`
 	// CardURL registers an A2A agent by its Agent Card instead.
 	CardURL string `json:"card_url"`
+	// CapabilityInfo says what some of its capabilities do, for the
+	// capability catalogue (intent resolution).
+	CapabilityInfo map[string]capabilityDocJSON `json:"capability_info"`
 }
 
 type breakerResponse struct {
@@ -264,6 +267,7 @@ func registration(req registerRequest) domain.AgentRegistration {
 		Mode: req.Mode, MaxConcurrent: req.MaxConcurrent,
 		Version: req.Version, RolloutPercent: domain.DefaultRolloutPercent, TTLSeconds: req.TTLSeconds,
 		Context: req.Context, Metadata: req.Metadata, Weight: domain.DefaultWeight,
+		CapabilityInfo: capabilityDocs(req.CapabilityInfo),
 	}
 	if req.Weight != nil {
 		reg.Weight = *req.Weight
@@ -523,6 +527,8 @@ type routeResponse struct {
 	// used (0: the compiled-in one).
 	PolicyVersion int  `json:"policy_version"`
 	Canary        bool `json:"canary,omitempty"`
+	// Intent is how ?intent= resolved to the capability.
+	Intent *resolutionJSON `json:"intent,omitempty"`
 }
 
 func (s *Server) route(c *gin.Context) {
@@ -538,14 +544,30 @@ func (s *Server) route(c *gin.Context) {
 	if v := c.Query("protocol_versions"); v != "" {
 		req.ProtocolVersions = strings.Split(v, ",")
 	}
+	if words, ok := c.GetQuery("intent"); ok { // resolved first, then routed as a job of that capability would be
+		if req.Capability != "" {
+			_ = c.Error(Invalid("intent", "give either capability or intent, not both"))
+			return
+		}
+		res, err := s.deps.Intent.Resolve(c.Request.Context(), ns, words)
+		if err != nil {
+			_ = c.Error(err)
+			return
+		}
+		req.Capability, req.Intent = res.Capability, &res
+	}
 	if !domain.ValidCapability(req.Capability) {
-		_ = c.Error(Invalid("capability", "capability is required and must be well-formed, e.g. document:parse:ocr"))
+		_ = c.Error(Invalid("capability", "capability (or intent) is required; a capability must be well-formed, e.g. document:parse:ocr"))
 		return
 	}
 	res := s.deps.Registry.Snapshot().Route(req)
-	c.JSON(http.StatusOK, routeResponse{Capability: req.Capability, Namespace: req.Namespace, Chosen: res.Chosen,
+	out := routeResponse{Capability: req.Capability, Namespace: req.Namespace, Chosen: res.Chosen,
 		Candidates: nonNilSlice(res.Candidates), Rejected: nonNilSlice(res.Rejected), AllAtCapacity: res.AllAtCapacity,
-		SnapshotAt: s.deps.Registry.Snapshot().LoadedAt(), PolicyVersion: res.PolicyVersion, Canary: res.Canary})
+		SnapshotAt: s.deps.Registry.Snapshot().LoadedAt(), PolicyVersion: res.PolicyVersion, Canary: res.Canary}
+	if res.Intent != nil {
+		out.Intent = toResolutionJSON(*res.Intent)
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 func nonNilSlice[T any](s []T) []T {

@@ -37,6 +37,9 @@ const (
 	CodeInternal         Code = "internal"
 	// CodeNotPull: a claim or release by an agent registered in push mode.
 	CodeNotPull Code = "not_pull"
+	// CodeAmbiguousIntent: no resolver was confident of any capability for
+	// the intent; the error carries the suggestions.
+	CodeAmbiguousIntent Code = "ambiguous_intent"
 )
 
 // statusOf is the one place where error codes meet HTTP statuses.
@@ -54,6 +57,7 @@ var statusOf = map[Code]int{
 	CodeHeadersTooLarge:  http.StatusRequestHeaderFieldsTooLarge,
 	CodeInternal:         http.StatusInternalServerError,
 	CodeNotPull:          http.StatusConflict,
+	CodeAmbiguousIntent:  http.StatusUnprocessableEntity,
 }
 
 // Error is an API error: a code, a message for people and, for bad input,
@@ -63,6 +67,8 @@ type Error struct {
 	Message    string
 	Field      string
 	RetryAfter int // seconds, for rate_limited and unavailable
+	// Suggestions are the best candidates of an ambiguous intent.
+	Suggestions []intentCandidateJSON
 }
 
 func (e *Error) Error() string {
@@ -87,9 +93,10 @@ type errorBody struct {
 }
 
 type errorDetail struct {
-	Code    Code   `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
+	Code        Code                  `json:"code"`
+	Message     string                `json:"message"`
+	Field       string                `json:"field,omitempty"`
+	Suggestions []intentCandidateJSON `json:"suggestions,omitempty"`
 }
 
 // kinds is the one table where error kinds meet the API's codes: each
@@ -115,9 +122,13 @@ func toAPIError(err error) *Error {
 	var apiErr *Error
 	var fieldErr *domain.FieldError
 	var maxErr *http.MaxBytesError
+	var ambiguous *domain.AmbiguousIntentError
 	switch {
 	case errors.As(err, &apiErr):
 		return apiErr
+	case errors.As(err, &ambiguous):
+		return &Error{Code: CodeAmbiguousIntent, Field: "intent", Message: ambiguous.Error(),
+			Suggestions: toCandidatesJSON(ambiguous.Resolution.Candidates)}
 	case errors.As(err, &fieldErr):
 		return &Error{Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Field + " " + fieldErr.Message}
 	case errors.As(err, &maxErr):
@@ -207,6 +218,7 @@ func errorMiddleware(logger *slog.Logger) gin.HandlerFunc {
 		if apiErr.RetryAfter > 0 {
 			c.Header("Retry-After", strconv.Itoa(apiErr.RetryAfter))
 		}
-		c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, Field: apiErr.Field}})
+		c.AbortWithStatusJSON(status, errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, Field: apiErr.Field,
+			Suggestions: apiErr.Suggestions}})
 	}
 }

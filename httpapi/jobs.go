@@ -29,6 +29,9 @@ type submitRequest struct {
 	BackoffBaseMS int                `json:"backoff_base_ms"`
 	BackoffMaxMS  int                `json:"backoff_max_ms"`
 	RouteWaitMS   int                `json:"route_wait_ms"`
+	// Intent, instead of Capability: the caller's words, resolved to a
+	// capability of the namespace's catalogue before the job is submitted.
+	Intent string `json:"intent"`
 }
 
 type submitResponse struct {
@@ -58,7 +61,7 @@ func submission(req submitRequest) domain.Submitted {
 		Priority: domain.Priority(req.Priority), TimeoutMS: req.TimeoutMS, MaxAttempts: req.MaxAttempts,
 		CallbackURL: req.CallbackURL, ParentJobID: req.ParentJobID, Constraints: req.Constraints,
 		RetryOnFailed: req.RetryOnFailed, BackoffBaseMS: req.BackoffBaseMS, BackoffMaxMS: req.BackoffMaxMS,
-		RouteWaitMS: req.RouteWaitMS,
+		RouteWaitMS: req.RouteWaitMS, Intent: req.Intent,
 	}
 }
 
@@ -78,7 +81,13 @@ func (s *Server) submitJob(c *gin.Context) {
 		return
 	}
 	req.Namespace = ns
+	resolution, err := s.resolveSubmit(c, &req)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
 	sub := submission(req)
+	sub.Resolution = resolution
 	sub.IdempotencyKey = c.GetHeader("Idempotency-Key")
 	if !storableText(sub.IdempotencyKey) {
 		_ = c.Error(Invalid("Idempotency-Key", "the Idempotency-Key header must be UTF-8 text without NUL characters"))
@@ -93,11 +102,34 @@ func (s *Server) submitJob(c *gin.Context) {
 	c.JSON(http.StatusAccepted, submitResponse{JobID: res.JobID, Status: string(res.Status), TraceID: res.TraceID})
 }
 
+// resolveSubmit resolves a submit's intent to the capability it names,
+// which the key must be allowed to submit, as if the caller had named it.
+// A submit without an intent resolves nothing.
+func (s *Server) resolveSubmit(c *gin.Context, req *submitRequest) (*domain.IntentResolution, error) {
+	if req.Intent == "" {
+		return nil, nil
+	}
+	if req.Capability != "" {
+		return nil, Invalid("intent", "give either capability or intent, not both")
+	}
+	res, err := s.deps.Intent.Resolve(c.Request.Context(), req.Namespace, req.Intent)
+	if err != nil {
+		return nil, err
+	}
+	if !principal(c).CanSubmit(res.Capability) {
+		return nil, &Error{Code: CodePermissionDenied, Field: "intent",
+			Message: "the intent resolved to " + res.Capability + ", and this key may not submit jobs for it"}
+	}
+	req.Capability = res.Capability
+	return &res, nil
+}
+
 type jobResponse struct {
 	JobID       string          `json:"job_id"`
 	Namespace   string          `json:"namespace"`
 	Status      string          `json:"status"`
 	Capability  string          `json:"capability"`
+	Intent      string          `json:"intent,omitempty"`
 	AgentID     string          `json:"agent_id,omitempty"`
 	Attempts    int             `json:"attempts"`
 	MaxAttempts int             `json:"max_attempts"`
@@ -123,7 +155,7 @@ type callbackState struct {
 }
 
 func toJobResponse(l *jobs.Loaded) jobResponse {
-	r := jobResponse{JobID: l.JobID, Namespace: l.Namespace, Status: string(l.Status), Capability: l.Capability,
+	r := jobResponse{JobID: l.JobID, Namespace: l.Namespace, Status: string(l.Status), Capability: l.Capability, Intent: l.Intent,
 		AgentID: l.AgentID, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts, Priority: string(l.Priority),
 		Result: l.Result, BizCode: l.BizCode, Error: l.Error, TraceID: l.TraceID, ParentJobID: l.ParentJobID,
 		RootJobID: l.RootJobID, ReplayOf: l.ReplayOf, SubmittedAt: l.SubmittedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC()}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/intent"
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
@@ -31,7 +32,10 @@ type Deps struct {
 	Store    *eventstore.Store
 	Registry *registry.Registry
 	Jobs     *jobs.Service
-	Logger   *slog.Logger
+	// Intent resolves intents over the capability catalogue (nil: one with
+	// the lexical resolver only, over Pool).
+	Intent *intent.Service
+	Logger *slog.Logger
 	// Ready reports whether the service can take traffic: database
 	// reachable and schema current. Nil means always ready.
 	Ready func(ctx context.Context) error
@@ -65,6 +69,9 @@ type Server struct {
 // New returns the HTTP handler of the whole API.
 func New(deps Deps) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
+	if deps.Intent == nil {
+		deps.Intent = intent.New(deps.Pool, deps.Store, deps.Logger, intent.Config{})
+	}
 	s := &Server{deps: deps, a2a: newA2AServer(deps)}
 	r := gin.New()
 	// The client address is the peer's: X-Forwarded-For would let anyone
@@ -85,7 +92,14 @@ func New(deps Deps) *gin.Engine {
 		// scrape config sends the key as its bearer credentials).
 		r.GET("/metrics", admin, everyNamespace, gin.WrapH(deps.Metrics))
 	}
-	r.NoRoute(func(c *gin.Context) { _ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path)) })
+	r.NoRoute(func(c *gin.Context) {
+		if !storableText(c.Request.URL.Path) {
+			// A path value holding '/' matches no route; what it holds is still refused as bad text, as on a route.
+			_ = c.Error(Invalid("path", "the path must be UTF-8 text without NUL characters"))
+			return
+		}
+		_ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path))
+	})
 
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
@@ -118,6 +132,8 @@ func New(deps Deps) *gin.Engine {
 	v1.POST("/jobs/:job_id/input", s.need(""), s.provideInput)
 	v1.POST("/jobs/:job_id/approve", s.need(auth.ScopeJobsApprove), s.approveJob)
 	v1.POST("/jobs/:job_id/reject", s.need(auth.ScopeJobsApprove), s.rejectJob)
+
+	s.intentRoutes(v1)
 
 	v1.GET("/callbacks/secret", admin, s.callbackSecret) // the secret forges callbacks
 	v1.POST("/callbacks/secret:rotate", admin, s.rotateCallbackSecret)
@@ -154,6 +170,14 @@ func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
 	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
 	v1.POST("/lookup", s.need(auth.ScopeAgentsLookup), s.lookup)
 	v1.POST("/reports", s.need(auth.ScopeAgentsLookup), s.reports)
+}
+
+// intentRoutes are the capability catalogue's and intent resolution's.
+func (s *Server) intentRoutes(v1 *gin.RouterGroup) {
+	v1.GET("/capabilities", s.need(""), catalogueScope, s.listCapabilities)
+	v1.GET("/capabilities/*name", s.need(""), catalogueScope, s.getCapability) // a capability may hold '/'
+	v1.PUT("/capabilities/*name", s.need(auth.ScopeAgentsWrite), s.putCapability)
+	v1.POST("/resolve", s.need(""), catalogueScope, s.resolve)
 }
 
 // MaxHeaderBytes bounds a request's header; a larger one gets 431 with the

@@ -101,7 +101,9 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
 	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
 		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, ProtocolVersions: l.Constraints.ProtocolVersions,
-		Exclude: excluded(l)}
+		Exclude: excluded(l),
+		Intent:  l.Resolution, // ROUTED shows the resolution the capability came from
+	}
 	route := s.registry.Snapshot().Route(req)
 	if route.Chosen == "" {
 		return route, nil

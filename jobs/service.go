@@ -395,6 +395,9 @@ func (s *Service) submitTx(ctx context.Context, tx pgx.Tx, sub domain.Submitted,
 // submittedEvents are the first events of a job's stream.
 func (s *Service) submittedEvents(sub domain.Submitted, md domain.Metadata, patterns approvalPatterns) ([]domain.Event, SubmitResult) {
 	evs := []domain.Event{domain.NewEvent(domain.EventSubmitted, sub, md)}
+	if sub.Resolution != nil { // the capability came from the caller's intent: how, on the record
+		evs = append(evs, domain.NewEvent(domain.EventIntentResolved, sub.Resolution, md))
+	}
 	res := SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: domain.StatusSubmitted}
 	if patterns.match(sub.Namespace, sub.Capability, s.cfg.ApprovalPatterns) {
 		until := s.now().UTC().Add(s.cfg.ApprovalTimeout)
@@ -408,6 +411,9 @@ func (s *Service) submittedEvents(sub domain.Submitted, md domain.Metadata, patt
 // same submit from another request reusing its Idempotency-Key.
 func requestHash(sub domain.Submitted) []byte {
 	sub.JobID = ""
+	if sub.Intent != "" {
+		sub.Capability = "" // the request named the intent; what it resolves to may move with the catalogue
+	}
 	b, _ := json.Marshal(sub)
 	h := sha256.Sum256(b)
 	return h[:]

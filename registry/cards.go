@@ -44,7 +44,8 @@ func (a *Agent) A2AInfo() (card.Info, bool) {
 // RegisterCard registers an A2A agent by its Agent Card: it fetches the card
 // at cardURL (or, for a base URL, its well-known path, falling back to the
 // legacy agent.json), takes skill ids as capabilities, skill tags as
-// aliases, the card's version and its JSON-RPC interface as the endpoint,
+// aliases, each skill's name, description, examples and tags as the
+// catalogue's words of its capability, the card's version and its JSON-RPC interface as the endpoint,
 // and registers the agent with protocol a2a. reg carries what the card
 // does not say (agent_id, namespace, weight, max_concurrent, rollout, ttl,
 // context, metadata); agent_id defaults to the card's name made an id.
@@ -178,12 +179,19 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 		if err != nil {
 			return err
 		}
+		docs, err := capabilityDocs(ctx, tx, d.agent)
+		if err != nil {
+			return err
+		}
 		from := domain.CardView{Capabilities: a.Capabilities, Aliases: a.Aliases, Version: a.Version, Endpoint: a.Endpoint}
+		if len(docs) > 0 {
+			from.CapabilityInfo = docs
+		}
 		if ci, ok := a.A2AInfo(); ok {
 			from.Push = &ci.Push
 		}
 		to := domain.CardView{Capabilities: m.Capabilities, Aliases: orEmptySlice(m.Aliases), Version: m.Version,
-			Endpoint: m.Endpoint, Push: &m.Push}
+			Endpoint: m.Endpoint, Push: &m.Push, CapabilityInfo: m.Docs}
 		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(d.agent), a.StreamVersion,
 			domain.NewEvent(domain.EventAgentCardUpdated, domain.AgentCardUpdated{CardURL: d.url, From: from, To: to},
 				domain.Metadata{Actor: "registry:card_refresh"}))
@@ -198,6 +206,9 @@ func (r *Registry) refreshCard(ctx context.Context, d dueCard) (bool, error) {
 		mdJSON, _ := json.Marshal(md)
 		if _, err := tx.Exec(ctx, qAgentOfCard, d.agent.ID, m.Capabilities, orEmptySlice(m.Aliases), m.Version, m.Endpoint,
 			mdJSON, recs[0].Version, d.agent.Namespace); err != nil {
+			return err
+		}
+		if err := writeDocsTx(ctx, tx, d.agent, m.Docs); err != nil { // the catalogue's words (intent)
 			return err
 		}
 		_, err = tx.Exec(ctx, qCardChanged, d.agent.ID, f.KeptETag(), f.Raw, m.Hash(), now, next, d.agent.Namespace)

@@ -403,6 +403,9 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 		if err != nil {
 			return fmt.Errorf("register agent %s: %w", reg.Key(), err)
 		}
+		if err := writeDocsTx(ctx, tx, reg.Key(), reg.CapabilityInfo); err != nil { // the catalogue's words (intent)
+			return err
+		}
 		if !reg.Pull() { // a pull agent's first claim is its probe
 			if err := r.enqueueProbeTx(ctx, tx, reg.Key(), instance); err != nil {
 				return err

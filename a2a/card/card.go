@@ -24,6 +24,11 @@ type Mapping struct {
 	Streaming bool
 	// ProtocolVersion is the A2A version the card declares.
 	ProtocolVersion string
+	// Docs are what the skills say of each capability (name, description,
+	// examples, tags), clipped to the catalogue's limits: the capability
+	// catalogue's words. Left out of the fingerprint when empty, so a card
+	// that says nothing more hashes as it always did.
+	Docs map[string]domain.CapabilityDoc `json:",omitempty"`
 }
 
 // ErrCard is a card that cannot be used: not JSON, no skill that makes a
@@ -41,15 +46,22 @@ func Parse(b []byte) (*a2a.Card, error) {
 
 // Map turns a card into registration fields: skill ids become
 // capabilities, skill tags aliases (each only if it is a well-formed
-// capability name), the card's version the agent's version, and its
-// preferred JSON-RPC interface the endpoint. A card without either is
-// ErrCard.
+// capability name), each skill's name, description, examples and tags the
+// catalogue's words of its capability, the card's version the agent's
+// version, and its preferred JSON-RPC interface the endpoint. A card
+// without either is ErrCard.
 func Map(c *a2a.Card) (Mapping, error) {
 	m := Mapping{Name: c.Name, Version: c.Version, Push: c.Capabilities.PushNotifications,
 		Streaming: c.Capabilities.Streaming, ProtocolVersion: c.ProtocolVersion}
 	for _, s := range c.Skills {
 		if domain.ValidCapability(s.ID) && !slices.Contains(m.Capabilities, s.ID) {
 			m.Capabilities = append(m.Capabilities, s.ID)
+			if d := (domain.CapabilityDoc{Title: s.Name, Description: s.Description, Examples: s.Examples, Tags: s.Tags}).Clip(); !d.Empty() {
+				if m.Docs == nil {
+					m.Docs = map[string]domain.CapabilityDoc{}
+				}
+				m.Docs[s.ID] = d
+			}
 		}
 	}
 	for _, s := range c.Skills {
@@ -70,6 +82,9 @@ func Map(c *a2a.Card) (Mapping, error) {
 		m.Aliases = m.Aliases[:domain.MaxAliases]
 	}
 	if len(m.Capabilities) > domain.MaxCapabilities {
+		for _, c := range m.Capabilities[domain.MaxCapabilities:] {
+			delete(m.Docs, c)
+		}
 		m.Capabilities = m.Capabilities[:domain.MaxCapabilities]
 	}
 	return m, nil

@@ -72,6 +72,9 @@ func CheckRegistration(reg domain.AgentRegistration) error {
 	if len(reg.Capabilities) > 0 || reg.Endpoint != "" || reg.HealthURL != "" || (reg.Protocol != "" && reg.Protocol != domain.ProtocolA2A) {
 		return &domain.FieldError{Field: "card_url", Message: "with card_url, capabilities, endpoint, health_url and protocol come from the card; leave them out"}
 	}
+	if len(reg.CapabilityInfo) > 0 {
+		return &domain.FieldError{Field: "capability_info", Message: "with card_url, what each capability does comes from the card's skills; leave it out"}
+	}
 	return nil
 }
 
@@ -93,7 +96,7 @@ func Resolve(ctx context.Context, client *http.Client, cardURL string) (Fetched,
 }
 
 // Apply fills in what the card at f, meaning m, says of reg: its
-// capabilities, aliases, endpoint, protocol a2a, its URL as the health URL,
+// capabilities, aliases, what each capability does (capability_info), endpoint, protocol a2a, its URL as the health URL,
 // its version unless reg names one, the agent id (made of the card's name
 // unless reg names one), the default lease, and the card's facts in the
 // metadata. A card without a name to make an id of is a *domain.FieldError
@@ -109,6 +112,7 @@ func Apply(f Fetched, m Mapping, reg domain.AgentRegistration) (domain.AgentRegi
 		}
 	}
 	reg.Capabilities, reg.Aliases, reg.Endpoint, reg.Protocol, reg.HealthURL = m.Capabilities, m.Aliases, m.Endpoint, domain.ProtocolA2A, f.URL
+	reg.CapabilityInfo = maps.Clone(m.Docs)
 	if reg.Version == "" {
 		reg.Version = m.Version
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/httpapi"
+	"github.com/agentreach/agentreach/intent"
 	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/netguard"
@@ -70,11 +71,14 @@ func (a *App) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database URL: %w", err)
 	}
+	if err := a.cfg.Intent.Validate(); err != nil {
+		return fmt.Errorf("intent resolution: %w", err)
+	}
 	guard, err := netguard.ParsePolicy(a.cfg.DenyNets, a.cfg.AllowNets)
 	if err != nil {
 		return fmt.Errorf("AGENTREACH_DENY_NETS / AGENTREACH_ALLOW_NETS: %w", err)
 	}
-	a.cfg.Registry.Guard, a.cfg.Jobs.Guard = &guard, &guard
+	a.cfg.Registry.Guard, a.cfg.Jobs.Guard, a.cfg.Intent.Guard = &guard, &guard, &guard
 	// River's workers each hold a connection while they record an
 	// outcome; pgx's default (max(4, cores)) would starve them. A URL that
 	// names pool_max_conns keeps its own.
@@ -135,8 +139,13 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("river UI: %w", err)
 	}
 	ui := a.ui
+	if a.cfg.Intent.Embedding.Enabled() || a.cfg.Intent.LLM.Enabled() {
+		a.logger.Info("intent resolution: lexical, then models", "embedding", a.cfg.Intent.Embedding.URL, "embedding_model",
+			a.cfg.Intent.Embedding.Model, "llm", a.cfg.Intent.LLM.URL, "llm_model", a.cfg.Intent.LLM.Model) // never the keys
+	}
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Registry: a.registry, Jobs: a.jobs, Logger: a.logger, Ready: a.ready, Version: version,
+		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),
 		FailLimiter: auth.NewLimiter(a.cfg.AuthFailRate, a.cfg.AuthFailBurst),

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/agentreach/agentreach/intent"
 	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/internal/devdb"
 	"github.com/agentreach/agentreach/internal/telemetry"
@@ -155,7 +157,10 @@ type Config struct {
 	LogFormat   string
 	Registry    registry.Config
 	Jobs        jobs.Config
-	TestOnly    bool
+	// Intent configures intent resolution: its thresholds and the model
+	// endpoints (the keys never printed).
+	Intent   intent.Config
+	TestOnly bool
 	// SpanExporter receives every span (tests); nil: OTEL_* decides.
 	SpanExporter sdktrace.SpanExporter
 	// Getenv is the environment the OTEL_* variables are read from.
@@ -216,6 +221,36 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.Float64Var(&cfg.AuthFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (0 = no limit)")
 	fs.Float64Var(&cfg.AuthFailBurst, "auth-fail-burst", 50, "burst of failed authentications per client address")
 	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")
+	m.intentFlags(fs, &cfg.Intent)
+}
+
+// intentFlags are intent resolution's: the lexical resolver needs none; a
+// model resolver is on when its URL is set. Keys are secrets: -h never
+// shows them.
+func (m *Main) intentFlags(fs *flag.FlagSet, c *intent.Config) {
+	fs.Float64Var(&c.LexicalThreshold, "intent-threshold", envFloat(m, "AGENTREACH_INTENT_THRESHOLD"), "confidence (best score less the runner-up's, 0-1) the lexical intent resolver needs to decide (env AGENTREACH_INTENT_THRESHOLD; default 0.1)")
+	fs.StringVar(&c.Embedding.URL, "embed-url", m.Getenv("AGENTREACH_EMBED_URL"), "OpenAI-compatible embeddings endpoint for intent resolution, e.g. http://127.0.0.1:11434/v1 for Ollama (env AGENTREACH_EMBED_URL; default: off)")
+	fs.StringVar(&c.Embedding.Model, "embed-model", m.Getenv("AGENTREACH_EMBED_MODEL"), "embedding model, e.g. nomic-embed-text (env AGENTREACH_EMBED_MODEL)")
+	cli.SecretVar(fs, &c.Embedding.Key, "embed-key", m.Getenv("AGENTREACH_EMBED_KEY"), "API key of the embeddings endpoint, if it needs one (env AGENTREACH_EMBED_KEY)")
+	fs.Float64Var(&c.EmbeddingThreshold, "embed-threshold", envFloat(m, "AGENTREACH_EMBED_THRESHOLD"), "confidence (best cosine similarity less the runner-up's) the embedding resolver needs (env AGENTREACH_EMBED_THRESHOLD; default 0.05)")
+	fs.StringVar(&c.LLM.URL, "llm-url", m.Getenv("AGENTREACH_LLM_URL"), "OpenAI-compatible chat endpoint asked to choose a capability when the other resolvers are not confident (env AGENTREACH_LLM_URL; default: off)")
+	fs.StringVar(&c.LLM.Model, "llm-model", m.Getenv("AGENTREACH_LLM_MODEL"), "chat model (env AGENTREACH_LLM_MODEL)")
+	cli.SecretVar(fs, &c.LLM.Key, "llm-key", m.Getenv("AGENTREACH_LLM_KEY"), "API key of the chat endpoint, if it needs one (env AGENTREACH_LLM_KEY)")
+	fs.DurationVar(&c.Timeout, "intent-model-timeout", envDuration(m, "AGENTREACH_INTENT_MODEL_TIMEOUT"), "bound on one model call of intent resolution; past it the model is skipped (env AGENTREACH_INTENT_MODEL_TIMEOUT; default 10s)")
+}
+
+// envFloat reads a number from the environment; unset or malformed is
+// zero (the default), and a malformed one is reported.
+func envFloat(m *Main, name string) float64 {
+	v := m.Getenv(name)
+	if v == "" {
+		return 0
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "agentreach: ignoring %s=%q: %v\n", name, v, err)
+	}
+	return f
 }
 
 // envDuration reads a duration from the environment; unset or malformed is

@@ -243,7 +243,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 			agentToken = token
 			return matrixCall{"POST", "/v1/agents/" + id + "/token:rotate", ""}
 		},
-		"GET /v1/route": func() matrixCall { return matrixCall{"GET", "/v1/route?capability=mx.cap&namespace=a", ""} },
+		"GET /v1/route":        func() matrixCall { return matrixCall{"GET", "/v1/route?capability=mx.cap&namespace=a", ""} },
+		"GET /v1/capabilities": func() matrixCall { return matrixCall{"GET", "/v1/capabilities?namespace=a", ""} },
+		"GET /v1/capabilities/{name}": func() matrixCall {
+			return matrixCall{"GET", "/v1/capabilities/mx.cap?namespace=a", ""}
+		},
+		"PUT /v1/capabilities/{name}": func() matrixCall {
+			return matrixCall{"PUT", "/v1/capabilities/mx.cap", fmt.Sprintf(`{"namespace":"a","description":%q}`, fresh("matrix words"))}
+		},
+		"POST /v1/resolve": func() matrixCall { return matrixCall{"POST", "/v1/resolve", `{"intent":"mx.cap","namespace":"a"}`} },
 		"POST /v1/lookup": func() matrixCall {
 			return matrixCall{"POST", "/v1/lookup", `{"capability":"mx.cap","namespace":"a"}`}
 		},
@@ -366,7 +374,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 			(SELECT count(*) FROM events), (SELECT count(*) FROM agents), (SELECT count(*) FROM api_keys WHERE revoked_at IS NULL),
 			(SELECT count(*) FROM river_job WHERE kind IN ('dispatch_job', 'callback_job')), (SELECT count(*) FROM a2a_push_configs),
 			(SELECT count(*) FROM approval_policies), (SELECT count(*) FROM signing_secrets), (SELECT count(*) FROM river_queue WHERE paused_at IS NOT NULL),
-			(SELECT count(*) FROM idempotency_keys), (SELECT string_agg(coalesce(prev_token_hash::text, '-'), ',') FROM agents))`).Scan(&s))
+			(SELECT count(*) FROM idempotency_keys), (SELECT string_agg(coalesce(prev_token_hash::text, '-'), ',') FROM agents),
+			(SELECT count(*) FROM capability_notes), (SELECT coalesce(sum(version), 0) FROM catalogue_versions))`).Scan(&s))
 		return s
 	}
 	settle := func() { settleWrites(t, writes) }

@@ -312,18 +312,12 @@ func (s *Server) registerAgent(c *gin.Context) {
 	c.JSON(http.StatusCreated, resp)
 }
 
-// bearer is the credential of a request: "Authorization: Bearer <key>", or
-// the password of HTTP Basic auth, which is how a browser sends a key to
-// the dashboard and River UI (any user name).
+// bearer is the credential of a request: "Authorization: Bearer <key>",
+// the password of HTTP Basic auth (curl -u), or the dashboard's sign-in
+// cookie (see credential).
 func bearer(c *gin.Context) string {
-	h := c.GetHeader("Authorization")
-	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-		return strings.TrimSpace(t)
-	}
-	if _, pass, ok := c.Request.BasicAuth(); ok {
-		return pass
-	}
-	return ""
+	key, _ := credential(c)
+	return key
 }
 
 type heartbeatRequest struct {

@@ -52,7 +52,8 @@ type Deps struct {
 	// (nil: no limit): an unknown key costs a database lookup.
 	FailLimiter *auth.Limiter
 	// Extra mounts more handlers (River UI) on the engine; operator is the
-	// chain that admits only admin keys of every namespace ("*").
+	// chain that sends a browser without a key to the dashboard's sign-in
+	// and admits only admin keys of every namespace ("*").
 	Extra func(r *gin.Engine, operator ...gin.HandlerFunc)
 }
 
@@ -100,6 +101,9 @@ func New(deps Deps) *gin.Engine {
 	v1 := r.Group("/v1")
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces
 	v1.GET("/events/stream", admin, everyNamespace, s.eventStream)
+	v1.GET("/session", s.need(""), s.getSession)
+	v1.POST("/session", s.need(""), s.createSession)
+	v1.DELETE("/session", s.deleteSession)
 	v1.GET("/metrics/agents", s.need(auth.ScopeAgentsRead), s.agentMetrics)
 	v1.GET("/metrics/agents/series", s.need(auth.ScopeAgentsRead), s.agentSeries)
 	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
@@ -129,7 +133,7 @@ func New(deps Deps) *gin.Engine {
 	v1.GET("/policies/routing", admin, s.getRoutingPolicy)
 	v1.PUT("/policies/routing", admin, s.setRoutingPolicy)
 	if deps.Extra != nil {
-		deps.Extra(r, admin, everyNamespace)
+		deps.Extra(r, browserSignIn, admin, everyNamespace)
 	}
 	return r
 }

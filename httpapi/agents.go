@@ -448,6 +448,11 @@ func (s *Server) loadAgent(c *gin.Context) (*registry.Agent, bool) {
 	if err == nil && !principal(c).Sees(a.Namespace) {
 		err = registry.ErrNotFound
 	}
+	if errors.Is(err, registry.ErrNotFound) {
+		// An operator asks about an agent; "register it" is what the
+		// agent's own routes answer, not advice for whoever asks here.
+		err = NotFound("no agent %q in the namespaces of this key", c.Param("agent_id"))
+	}
 	if err != nil {
 		_ = c.Error(err)
 		return nil, false

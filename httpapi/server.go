@@ -106,6 +106,7 @@ func New(deps Deps) *gin.Engine {
 	v1.DELETE("/session", s.deleteSession)
 	v1.GET("/metrics/agents", s.need(auth.ScopeAgentsRead), s.agentMetrics)
 	v1.GET("/metrics/agents/series", s.need(auth.ScopeAgentsRead), s.agentSeries)
+	v1.GET("/alerts", s.need(auth.ScopeAgentsRead), s.listAlerts)
 	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
 	r.GET("/dashboard", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
 	r.GET("/dashboard/*file", dashboardHandler())
@@ -145,6 +146,7 @@ func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
 	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)
 	v1.GET("/agents/watch", s.need(""), s.watchAgents) // agents:read or agents:lookup
 	v1.GET("/agents/:agent_id", s.need(auth.ScopeAgentsRead), s.getAgent)
+	v1.GET("/agents/:agent_id/series", s.need(auth.ScopeAgentsRead), s.oneAgentSeries)
 	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
 	v1.PATCH("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.patchAgent)
 	v1.POST("/agents/:agent_id/drain", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalDrain))

@@ -267,5 +267,6 @@ func TestVerifyAndRebuildOnAnEmptyLog(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, RebuildProjections(t.Context(), env, pool, env.Logger(), chosen))
 	require.Regexp(t, `^rebuilt jobs: 0 events folded into jobs 0 rows in \d+ms\n`+
-		`rebuilt agent_stats: 0 events folded into agent_stats_minute 0 rows, agent_stats_hour 0 rows in \d+ms\n$`, out.String())
+		`rebuilt agent_stats: 0 events folded into agent_stats_minute 0 rows, agent_stats_hour 0 rows in \d+ms\n`+
+		`rebuilt alerts: 0 events folded into alerts 0 rows in \d+ms\n$`, out.String())
 }

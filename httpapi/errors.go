@@ -21,7 +21,7 @@ import (
 // Code is a stable, machine-readable error code of the API.
 type Code string
 
-// The API's error codes (API.md).
+// The API's error codes (docs/api.md).
 const (
 	CodeInvalidArgument  Code = "invalid_argument"
 	CodeUnauthenticated  Code = "unauthenticated"

@@ -34,6 +34,11 @@ type Observation struct {
 	Reason     string // why it failed (ObservedFailed, ObservedRejected)
 	ErrText    string
 	RetryAfter time.Duration // the agent's Retry-After, if any
+	// HTTPStatus is the status of the agent's HTTP answer (0: none, or
+	// not HTTP), and Body the first bytes of an answer that was not a
+	// usable result, kept so an operator sees what the agent said.
+	HTTPStatus int
+	Body       string
 	// A2A: the agent's task id, whether to poll it, and an interrupted state.
 	RemoteTaskID string
 	Poll         bool
@@ -119,7 +124,7 @@ func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, l
 	attempt, agentID := j.Attempts, j.AgentID
 	delivered := NewEvent(EventDelivered, Delivered{Attempt: attempt, AgentID: agentID, Deadline: deadline,
 		Async: obs.Kind == ObservedAccepted || obs.Kind == ObservedAwaiting, LatencyMS: float64(latency.Microseconds()) / 1000,
-		RemoteTaskID: obs.RemoteTaskID}, md)
+		RemoteTaskID: obs.RemoteTaskID, HTTPStatus: obs.HTTPStatus}, md)
 	afterDelivered := func() *Job {
 		after := *j
 		_ = after.Apply(delivered) // the routed attempt may always be delivered
@@ -160,7 +165,8 @@ func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, l
 	}
 	evs, fx := FailAttempt(j, func(at time.Time) Event {
 		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: attempt, AgentID: agentID,
-			Reason: obs.Reason, Error: obs.ErrText, RetryAt: at}, md)
+			Reason: obs.Reason, Error: obs.ErrText, RetryAt: at, HTTPStatus: obs.HTTPStatus,
+			LatencyMS: float64(latency.Microseconds()) / 1000, Body: obs.Body}, md)
 	}, obs.RetryAfter, now, jitter, md, obs.Reason)
 	fx.Sample = &Sample{AgentID: agentID, At: now, OK: false}
 	return evs, fx

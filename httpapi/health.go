@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/health"
+	"github.com/agentreach/agentreach/projection"
 )
 
 // agentMetrics serves GET /v1/metrics/agents?window=5m&namespace=.
@@ -60,4 +64,68 @@ func (s *Server) agentSeries(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"points": each(points, toPoint)})
+}
+
+// oneAgentSeries answers one agent's minutes over the last hour: GET
+// /v1/agents/{agent_id}/series.
+func (s *Server) oneAgentSeries(c *gin.Context) {
+	a, ok := s.loadAgent(c)
+	if !ok {
+		return
+	}
+	minutes, err := health.AgentSeries(c.Request.Context(), s.deps.Pool, a.Namespace, a.AgentID)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"namespace": a.Namespace, "agent_id": a.AgentID, "minutes": each(minutes, toMinute)})
+}
+
+// listAlerts answers the alerts of the key's namespaces, newest first: GET
+// /v1/alerts?namespace=&kind=&subject=&before=&limit=.
+func (s *Server) listAlerts(c *gin.Context) {
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	limit, err := queryInt(c, "limit", 100, 1, 500)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	before, err := queryInt(c, "before", 0, 0, 1<<62)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	kinds := splitKinds(c.Query("kind"))
+	for _, k := range kinds {
+		if !slices.Contains(projection.AlertKinds, domain.EventType(k)) {
+			_ = c.Error(Invalid("kind", "kind must be one of %v", projection.AlertKinds))
+			return
+		}
+	}
+	alerts, err := health.ListAlerts(c.Request.Context(), s.deps.Pool, health.AlertFilter{Namespace: ns, Kinds: kinds,
+		Subject: c.Query("subject"), Before: before, Limit: int(limit)})
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	var next int64
+	if len(alerts) == int(limit) {
+		next = alerts[len(alerts)-1].Position
+	}
+	c.JSON(http.StatusOK, gin.H{"alerts": each(alerts, toAlert), "next_before": next})
+}
+
+// splitKinds splits a comma-separated kind= query value.
+func splitKinds(v string) []string {
+	var out []string
+	for _, k := range strings.Split(v, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -71,7 +71,7 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "", "also write the Markdown table to this file")
 	fs.StringVar(&o.chart, "png", "", "also draw the rates as a PNG chart in this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the end-to-end phase to this file")
-	return o, fs.Parse(args)
+	return o, cli.ParseFlags(fs, args)
 }
 
 // run is one bench run: its options, what it started and what it measured.

@@ -60,7 +60,7 @@ func Main(ctx context.Context, env cli.Env, args []string) error {
 	opts := Options{}
 	fs.IntVar(&opts.Processes, "processes", 1, "service processes on the one database")
 	fs.IntVar(&opts.Jobs, "jobs", 2000, "jobs to submit")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	opts.Log = func(format string, a ...any) { fmt.Fprintf(env.Stderr, "chaos: "+format+"\n", a...) }

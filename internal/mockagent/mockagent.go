@@ -2,10 +2,15 @@ package mockagent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentreach/agentreach/internal/cli"
@@ -68,7 +73,7 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.DurationVar(&o.jitter, "jitter", -1, "largest start-up jitter before registering (negative: none)")
 	fs.Float64Var(&o.flakyP, "flaky-p", 0.5, "flaky: probability of a 503 (with --pull: of a release with an error)")
 	fs.BoolVar(&o.pull, "pull", false, "register in pull mode and claim deliveries instead of serving them")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, err
 	}
 	if o.id == "" || o.caps == "" {
@@ -95,6 +100,9 @@ func Main(ctx context.Context, env cli.Env, args []string) error {
 	handler, err := mockHandler(o.behaviour, o.pull, o.delay, o.flakyP, o.id)
 	if err != nil {
 		return fmt.Errorf("%w: %w", cli.ErrUsage, err)
+	}
+	if err := checkKey(ctx, o.server, o.key); err != nil {
+		return err
 	}
 	cfg := sdk.Config{ServerURL: o.server, Addr: o.addr, StartJitter: o.jitter, Logger: env.Logger(), APIKey: o.key}
 	var agent *sdk.Agent
@@ -222,4 +230,50 @@ func asyncHandler(agent **sdk.Agent, delay time.Duration, id string) sdk.Handler
 		}()
 		return sdk.Result{}, sdk.ErrAccepted
 	}
+}
+
+// errNeedsKey: the service has authentication on and mock-agent has no
+// key (or one it refuses, or one without agents:write): registering would
+// be refused on every try, so it stops and says so instead.
+var errNeedsKey = errors.New("mock-agent needs an API key with agents:write to register: --key or AGENTREACH_KEY " +
+	"(`agentreach dev` prints an admin key; `agentreach keys create --scopes agents:write` makes one)")
+
+// checkKey asks the service who the key is (GET /v1/session) before the
+// agent starts: a service that refuses it, or a key without agents:write,
+// stops mock-agent at once. A service that cannot be reached yet, or
+// answers anything else, is left to the agent's own retries.
+func checkKey(ctx context.Context, server, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(server, "/")+"/v1/session", nil)
+	if err != nil {
+		return fmt.Errorf("%w: --server / AGENTREACH_URL: %w", cli.ErrUsage, err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil // not up yet: the agent retries
+	}
+	defer resp.Body.Close()
+	var who struct {
+		Scopes []string `json:"scopes"`
+		Error  struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&who)
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		if key == "" {
+			return errNeedsKey
+		}
+		return fmt.Errorf("%w (the service refused the key given: %s)", errNeedsKey, who.Error.Message)
+	case http.StatusOK:
+		if !slices.Contains(who.Scopes, "admin") && !slices.Contains(who.Scopes, "agents:write") {
+			return fmt.Errorf("%w (the key given has %s)", errNeedsKey, strings.Join(who.Scopes, ", "))
+		}
+	}
+	return nil
 }

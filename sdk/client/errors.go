@@ -36,7 +36,7 @@ var (
 	ErrClosed = errors.New("client closed")
 )
 
-// kindOfCode maps the API's stable error codes (API.md) to the kinds
+// kindOfCode maps the API's stable error codes (docs/api.md) to the kinds
 // above; a code not listed has no kind.
 var kindOfCode = map[string]error{
 	"invalid_argument":  ErrInvalidArgument,

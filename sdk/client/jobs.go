@@ -13,7 +13,7 @@ import (
 // Status is a job's status.
 type Status string
 
-// A job's statuses (API.md).
+// A job's statuses (docs/api.md).
 const (
 	StatusSubmitted        Status = "SUBMITTED"
 	StatusAwaitingApproval Status = "AWAITING_APPROVAL"

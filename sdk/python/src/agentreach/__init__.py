@@ -44,6 +44,7 @@ from .errors import (
     Unavailable,
     WaitTimeout,
 )
+from .grant import GRANT_HEADER, Grant, InvalidGrant, verify_grant
 from .models import (
     TERMINAL_STATUSES,
     CallbackEvent,
@@ -85,6 +86,10 @@ __all__ = [
     "TERMINAL_STATUSES",
     "verify_callback",
     "verify_delivery",
+    "verify_grant",
+    "Grant",
+    "GRANT_HEADER",
+    "InvalidGrant",
     "AgentReachError",
     "APIError",
     "InvalidArgument",

@@ -1,4 +1,6 @@
-"""The caller's side: submit jobs by capability, follow them, cancel and replay them.
+"""The caller's side: submit jobs by capability, follow them, cancel and replay them (brokered);
+or look a capability's agents up and call the best one directly (lookup mode: ``lookup``,
+``invoke``, ``report``, ``flush``, ``watch``; see :mod:`agentreach.direct`).
 
 :class:`Client` is synchronous, :class:`AsyncClient` the same with ``await``.
 Both take the service's URL and an API key (defaults: ``AGENTREACH_URL``,
@@ -168,21 +170,6 @@ class _Options:
         return self._reports.add([rep]) if rep is not None else False
 
 
-_DIRECT_ARGS = """
-        cache_size: how many lookup answers to keep, least recently used out first (0: never
-            serve one from memory).
-        cache_file: a file to keep the last candidate lists in (mode 0600: it holds grants), read
-            at start, so that a client started while Agent-Reach is unreachable, or losing it
-            later, serves them (``stale``) until the registry answers again.
-        lookup_timeout: seconds one lookup request has before the registry counts as unreachable.
-        candidate_timeout: seconds one candidate of ``invoke`` has to answer before the next is tried.
-        report_batch, report_interval: outcome reports are sent when ``report_batch`` are pending,
-            or every ``report_interval`` seconds, and at ``flush`` and close.
-        watch: follow the registry's agent changes (``watch()``) for the client's whole life.
-        on_agent_change: called with every change the watch feed reads, after the cache applied it.
-"""
-
-
 class _SyncFlight:
     """One lookup request under way, which every thread asking the same question waits for."""
 
@@ -208,7 +195,8 @@ class Client(_Options):
     """A synchronous caller of Agent-Reach.
 
     >>> with Client("http://127.0.0.1:8080", api_key="ark_...") as c:
-    ...     job = c.run("document:parse:ocr", {"url": "x.pdf"}, timeout=30)
+    ...     job = c.run("document:parse:ocr", {"url": "x.pdf"}, timeout=30)   # brokered
+    ...     res = c.invoke("document:parse:ocr", {"url": "x.pdf"})            # directly
 
     Args:
         url: the service's base URL (default ``AGENTREACH_URL``, else http://127.0.0.1:8080).
@@ -219,7 +207,18 @@ class Client(_Options):
         http: an ``httpx.Client`` to use instead of the client's own.
         agent_http: the ``httpx.Client`` that calls agents directly (``invoke``); never one
             that sends the API key.
-    """ + _DIRECT_ARGS
+        cache_size: how many lookup answers to keep, least recently used out first (0: never
+            serve one from memory).
+        cache_file: a file to keep the last candidate lists in (mode 0600: it holds grants), read
+            at start, so that a client started while Agent-Reach is unreachable, or losing it
+            later, serves them (``stale``) until the registry answers again.
+        lookup_timeout: seconds one lookup request has before the registry counts as unreachable.
+        candidate_timeout: seconds one candidate of ``invoke`` has to answer before the next is tried.
+        report_batch, report_interval: outcome reports are sent when ``report_batch`` are pending,
+            or every ``report_interval`` seconds, and at ``flush`` and close.
+        watch: follow the registry's agent changes (``watch()``) for the client's whole life.
+        on_agent_change: called with every change the watch feed reads, after the cache applied it.
+    """
 
     def __init__(
         self,
@@ -231,9 +230,19 @@ class Client(_Options):
         max_retries: int = 3,
         http: httpx.Client | None = None,
         agent_http: httpx.Client | None = None,
-        **direct: Any,
+        cache_size: int = 256,
+        cache_file: str | os.PathLike[str] | None = None,
+        lookup_timeout: float = 5.0,
+        candidate_timeout: float = 30.0,
+        report_batch: int = 100,
+        report_interval: float = 1.0,
+        watch: bool = False,
+        on_agent_change: Callable[[AgentChange], None] | None = None,
     ) -> None:
-        super().__init__(url, api_key, namespace, **direct)
+        super().__init__(url, api_key, namespace, cache_size=cache_size, cache_file=cache_file,
+                         lookup_timeout=lookup_timeout, candidate_timeout=candidate_timeout,
+                         report_batch=report_batch, report_interval=report_interval, watch=watch,
+                         on_agent_change=on_agent_change)
         self._t = SyncTransport(self.url, timeout=timeout, max_retries=max_retries, http=http)
         self._own_agents = agent_http is None
         self._agents = agent_http or httpx.Client(timeout=self._candidate_timeout)
@@ -619,7 +628,7 @@ def _secrets(body: Any) -> list[str]:
 
 
 class AsyncClient(_Options):
-    """The asyncio twin of :class:`Client`: the same methods, awaited.
+    """The asyncio twin of :class:`Client`: the same methods and arguments, awaited.
 
     Its background work (the report sender, the watch feed) runs as tasks
     of the loop it is used on; use it on one loop.
@@ -635,9 +644,19 @@ class AsyncClient(_Options):
         max_retries: int = 3,
         http: httpx.AsyncClient | None = None,
         agent_http: httpx.AsyncClient | None = None,
-        **direct: Any,
+        cache_size: int = 256,
+        cache_file: str | os.PathLike[str] | None = None,
+        lookup_timeout: float = 5.0,
+        candidate_timeout: float = 30.0,
+        report_batch: int = 100,
+        report_interval: float = 1.0,
+        watch: bool = False,
+        on_agent_change: Callable[[AgentChange], None] | None = None,
     ) -> None:
-        super().__init__(url, api_key, namespace, **direct)
+        super().__init__(url, api_key, namespace, cache_size=cache_size, cache_file=cache_file,
+                         lookup_timeout=lookup_timeout, candidate_timeout=candidate_timeout,
+                         report_batch=report_batch, report_interval=report_interval, watch=watch,
+                         on_agent_change=on_agent_change)
         self._t = AsyncTransport(self.url, timeout=timeout, max_retries=max_retries, http=http)
         self._own_agents = agent_http is None
         self._agents = agent_http or httpx.AsyncClient(timeout=self._candidate_timeout)

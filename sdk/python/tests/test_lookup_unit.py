@@ -17,6 +17,7 @@ import pytest
 
 from agentreach import AgentChange, AsyncClient, Client, DirectReport, NoCandidates, Unavailable
 from agentreach.direct import LookupCache, SSEParser, question, trace_of, uuid7
+from conftest import await_until
 
 Agent = Callable[[httpx.Request], httpx.Response]
 
@@ -276,3 +277,38 @@ def test_invocation_ids_are_uuid7_in_time_order_and_traces_continue_or_start() -
     for bad in (None, "", "00-" + "0" * 32 + "-" + "1" * 16 + "-01", "junk"):
         tid, flags = trace_of(bad)
         assert len(tid) == 32 and tid != "0" * 32 and flags == "01"
+
+
+@pytest.mark.anyio
+async def test_the_async_watch_starts_from_watch_from_resumes_after_the_last_event_and_stops_when_refused() -> None:
+    fake = Fake([cand("a"), cand("b")])
+    feeds: list[httpx.Request] = []
+    changes: list[AgentChange] = []
+    down = {"type": "AGENT_STATE_CHANGED", "namespace": "default", "agent_id": "a", "state": "DOWN"}
+
+    def handle(req: httpx.Request) -> httpx.Response:
+        if req.url.path != "/v1/agents/watch":
+            return fake(req)
+        feeds.append(req)
+        if len(feeds) == 1:  # one change, a keepalive, then the connection is lost
+            body = f": keepalive\n\nid: 43\nevent: agent\ndata: {json.dumps(down)}\n\n".encode()
+            return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, content=body)
+        return httpx.Response(403, json={"error": {"code": "permission_denied", "message": "no agents:read"}})
+
+    t = httpx.MockTransport(handle)
+    async with AsyncClient("http://127.0.0.1:9", api_key="ark_secret", http=httpx.AsyncClient(transport=t),
+                           max_retries=0, on_agent_change=changes.append) as c:
+        both = await asyncio.gather(c.lookup("cap.x"), c.lookup("cap.x"))
+        assert len(fake.lookups) == 1, "two lookups of one question at once: one request"
+        assert [x.agent_id for x in both[1].candidates] == ["a", "b"]
+        c.watch()
+
+        async def refused() -> bool:
+            return len(feeds) == 2 and c._watcher is not None and c._watcher.done()
+
+        await await_until(refused, what="the feed to resume, and stop when refused")
+        assert [r.headers.get("Last-Event-ID") for r in feeds] == ["42", "43"]
+        assert all(r.headers["Authorization"] == "Bearer ark_secret" for r in feeds)
+        assert [(ch.agent_id, ch.state, ch.position) for ch in changes] == [("a", "DOWN", 43)]
+        cached = await c.lookup("cap.x")
+        assert cached.cached and [x.agent_id for x in cached.candidates] == ["b"] and len(fake.lookups) == 1

@@ -3,7 +3,8 @@
     make run &                                  # the service on 127.0.0.1:8080; note the admin key
     export AGENTREACH_KEY=ark_dev_...           # a key with agents:write (the admin key will do)
     python examples/push_agent.py               # serves on 127.0.0.1:8001 (PORT to change)
-    python examples/caller.py text.shout '{"text": "hello"}'
+    python examples/caller.py text.shout '{"text": "hello"}'          # brokered
+    python examples/direct_caller.py text.shout '{"text": "hello"}'   # lookup mode: called directly
 
 Ctrl-C (or SIGTERM) takes it offline, finishes what it holds, and stops.
 """

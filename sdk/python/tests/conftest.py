@@ -8,7 +8,11 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import hmac
+import json
 import os
 import secrets
 import shutil
@@ -243,3 +247,19 @@ async def healthy(svc: Service, agent_id: str, timeout: float = 15.0) -> None:
             return r.status_code == 200 and r.json().get("state") == "HEALTHY"
 
         await await_until(ok, timeout, f"{agent_id} to be HEALTHY")
+
+
+def _b64(b: bytes) -> str:
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def sign_grant(tokens: list[str], *, ns: str = "default", agent: str, cap: str, key: str = "k",
+               iat: int | None = None, exp: int | None = None) -> str:
+    """An invocation grant as the service signs it (domain.SignGrant), written independently of the SDK."""
+    now = int(time.time())
+    doc = {"ns": ns, "agent": agent, "cap": cap, "key": key, "iat": now if iat is None else iat,
+           "exp": now + 300 if exp is None else exp}
+    signed = "v1." + _b64(json.dumps(doc, separators=(",", ":")).encode())
+    sigs = [_b64(hmac.new(hashlib.sha256(t.encode()).digest(), signed.encode(), hashlib.sha256).digest())
+            for t in tokens]
+    return ".".join([signed, *sigs])

@@ -68,6 +68,19 @@ def test_the_examples_run_against_the_service(service: Service, spawned: list[su
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["result"] == {"shout": "HELLO!"}
 
+    # Lookup mode: the caller calls the agent itself, and reports the call.
+    out = run(service, str(EXAMPLES / "direct_caller.py"), "text.shout", '{"text": "direct"}')
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert (answer["result"], answer["agent_id"], answer["attempts"]) == ({"shout": "DIRECT!"}, ids[0], 1)
+
+    def reported() -> bool:
+        with service.api() as api:
+            rows = api.get("/v1/metrics/agents", params={"window": "5m"}).json()["agents"]
+        return any(r["agent_id"] == ids[0] and r["direct"]["succeeded"] == 1 for r in rows)
+
+    wait_until(reported, 15, "the direct call in the agent's figures")
+
     out = run(service, str(EXAMPLES / "caller.py"), "text.slow_reverse", '{"text": "abc", "seconds": 0.1}')
     assert out.returncode == 0 and json.loads(out.stdout)["result"] == {"reversed": "cba"}, out.stderr
 

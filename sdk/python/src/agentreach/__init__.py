@@ -17,13 +17,15 @@ Caller side::
     from agentreach import Client
 
     with Client("http://127.0.0.1:8080", api_key="ark_...") as c:
-        job = c.run("document:parse:ocr", {"url": "x.pdf"}, timeout=30)
+        job = c.run("document:parse:ocr", {"url": "x.pdf"}, timeout=30)      # brokered
+        res = c.invoke("document:parse:ocr", {"url": "x.pdf"})                # lookup mode: directly
 """
 
 from ._base import DEFERRED, HealthReport, JobCancelled, JobContext, Refused, RegistrationError
 from ._version import __version__
 from .agent import Agent
 from .client import AsyncClient, Client
+from .direct import AgentChange, Attempt, Candidate, DirectReport, InvokeResult, LookupResult, NoCandidates
 from .errors import (
     AgentReachError,
     APIError,
@@ -44,6 +46,7 @@ from .errors import (
     Unavailable,
     WaitTimeout,
 )
+from .grant import GRANT_HEADER, Grant, InvalidGrant, verify_grant
 from .models import (
     TERMINAL_STATUSES,
     CallbackEvent,
@@ -73,6 +76,13 @@ __all__ = [
     "Client",
     "AsyncClient",
     "Delivery",
+    "Candidate",
+    "LookupResult",
+    "InvokeResult",
+    "Attempt",
+    "AgentChange",
+    "DirectReport",
+    "NoCandidates",
     "Result",
     "success",
     "failure",
@@ -85,6 +95,10 @@ __all__ = [
     "TERMINAL_STATUSES",
     "verify_callback",
     "verify_delivery",
+    "verify_grant",
+    "Grant",
+    "GRANT_HEADER",
+    "InvalidGrant",
     "AgentReachError",
     "APIError",
     "InvalidArgument",

@@ -142,6 +142,11 @@ class JobContext:
         return self.delivery.trace_id
 
     @property
+    def direct(self) -> bool:
+        """Whether a caller called the agent itself (lookup mode, with a verified grant)."""
+        return self.delivery.direct
+
+    @property
     def cancelled(self) -> bool:
         """Whether the job was cancelled, its deadline passed, or the agent is stopping."""
         return self.cancel_event.is_set()

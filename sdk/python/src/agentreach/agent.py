@@ -9,6 +9,11 @@
 The endpoint answers ``GET`` (the registry's probe) with 200 and ``POST``
 (a delivery, or a cancel notice with ``X-Reach-Cancel: 1``) after checking
 its Standard Webhooks signature, keyed with the SHA-256 of the agent's token.
+A ``POST`` carrying ``X-Reach-Grant`` is a direct call by a caller that
+looked the agent up: its invocation grant is checked instead of a signature,
+the job is marked :attr:`~agentreach.JobContext.direct`, and it is answered
+inline (an ``accept=True`` handler, or ``DEFERRED``, answers 501: there is
+no ``result_url`` to report to).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import uvicorn
 
 from ._base import AgentBase, JobContext, _Outcome, _Route
 from .errors import SignatureError
+from .grant import GRANT_HEADER, InvalidGrant, verify_grant
 from .models import Delivery
 from .signing import verify_delivery
 
@@ -40,6 +46,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY = 16 << 20
+
+_NO_RESULT_URL = "a direct call is answered inline: there is no result_url to report to"
 
 
 class _Server(uvicorn.Server):
@@ -79,7 +87,8 @@ class Agent(AgentBase):
         shutdown_grace: how long a shutdown waits for the jobs held (default 30 s).
         health: a function answering a :class:`~agentreach.HealthReport` to send with each
             heartbeat, over the SDK's own figures.
-        verify_signatures: check every delivery's signature (default; turn off only in tests).
+        verify_signatures: check every delivery's signature and every direct call's grant (default;
+            turn off only in tests).
     """
 
     mode = "push"
@@ -294,7 +303,8 @@ class Agent(AgentBase):
                 break
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         raw = bytes(body)
-        if self.verify_signatures:
+        grant = headers.get(GRANT_HEADER.lower(), "")
+        if self.verify_signatures and not grant:
             tokens = self.signing_tokens()
             if not tokens:
                 await _answer(send, 401, _error("signature does not verify: the agent is not registered yet"))
@@ -313,10 +323,19 @@ class Agent(AgentBase):
                 return
         try:
             doc = json.loads(raw)
-            delivery = Delivery.from_json(doc, traceparent=headers.get("traceparent"))
+            delivery = Delivery.from_json(doc, traceparent=headers.get("traceparent"), direct=bool(grant))
         except (ValueError, AttributeError, TypeError) as e:
             await _answer(send, 400, _error(f"bad delivery: {e}"))
             return
+        if grant and self.verify_signatures:
+            # A direct call by a caller that looked the agent up: its grant,
+            # not a signature, says Agent-Reach let it in.
+            try:
+                verify_grant(self.signing_tokens(), grant, self.agent_id, delivery.capability)
+            except InvalidGrant as e:
+                log.warning("agentreach: refused a direct call to %s: %s", self.agent_id, e)
+                await _answer(send, 401, _error(str(e)))
+                return
         if headers.get("x-reach-cancel") == "1":
             self.cancel_job(delivery.job_id, delivery.attempt if delivery.attempt else None)
             await _answer(send, 200, {"cancelled": True})
@@ -334,6 +353,9 @@ class Agent(AgentBase):
         if self.max_concurrent and self.in_flight >= self.max_concurrent:
             await _answer(send, 503, _error("the agent is at max_concurrent"))
             return
+        if route.accept and delivery.direct:
+            await _answer(send, 501, _error(_NO_RESULT_URL))
+            return
         ctx = JobContext(delivery)
         self._hold(ctx)
         if route.accept:
@@ -346,6 +368,11 @@ class Agent(AgentBase):
         finally:
             watcher.cancel()
         self._count(outcome, ctx)
+        if outcome.kind == "deferred" and delivery.direct:
+            log.warning("agentreach: job %s is a direct call, answered inline: DEFERRED answers 501", ctx.job_id)
+            self._release_hold(ctx)
+            await _answer(send, 501, _error(_NO_RESULT_URL))
+            return
         if outcome.kind == "deferred":
             ctx._deferred = True
             self._expire_deferred(ctx)

@@ -79,6 +79,9 @@ class Delivery:
 
     ``traceparent`` is the W3C trace context the delivery came with (push);
     the SDK sends it back with the result so the job's trace stays whole.
+    ``direct``: a caller called the agent itself, with an invocation grant
+    from a lookup, and not Agent-Reach; it is answered inline (no
+    ``result_url``) and is no job of the service's.
     """
 
     job_id: str
@@ -89,10 +92,11 @@ class Delivery:
     deadline: datetime | None
     result_url: str
     traceparent: str | None = None
+    direct: bool = False
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, m: Mapping[str, Any], traceparent: str | None = None) -> Delivery:
+    def from_json(cls, m: Mapping[str, Any], traceparent: str | None = None, direct: bool = False) -> Delivery:
         """Reads an envelope; raises ``ValueError`` if it lacks a job id or attempt."""
         job_id, attempt = _str(m, "job_id"), _int(m, "attempt")
         if not job_id or attempt < 1:
@@ -106,6 +110,7 @@ class Delivery:
             deadline=parse_time(m.get("deadline")),
             result_url=_str(m, "result_url"),
             traceparent=traceparent or None,
+            direct=direct,
             raw=dict(m),
         )
 

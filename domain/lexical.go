@@ -142,6 +142,8 @@ func (ix *LexicalIndex) Len() int { return len(ix.names) }
 // close to one example beats one that gathers its words from many. The
 // confidence is the best score less the second best: a tie is never
 // confident however well both match.
+//
+//nolint:funlen // BM25 in one pass: tokenise, score, keep the top; split, it reads worse
 func (ix *LexicalIndex) Rank(intent string, limit int) IntentRanking {
 	r := IntentRanking{Resolver: ResolverLexical, Candidates: []IntentCandidate{}}
 	if len(ix.names) == 0 {

@@ -13,6 +13,8 @@ const DefaultMaxPayloadBytes = 1 << 20
 // NormalizeSubmission fills the defaults of a submission and checks every
 // field, returning the first problem as a *FieldError. JobID, RootJobID and
 // ReplayOf are the caller's to set and are not checked here.
+//
+//nolint:funlen // one check per submit field, in the order API.md lists them
 func NormalizeSubmission(s *Submitted, maxPayload int) error {
 	if s.Namespace == "" {
 		s.Namespace = DefaultNamespace

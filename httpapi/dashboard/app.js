@@ -17,7 +17,7 @@ const $$ = (s, root = document) => Array.from(root.querySelectorAll(s));
 const BASE = "/dashboard";
 let session = null;
 let current = null; // the mounted view: {update, route}
-let failures = 0;
+let failures = 0, refreshError = "";
 
 // ---- the API -------------------------------------------------------------
 
@@ -107,7 +107,15 @@ function confirmAction({ title, text, reason = true, ok = "Confirm" }) {
   $("#confirm-reason").value = "";
   $("#confirm-ok").textContent = ok;
   return new Promise((resolve) => {
-    d.addEventListener("close", () => resolve({ ok: d.returnValue === "ok", reason: $("#confirm-reason").value.trim() }), { once: true });
+    // The close event is queued: one from an earlier confirmation may
+    // arrive after this dialog opened, so only a close that left the
+    // dialog shut answers.
+    const closed = () => {
+      if (d.open) return;
+      d.removeEventListener("close", closed);
+      resolve({ ok: d.returnValue === "ok", reason: $("#confirm-reason").value.trim() });
+    };
+    d.addEventListener("close", closed);
     d.returnValue = "";
     d.showModal();
     (reason ? $("#confirm-reason") : $("#confirm-ok")).focus();
@@ -217,11 +225,13 @@ async function refresh() {
   const view = current;
   try {
     await view.update();
-    if (failures) setStatus("");
+    // Clear only the refresh's own error: an operator action's answer stays.
+    if (failures && $("#status").textContent === refreshError) setStatus("");
     failures = 0;
   } catch (e) {
     if (e.status === 401) { showSignIn("The service refused the key (" + e.message + "): sign in again."); return; }
     failures++;
+    refreshError = e.message;
     setStatus(e.message, true);
   }
 }
@@ -263,10 +273,10 @@ const agentColumns = [
   ["agent", "Agent", (a) => a.agent_id],
   ["namespace", "Namespace", (a) => a.namespace],
   ["lease", "Lease", (a) => a.state],
-  ["health", "Health", (a, m) => m.health_score ?? -1],
-  ["reach", "Reach", (a, m) => m.reach_rate ?? -1],
-  ["success", "Success", (a, m) => m.success_rate ?? -1],
-  ["latency", "p50 / p95", (a, m) => m.latency_p95_ms ?? -1],
+  ["health", "Health", (a, m) => m.health_score ?? null],
+  ["reach", "Reach", (a, m) => m.reach_rate ?? null],
+  ["success", "Success", (a, m) => m.success_rate ?? null],
+  ["latency", "p50 / p95", (a, m) => m.latency_p95_ms ?? null],
   ["breaker", "Breaker", (a) => a.breaker.state],
   ["load", "In flight", (a) => a.in_flight],
   ["heartbeat", "Last heartbeat", (a) => -new Date(a.last_heartbeat_at)],
@@ -325,6 +335,8 @@ function agentsView(root, route) {
       const col = agentColumns.find((c) => c[0] === sort) || agentColumns[0];
       list = list.slice().sort((x, y) => {
         const a = col[2](x, byAgent[key(x.namespace, x.agent_id)] || {}), b = col[2](y, byAgent[key(y.namespace, y.agent_id)] || {});
+        // An agent with no figure yet sorts last in either direction.
+        if ((a === null) !== (b === null)) return a === null ? 1 : -1;
         return (a < b ? -1 : a > b ? 1 : x.agent_id < y.agent_id ? -1 : 1) * dir;
       });
       draw(tbody, JSON.stringify([list, byAgent, points, sort, dir]), () => list.length ? list.map((a) => agentRow(a, byAgent[key(a.namespace, a.agent_id)] || {}, points[key(a.namespace, a.agent_id)]))

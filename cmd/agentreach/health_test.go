@@ -476,6 +476,9 @@ func TestProjectionsRebuildCommand(t *testing.T) {
 		waitTerminal(t, base, submitOK(t, base, `{"capability":"t.cmd","payload":{}}`), 10*time.Second)
 	}
 	waitProjected(t, svc)
+	// The service stops first: its live projector would otherwise fold the
+	// log itself as soon as the rebuild emptied the read model.
+	svc.stop(t)
 	out := &syncBuffer{}
 	m := NewMain()
 	m.Stdout, m.Stderr = out, out

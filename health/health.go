@@ -3,8 +3,8 @@
 package health
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"

@@ -39,15 +39,12 @@ func keyedProxy(t *testing.T, base, key string) string {
 	t.Helper()
 	target, err := url.Parse(base)
 	require.NoError(t, err)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.FlushInterval = -1
-	direct := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		direct(r)
-		if r.Header.Get("Authorization") == "" {
-			r.Header.Set("Authorization", "Bearer "+key)
+	proxy := &httputil.ReverseProxy{FlushInterval: -1, Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		if r.Out.Header.Get("Authorization") == "" {
+			r.Out.Header.Set("Authorization", "Bearer "+key)
 		}
-	}
+	}}
 	return newHTTPTestServer(t, proxy).URL
 }
 

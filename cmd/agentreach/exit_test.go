@@ -164,9 +164,9 @@ func TestProjectionsRebuildNamesItsDatabase(t *testing.T) {
 	require.NotContains(t, help, "-admin-key")
 
 	dsn := newDatabase(t)
-	code, out, errOut := runMain(t, map[string]string{"DATABASE_URL": dsn}, "migrate")
+	code, _, errOut = runMain(t, map[string]string{"DATABASE_URL": dsn}, "migrate")
 	require.Equal(t, 0, code, errOut)
-	code, out, errOut = runMain(t, map[string]string{}, "projections", "rebuild", "jobs", "--database-url", dsn, "--json")
+	code, out, errOut := runMain(t, map[string]string{}, "projections", "rebuild", "jobs", "--database-url", dsn, "--json")
 	require.Equal(t, 0, code, errOut)
 	require.JSONEq(t, `{"projections":[{"name":"jobs","events":0,"tables":[{"table":"jobs","rows":0}],"duration_ms":0}]}`,
 		regexpReplace(out, `"duration_ms": \d+`, `"duration_ms": 0`))
@@ -268,4 +268,6 @@ func runProcess(t *testing.T, env []string, args ...string) (int, string) {
 var errHelp = flag.ErrHelp
 
 // regexpReplace replaces every match of pattern in s.
-func regexpReplace(s, pattern, with string) string { return regexp.MustCompile(pattern).ReplaceAllString(s, with) }
+func regexpReplace(s, pattern, with string) string {
+	return regexp.MustCompile(pattern).ReplaceAllString(s, with)
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/registry"
 	arsql "github.com/agentreach/agentreach/sql"
+	"github.com/agentreach/agentreach/sweep"
 )
 
 // App is one running Agent-Reach process: the HTTP API, the projector and
@@ -48,6 +49,7 @@ type App struct {
 	auth      *auth.Store
 	jobs      *jobs.Service
 	river     *river.Client[pgx.Tx]
+	sweeper   *sweep.Runner
 	server    *http.Server
 	listener  net.Listener
 
@@ -107,8 +109,12 @@ func (a *App) Start(ctx context.Context) error {
 	workers := river.NewWorkers()
 	a.registry.AddWorkers(workers)
 	a.jobs.AddWorkers(workers)
-	a.river, err = jobs.NewClient(a.pool, a.logger, workers, jobs.ClientConfig{
-		PeriodicJobs: append(a.registry.PeriodicJobs(), a.jobs.PeriodicJobs()...), TestOnly: a.cfg.TestOnly,
+	// The periodic sweeps run in the leading process (sweep.Runner), not as
+	// River periodic jobs: each run was a River job, and they buried the
+	// dispatch jobs in River UI.
+	a.sweeper = sweep.NewRunner(a.pool, a.logger, append(a.registry.Sweeps(), a.jobs.Sweeps()...)...)
+	a.river, err = jobs.NewClient(a.pool, a.riverLogger(), workers, jobs.ClientConfig{
+		TestOnly: a.cfg.TestOnly,
 		Plugins: []rivertype.Plugin{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
 			EnableTracePropagation: true, TracerProvider: a.tel.Tracer, MeterProvider: a.tel.Meter})},
 		RescueAfter: a.jobs.Config().RescueAfter()})
@@ -129,7 +135,7 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (choose another address with --addr or AGENTREACH_ADDR): %w", a.cfg.Addr, err)
 	}
 	a.jobs.SetPublicURL(a.URL())
-	a.ui, err = riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(a.river, nil), Logger: a.logger, Prefix: "/riverui"})
+	a.ui, err = riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(a.river, nil), Logger: a.riverLogger(), Prefix: "/riverui"})
 	if err != nil {
 		a.pool.Close()
 		return fmt.Errorf("river UI: %w", err)
@@ -199,6 +205,18 @@ func (a *App) background(ctx context.Context) {
 		return
 	}
 	a.riverStarted.Store(true)
+	a.goRun(func() { a.sweeper.Run(ctx) })
+}
+
+// riverLogger is the logger River and River UI get: warnings and errors
+// only, unless the service logs at debug, since River's routine info (a
+// "producer job counts" line per queue every few seconds) drowns the
+// service's own log.
+func (a *App) riverLogger() *slog.Logger {
+	if a.logger.Enabled(context.Background(), slog.LevelDebug) {
+		return a.logger
+	}
+	return slog.New(telemetry.Floor{Handler: a.logger.Handler(), Min: slog.LevelWarn})
 }
 
 func (a *App) ready(ctx context.Context) error {

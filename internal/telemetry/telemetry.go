@@ -185,7 +185,9 @@ func (f Floor) WithAttrs(attrs []slog.Attr) slog.Handler {
 }
 
 // WithGroup implements slog.Handler.
-func (f Floor) WithGroup(name string) slog.Handler { return Floor{Handler: f.Handler.WithGroup(name), Min: f.Min} }
+func (f Floor) WithGroup(name string) slog.Handler {
+	return Floor{Handler: f.Handler.WithGroup(name), Min: f.Min}
+}
 
 // Handle implements slog.Handler.
 func (f Floor) Handle(ctx context.Context, r slog.Record) error {

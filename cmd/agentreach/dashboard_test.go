@@ -241,6 +241,8 @@ func TestDashboardInChromium(t *testing.T) {
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#agents-table th[data-sort="success"]`, chromedp.ByQuery)))
 	waitEval(t, ctx, `location.search`, func(v string) bool { return v == "?sort=success&dir=asc" })
 	waitEval(t, ctx, `document.querySelector('#agents-table tbody tr').dataset.agent`, func(v string) bool { return v == "dash-bad" || v == "dash-flaky" })
+	waitEval(t, ctx, `document.querySelector('#agents-table tbody tr:last-child').dataset.agent`,
+		func(v string) bool { return v == "dash-puller" }) // no success rate yet (n/a) sorts last
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents?q=translate"),
 		chromedp.WaitVisible(`#agents-table tr[data-agent="dash-translate"]`, chromedp.ByQuery)))
 	var rows int

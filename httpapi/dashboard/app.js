@@ -263,10 +263,10 @@ const agentColumns = [
   ["agent", "Agent", (a) => a.agent_id],
   ["namespace", "Namespace", (a) => a.namespace],
   ["lease", "Lease", (a) => a.state],
-  ["health", "Health", (a, m) => m.health_score ?? -1],
-  ["reach", "Reach", (a, m) => m.reach_rate ?? -1],
-  ["success", "Success", (a, m) => m.success_rate ?? -1],
-  ["latency", "p50 / p95", (a, m) => m.latency_p95_ms ?? -1],
+  ["health", "Health", (a, m) => m.health_score ?? null],
+  ["reach", "Reach", (a, m) => m.reach_rate ?? null],
+  ["success", "Success", (a, m) => m.success_rate ?? null],
+  ["latency", "p50 / p95", (a, m) => m.latency_p95_ms ?? null],
   ["breaker", "Breaker", (a) => a.breaker.state],
   ["load", "In flight", (a) => a.in_flight],
   ["heartbeat", "Last heartbeat", (a) => -new Date(a.last_heartbeat_at)],
@@ -323,8 +323,10 @@ function agentsView(root, route) {
         (!needle || a.agent_id.toLowerCase().includes(needle) || a.capabilities.some((c) => c.toLowerCase().includes(needle))));
       const sort = query().get("sort") || "agent", dir = query().get("dir") === "desc" ? -1 : 1;
       const col = agentColumns.find((c) => c[0] === sort) || agentColumns[0];
+      // A figure of nothing (n/a) sorts last whichever the direction.
       list = list.slice().sort((x, y) => {
         const a = col[2](x, byAgent[key(x.namespace, x.agent_id)] || {}), b = col[2](y, byAgent[key(y.namespace, y.agent_id)] || {});
+        if ((a == null) !== (b == null)) return a == null ? 1 : -1;
         return (a < b ? -1 : a > b ? 1 : x.agent_id < y.agent_id ? -1 : 1) * dir;
       });
       draw(tbody, JSON.stringify([list, byAgent, points, sort, dir]), () => list.length ? list.map((a) => agentRow(a, byAgent[key(a.namespace, a.agent_id)] || {}, points[key(a.namespace, a.agent_id)]))

@@ -226,6 +226,17 @@ func TestDashboardInChromium(t *testing.T) {
 	waitText(t, ctx, `#status`, "replayed 1 of 1")
 	replayed := replayOf(t, api, f.dead)
 	require.Equal(t, "SUBMITTED", jobEvents(t, api, replayed)[0].Type)
+	// The replay finds no agent either: now two dead letters of doc.none,
+	// replayed together by their filter.
+	require.Equal(t, "DEAD_LETTER", waitTerminal(t, api, replayed, 20*time.Second).Status)
+	waitProjected(t, svc)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/dead?capability=doc.none"),
+		chromedp.WaitVisible(`#dead-table tr[data-job="`+replayed+`"]`, chromedp.ByQuery),
+		chromedp.Click(`#replay-filter`, chromedp.ByQuery), chromedp.WaitVisible(`#confirm`, chromedp.ByQuery)))
+	require.Contains(t, text(`#confirm-title`), "Replay 2 dead letters?")
+	require.Contains(t, text(`#confirm-text`), "every dead letter matching the filters")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#confirm-ok`, chromedp.ByQuery)))
+	waitText(t, ctx, `#status`, "replayed 2 of 2")
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/dead?capability=doc.ocr"),
 		chromedp.WaitVisible(`#dead-table td.empty`, chromedp.ByQuery)))
 	require.Contains(t, text(`#dead-table td.empty`), "No dead letter matches these filters.")

@@ -112,8 +112,13 @@ func (r *Runner) lead(ctx context.Context) (led bool, err error) {
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-time.After(r.Poll):
+			// A session that does not answer within a few polls is as
+			// good as lost: step down rather than sweep on unchecked.
+			cctx, cancel := context.WithTimeout(ctx, 5*r.Poll)
 			var ok bool
-			if qerr := conn.QueryRow(ctx, qStillLeading, lockKey).Scan(&ok); qerr != nil || !ok {
+			qerr := conn.QueryRow(cctx, qStillLeading, lockKey).Scan(&ok)
+			cancel()
+			if qerr != nil || !ok {
 				err = errors.Join(errors.New("the leader's session lost its lock"), qerr)
 			}
 		}
@@ -135,13 +140,21 @@ func (r *Runner) lead(ctx context.Context) (led bool, err error) {
 	return true, err
 }
 
+// runTimeout bounds one run of a sweep, as River's job timeout bounded a
+// sweep when sweeps were River jobs: a run stuck on a connection that will
+// never answer is given up, and the next run starts afresh.
+const runTimeout = time.Minute
+
 // loop runs s at once and then every s.Every until ctx ends; a run that
 // fails is logged and the next one tries again.
 func (r *Runner) loop(ctx context.Context, s Sweep) {
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
 	for {
-		if err := s.Run(ctx); err != nil && ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, runTimeout)
+		err := s.Run(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			r.logger.Warn("sweep failed, trying again at its next run", "sweep", s.Name, "err", err)
 		}
 		select {

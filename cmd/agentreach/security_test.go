@@ -388,9 +388,14 @@ func TestApprovals(t *testing.T) {
 	require.Equal(t, []string{"SUBMITTED", "AWAITING_APPROVAL", "REJECTED"}, ts)
 	require.Equal(t, "sweep:deadline", mds[2]["actor"])
 
-	// The policy change is audited too.
-	_, out = call(t, http.MethodGet, base+"/v1/events?limit=1000", admin, "")
-	require.Contains(t, out, `"type":"POLICY_CHANGED"`)
+	// The policy change is audited too. The global log is read below the
+	// cluster's oldest open writing transaction, which another test's may
+	// hold back for a moment while the whole suite runs: wait for it.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, out = call(t, http.MethodGet, base+"/v1/events?limit=1000", admin, ""); !strings.Contains(out, `"type":"POLICY_CHANGED"`); _, out = call(t, http.MethodGet, base+"/v1/events?limit=1000", admin, "") {
+		require.True(t, time.Now().Before(deadline), "no POLICY_CHANGED in the log: %s", out)
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
 	require.Contains(t, out, `"type":"KEY_CREATED"`)
 }
 

@@ -200,9 +200,23 @@ func (a *App) background(ctx context.Context) {
 	if err := a.ui.Start(ctx); err != nil {
 		a.logger.Error("start River UI", "err", err)
 	}
-	if err := a.river.Start(ctx); err != nil {
-		a.logger.Error("start River", "err", err)
-		return
+	// River checks the database as it starts; one that is restarting just
+	// then (a crash, a failover) must not leave this process without
+	// workers for good: start again until it works.
+	for attempt := 1; ; attempt++ {
+		err := a.river.Start(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.logger.Warn("start River, retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)):
+		}
 	}
 	a.riverStarted.Store(true)
 	a.goRun(func() { a.sweeper.Run(ctx) })

@@ -280,14 +280,14 @@ func TestDashboardInChromium(t *testing.T) {
 	// A confirmation declined does nothing.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`button[data-action="down"]`, chromedp.ByQuery), chromedp.WaitVisible(`#confirm`, chromedp.ByQuery),
 		chromedp.Click(`#confirm-cancel`, chromedp.ByQuery), chromedp.WaitNotVisible(`#confirm`, chromedp.ByQuery)))
-	act(`button[data-action="drain"]`, "maintenance window")
-	waitText(t, ctx, `#status`, "dash-ocr is DRAINING")
+	act(`button[data-action="down"]`, "maintenance window")
+	waitText(t, ctx, `#status`, "dash-ocr is DOWN (hold: down)")
 	var a struct {
 		State  string `json:"state"`
 		Weight int    `json:"weight"`
 	}
 	getJSON(t, api+"/v1/agents/dash-ocr", http.StatusOK, &a)
-	require.Equal(t, "DRAINING", a.State)
+	require.Equal(t, "DOWN", a.State)
 	evs := dumpTable(t, svc, `SELECT data->>'reason', metadata->>'actor' FROM events WHERE stream_id = 'agent:default/dash-ocr' AND type = 'AGENT_STATE_CHANGED' ORDER BY version DESC LIMIT 1`)
 	require.Equal(t, []string{"[maintenance window key:bootstrap]"}, evs, "the reason and the key that acted")
 	act(`button[data-action="up"]`, "")
@@ -297,10 +297,16 @@ func TestDashboardInChromium(t *testing.T) {
 	act(`#op-apply`, "")
 	waitText(t, ctx, `#status`, "weight 80")
 	getJSON(t, api+"/v1/agents/dash-ocr", http.StatusOK, &a)
-	require.NotEqual(t, "DRAINING", a.State)
+	require.NotEqual(t, "DOWN", a.State, "brought up")
 	require.Equal(t, 80, a.Weight)
 	waitText(t, ctx, `dl.facts`, "Weight80")
 	shot("dashboard-agent.png")
+
+	// A drain, from another agent's own address.
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents/default/dash-translate"),
+		chromedp.WaitVisible(`figure[data-chart="attempts"]`, chromedp.ByQuery)))
+	act(`button[data-action="drain"]`, "")
+	waitText(t, ctx, `#status`, "dash-translate is DRAINING")
 }
 
 // waitText waits until the text of sel contains want.

@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run preflight test test-python test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
+.PHONY: help build run preflight test test-python test-short bench bench-micro chaos demo fuzz lint lint-openapi fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -79,9 +79,20 @@ bin/staticcheck: tools/go.mod tools/go.sum
 bin/golangci-lint: tools/go.mod tools/go.sum
 	$(GO) build -C tools -o ../bin/ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
-lint: fmt vet bin/staticcheck bin/golangci-lint ## gofmt, go vet, staticcheck and golangci-lint (.golangci.yml); clean, and CI runs it
+lint: fmt vet bin/staticcheck bin/golangci-lint lint-openapi ## gofmt, go vet, staticcheck, golangci-lint (.golangci.yml) and the OpenAPI linter; clean, and CI runs it
 	./bin/staticcheck ./...
 	./bin/golangci-lint run ./...
+
+# The OpenAPI linter, Redocly CLI, pinned by tools/openapi/package-lock.json
+# and installed from npm on first use; it runs with its telemetry and update
+# check off, so it reaches nothing.
+REDOCLY := tools/openapi/node_modules/.bin/redocly
+$(REDOCLY): tools/openapi/package.json tools/openapi/package-lock.json
+	npm ci --prefix tools/openapi --no-audit --no-fund --loglevel=error
+	@touch $@
+
+lint-openapi: $(REDOCLY) ## lint httpapi/openapi.yaml (redocly.yaml: operationIds, summaries, 4xx answers)
+	REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true $(REDOCLY) lint --config redocly.yaml httpapi/openapi.yaml
 
 fmt: ## fail if gofmt would change a file
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -86,7 +86,7 @@ func (r *Registry) Report(ctx context.Context, keyID, ns string, reports []domai
 		if err := reports[i].Validate(now); err != nil {
 			var fe *domain.FieldError
 			if !errors.As(err, &fe) {
-				return err
+				return fmt.Errorf("reports[%d]: %w", i, err)
 			}
 			return &domain.FieldError{Field: fmt.Sprintf("reports[%d].%s", i, fe.Field), Message: fe.Message}
 		}

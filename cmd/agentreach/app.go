@@ -32,6 +32,7 @@ import (
 	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/registry"
 	arsql "github.com/agentreach/agentreach/sql"
+	"github.com/agentreach/agentreach/sweep"
 )
 
 // App is one running Agent-Reach process: the HTTP API, the projector and
@@ -49,6 +50,7 @@ type App struct {
 	auth      *auth.Store
 	jobs      *jobs.Service
 	river     *river.Client[pgx.Tx]
+	sweeper   *sweep.Runner
 	server    *http.Server
 	listener  net.Listener
 
@@ -67,9 +69,9 @@ func NewApp(cfg Config, logger *slog.Logger) *App {
 // ready), then migrates in the background, retrying until the database
 // answers, and starts the workers once the schema is current.
 func (a *App) Start(ctx context.Context) error {
-	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
+	pcfg, err := a.poolConfig()
 	if err != nil {
-		return fmt.Errorf("database URL: %w", err)
+		return err
 	}
 	if err := a.cfg.Intent.Validate(); err != nil {
 		return fmt.Errorf("intent resolution: %w", err)
@@ -79,15 +81,6 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("AGENTREACH_DENY_NETS / AGENTREACH_ALLOW_NETS: %w", err)
 	}
 	a.cfg.Registry.Guard, a.cfg.Jobs.Guard, a.cfg.Intent.Guard = &guard, &guard, &guard
-	// River's workers each hold a connection while they record an
-	// outcome; pgx's default (max(4, cores)) would starve them. A URL that
-	// names pool_max_conns keeps its own.
-	if !strings.Contains(a.cfg.DatabaseURL, "pool_max_conns") {
-		pcfg.MaxConns = 50
-	}
-	if a.cfg.MaxConns > 0 {
-		pcfg.MaxConns = int32(a.cfg.MaxConns)
-	}
 	a.tel, err = telemetry.Setup(ctx, telemetry.Options{ServiceName: "agent-reach", Version: version,
 		SpanExporter: a.cfg.SpanExporter, Getenv: a.cfg.Getenv})
 	if err != nil {
@@ -111,8 +104,12 @@ func (a *App) Start(ctx context.Context) error {
 	workers := river.NewWorkers()
 	a.registry.AddWorkers(workers)
 	a.jobs.AddWorkers(workers)
-	a.river, err = jobs.NewClient(a.pool, a.logger, workers, jobs.ClientConfig{
-		PeriodicJobs: append(a.registry.PeriodicJobs(), a.jobs.PeriodicJobs()...), TestOnly: a.cfg.TestOnly,
+	// The periodic sweeps run in the leading process (sweep.Runner), not as
+	// River periodic jobs: each run was a River job, and they buried the
+	// dispatch jobs in River UI.
+	a.sweeper = sweep.NewRunner(a.pool, a.logger, append(a.registry.Sweeps(), a.jobs.Sweeps()...)...)
+	a.river, err = jobs.NewClient(a.pool, a.riverLogger(), workers, jobs.ClientConfig{
+		TestOnly: a.cfg.TestOnly,
 		Plugins: []rivertype.Plugin{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
 			EnableTracePropagation: true, TracerProvider: a.tel.Tracer, MeterProvider: a.tel.Meter})},
 		RescueAfter: a.jobs.Config().RescueAfter()})
@@ -133,7 +130,7 @@ func (a *App) Start(ctx context.Context) error {
 		return fmt.Errorf("listen on %s (choose another address with --addr or AGENTREACH_ADDR): %w", a.cfg.Addr, err)
 	}
 	a.jobs.SetPublicURL(a.URL())
-	a.ui, err = riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(a.river, nil), Logger: a.logger, Prefix: "/riverui"})
+	a.ui, err = riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(a.river, nil), Logger: a.riverLogger(), Prefix: "/riverui"})
 	if err != nil {
 		a.pool.Close()
 		return fmt.Errorf("river UI: %w", err)
@@ -172,6 +169,24 @@ func (a *App) Start(ctx context.Context) error {
 	return nil
 }
 
+// poolConfig parses the database URL and sizes the pool.
+func (a *App) poolConfig() (*pgxpool.Config, error) {
+	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	// River's workers each hold a connection while they record an
+	// outcome; pgx's default (max(4, cores)) would starve them. A URL that
+	// names pool_max_conns keeps its own.
+	if !strings.Contains(a.cfg.DatabaseURL, "pool_max_conns") {
+		pcfg.MaxConns = 50
+	}
+	if a.cfg.MaxConns > 0 {
+		pcfg.MaxConns = int32(a.cfg.MaxConns)
+	}
+	return pcfg, nil
+}
+
 func (a *App) goRun(fn func()) {
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); fn() }()
@@ -203,11 +218,37 @@ func (a *App) background(ctx context.Context) {
 	if err := a.ui.Start(ctx); err != nil {
 		a.logger.Error("start River UI", "err", err)
 	}
-	if err := a.river.Start(ctx); err != nil {
-		a.logger.Error("start River", "err", err)
-		return
+	// River checks the database as it starts; one that is restarting just
+	// then (a crash, a failover) must not leave this process without
+	// workers for good: start again until it works.
+	for attempt := 1; ; attempt++ {
+		err := a.river.Start(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.logger.Warn("start River, retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)):
+		}
 	}
 	a.riverStarted.Store(true)
+	a.goRun(func() { a.sweeper.Run(ctx) })
+}
+
+// riverLogger is the logger River and River UI get: warnings and errors
+// only, unless the service logs at debug, since River's routine info (a
+// "producer job counts" line per queue every few seconds) drowns the
+// service's own log.
+func (a *App) riverLogger() *slog.Logger {
+	if a.logger.Enabled(context.Background(), slog.LevelDebug) {
+		return a.logger
+	}
+	return slog.New(telemetry.Floor{Handler: a.logger.Handler(), Min: slog.LevelWarn})
 }
 
 func (a *App) ready(ctx context.Context) error {

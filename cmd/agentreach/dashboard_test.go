@@ -227,6 +227,17 @@ func TestDashboardInChromium(t *testing.T) {
 	waitText(t, ctx, `#status`, "replayed 1 of 1")
 	replayed := replayOf(t, api, f.dead)
 	require.Equal(t, "SUBMITTED", jobEvents(t, api, replayed)[0].Type)
+	// The replay finds no agent either: now two dead letters of doc.none,
+	// replayed together by their filter.
+	require.Equal(t, "DEAD_LETTER", waitTerminal(t, api, replayed, 20*time.Second).Status)
+	waitProjected(t, svc)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/dead?capability=doc.none"),
+		chromedp.WaitVisible(`#dead-table tr[data-job="`+replayed+`"]`, chromedp.ByQuery),
+		chromedp.Click(`#replay-filter`, chromedp.ByQuery), chromedp.WaitVisible(`#confirm`, chromedp.ByQuery)))
+	require.Contains(t, text(`#confirm-title`), "Replay 2 dead letters?")
+	require.Contains(t, text(`#confirm-text`), "every dead letter matching the filters")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#confirm-ok`, chromedp.ByQuery)))
+	waitText(t, ctx, `#status`, "replayed 2 of 2")
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/dead?capability=doc.ocr"),
 		chromedp.WaitVisible(`#dead-table td.empty`, chromedp.ByQuery)))
 	require.Contains(t, text(`#dead-table td.empty`), "No dead letter matches these filters.")
@@ -242,6 +253,8 @@ func TestDashboardInChromium(t *testing.T) {
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#agents-table th[data-sort="success"]`, chromedp.ByQuery)))
 	waitEval(t, ctx, `location.search`, func(v string) bool { return v == "?sort=success&dir=asc" })
 	waitEval(t, ctx, `document.querySelector('#agents-table tbody tr').dataset.agent`, func(v string) bool { return v == "dash-bad" || v == "dash-flaky" })
+	waitEval(t, ctx, `document.querySelector('#agents-table tbody tr:last-child').dataset.agent`,
+		func(v string) bool { return v == "dash-puller" }) // no success rate yet (n/a) sorts last
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents?q=translate"),
 		chromedp.WaitVisible(`#agents-table tr[data-agent="dash-translate"]`, chromedp.ByQuery)))
 	var rows int
@@ -268,14 +281,14 @@ func TestDashboardInChromium(t *testing.T) {
 	// A confirmation declined does nothing.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`button[data-action="down"]`, chromedp.ByQuery), chromedp.WaitVisible(`#confirm`, chromedp.ByQuery),
 		chromedp.Click(`#confirm-cancel`, chromedp.ByQuery), chromedp.WaitNotVisible(`#confirm`, chromedp.ByQuery)))
-	act(`button[data-action="drain"]`, "maintenance window")
-	waitText(t, ctx, `#status`, "dash-ocr is DRAINING")
+	act(`button[data-action="down"]`, "maintenance window")
+	waitText(t, ctx, `#status`, "dash-ocr is DOWN (hold: down)")
 	var a struct {
 		State  string `json:"state"`
 		Weight int    `json:"weight"`
 	}
 	getJSON(t, api+"/v1/agents/dash-ocr", http.StatusOK, &a)
-	require.Equal(t, "DRAINING", a.State)
+	require.Equal(t, "DOWN", a.State)
 	evs := dumpTable(t, svc, `SELECT data->>'reason', metadata->>'actor' FROM events WHERE stream_id = 'agent:default/dash-ocr' AND type = 'AGENT_STATE_CHANGED' ORDER BY version DESC LIMIT 1`)
 	require.Equal(t, []string{"[maintenance window key:bootstrap]"}, evs, "the reason and the key that acted")
 	act(`button[data-action="up"]`, "")
@@ -285,10 +298,16 @@ func TestDashboardInChromium(t *testing.T) {
 	act(`#op-apply`, "")
 	waitText(t, ctx, `#status`, "weight 80")
 	getJSON(t, api+"/v1/agents/dash-ocr", http.StatusOK, &a)
-	require.NotEqual(t, "DRAINING", a.State)
+	require.NotEqual(t, "DOWN", a.State, "brought up")
 	require.Equal(t, 80, a.Weight)
 	waitText(t, ctx, `dl.facts`, "Weight80")
 	shot("dashboard-agent.png")
+
+	// A drain, from another agent's own address.
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents/default/dash-translate"),
+		chromedp.WaitVisible(`figure[data-chart="attempts"]`, chromedp.ByQuery)))
+	act(`button[data-action="drain"]`, "")
+	waitText(t, ctx, `#status`, "dash-translate is DRAINING")
 }
 
 // waitText waits until the text of sel contains want.

@@ -476,6 +476,9 @@ func TestProjectionsRebuildCommand(t *testing.T) {
 		waitTerminal(t, base, submitOK(t, base, `{"capability":"t.cmd","payload":{}}`), 10*time.Second)
 	}
 	waitProjected(t, svc)
+	// The service stops first: its live projector would otherwise fold the
+	// log itself as soon as the rebuild emptied the read model.
+	svc.stop(t)
 	out := &syncBuffer{}
 	m := NewMain()
 	m.Stdout, m.Stderr = out, out
@@ -522,16 +525,39 @@ func TestEventStream(t *testing.T) {
 	require.Regexp(t, `(?m)^id: \d+$`, acc.String())
 }
 
-// TestDemo runs `agentreach demo` with few jobs: it completes unattended
-// and prints the health table that GET /v1/metrics/agents gives.
+// TestDemo runs `agentreach demo` with few jobs and --keep=false: it
+// completes unattended, prints the health table that GET /v1/metrics/agents
+// gives, and its fleet shows the outcomes and states the dashboard is for:
+// a business-failing agent (its success under its reach), dead letters,
+// timeouts, and agents PROBING, DRAINING and OFFLINE. By default it keeps
+// serving until Ctrl-C, so the dashboard it names stays up.
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	out := &syncBuffer{}
 	m := NewMain()
 	m.Stdout, m.Stderr = out, out
 	m.Getenv = func(string) string { return "" }
-	require.NoError(t, m.Run(context.Background(), []string{"demo", "--jobs", "80"}), out.String())
-	for _, want := range []string{"AGENT", "ocr-fast", "translate-dead", "80 jobs done", "/v1/metrics/agents", "/dashboard/", "100%"} {
+	require.NoError(t, m.Run(context.Background(), []string{"demo", "--jobs", "120", "--keep=false"}), out.String())
+	for _, want := range []string{"AGENT", "ocr-fast", "translate-dead", "summarize-picky", "120 jobs done", "/v1/metrics/agents",
+		"Dashboard:    http://", "/dashboard/dead", "/dashboard/alerts", "100%"} {
 		require.Contains(t, out.String(), want)
 	}
+	require.Regexp(t, `(?m)^  PROBING\s+describe-probing$`, out.String())
+	require.Regexp(t, `(?m)^  DRAINING\s+report-long$`, out.String())
+	require.Regexp(t, `(?m)^  OFFLINE\s+summarize-retired$`, out.String())
+	picky := regexp.MustCompile(`(?m)^summarize-picky\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+([\d.]+)%\s+([\d.]+)%`).FindStringSubmatch(out.String())
+	require.NotNil(t, picky, out.String())
+	require.Equal(t, "100.0", picky[5], "the picky agent is reached every time")
+	require.NotEqual(t, "0", picky[4], "and fails some work on business grounds: %s", out.String())
+	require.NotEqual(t, picky[5], picky[6], "so its success is under its reach")
+	dead := regexp.MustCompile(`(?m)^resize-dead\s+(\d+)\s+0\s`).FindStringSubmatch(out.String())
+	require.NotNil(t, dead, "the capability only a dead agent serves: %s", out.String())
+
+	var help syncBuffer
+	h := NewMain()
+	h.Stdout, h.Stderr = &help, &help
+	h.Getenv = func(string) string { return "" }
+	_ = h.Run(context.Background(), []string{"demo", "-h"})
+	require.Contains(t, help.String(), "keeps serving until Ctrl-C")
+	require.Contains(t, help.String(), "(default true)")
 }

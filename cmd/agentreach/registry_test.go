@@ -176,6 +176,13 @@ func TestKilledAgentGoesDownLiveAgentKeepsRouting(t *testing.T) {
 	killedAt := time.Now()
 	waitState(t, base, "doomed", "DOWN", 15*time.Second)
 	require.GreaterOrEqual(t, time.Since(killedAt), 2*time.Second, "DOWN only after the lease ran out")
+	// The lease sweep that did it ran in the leading process and left no
+	// River job: River UI's list is for the work itself.
+	var sweepJobs int
+	require.NoError(t, svc.m.app.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind IN
+		('agent_sweep', 'health_sweep', 'agent_card_refresh', 'deadline_sweep', 'repair_sweep', 'pressure_sweep')`).Scan(&sweepJobs))
+	require.Zero(t, sweepJobs)
+	require.True(t, svc.m.app.sweeper.Leading(), "the only process leads the sweeps")
 
 	require.NoError(t, graceful.Process.Signal(syscall.SIGTERM))
 	_, err := graceful.Process.Wait()

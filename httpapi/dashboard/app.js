@@ -333,10 +333,10 @@ function agentsView(root, route) {
         (!needle || a.agent_id.toLowerCase().includes(needle) || a.capabilities.some((c) => c.toLowerCase().includes(needle))));
       const sort = query().get("sort") || "agent", dir = query().get("dir") === "desc" ? -1 : 1;
       const col = agentColumns.find((c) => c[0] === sort) || agentColumns[0];
+      // A figure of nothing (n/a) sorts last whichever the direction.
       list = list.slice().sort((x, y) => {
         const a = col[2](x, byAgent[key(x.namespace, x.agent_id)] || {}), b = col[2](y, byAgent[key(y.namespace, y.agent_id)] || {});
-        // An agent with no figure yet sorts last in either direction.
-        if ((a === null) !== (b === null)) return a === null ? 1 : -1;
+        if ((a == null) !== (b == null)) return a == null ? 1 : -1;
         return (a < b ? -1 : a > b ? 1 : x.agent_id < y.agent_id ? -1 : 1) * dir;
       });
       draw(tbody, JSON.stringify([list, byAgent, points, sort, dir]), () => list.length ? list.map((a) => agentRow(a, byAgent[key(a.namespace, a.agent_id)] || {}, points[key(a.namespace, a.agent_id)]))

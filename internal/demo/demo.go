@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -23,11 +25,17 @@ import (
 
 const help = `agentreach demo: a guided run on this machine
 
-It starts agentreach dev (authentication off), a fleet of agents with a mix
-of behaviours (fast, slow, flaky, asynchronous, and one that refuses every
-delivery), submits --jobs jobs with a progress bar, waits for every one to
-finish, and prints the health of each agent as GET /v1/metrics/agents reports
-it, with the dashboard's URL. With --keep it keeps serving afterwards.
+It starts agentreach dev (authentication off) and a fleet of agents whose
+mix shows every state and every outcome on the dashboard: fast, slow,
+flaky, asynchronous, hanging past the deadline (timeouts), refusing every
+delivery, failing some work on business grounds (FAILED, so reach and
+success differ), a capability no agent serves (dead letters), an agent
+whose probe never passes (PROBING), one that stops heartbeating (DOWN), one
+that heartbeats late (SUSPECT), one that goes OFFLINE and one DRAINING. It
+submits --jobs jobs with a progress bar, cancels a few, waits for every one
+to finish, prints the health of each agent as GET /v1/metrics/agents reports
+it and where to look, and keeps serving until Ctrl-C (--keep=false: stop
+after the report).
 
 `
 
@@ -62,7 +70,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	fs := env.NewFlagSet("demo")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), help); fs.PrintDefaults() }
 	jobsN := fs.Int("jobs", 2000, "jobs to submit")
-	keep := fs.Bool("keep", false, "keep serving after the run (Ctrl-C to stop)")
+	keep := fs.Bool("keep", true, "keep serving after the run, until Ctrl-C (false: stop after the report)")
 	addr := fs.String("addr", "127.0.0.1:0", "where the service listens")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
@@ -91,14 +99,20 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	if err := r.submit(ctx); err != nil {
 		return err
 	}
+	if err := r.cancelSome(ctx); err != nil {
+		return err
+	}
 	if err := r.waitFinished(ctx, 5*time.Minute); err != nil {
 		return err
 	}
 	if err := r.report(ctx); err != nil {
 		return err
 	}
+	if err := r.lastStates(ctx, agents); err != nil {
+		return err
+	}
 	if *keep {
-		fmt.Fprintln(env.Stdout, "Still serving; Ctrl-C to stop.")
+		fmt.Fprintf(env.Stdout, "\nStill serving at %s; the dashboard is live. Ctrl-C to stop.\n", r.base)
 		<-ctx.Done()
 	}
 	if err := r.svc.Stop(); err != nil && !errors.Is(err, context.Canceled) {
@@ -131,10 +145,15 @@ func (r *run) start(ctx context.Context, serve Serve, dsn, addr string) error {
 	return err
 }
 
-// submit submits the jobs from 16 clients, the capabilities in turn, with
-// a progress bar.
+// submit submits the jobs from 16 clients, the capabilities in turn (one
+// in 40 to image.resize, which only a dead agent serves: dead letters),
+// with a progress bar.
 func (r *run) submit(ctx context.Context) error {
-	caps := []string{"document.ocr", "document.ocr", "text.translate", "text.summarize"}
+	caps := []string{"document.ocr", "document.ocr", "text.translate", "text.summarize", "document.ocr", "text.translate", "text.summarize", "text.summarize",
+		"document.ocr", "text.translate", "document.ocr", "text.summarize", "document.ocr", "text.translate", "text.summarize", "document.ocr",
+		"text.translate", "document.ocr", "text.summarize", "document.ocr", "text.translate", "document.ocr", "text.summarize", "document.ocr",
+		"text.translate", "document.ocr", "text.summarize", "document.ocr", "text.translate", "document.ocr", "text.summarize", "document.ocr",
+		"text.translate", "document.ocr", "text.summarize", "document.ocr", "text.translate", "document.ocr", "text.summarize", "image.resize"}
 	var next, finished atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
@@ -239,4 +258,97 @@ func printHealth(w io.Writer, agents []health.AgentHealth) error {
 			f(a.ReachRate, 100, "%.1f%%"), f(a.SuccessRate, 100, "%.1f%%"), f(a.HealthScore, 1, "%.2f"), f(a.LatencyP50MS, 1, "%.1f"), f(a.LatencyP95MS, 1, "%.1f"))
 	}
 	return tw.Flush()
+}
+
+// cancelSome submits three jobs for image.describe, whose only agent never
+// passes its probe, so they wait for it (route_wait_ms), and cancels them.
+func (r *run) cancelSome(ctx context.Context) error {
+	for i := range 3 {
+		id, err := harness.Submit(ctx, r.base+"/v1/jobs", fmt.Sprintf(`{"capability":"image.describe","payload":{"n":%d},"route_wait_ms":600000}`, i))
+		if err != nil {
+			return err
+		}
+		req, err := harness.NewRequest(ctx, http.MethodPost, r.base+"/v1/jobs/"+id+"/cancel", `{"reason":"the demo changed its mind"}`)
+		if err != nil {
+			return err
+		}
+		if err := do(req); err != nil {
+			return fmt.Errorf("cancel %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// lastStates takes summarize-retired offline and has report-long hold a
+// job while it is drained, then says which state each agent is in and
+// where to look.
+func (r *run) lastStates(ctx context.Context, f *fleet) error {
+	retired := f.agentByID("summarize-retired")
+	req, err := harness.NewRequest(ctx, http.MethodPost, r.base+"/v1/agents/summarize-retired/offline", "")
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+retired.tok.Load().(string))
+	if err := do(req); err != nil {
+		return fmt.Errorf("take summarize-retired offline: %w", err)
+	}
+	held, err := harness.Submit(ctx, r.base+"/v1/jobs", `{"capability":"report.long","payload":{},"timeout_ms":3600000}`)
+	if err != nil {
+		return err
+	}
+	if _, err := harness.Until(ctx, 20*time.Second, 50*time.Millisecond, func() (bool, error) {
+		b, err := harness.Get(ctx, r.base+"/v1/jobs/"+held)
+		var j struct {
+			Status string `json:"status"`
+		}
+		_ = json.Unmarshal(b, &j)
+		return err == nil && j.Status == "DELIVERED", err
+	}); err != nil {
+		return err
+	}
+	req, err = harness.NewRequest(ctx, http.MethodPost, r.base+"/v1/agents/report-long/drain", `{"reason":"the demo drains it while it holds a job"}`)
+	if err != nil {
+		return err
+	}
+	if err := do(req); err != nil {
+		return fmt.Errorf("drain report-long: %w", err)
+	}
+	raw, err := harness.Get(ctx, r.base+"/v1/agents")
+	if err != nil {
+		return err
+	}
+	var list struct {
+		Agents []struct {
+			AgentID string `json:"agent_id"`
+			State   string `json:"state"`
+		} `json:"agents"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return err
+	}
+	states := map[string][]string{}
+	for _, a := range list.Agents {
+		states[a.State] = append(states[a.State], a.AgentID)
+	}
+	fmt.Fprintln(r.env.Stdout, "\nAgents by state now (ocr-gone goes SUSPECT, then DOWN, without heartbeats; translate-late is SUSPECT between its late heartbeats):")
+	for _, s := range []string{"HEALTHY", "SUSPECT", "DOWN", "PROBING", "DRAINING", "OFFLINE"} {
+		fmt.Fprintf(r.env.Stdout, "  %-9s %s\n", s, strings.Join(states[s], ", "))
+	}
+	fmt.Fprintf(r.env.Stdout, "\nWhere to look:\n  Dashboard:    %[1]s/dashboard/\n  Dead letters: %[1]s/dashboard/dead\n"+
+		"  Alerts:       %[1]s/dashboard/alerts\n  A held job:   %[1]s/dashboard/jobs/%[2]s\n  River UI:     %[1]s/riverui/\n", r.base, held)
+	return nil
+}
+
+// do sends req and wants a 2xx.
+func do(req *http.Request) error {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
+	}
+	return nil
 }

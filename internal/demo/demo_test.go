@@ -162,3 +162,32 @@ func TestHelp(t *testing.T) {
 		require.Contains(t, errOut.String(), want)
 	}
 }
+
+// The agents that give the dashboard its outcomes and states: a picky one
+// fails every third delivery on business grounds (from the first), a
+// probing one's health URL answers 503, a holding one accepts and never
+// reports.
+func TestFleetOutcomeAgents(t *testing.T) {
+	t.Parallel()
+	picky := testAgent(t, "picky")
+	var failed int
+	for range 6 {
+		status, body := deliver(t, picky, `{}`)
+		require.Equal(t, http.StatusOK, status)
+		if strings.Contains(body, `"FAILED"`) {
+			failed++
+			require.Contains(t, body, `"biz_code":"unreadable_input"`)
+		}
+	}
+	require.Equal(t, 2, failed)
+
+	probing := testAgent(t, "probing")
+	resp, err := http.Get(probing.srv.URL + "/unhealthy")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+
+	status, _ := deliver(t, testAgent(t, "hold"), `{}`)
+	require.Equal(t, http.StatusAccepted, status)
+	require.Less(t, healthy(), len(fleetSpec), "the probing agent never counts as healthy")
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,6 +53,17 @@ var ErrNoDatabase = errors.New("no PostgreSQL database available: " +
 	"or run PostgreSQL on 127.0.0.1:5432 (user postgres, trust auth), " +
 	"or install the PostgreSQL server binaries (initdb/pg_ctl; e.g. `apt-get install postgresql`, " +
 	"`brew install postgresql`) so a private cluster can be started")
+
+// ErrLocalUnusable is returned (wrapped) by [Open] when a PostgreSQL
+// server listens on [Options.LocalAddr] but cannot be used: Open falls back
+// to a private cluster only when nothing listens there.
+var ErrLocalUnusable = errors.New("devdb: the local PostgreSQL is not usable")
+
+// nothingListens reports whether a failed connection found no server at
+// all (the connection was refused), as opposed to a server that refused it.
+func nothingListens(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
 
 // Options configures [Open]. The zero value is ready to use.
 type Options struct {
@@ -129,7 +141,16 @@ func Open(ctx context.Context, opts Options) (*DB, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	log.Info("devdb: no usable local PostgreSQL", "addr", opts.LocalAddr, "err", localErr)
+	if !nothingListens(localErr) {
+		// A server answered and refused (too many clients, a password it
+		// wants, a role it lacks) or did not answer in time: that is this
+		// machine's PostgreSQL with a problem to fix, not its absence. A
+		// throwaway cluster in its place would hide the problem and lose
+		// whatever is written to it.
+		return nil, fmt.Errorf("%w: %s answered but could not be used: %w (fix it, set DATABASE_URL, or point --local-addr "+
+			"where nothing listens to have dev start a private cluster)", ErrLocalUnusable, opts.LocalAddr, localErr)
+	}
+	log.Info("devdb: nothing listens on the local address", "addr", opts.LocalAddr, "err", localErr)
 
 	// 3) A private cluster.
 	initdb, pgctl, binErr := findServerBinaries(opts.BinDirs, !opts.NoDefaultBinSearch)

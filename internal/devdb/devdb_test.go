@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/sql/queries"
@@ -301,4 +303,37 @@ func TestOpenPrivateStartFailureCleansUp(t *testing.T) {
 	m := regexp.MustCompile(`server log (\S+)/postmaster\.log`).FindStringSubmatch(err.Error())
 	require.Len(t, m, 2, "the error names the data folder")
 	require.NoDirExists(t, m[1], "temporary data folder removed")
+}
+
+// TestOpenRefusesALocalServerItCannotUse: a server that listens on the
+// local address and refuses the connection (a role it does not have, here;
+// too many clients or a password likewise), or something that is not
+// PostgreSQL, stops Open with the error: dev starts a private cluster only
+// when nothing listens, never in place of a server it could not use.
+func TestOpenRefusesALocalServerItCannotUse(t *testing.T) {
+	t.Parallel()
+	skipWithoutLocal(t)
+	_, err := Open(t.Context(), Options{LocalUser: "no_such_role_" + randomName(""), Logger: testLogger(t)})
+	require.ErrorIs(t, err, ErrLocalUnusable)
+	require.ErrorContains(t, err, "127.0.0.1:5432 answered but could not be used")
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "the server's own error is kept")
+	require.True(t, strings.HasPrefix(pgErr.Code, "28"), "an authorization refusal (class 28): %s", pgErr.Code)
+
+	// Something listens that is not PostgreSQL: it hangs up at once.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	_, err = Open(t.Context(), Options{LocalAddr: l.Addr().String(), Logger: testLogger(t)})
+	require.ErrorIs(t, err, ErrLocalUnusable)
+	require.NotErrorIs(t, err, ErrNoDatabase)
 }

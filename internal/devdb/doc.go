@@ -8,9 +8,14 @@
 //  2. a PostgreSQL server already listening on the local address
 //     (127.0.0.1:5432 by default) is used, and the application database is
 //     created on it when missing;
-//  3. a private, throw-away cluster is created with the PostgreSQL server
-//     binaries (initdb and pg_ctl) found on PATH or under
+//  3. only when nothing listens on the local address (the connection is
+//     refused), a private, throw-away cluster is created with the
+//     PostgreSQL server binaries (initdb and pg_ctl) found on PATH or under
 //     /usr/lib/postgresql/*/bin, and started on a free port of 127.0.0.1.
+//     A server that listens and cannot be used (too many clients, a
+//     password it wants, a role it lacks) stops Open with its error
+//     ([ErrLocalUnusable]): a throw-away cluster in its place would hide
+//     the problem and lose what is written to it.
 //
 // When none of them works, Open returns an error wrapping [ErrNoDatabase]
 // that tells the user how to fix it. [DB.Close] stops and removes a private

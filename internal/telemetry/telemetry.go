@@ -164,3 +164,35 @@ func JobContext(ctx context.Context, traceID string) context.Context {
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
+
+// Floor wraps a handler so that records below min are dropped, whatever
+// the handler would take: River logs its routine at info (a "producer job
+// counts" line per queue every few seconds, most of a quiet day's log), so
+// its logger gets a floor of warn unless the service logs at debug.
+type Floor struct {
+	slog.Handler
+	Min slog.Level
+}
+
+// Enabled implements slog.Handler.
+func (f Floor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= f.Min && f.Handler.Enabled(ctx, l)
+}
+
+// WithAttrs implements slog.Handler.
+func (f Floor) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return Floor{Handler: f.Handler.WithAttrs(attrs), Min: f.Min}
+}
+
+// WithGroup implements slog.Handler.
+func (f Floor) WithGroup(name string) slog.Handler {
+	return Floor{Handler: f.Handler.WithGroup(name), Min: f.Min}
+}
+
+// Handle implements slog.Handler.
+func (f Floor) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level < f.Min {
+		return nil
+	}
+	return f.Handler.Handle(ctx, r)
+}

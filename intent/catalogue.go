@@ -1,6 +1,7 @@
 package intent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,9 @@ type Catalogue struct {
 	Lexical *domain.LexicalIndex
 	// Names are the entries' names, in the entries' order.
 	Names []string
+	// Fingerprint is domain.Catalogue.Fingerprint: model answers are kept
+	// under it.
+	Fingerprint []byte
 }
 
 // Catalogue returns namespace ns's catalogue as it is now: the one this
@@ -120,6 +124,7 @@ func (s *Service) loadCatalogue(ctx context.Context, ns string) (*Catalogue, err
 	}
 	cat := &Catalogue{Catalogue: domain.BuildCatalogue(ns, version, agents, notes)}
 	cat.Lexical = domain.NewLexicalIndex(cat.Entries)
+	cat.Fingerprint = cat.Catalogue.Fingerprint()
 	cat.Names = make([]string, len(cat.Entries))
 	for i, e := range cat.Entries {
 		cat.Names[i] = e.Name
@@ -130,9 +135,10 @@ func (s *Service) loadCatalogue(ctx context.Context, ns string) (*Catalogue, err
 		s.catalogues[ns] = cat
 	}
 	s.mu.Unlock()
-	if prev != nil && prev.Version < version {
-		// Answers given for older versions can never be asked for again.
-		if _, err := s.pool.Exec(ctx, qPruneIntentAnswers, ns, version); err != nil {
+	if prev != nil && prev.Version < version && !bytes.Equal(prev.Fingerprint, cat.Fingerprint) {
+		// The catalogue says something new: answers given for what it said
+		// before will not be asked for again.
+		if _, err := s.pool.Exec(ctx, qPruneIntentAnswers, ns, cat.Fingerprint); err != nil {
 			s.logger.WarnContext(ctx, "prune cached intent answers", "namespace", ns, "err", err)
 		}
 	}

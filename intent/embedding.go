@@ -40,10 +40,12 @@ type embedding struct {
 	sets map[string]*vectorSet // by namespace
 }
 
-// vectorSet is the vectors of one catalogue version, in its entries' order.
+// vectorSet is the vectors of one catalogue's entries, in their order,
+// for what the catalogue said (its fingerprint).
 type vectorSet struct {
-	version int64
-	vecs    [][]float32
+	fingerprint []byte
+	version     int64
+	vecs        [][]float32
 }
 
 func newEmbedding(s *Service, c *modelClient) *embedding {
@@ -73,10 +75,10 @@ func (e *embedding) vectors(ctx context.Context, cat *Catalogue) (*vectorSet, er
 	e.mu.Lock()
 	set := e.sets[cat.Namespace]
 	e.mu.Unlock()
-	if set != nil && set.version == cat.Version {
-		return set, nil
+	if set != nil && bytes.Equal(set.fingerprint, cat.Fingerprint) {
+		return set, nil // a version that says nothing new has the same vectors
 	}
-	got, err, _ := e.s.loads.Do("vectors|"+cat.Namespace+"|"+e.Model()+"|"+fmt.Sprint(cat.Version), func() (any, error) {
+	got, err, _ := e.s.loads.Do(fmt.Sprintf("vectors|%s|%s|%x", cat.Namespace, e.Model(), cat.Fingerprint), func() (any, error) {
 		return e.refresh(ctx, cat)
 	})
 	if err != nil {
@@ -107,7 +109,7 @@ func (e *embedding) refresh(ctx context.Context, cat *Catalogue) (*vectorSet, er
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("capability vectors: %w", err)
 	}
-	set := &vectorSet{version: cat.Version, vecs: make([][]float32, len(cat.Entries))}
+	set := &vectorSet{fingerprint: cat.Fingerprint, version: cat.Version, vecs: make([][]float32, len(cat.Entries))}
 	var missing []int
 	hashes := make([][]byte, len(cat.Entries))
 	texts := make([]string, len(cat.Entries))

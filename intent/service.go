@@ -3,7 +3,6 @@ package intent
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -233,7 +232,7 @@ func (s *Service) Resolve(ctx context.Context, ns, intent string) (domain.Intent
 func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent, norm string, prior domain.IntentRanking) (domain.RankedStep, error) {
 	st := domain.RankedStep{Resolver: m.r.Name(), Model: m.r.Model(), Threshold: m.threshold}
 	sum := sha256.Sum256([]byte(norm))
-	key := answerKey{ns: cat.Namespace, resolver: st.Resolver, model: st.Model, version: cat.Version, hash: sum[:]}
+	key := answerKey{ns: cat.Namespace, resolver: st.Resolver, model: st.Model, catalogue: cat.Fingerprint, hash: sum[:]}
 	if r, ok, err := s.cached(ctx, key); err != nil {
 		return st, err
 	} else if ok {
@@ -254,7 +253,7 @@ func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent,
 			return nil, err
 		}
 		s.modelAnswers.Add(1)
-		if _, err := s.pool.Exec(ctx, qInsertIntentAnswer, key.ns, key.resolver, key.model, key.version, key.hash, norm, r); err != nil {
+		if _, err := s.pool.Exec(ctx, qInsertIntentAnswer, key.ns, key.resolver, key.model, key.catalogue, key.hash, cat.Version, norm, r); err != nil {
 			return nil, fmt.Errorf("%w: %w", errCacheWrite, err)
 		}
 		return r, nil
@@ -276,20 +275,20 @@ func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent,
 
 var errCacheWrite = errors.New("cache a model answer")
 
-// answerKey is where a model answer is cached.
+// answerKey is where a model answer is cached: by what the catalogue
+// says (its fingerprint) and the normalised intent's hash.
 type answerKey struct {
 	ns, resolver, model string
-	version             int64
-	hash                []byte
+	catalogue, hash     []byte
 }
 
 func (k answerKey) String() string {
-	return fmt.Sprintf("%s|%s|%s|%d|%s", k.ns, k.resolver, k.model, k.version, hex.EncodeToString(k.hash))
+	return fmt.Sprintf("%s|%s|%s|%x|%x", k.ns, k.resolver, k.model, k.catalogue, k.hash)
 }
 
 func (s *Service) cached(ctx context.Context, k answerKey) (domain.IntentRanking, bool, error) {
 	var r domain.IntentRanking
-	err := s.pool.QueryRow(ctx, qIntentAnswer, k.ns, k.resolver, k.model, k.version, k.hash).Scan(&r)
+	err := s.pool.QueryRow(ctx, qIntentAnswer, k.ns, k.resolver, k.model, k.catalogue, k.hash).Scan(&r)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return r, false, nil

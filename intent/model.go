@@ -70,7 +70,7 @@ func (c *modelClient) post(ctx context.Context, path string, body, out any) erro
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(path), bytes.NewReader(b))
 	if err != nil {
-		return fmt.Errorf("%w: %v", errModel, err)
+		return fmt.Errorf("%w: %w", errModel, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.cfg.Key != "" {
@@ -78,7 +78,7 @@ func (c *modelClient) post(ctx context.Context, path string, body, out any) erro
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errModel, err)
+		return fmt.Errorf("%w: %w", errModel, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -86,7 +86,7 @@ func (c *modelClient) post(ctx context.Context, path string, body, out any) erro
 		return fmt.Errorf("%w %s answered %d", errModel, path, resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxModelAnswer)).Decode(out); err != nil {
-		return fmt.Errorf("%w %s: not an answer: %v", errModel, path, err)
+		return fmt.Errorf("%w %s: not an answer: %w", errModel, path, err)
 	}
 	return nil
 }

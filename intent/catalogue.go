@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -55,7 +56,12 @@ func (s *Service) Catalogue(ctx context.Context, ns string) (*Catalogue, error) 
 	if held != nil && held.Version == v {
 		return held, nil
 	}
-	got, err, _ := s.loads.Do(ns, func() (any, error) { return s.loadCatalogue(ctx, ns) })
+	got, err, _ := s.loads.Do(ns, func() (any, error) {
+		// Shared by every caller that needs it now: not bound to the first one's request.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return s.loadCatalogue(lctx, ns)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,7 @@ func (e *embedding) vectors(ctx context.Context, cat *Catalogue) (*vectorSet, er
 		return set, nil // a version that says nothing new has the same vectors
 	}
 	got, err, _ := e.s.loads.Do(fmt.Sprintf("vectors|%s|%s|%x", cat.Namespace, e.Model(), cat.Fingerprint), func() (any, error) {
-		return e.refresh(ctx, cat)
+		return e.refresh(ctx, cat) // ctx is the model call's own (Service.ask)
 	})
 	if err != nil {
 		return nil, err
@@ -144,13 +144,13 @@ func (e *embedding) refresh(ctx context.Context, cat *Catalogue) (*vectorSet, er
 			}
 			return nil
 		})
-		if err != nil {
-			return nil, fmt.Errorf("%w: keep capability vectors: %w", errCacheWrite, err)
+		if err != nil { // the vectors stand; the next process to need them embeds them again
+			e.s.logger.WarnContext(ctx, "keep capability vectors", "namespace", cat.Namespace, "model", e.Model(), "err", err)
 		}
 	}
 	if len(have) > len(cat.Entries)-len(missing) {
 		if _, err := e.s.pool.Exec(ctx, qDeleteStaleVectors, cat.Namespace, e.Model(), cat.Names); err != nil {
-			return nil, fmt.Errorf("%w: drop stale capability vectors: %w", errCacheWrite, err)
+			e.s.logger.WarnContext(ctx, "drop stale capability vectors", "namespace", cat.Namespace, "model", e.Model(), "err", err)
 		}
 	}
 	e.mu.Lock()

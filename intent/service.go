@@ -246,22 +246,22 @@ func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent,
 		return st, nil
 	}
 	v, err, _ := s.calls.Do(key.String(), func() (any, error) {
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		// Shared by every caller asking the same now: not bound to the
+		// first one's request.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 		defer cancel()
 		r, err := m.r.Rank(cctx, cat, intent, prior)
 		if err != nil {
 			return nil, err
 		}
 		s.modelAnswers.Add(1)
-		if _, err := s.pool.Exec(ctx, qInsertIntentAnswer, key.ns, key.resolver, key.model, key.catalogue, key.hash, cat.Version, norm, r); err != nil {
-			return nil, fmt.Errorf("%w: %w", errCacheWrite, err)
+		if _, err := s.pool.Exec(cctx, qInsertIntentAnswer, key.ns, key.resolver, key.model, key.catalogue, key.hash, cat.Version, norm, r); err != nil {
+			// The answer stands; only the next ask will not find it.
+			s.logger.WarnContext(ctx, "cache an intent answer", "resolver", key.resolver, "model", key.model, "err", err)
 		}
 		return r, nil
 	})
-	switch {
-	case errors.Is(err, errCacheWrite):
-		return st, err // the database's failure, not the model's
-	case err != nil:
+	if err != nil {
 		m.downUntil.Store(s.now().Add(s.cfg.CoolDown).UnixNano())
 		s.unavailable.Add(1)
 		st.Error = err.Error()
@@ -272,8 +272,6 @@ func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent,
 	st.Ranking = &r
 	return st, nil
 }
-
-var errCacheWrite = errors.New("cache a model answer")
 
 // answerKey is where a model answer is cached: by what the catalogue
 // says (its fingerprint) and the normalised intent's hash.

@@ -18,6 +18,7 @@ const keysHelp = `agentreach keys: API keys (needs an admin key: --key or AGENTR
   agentreach keys revoke KEY_ID
 
 Scopes: admin, jobs:read, jobs:approve, agents:read, agents:write,
+agents:lookup, capabilities:read (the catalogue and intent resolution),
 jobs:submit:<capability pattern> ('*' matches any run of characters).
 The key is printed once; only its hash is kept.
 `

@@ -204,8 +204,7 @@ type Catalogue struct {
 // Fingerprint is the SHA-256 of what the catalogue says: every entry's
 // name, title, description, examples and tags, in order. Two versions that
 // say the same (a replica of a known agent joined, one left) have one
-// fingerprint, so answers given for one hold for the other; which agents
-// offer an entry is not part of it.
+// fingerprint; which agents offer an entry is not part of it.
 func (c *Catalogue) Fingerprint() []byte {
 	h := sha256.New()
 	for _, e := range c.Entries {

@@ -1,7 +1,6 @@
 package intent
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,8 +36,8 @@ type Catalogue struct {
 	Lexical *domain.LexicalIndex
 	// Names are the entries' names, in the entries' order.
 	Names []string
-	// Fingerprint is domain.Catalogue.Fingerprint: model answers are kept
-	// under it.
+	// Fingerprint is domain.Catalogue.Fingerprint: a version that says
+	// nothing new keeps its entries' vectors.
 	Fingerprint []byte
 }
 
@@ -141,10 +140,9 @@ func (s *Service) loadCatalogue(ctx context.Context, ns string) (*Catalogue, err
 		s.catalogues[ns] = cat
 	}
 	s.mu.Unlock()
-	if prev != nil && prev.Version < version && !bytes.Equal(prev.Fingerprint, cat.Fingerprint) {
-		// The catalogue says something new: answers given for what it said
-		// before will not be asked for again.
-		if _, err := s.pool.Exec(ctx, qPruneIntentAnswers, ns, cat.Fingerprint); err != nil {
+	if prev != nil && prev.Version < version {
+		// Answers given for older versions will not be asked for again.
+		if _, err := s.pool.Exec(ctx, qPruneIntentAnswers, ns, version); err != nil {
 			s.logger.WarnContext(ctx, "prune cached intent answers", "namespace", ns, "err", err)
 		}
 	}

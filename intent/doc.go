@@ -8,9 +8,8 @@
 // endpoint: Ollama, vLLM, a hosted API) and an LLM fallback (any
 // OpenAI-compatible /chat/completions endpoint, asked to choose one of the
 // catalogue's names). Every model answer is kept in PostgreSQL by
-// namespace, model, catalogue version (named by the fingerprint of what it
-// says, so a version that says nothing new keeps the answers) and
-// normalised intent, so a repeated intent never calls a model twice; a model that fails or times out is a
+// namespace, model, catalogue version and normalised intent, so a repeated
+// intent never calls a model twice; a model that fails or times out is a
 // step the resolution records, never an error of the resolution, and is
 // left alone for a short cool-down.
 //

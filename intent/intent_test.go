@@ -384,7 +384,8 @@ func TestEmbeddingResolver(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM intent_answers WHERE namespace = 'shop'`).Scan(&answers))
 	require.Equal(t, 1, answers)
 
-	// A replica joins: a new version that says nothing new keeps the answer.
+	// A replica joins: a new version, so the intent is asked again, but the
+	// catalogue says nothing new and none of its entries is embedded again.
 	before, err := b.svc.Catalogue(b.ctx, "shop")
 	require.NoError(t, err)
 	b.register(t, "parcels-2", nil, nil, "parcel.track")
@@ -394,21 +395,22 @@ func TestEmbeddingResolver(t *testing.T) {
 	require.Equal(t, before.Fingerprint, after.Fingerprint)
 	res, err = b.svc.Resolve(b.ctx, "shop", words)
 	require.NoError(t, err)
-	require.True(t, res.Cached, "the catalogue says the same: the answer holds")
+	require.False(t, res.Cached, "an answer holds for the version it was given for")
 	require.Equal(t, after.Version, res.CatalogueVersion)
-	require.EqualValues(t, 2, m.embeds.Load(), "neither the catalogue nor the intent embedded again")
+	require.EqualValues(t, 3, m.embeds.Load(), "the intent alone")
+	require.EqualValues(t, 6, m.inputs.Load())
 
-	// A changed catalogue: the cached answer was for what it said before.
+	// A changed catalogue: the cached answer was for the old version.
 	_, _, err = b.svc.Describe(b.ctx, "shop", "weather.forecast", domain.CapabilityDoc{Examples: []string{"do I need an umbrella"}},
 		domain.Metadata{Actor: "test"})
 	require.NoError(t, err)
 	res, err = b.svc.Resolve(b.ctx, "shop", words)
 	require.NoError(t, err)
 	require.False(t, res.Cached, "a new catalogue version asks again")
-	require.EqualValues(t, 4, m.embeds.Load(), "the changed entry, then the intent")
-	require.EqualValues(t, 7, m.inputs.Load(), "only the changed entry was embedded again")
+	require.EqualValues(t, 5, m.embeds.Load(), "the changed entry, then the intent")
+	require.EqualValues(t, 8, m.inputs.Load(), "only the changed entry was embedded again")
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM intent_answers WHERE namespace = 'shop'`).Scan(&answers))
-	require.Equal(t, 1, answers, "the answer for what the catalogue said before was pruned")
+	require.Equal(t, 1, answers, "the older versions' answers were pruned")
 
 	// The same text in an unrelated namespace does not reuse shop's answer.
 	b.register(t, "elsewhere", nil, nil, "weather.forecast")

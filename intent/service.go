@@ -232,7 +232,7 @@ func (s *Service) Resolve(ctx context.Context, ns, intent string) (domain.Intent
 func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent, norm string, prior domain.IntentRanking) (domain.RankedStep, error) {
 	st := domain.RankedStep{Resolver: m.r.Name(), Model: m.r.Model(), Threshold: m.threshold}
 	sum := sha256.Sum256([]byte(norm))
-	key := answerKey{ns: cat.Namespace, resolver: st.Resolver, model: st.Model, catalogue: cat.Fingerprint, hash: sum[:]}
+	key := answerKey{ns: cat.Namespace, resolver: st.Resolver, model: st.Model, version: cat.Version, hash: sum[:]}
 	if r, ok, err := s.cached(ctx, key); err != nil {
 		return st, err
 	} else if ok {
@@ -255,7 +255,7 @@ func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent,
 			return nil, err
 		}
 		s.modelAnswers.Add(1)
-		if _, err := s.pool.Exec(cctx, qInsertIntentAnswer, key.ns, key.resolver, key.model, key.catalogue, key.hash, cat.Version, norm, r); err != nil {
+		if _, err := s.pool.Exec(cctx, qInsertIntentAnswer, key.ns, key.resolver, key.model, key.version, key.hash, norm, r); err != nil {
 			// The answer stands; only the next ask will not find it.
 			s.logger.WarnContext(ctx, "cache an intent answer", "resolver", key.resolver, "model", key.model, "err", err)
 		}
@@ -273,20 +273,21 @@ func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent,
 	return st, nil
 }
 
-// answerKey is where a model answer is cached: by what the catalogue
-// says (its fingerprint) and the normalised intent's hash.
+// answerKey is where a model answer is cached: by catalogue version and
+// the normalised intent's hash.
 type answerKey struct {
 	ns, resolver, model string
-	catalogue, hash     []byte
+	version             int64
+	hash                []byte
 }
 
 func (k answerKey) String() string {
-	return fmt.Sprintf("%s|%s|%s|%x|%x", k.ns, k.resolver, k.model, k.catalogue, k.hash)
+	return fmt.Sprintf("%s|%s|%s|%d|%x", k.ns, k.resolver, k.model, k.version, k.hash)
 }
 
 func (s *Service) cached(ctx context.Context, k answerKey) (domain.IntentRanking, bool, error) {
 	var r domain.IntentRanking
-	err := s.pool.QueryRow(ctx, qIntentAnswer, k.ns, k.resolver, k.model, k.catalogue, k.hash).Scan(&r)
+	err := s.pool.QueryRow(ctx, qIntentAnswer, k.ns, k.resolver, k.model, k.version, k.hash).Scan(&r)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return r, false, nil

@@ -76,25 +76,18 @@ CREATE TABLE capability_vectors (
 );
 
 -- Every model answer (an embedding ranking, a chat model's choice), by
--- namespace, resolver, model, the catalogue it was given for and normalised
--- intent (domain.NormalizeIntent; its SHA-256 in the key, since an intent may
--- be longer than an index entry): a repeated intent never calls a model
--- twice. The catalogue is named by the fingerprint of what its version says
--- (domain.Catalogue.Fingerprint: every entry's name and words), so a version
--- that says nothing new (a replica of a known agent joining, one leaving)
--- keeps the answers, and any version that changes a word does not.
--- catalogue_version is the version the answer was first given for. Answers
--- of other fingerprints are pruned when a catalogue that says something new
--- is loaded.
+-- namespace, resolver, model, catalogue version and normalised intent
+-- (domain.NormalizeIntent; its SHA-256 in the key, since an intent may be
+-- longer than an index entry): a repeated intent never calls a model twice.
+-- Answers of older catalogue versions are pruned when a newer one is loaded.
 CREATE TABLE intent_answers (
     namespace         text        NOT NULL,
     resolver          text        NOT NULL,
     model             text        NOT NULL,
-    catalogue_hash    bytea       NOT NULL,
-    intent_hash       bytea       NOT NULL,
     catalogue_version bigint      NOT NULL,
+    intent_hash       bytea       NOT NULL,
     intent            text        NOT NULL,
     answer            jsonb       NOT NULL, -- domain.IntentRanking
     created_at        timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (namespace, resolver, model, catalogue_hash, intent_hash)
+    PRIMARY KEY (namespace, resolver, model, catalogue_version, intent_hash)
 );

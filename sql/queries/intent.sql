@@ -62,15 +62,15 @@ ON CONFLICT (namespace, model, capability) DO UPDATE SET text_hash = excluded.te
 DELETE FROM capability_vectors WHERE namespace = $1 AND model = $2 AND NOT (capability = ANY($3::text[]));
 
 -- name: IntentAnswer
--- A cached model answer, for one catalogue fingerprint.
+-- A cached model answer.
 SELECT answer FROM intent_answers
-WHERE namespace = $1 AND resolver = $2 AND model = $3 AND catalogue_hash = $4 AND intent_hash = $5;
+WHERE namespace = $1 AND resolver = $2 AND model = $3 AND catalogue_version = $4 AND intent_hash = $5;
 
 -- name: InsertIntentAnswer
 -- Caches a model answer; a concurrent identical one stays as it was.
-INSERT INTO intent_answers (namespace, resolver, model, catalogue_hash, intent_hash, catalogue_version, intent, answer)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING;
+INSERT INTO intent_answers (namespace, resolver, model, catalogue_version, intent_hash, intent, answer)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING;
 
 -- name: PruneIntentAnswers
--- Drops the cached answers a namespace's catalogue no longer says the same as.
-DELETE FROM intent_answers WHERE namespace = $1 AND catalogue_hash <> $2;
+-- Drops the cached answers of a namespace's older catalogue versions.
+DELETE FROM intent_answers WHERE namespace = $1 AND catalogue_version < $2;

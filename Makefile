@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run preflight test test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
+.PHONY: help build run preflight test test-python test-short bench bench-micro chaos demo fuzz lint fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,27 @@ test: preflight ## every test, against the real PostgreSQL (each test gets its o
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 5s ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime 5s ./httpapi
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+	$(MAKE) --no-print-directory test-python
+
+# The Python SDK (sdk/python) runs in a virtual environment under build/,
+# made when missing and brought up to date only when its pyproject.toml
+# changes. PY_EXTRAS=test,langchain,crewai brings in CrewAI too (about 1 GB).
+PYTHON ?= python3
+PY_VENV := build/venv
+PY_EXTRAS ?= test,langchain
+comma := ,
+PY_STAMP := $(PY_VENV)/.installed-$(subst $(comma),-,$(PY_EXTRAS))
+
+$(PY_STAMP): sdk/python/pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "make: the Python SDK needs Python 3.10 or newer as $(PYTHON)"; exit 1; }
+	@test -x $(PY_VENV)/bin/python || $(PYTHON) -m venv $(PY_VENV)
+	$(PY_VENV)/bin/python -m pip install -q --disable-pip-version-check -e 'sdk/python[$(PY_EXTRAS)]'
+	@rm -f $(PY_VENV)/.installed-*
+	@touch $@
+
+test-python: $(PY_STAMP) build ## the Python SDK: mypy --strict, then pytest against the real service
+	cd sdk/python && ../../$(PY_VENV)/bin/mypy
+	cd sdk/python && AGENTREACH_BIN=$(CURDIR)/bin/agentreach ../../$(PY_VENV)/bin/pytest -q -p no:cacheprovider
 
 demo: build ## a guided run: dev, a fleet with flaky, slow and dead agents, 2000 jobs, the health table
 	./bin/agentreach demo --jobs 2000

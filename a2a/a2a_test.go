@@ -43,9 +43,13 @@ func TestParseTask(t *testing.T) {
 		{"v1.0 status update is partial",
 			`{"statusUpdate":{"taskId":"t3","contextId":"c3","status":{"state":"TASK_STATE_REJECTED"}}}`,
 			a2a.Task{ID: "t3", ContextID: "c3", State: a2a.StateRejected, Partial: true}},
-		{"failed task keeps its status message as the result",
+		{"a task without artifacts reads its status message, and says so",
 			`{"kind":"task","id":"t4","status":{"state":"failed","message":{"kind":"message","messageId":"x","role":"agent","parts":[{"kind":"text","text":"boom"}]}}}`,
-			a2a.Task{ID: "t4", State: a2a.StateFailed, Result: json.RawMessage(`"boom"`)}},
+			a2a.Task{ID: "t4", State: a2a.StateFailed, Result: json.RawMessage(`"boom"`), FromMessage: true}},
+		{"artifacts are the result, whatever the status says",
+			`{"kind":"task","id":"t5","status":{"state":"failed","message":{"kind":"message","messageId":"x","role":"agent","parts":[{"kind":"text","text":"half"}]}},` +
+				`"artifacts":[{"artifactId":"a","parts":[{"kind":"data","data":{"done":1}}]}]}`,
+			a2a.Task{ID: "t5", State: a2a.StateFailed, Result: json.RawMessage(`{"done":1}`)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -61,6 +65,11 @@ func TestParseTask(t *testing.T) {
 			require.Equal(t, c.want, got)
 		})
 	}
+	failed, err := a2a.ParseTask([]byte(`{"statusUpdate":{"taskId":"t","status":{"state":"TASK_STATE_FAILED","message":{"messageId":"m",` +
+		`"role":"ROLE_AGENT","parts":[{"text":"out of"},{"data":{"x":1}},{"text":"paper"}]}}}}`))
+	require.NoError(t, err)
+	require.Equal(t, "out of\npaper", failed.StatusText(), "the status message's text parts")
+	require.Empty(t, a2a.Task{}.StatusText())
 	for _, bad := range []string{`[]`, `{"kind":"task"}`, `{"kind":"nonsense"}`, `{}`, `not json`} {
 		_, err := a2a.ParseTask([]byte(bad))
 		require.ErrorIs(t, err, a2a.ErrBadTask, bad)

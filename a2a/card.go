@@ -43,8 +43,10 @@ type Interface struct {
 }
 
 // Capabilities are what an agent offers beyond a plain request: streaming,
-// push notifications, its tasks' history of states.
+// push notifications, its tasks' history of states (v0.3), an extended
+// card for authenticated callers (v1.0; v0.3 says so at the card's top).
 type Capabilities struct {
+	ExtendedAgentCard      bool `json:"extendedAgentCard,omitempty"`
 	PushNotifications      bool `json:"pushNotifications,omitempty"`
 	StateTransitionHistory bool `json:"stateTransitionHistory,omitempty"`
 	Streaming              bool `json:"streaming,omitempty"`

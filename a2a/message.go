@@ -116,12 +116,30 @@ type SendConfigV1 struct {
 	TaskPushNotificationConfig *PushConfigV1 `json:"taskPushNotificationConfig,omitempty"`
 }
 
-// PushConfigV1 is v1.0's push config: one scheme, not a list.
+// PushConfigV1 is v1.0's TaskPushNotificationConfig: flat (the task's
+// id beside the url), one scheme, not a list. It is both what a
+// SendMessageConfiguration carries and what the push-config methods take
+// and answer.
 type PushConfigV1 struct {
 	Authentication *PushAuthV1 `json:"authentication,omitempty"`
 	ID             string      `json:"id,omitempty"`
+	TaskID         string      `json:"taskId,omitempty"`
+	Tenant         string      `json:"tenant,omitempty"`
 	Token          string      `json:"token,omitempty"`
 	URL            string      `json:"url"`
+}
+
+// ListPushConfigsV1 is v1.0's ListTaskPushNotificationConfigsResponse.
+type ListPushConfigsV1 struct {
+	Configs       []PushConfigV1 `json:"configs"`
+	NextPageToken string         `json:"nextPageToken"`
+}
+
+// PushConfigRefV03 are the params of v0.3's tasks/pushNotificationConfig
+// get, list and delete: the task's id, and the config's.
+type PushConfigRefV03 struct {
+	ID                       string `json:"id"`
+	PushNotificationConfigID string `json:"pushNotificationConfigId,omitempty"`
 }
 
 // PushAuthV1 are the credentials of a v1.0 push and their scheme.

@@ -103,6 +103,58 @@ type ArtifactV1 struct {
 	Parts       []PartV1        `json:"parts"`
 }
 
+// StatusUpdateV03 is a v0.3 status-update event (kind "status-update"):
+// final says the stream ends with it.
+type StatusUpdateV03 struct {
+	ContextID string          `json:"contextId"`
+	Final     bool            `json:"final"`
+	Kind      string          `json:"kind"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Status    TaskStatusV03   `json:"status"`
+	TaskID    string          `json:"taskId"`
+}
+
+// ArtifactUpdateV03 is a v0.3 artifact-update event (kind
+// "artifact-update").
+type ArtifactUpdateV03 struct {
+	Append    bool            `json:"append,omitempty"`
+	Artifact  ArtifactV03     `json:"artifact"`
+	ContextID string          `json:"contextId"`
+	Kind      string          `json:"kind"`
+	LastChunk bool            `json:"lastChunk,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	TaskID    string          `json:"taskId"`
+}
+
+// StatusUpdateV1 is v1.0's TaskStatusUpdateEvent: no kind and no final
+// (the stream's end says it).
+type StatusUpdateV1 struct {
+	ContextID string          `json:"contextId"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Status    TaskStatusV1    `json:"status"`
+	TaskID    string          `json:"taskId"`
+}
+
+// ArtifactUpdateV1 is v1.0's TaskArtifactUpdateEvent.
+type ArtifactUpdateV1 struct {
+	Append    bool            `json:"append,omitempty"`
+	Artifact  ArtifactV1      `json:"artifact"`
+	ContextID string          `json:"contextId"`
+	LastChunk bool            `json:"lastChunk,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	TaskID    string          `json:"taskId"`
+}
+
+// StreamResponseV1 is v1.0's StreamResponse, what its streams carry and
+// its push notifications are: exactly one of a task, a message, a status
+// update or an artifact update.
+type StreamResponseV1 struct {
+	ArtifactUpdate *ArtifactUpdateV1 `json:"artifactUpdate,omitempty"`
+	Message        *MessageV1        `json:"message,omitempty"`
+	StatusUpdate   *StatusUpdateV1   `json:"statusUpdate,omitempty"`
+	Task           *TaskV1           `json:"task,omitempty"`
+}
+
 // SendResultV1 is v1.0's SendMessageResponse: a task or a message.
 type SendResultV1 struct {
 	Message *MessageV1 `json:"message,omitempty"`
@@ -122,6 +174,29 @@ type Task struct {
 	// Partial: the update carried a status but not the task's artifacts
 	// (a v1.0 statusUpdate), so Result may be incomplete.
 	Partial bool
+	// FromMessage: the task has no artifacts, and Result is its status
+	// message's parts.
+	FromMessage bool
+}
+
+// StatusText is the text of the task's status message: its text parts,
+// joined by newlines ("" if it has none).
+func (t Task) StatusText() string {
+	var m struct {
+		Parts []struct {
+			Text *string `json:"text"`
+		} `json:"parts"`
+	}
+	if json.Unmarshal(t.Message, &m) != nil {
+		return ""
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Text != nil {
+			texts = append(texts, *p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // An update as agents send it, of either version: its parts are kept as
@@ -189,7 +264,7 @@ func ParseTask(raw []byte) (Task, error) {
 		}
 		t.Result = ResultOf(parts)
 		if t.Result == nil && len(w.Status.Message) > 0 {
-			t.Result = messageResult(w.Status.Message)
+			t.Result, t.FromMessage = messageResult(w.Status.Message), true
 		}
 		return t, nil
 	case "message":
@@ -200,7 +275,7 @@ func ParseTask(raw []byte) (Task, error) {
 		}
 		t := Task{ID: w.TaskID, ContextID: w.ContextID, State: NormalizeState(w.Status.State), Message: w.Status.Message, Partial: true}
 		if len(w.Status.Message) > 0 {
-			t.Result = messageResult(w.Status.Message)
+			t.Result, t.FromMessage = messageResult(w.Status.Message), true
 		}
 		return t, nil
 	case "artifact-update":

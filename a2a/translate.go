@@ -258,24 +258,130 @@ func (m MessageV03) V1() MessageV1 {
 
 // V1 is the task in v1.0's shape.
 func (t TaskV03) V1() TaskV1 {
-	out := TaskV1{ContextID: t.ContextID, ID: t.ID, Metadata: t.Metadata,
-		Status: TaskStatusV1{State: StateV1(t.Status.State), Timestamp: t.Status.Timestamp}}
-	if t.Status.Message != nil {
-		m := t.Status.Message.V1()
-		out.Status.Message = &m
-	}
+	out := TaskV1{ContextID: t.ContextID, ID: t.ID, Metadata: t.Metadata, Status: t.Status.V1()}
 	for _, a := range t.Artifacts {
-		v1 := ArtifactV1{ArtifactID: a.ArtifactID, Description: a.Description, Extensions: a.Extensions, Metadata: a.Metadata, Name: a.Name}
-		if a.Parts != nil {
-			v1.Parts = make([]PartV1, len(a.Parts))
-			for i, p := range a.Parts {
-				v1.Parts[i] = p.V1()
-			}
-		}
-		out.Artifacts = append(out.Artifacts, v1)
+		out.Artifacts = append(out.Artifacts, a.V1())
 	}
 	for _, m := range t.History {
 		out.History = append(out.History, m.V1())
 	}
 	return out
+}
+
+// V1 is the status in v1.0's shape.
+func (s TaskStatusV03) V1() TaskStatusV1 {
+	out := TaskStatusV1{State: StateV1(s.State), Timestamp: s.Timestamp}
+	if s.Message != nil {
+		m := s.Message.V1()
+		out.Message = &m
+	}
+	return out
+}
+
+// V1 is the artifact in v1.0's shape.
+func (a ArtifactV03) V1() ArtifactV1 {
+	out := ArtifactV1{ArtifactID: a.ArtifactID, Description: a.Description, Extensions: a.Extensions, Metadata: a.Metadata, Name: a.Name}
+	if a.Parts != nil {
+		out.Parts = make([]PartV1, len(a.Parts))
+		for i, p := range a.Parts {
+			out.Parts[i] = p.V1()
+		}
+	}
+	return out
+}
+
+// StatusUpdateV1 is the task's status as a v1.0 status update: what a
+// v1.0 stream sends after its first event, the task itself.
+func (t TaskV03) StatusUpdateV1() StatusUpdateV1 {
+	return StatusUpdateV1{ContextID: t.ContextID, Metadata: t.Metadata, Status: t.Status.V1(), TaskID: t.ID}
+}
+
+// V1 is the event in v1.0's shape: final is dropped, as a v1.0 stream
+// ends when the task does.
+func (e StatusUpdateV03) V1() StatusUpdateV1 {
+	return StatusUpdateV1{ContextID: e.ContextID, Metadata: e.Metadata, Status: e.Status.V1(), TaskID: e.TaskID}
+}
+
+// V1 is the event in v1.0's shape.
+func (e ArtifactUpdateV03) V1() ArtifactUpdateV1 {
+	return ArtifactUpdateV1{Append: e.Append, Artifact: e.Artifact.V1(), ContextID: e.ContextID, LastChunk: e.LastChunk,
+		Metadata: e.Metadata, TaskID: e.TaskID}
+}
+
+// V1 is the push config of task taskID in v1.0's flat shape: the first of
+// its schemes (v1.0 has one).
+func (p PushConfigV03) V1(taskID string) PushConfigV1 {
+	out := PushConfigV1{ID: p.ID, TaskID: taskID, Token: p.Token, URL: p.URL}
+	if a := p.Authentication; a != nil {
+		out.Authentication = &PushAuthV1{Credentials: a.Credentials}
+		if len(a.Schemes) > 0 {
+			out.Authentication.Scheme = a.Schemes[0]
+		}
+	}
+	return out
+}
+
+// V1 is the task's push config in v1.0's flat shape.
+func (p TaskPushConfigV03) V1() PushConfigV1 { return p.PushNotificationConfig.V1(p.TaskID) }
+
+// TaskV03 is the flat config as v0.3's tasks/pushNotificationConfig/set
+// takes it: the task's id beside the config.
+func (p PushConfigV1) TaskV03() TaskPushConfigV03 {
+	return TaskPushConfigV03{PushNotificationConfig: p.V03(), TaskID: p.TaskID}
+}
+
+// ReadTaskPushConfig reads the params of a push config's creation as
+// callers send them: v1.0's flat TaskPushNotificationConfig (url and token
+// beside taskId) or v0.3's, whose config is nested in
+// pushNotificationConfig, with its credentials' scheme in either
+// version's spelling. It answers them in v0.3's shape.
+func ReadTaskPushConfig(raw []byte) (TaskPushConfigV03, error) {
+	var probe struct {
+		Nested json.RawMessage `json:"pushNotificationConfig"`
+		TaskID string          `json:"taskId"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return TaskPushConfigV03{}, err
+	}
+	flat := raw
+	if isObject(probe.Nested) {
+		flat = probe.Nested
+	}
+	var p struct {
+		PushConfigV1
+		Authentication *struct {
+			Credentials string   `json:"credentials"`
+			Scheme      string   `json:"scheme"`
+			Schemes     []string `json:"schemes"`
+		} `json:"authentication"`
+	}
+	if err := json.Unmarshal(flat, &p); err != nil {
+		return TaskPushConfigV03{}, err
+	}
+	if a := p.Authentication; a != nil {
+		p.PushConfigV1.Authentication = &PushAuthV1{Credentials: a.Credentials, Scheme: a.Scheme}
+		if a.Scheme == "" && len(a.Schemes) > 0 {
+			p.PushConfigV1.Authentication.Scheme = a.Schemes[0]
+		}
+	}
+	p.TaskID = probe.TaskID
+	return p.TaskV03(), nil
+}
+
+// ReadPushConfigRef reads the params of a push config's get, list or
+// delete as callers send them: v1.0's {taskId, id} or v0.3's {id,
+// pushNotificationConfigId}, where id is the task's. It answers them in
+// v0.3's shape.
+func ReadPushConfigRef(raw []byte) (PushConfigRefV03, error) {
+	var p struct {
+		PushConfigRefV03
+		TaskID *string `json:"taskId"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return PushConfigRefV03{}, err
+	}
+	if p.TaskID == nil {
+		return p.PushConfigRefV03, nil
+	}
+	return PushConfigRefV03{ID: *p.TaskID, PushNotificationConfigID: p.ID}, nil
 }

@@ -79,6 +79,10 @@ type Principal struct {
 	expires *time.Time
 }
 
+// ExpiresAt is when the principal's key stops working, nil when it never
+// does.
+func (p *Principal) ExpiresAt() *time.Time { return p.expires }
+
 // Actor names the principal in event metadata.
 func (p *Principal) Actor() string { return "key:" + p.KeyID }
 

@@ -34,6 +34,11 @@ type Observation struct {
 	Reason     string // why it failed (ObservedFailed, ObservedRejected)
 	ErrText    string
 	RetryAfter time.Duration // the agent's Retry-After, if any
+	// HTTPStatus is the status of the agent's HTTP answer (0: none, or
+	// not HTTP), and Body the first bytes of an answer that was not a
+	// usable result, kept so an operator sees what the agent said.
+	HTTPStatus int
+	Body       string
 	// A2A: the agent's task id, whether to poll it, and an interrupted state.
 	RemoteTaskID string
 	Poll         bool
@@ -79,15 +84,20 @@ func Reroute(j *Job, failure func(retryAt time.Time) Event, now time.Time, md Me
 // Answer turns an agent's answer for j's current, delivered attempt
 // (routed at routedAt) into events: SUCCESS or FAILED, or, for a FAILED
 // that the caller asked to retry while attempts are left, ATTEMPT_FAILED and
-// a new attempt.
-func Answer(j *Job, routedAt time.Time, status JobStatus, result []byte, bizCode string, now time.Time, jitter float64, md Metadata) ([]Event, Effects) {
+// a new attempt. errText is the agent's own words for a failure, if any
+// (an A2A agent's failed status message).
+func Answer(j *Job, routedAt time.Time, status JobStatus, result []byte, bizCode, errText string, now time.Time, jitter float64,
+	md Metadata) ([]Event, Effects) {
 	out := Outcome{Attempt: j.Attempts, AgentID: j.AgentID, Result: result, BizCode: bizCode,
 		LatencyMS: float64(now.Sub(routedAt).Microseconds()) / 1000}
+	if status == StatusFailed {
+		out.Error = errText
+	}
 	smp := &Sample{AgentID: j.AgentID, At: now, OK: true}
 	if status == StatusFailed && j.RetryOnFailed && j.CanRetry() {
 		evs, fx := FailAttempt(j, func(at time.Time) Event {
 			return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: j.Attempts, AgentID: j.AgentID,
-				Reason: "business_failure", BizCode: bizCode, RetryAt: at}, md)
+				Reason: "business_failure", BizCode: bizCode, Error: errText, RetryAt: at}, md)
 		}, 0, now, jitter, md, "business_failure")
 		fx.Sample = smp
 		return evs, fx
@@ -114,7 +124,7 @@ func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, l
 	attempt, agentID := j.Attempts, j.AgentID
 	delivered := NewEvent(EventDelivered, Delivered{Attempt: attempt, AgentID: agentID, Deadline: deadline,
 		Async: obs.Kind == ObservedAccepted || obs.Kind == ObservedAwaiting, LatencyMS: float64(latency.Microseconds()) / 1000,
-		RemoteTaskID: obs.RemoteTaskID}, md)
+		RemoteTaskID: obs.RemoteTaskID, HTTPStatus: obs.HTTPStatus}, md)
 	afterDelivered := func() *Job {
 		after := *j
 		_ = after.Apply(delivered) // the routed attempt may always be delivered
@@ -126,7 +136,7 @@ func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, l
 	}
 	switch obs.Kind {
 	case ObservedResult:
-		evs, fx := Answer(afterDelivered(), routedAt, obs.Status, obs.Result, obs.BizCode, now, jitter, md)
+		evs, fx := Answer(afterDelivered(), routedAt, obs.Status, obs.Result, obs.BizCode, obs.ErrText, now, jitter, md)
 		return append([]Event{delivered}, evs...), fx
 	case ObservedAccepted:
 		return []Event{delivered}, Effects{Timer: &Timer{Attempt: attempt, AgentID: agentID, Phase: PhaseDelivered, Due: deadline}, Poll: poll}
@@ -155,7 +165,8 @@ func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, l
 	}
 	evs, fx := FailAttempt(j, func(at time.Time) Event {
 		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: attempt, AgentID: agentID,
-			Reason: obs.Reason, Error: obs.ErrText, RetryAt: at}, md)
+			Reason: obs.Reason, Error: obs.ErrText, RetryAt: at, HTTPStatus: obs.HTTPStatus,
+			LatencyMS: float64(latency.Microseconds()) / 1000, Body: obs.Body}, md)
 	}, obs.RetryAfter, now, jitter, md, obs.Reason)
 	fx.Sample = &Sample{AgentID: agentID, At: now, OK: false}
 	return evs, fx
@@ -217,7 +228,7 @@ func TaskUpdate(j *Job, attempt int, agentID string, lastIsRouted bool, routedAt
 	var fx Effects
 	switch obs.Kind {
 	case ObservedResult:
-		evs, fx = Answer(&cur, routedAt, obs.Status, obs.Result, obs.BizCode, now, jitter, md)
+		evs, fx = Answer(&cur, routedAt, obs.Status, obs.Result, obs.BizCode, obs.ErrText, now, jitter, md)
 	case ObservedRejected:
 		evs, fx = Reroute(&cur, func(at time.Time) Event {
 			return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: attempt, AgentID: agentID,
@@ -329,14 +340,14 @@ func Result(j *Job, attempt int, agentID string, lastRouted bool, routedAt time.
 	latest := attempt == j.Attempts
 	switch {
 	case latest && j.Status == StatusDelivered:
-		evs, fx := Answer(j, routedAt, status, result, bizCode, now, jitter, md)
+		evs, fx := Answer(j, routedAt, status, result, bizCode, "", now, jitter, md)
 		return evs, fx, RecordedOutcome
 	case latest && j.Status == StatusSubmitted && lastRouted:
 		// The result beat the dispatcher's record of the 202.
 		delivered := NewEvent(EventDelivered, Delivered{Attempt: attempt, AgentID: agentID, Deadline: now, Async: true}, md)
 		after := *j
 		if err := after.Apply(delivered); err == nil {
-			evs, fx := Answer(&after, routedAt, status, result, bizCode, now, jitter, md)
+			evs, fx := Answer(&after, routedAt, status, result, bizCode, "", now, jitter, md)
 			return append([]Event{delivered}, evs...), fx, RecordedOutcome
 		}
 	}

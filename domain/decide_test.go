@@ -146,14 +146,14 @@ func TestAnswerRetriesABusinessFailureWhenAsked(t *testing.T) {
 		require.NoError(t, j.Apply(NewEvent(EventDelivered, Delivered{Attempt: j.Attempts, AgentID: "agent-1"}, Metadata{})))
 		return j
 	}
-	evs, fx := Answer(delivered(routedJob(t, 1, 3, true)), now.Add(-time.Second), StatusFailed, nil, "out_of_stock", now, 0, Metadata{})
+	evs, fx := Answer(delivered(routedJob(t, 1, 3, true)), now.Add(-time.Second), StatusFailed, nil, "out_of_stock", "", now, 0, Metadata{})
 	require.Equal(t, []EventType{EventAttemptFailed}, types(evs))
 	require.NotNil(t, fx.Dispatch)
 	require.True(t, fx.Sample.OK, "the agent answered: reach succeeded")
-	evs, fx = Answer(delivered(routedJob(t, 3, 3, true)), now.Add(-time.Second), StatusFailed, nil, "out_of_stock", now, 0, Metadata{})
+	evs, fx = Answer(delivered(routedJob(t, 3, 3, true)), now.Add(-time.Second), StatusFailed, nil, "out_of_stock", "", now, 0, Metadata{})
 	require.Equal(t, []EventType{EventFailed}, types(evs))
 	require.Nil(t, fx.Dispatch)
-	evs, _ = Answer(delivered(routedJob(t, 1, 3, false)), now.Add(-1500*time.Millisecond), StatusSuccess, []byte(`{"ok":1}`), "", now, 0, Metadata{})
+	evs, _ = Answer(delivered(routedJob(t, 1, 3, false)), now.Add(-1500*time.Millisecond), StatusSuccess, []byte(`{"ok":1}`), "", "", now, 0, Metadata{})
 	require.JSONEq(t, `{"attempt":1,"agent_id":"agent-1","result":{"ok":1},"latency_ms":1500}`, string(evs[0].Data))
 }
 

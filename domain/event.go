@@ -10,7 +10,7 @@ import (
 type EventType string
 
 // Job event types. The first six (and the terminal ones after them) are the
-// contract of DESIGN.md; the others sit between them and carry detail.
+// contract of docs/design.md; the others sit between them and carry detail.
 const (
 	EventSubmitted        EventType = "SUBMITTED"
 	EventAwaitingApproval EventType = "AWAITING_APPROVAL"

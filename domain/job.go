@@ -213,6 +213,9 @@ type Delivered struct {
 	// Claimed: a pull agent claimed the attempt from its inbox; the
 	// claim is the delivery, and LatencyMS the time it waited there.
 	Claimed bool `json:"claimed,omitempty"`
+	// HTTPStatus is the status the agent answered the delivery with
+	// (200 inline, 202 accepted; absent for A2A and pull agents).
+	HTTPStatus int `json:"http_status,omitempty"`
 }
 
 // AwaitingInput is the data of an AWAITING_INPUT event.
@@ -247,6 +250,13 @@ type AttemptFailed struct {
 	Error   string    `json:"error,omitempty"`
 	BizCode string    `json:"biz_code,omitempty"`
 	RetryAt time.Time `json:"retry_at,omitzero"`
+	// HTTPStatus is the status of the agent's answer, if it answered;
+	// LatencyMS how long the delivery took until it failed; Body the
+	// first bytes of an answer that was not a usable result (a 200 that
+	// is not a result; for other statuses Error holds them).
+	HTTPStatus int     `json:"http_status,omitempty"`
+	LatencyMS  float64 `json:"latency_ms,omitempty"`
+	Body       string  `json:"body,omitempty"`
 }
 
 // Outcome is the data of a SUCCESS or FAILED event. LatencyMS is the time
@@ -256,6 +266,7 @@ type Outcome struct {
 	AgentID   string          `json:"agent_id"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	BizCode   string          `json:"biz_code,omitempty"`
+	Error     string          `json:"error,omitempty"` // FAILED: the agent's own words, if any
 	LatencyMS float64         `json:"latency_ms"`
 }
 
@@ -405,7 +416,7 @@ func (j *Job) applyData(e Event) error {
 		return applyAs(e, j.onAttemptFailed)
 	case EventSuccess, EventFailed:
 		return applyAs(e, func(d Outcome) {
-			j.Delivered, j.Result, j.BizCode, j.Error = false, d.Result, d.BizCode, ""
+			j.Delivered, j.Result, j.BizCode, j.Error = false, d.Result, d.BizCode, d.Error
 		})
 	case EventTimeout:
 		return applyAs(e, func(d TimedOut) {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestTransitionExhaustive walks every (status, event) pair and checks it
-// against the expected table written out by hand from DESIGN.md, so that a
+// against the expected table written out by hand from docs/design.md, so that a
 // change to the state machine must be made twice to pass.
 func TestTransitionExhaustive(t *testing.T) {
 	t.Parallel()

@@ -17,7 +17,9 @@ const DirectStreamPrefix = "direct:"
 // each batch has a stream of its own, so concurrent reports never contend
 // for one stream's next version. ReadStreams(DirectStreamPrefix+k+"/")
 // reads an agent's.
-func DirectStream(k AgentKey, batch string) string { return DirectStreamPrefix + k.String() + "/" + batch }
+func DirectStream(k AgentKey, batch string) string {
+	return DirectStreamPrefix + k.String() + "/" + batch
+}
 
 // DirectReport is one direct call a caller made and what came of it.
 // Reached: the agent took the call and answered a result (SUCCESS or
@@ -71,7 +73,9 @@ func (r *DirectReport) Validate(now time.Time) error {
 
 // ReportSample is the breaker's sample of a direct call: as for a brokered
 // attempt, an answered call (even a business failure) is a success.
-func (r DirectReport) ReportSample() Sample { return Sample{AgentID: r.AgentID, At: r.At, OK: r.Reached} }
+func (r DirectReport) ReportSample() Sample {
+	return Sample{AgentID: r.AgentID, At: r.At, OK: r.Reached}
+}
 
 // String names a report in errors.
 func (r DirectReport) String() string { return fmt.Sprintf("%s/%s", r.AgentID, r.Capability) }

@@ -16,8 +16,14 @@ import (
 // a reader that also polls loses nothing to a dropped connection.
 func Listen(ctx context.Context, pool *pgxpool.Pool, channel string, logger *slog.Logger,
 	step func(ctx context.Context) (wait time.Duration, err error)) {
+	keepListening(ctx, channel, logger, func() error { return listenOnce(ctx, pool, channel, step) })
+}
+
+// keepListening runs once until ctx ends, again a second after each
+// failure, which it logs.
+func keepListening(ctx context.Context, channel string, logger *slog.Logger, once func() error) {
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, pool, channel, step)
+		err := once()
 		if ctx.Err() != nil {
 			return
 		}
@@ -84,17 +90,7 @@ func Notify(ctx context.Context, pool *pgxpool.Pool, channel string, pokes <-cha
 // calls got with "" : "anything may have been missed", so readers look
 // again. It pauses a second between attempts.
 func ListenPayloads(ctx context.Context, pool *pgxpool.Pool, channel string, logger *slog.Logger, got func(payload string)) {
-	for ctx.Err() == nil {
-		err := listenPayloadsOnce(ctx, pool, channel, got)
-		if ctx.Err() != nil {
-			return
-		}
-		logger.Warn("listener restarting", "channel", channel, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	keepListening(ctx, channel, logger, func() error { return listenPayloadsOnce(ctx, pool, channel, got) })
 }
 
 func listenPayloadsOnce(ctx context.Context, pool *pgxpool.Pool, channel string, got func(string)) error {

@@ -4,6 +4,7 @@ package health
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -146,6 +147,79 @@ func Series(ctx context.Context, q eventstore.Querier, namespace string) ([]Poin
 		var p Point
 		err := r.Scan(&p.Namespace, &p.AgentID, &p.Minute, &p.Attempted, &p.Delivered, &p.Succeeded)
 		return p, err
+	})
+}
+
+var qAgentMinuteSeries = queries.Must("AgentMinuteSeries")
+
+// Minute is one minute of one agent: its attempts, their outcomes and the
+// time to result, for the agent's page.
+type Minute struct {
+	Minute    time.Time `json:"minute"`
+	Attempted int       `json:"attempted"`
+	Delivered int       `json:"delivered"`
+	Succeeded int       `json:"succeeded"`
+	Failed    int       `json:"failed"`
+	TimedOut  int       `json:"timed_out"`
+	// LatencyP50MS and LatencyP95MS are the time to result (nil: none
+	// settled in that minute).
+	LatencyP50MS *float64 `json:"latency_p50_ms"`
+	LatencyP95MS *float64 `json:"latency_p95_ms"`
+}
+
+// AgentSeries returns one agent's minutes over the last hour, oldest
+// first; minutes without attempts are absent.
+func AgentSeries(ctx context.Context, q eventstore.Querier, namespace, agentID string) ([]Minute, error) {
+	rows, err := q.Query(ctx, qAgentMinuteSeries, namespace, agentID)
+	if err != nil {
+		return nil, fmt.Errorf("read series of %s/%s: %w", namespace, agentID, err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Minute, error) {
+		var m Minute
+		err := r.Scan(&m.Minute, &m.Attempted, &m.Delivered, &m.Succeeded, &m.Failed, &m.TimedOut, &m.LatencyP50MS, &m.LatencyP95MS)
+		return m, err
+	})
+}
+
+var qListAlerts = queries.Must("ListAlerts")
+
+// Alert is one alerting event (projection.Alerts): an agent's health or
+// breaker turn, a namespace's self-preservation episode, a lane's
+// watermark crossing.
+type Alert struct {
+	Position   int64           `json:"position"`
+	Namespace  string          `json:"namespace"`
+	Kind       string          `json:"kind"`
+	Subject    string          `json:"subject"`
+	Data       json.RawMessage `json:"data"`
+	RecordedAt time.Time       `json:"recorded_at"`
+}
+
+// AlertFilter narrows ListAlerts: a namespace ("" every one), kinds (none:
+// every kind), a subject (an agent id, a namespace or a lane), alerts
+// before a position (0: the newest), and how many.
+type AlertFilter struct {
+	Namespace string
+	Kinds     []string
+	Subject   string
+	Before    int64
+	Limit     int
+}
+
+// ListAlerts returns alerts newest first.
+func ListAlerts(ctx context.Context, q eventstore.Querier, f AlertFilter) ([]Alert, error) {
+	kinds := f.Kinds
+	if kinds == nil {
+		kinds = []string{}
+	}
+	rows, err := q.Query(ctx, qListAlerts, f.Namespace, kinds, f.Subject, f.Before, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list alerts: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Alert, error) {
+		var a Alert
+		err := r.Scan(&a.Position, &a.Namespace, &a.Kind, &a.Subject, &a.Data, &a.RecordedAt)
+		return a, err
 	})
 }
 

@@ -316,18 +316,12 @@ func (s *Server) registerAgent(c *gin.Context) {
 	c.JSON(http.StatusCreated, resp)
 }
 
-// bearer is the credential of a request: "Authorization: Bearer <key>", or
-// the password of HTTP Basic auth, which is how a browser sends a key to
-// the dashboard and River UI (any user name).
+// bearer is the credential of a request: "Authorization: Bearer <key>",
+// the password of HTTP Basic auth (curl -u), or the dashboard's sign-in
+// cookie (see credential).
 func bearer(c *gin.Context) string {
-	h := c.GetHeader("Authorization")
-	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
-		return strings.TrimSpace(t)
-	}
-	if _, pass, ok := c.Request.BasicAuth(); ok {
-		return pass
-	}
-	return ""
+	key, _ := credential(c)
+	return key
 }
 
 type heartbeatRequest struct {
@@ -457,6 +451,11 @@ func (s *Server) loadAgent(c *gin.Context) (*registry.Agent, bool) {
 	a, err := s.deps.Registry.Find(c.Request.Context(), ns, c.Param("agent_id"))
 	if err == nil && !principal(c).Sees(a.Namespace) {
 		err = registry.ErrNotFound
+	}
+	if errors.Is(err, registry.ErrNotFound) {
+		// An operator asks about an agent; "register it" is what the
+		// agent's own routes answer, not advice for whoever asks here.
+		err = NotFound("no agent %q in the namespaces of this key", c.Param("agent_id"))
 	}
 	if err != nil {
 		_ = c.Error(err)

@@ -21,7 +21,7 @@ import (
 // Code is a stable, machine-readable error code of the API.
 type Code string
 
-// The API's error codes (API.md).
+// The API's error codes (docs/api.md).
 const (
 	CodeInvalidArgument  Code = "invalid_argument"
 	CodeUnauthenticated  Code = "unauthenticated"
@@ -212,8 +212,9 @@ func errorMiddleware(logger *slog.Logger) gin.HandlerFunc {
 			logger.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method, "path", c.FullPath(), "err", err)
 		}
 		if apiErr.Code == CodeUnauthenticated {
-			// Browsers then ask for the key (as the Basic auth password).
-			c.Header("WWW-Authenticate", `Basic realm="Agent-Reach: an API key as the password", charset="UTF-8"`)
+			// Bearer, not Basic: a browser opens no login dialog of its
+			// own; the dashboard's key form signs in (session.go).
+			c.Header("WWW-Authenticate", `Bearer realm="agentreach"`)
 		}
 		if apiErr.RetryAfter > 0 {
 			c.Header("Retry-After", strconv.Itoa(apiErr.RetryAfter))

@@ -3,14 +3,16 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
-	"time"
+	"slices"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/health"
+	"github.com/agentreach/agentreach/projection"
 )
 
 // agentMetrics serves GET /v1/metrics/agents?window=5m&namespace=.
@@ -38,67 +40,14 @@ func (s *Server) agentMetrics(c *gin.Context) {
 // it commits, woken by LISTEN/NOTIFY. Each message's id is the event's
 // position, so a reconnecting client resumes where it left off.
 func (s *Server) eventStream(c *gin.Context) {
-	raw := c.Query("after")
-	if id := c.GetHeader("Last-Event-ID"); id != "" {
-		raw = id
-	}
-	var after int64
-	if raw != "" {
-		v, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || v < 0 {
-			_ = c.Error(Invalid("after", "after must be the position of an event you received, or 0"))
-			return
-		}
-		after = v
-	}
-	ctx := c.Request.Context()
-	cur, err := s.cursorAt(ctx, after)
-	if err != nil {
-		_ = c.Error(err)
+	cur, ok := s.streamFrom(c, false)
+	if !ok {
 		return
 	}
-	wake, cancel := s.deps.Store.Subscribe()
-	defer cancel()
-	w := c.Writer
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
-	keepAlive := time.NewTicker(15 * time.Second)
-	defer keepAlive.Stop()
-	poll := time.NewTicker(time.Second) // a lost notification delays, never loses
-	defer poll.Stop()
-	for {
-		for {
-			recs, err := s.deps.Store.ReadAll(ctx, nil, cur, 500)
-			if err != nil {
-				return
-			}
-			for _, r := range recs {
-				b, _ := json.Marshal(toEventResponse(r))
-				if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", r.Position, r.Type, b); err != nil {
-					return
-				}
-				cur = r.Cursor()
-			}
-			w.Flush()
-			if len(recs) < 500 {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-poll.C:
-		case <-keepAlive.C:
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			w.Flush()
-		}
-	}
+	s.streamLog(c, cur, func(r eventstore.Record) (string, []byte, bool) {
+		b, _ := json.Marshal(toEventResponse(r))
+		return string(r.Type), b, true
+	})
 }
 
 // agentSeries serves GET /v1/metrics/agents/series: per agent and minute,
@@ -115,4 +64,68 @@ func (s *Server) agentSeries(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"points": each(points, toPoint)})
+}
+
+// oneAgentSeries answers one agent's minutes over the last hour: GET
+// /v1/agents/{agent_id}/series.
+func (s *Server) oneAgentSeries(c *gin.Context) {
+	a, ok := s.loadAgent(c)
+	if !ok {
+		return
+	}
+	minutes, err := health.AgentSeries(c.Request.Context(), s.deps.Pool, a.Namespace, a.AgentID)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"namespace": a.Namespace, "agent_id": a.AgentID, "minutes": each(minutes, toMinute)})
+}
+
+// listAlerts answers the alerts of the key's namespaces, newest first: GET
+// /v1/alerts?namespace=&kind=&subject=&before=&limit=.
+func (s *Server) listAlerts(c *gin.Context) {
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	limit, err := queryInt(c, "limit", 100, 1, 500)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	before, err := queryInt(c, "before", 0, 0, 1<<62)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	kinds := splitKinds(c.Query("kind"))
+	for _, k := range kinds {
+		if !slices.Contains(projection.AlertKinds, domain.EventType(k)) {
+			_ = c.Error(Invalid("kind", "kind must be one of %v", projection.AlertKinds))
+			return
+		}
+	}
+	alerts, err := health.ListAlerts(c.Request.Context(), s.deps.Pool, health.AlertFilter{Namespace: ns, Kinds: kinds,
+		Subject: c.Query("subject"), Before: before, Limit: int(limit)})
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	var next int64
+	if len(alerts) == int(limit) {
+		next = alerts[len(alerts)-1].Position
+	}
+	c.JSON(http.StatusOK, gin.H{"alerts": each(alerts, toAlert), "next_before": next})
+}
+
+// splitKinds splits a comma-separated kind= query value.
+func splitKinds(v string) []string {
+	var out []string
+	for _, k := range strings.Split(v, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -157,70 +155,16 @@ func (s *Server) watchAgents(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	ctx := c.Request.Context()
-	raw := c.Query("after")
-	if id := c.GetHeader("Last-Event-ID"); id != "" {
-		raw = id
-	}
-	var after int64
-	if raw == "" {
-		if after, err = eventstore.LastPosition(ctx, s.deps.Pool); err != nil {
-			_ = c.Error(err)
-			return
-		}
-	} else if after, err = strconv.ParseInt(raw, 10, 64); err != nil || after < 0 {
-		_ = c.Error(Invalid("after", "after must be the position of an event you received (or watch_from of a lookup), or 0"))
+	cur, ok := s.streamFrom(c, true)
+	if !ok {
 		return
 	}
-	cur, err := s.cursorAt(ctx, after)
-	if err != nil {
-		_ = c.Error(err)
-		return
-	}
-	wake, cancel := s.deps.Store.Subscribe()
-	defer cancel()
-	w := c.Writer
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	w.Flush()
-	keepAlive := time.NewTicker(15 * time.Second)
-	defer keepAlive.Stop()
-	poll := time.NewTicker(time.Second) // a lost notification delays, never loses
-	defer poll.Stop()
-	for {
-		for {
-			recs, err := s.deps.Store.ReadAll(ctx, nil, cur, 1000)
-			if err != nil {
-				return
-			}
-			for _, r := range recs {
-				cur = r.Cursor()
-				ch, ok := toAgentChange(r, ns)
-				if !ok {
-					continue
-				}
-				b, _ := json.Marshal(ch)
-				if _, err := fmt.Fprintf(w, "id: %d\nevent: agent\ndata: %s\n\n", r.Position, b); err != nil {
-					return
-				}
-			}
-			w.Flush()
-			if len(recs) < 1000 {
-				break
-			}
+	s.streamLog(c, cur, func(r eventstore.Record) (string, []byte, bool) {
+		ch, ok := toAgentChange(r, ns)
+		if !ok {
+			return "", nil, false
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-poll.C:
-		case <-keepAlive.C:
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
-				return
-			}
-			w.Flush()
-		}
-	}
+		b, _ := json.Marshal(ch)
+		return "agent", b, true
+	})
 }

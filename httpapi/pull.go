@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -51,6 +52,16 @@ func (s *Server) claim(c *gin.Context) {
 	out, err := s.deps.Jobs.Claim(ctx, a, max, time.Duration(req.WaitMS)*time.Millisecond)
 	if err != nil {
 		_ = c.Error(err)
+		return
+	}
+	if ctx.Err() != nil && len(out) > 0 {
+		// The agent went away while its claim was being answered: give the
+		// deliveries back at once rather than let them time out.
+		held := make([]jobs.Held, len(out))
+		for i, e := range out {
+			held[i] = jobs.Held{JobID: e.JobID, Attempt: e.Attempt}
+		}
+		_, _ = s.deps.Jobs.Release(context.WithoutCancel(ctx), a, held, "")
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"deliveries": out})

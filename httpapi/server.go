@@ -56,7 +56,8 @@ type Deps struct {
 	// (nil: no limit): an unknown key costs a database lookup.
 	FailLimiter *auth.Limiter
 	// Extra mounts more handlers (River UI) on the engine; operator is the
-	// chain that admits only admin keys of every namespace ("*").
+	// chain that sends a browser without a key to the dashboard's sign-in
+	// and admits only admin keys of every namespace ("*").
 	Extra func(r *gin.Engine, operator ...gin.HandlerFunc)
 }
 
@@ -114,8 +115,12 @@ func New(deps Deps) *gin.Engine {
 	v1 := r.Group("/v1")
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces
 	v1.GET("/events/stream", admin, everyNamespace, s.eventStream)
+	v1.GET("/session", s.need(""), s.getSession)
+	v1.POST("/session", s.need(""), s.createSession)
+	v1.DELETE("/session", s.deleteSession)
 	v1.GET("/metrics/agents", s.need(auth.ScopeAgentsRead), s.agentMetrics)
 	v1.GET("/metrics/agents/series", s.need(auth.ScopeAgentsRead), s.agentSeries)
+	v1.GET("/alerts", s.need(auth.ScopeAgentsRead), s.listAlerts)
 	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
 	r.GET("/dashboard", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
 	r.GET("/dashboard/*file", dashboardHandler())
@@ -145,7 +150,7 @@ func New(deps Deps) *gin.Engine {
 	v1.GET("/policies/routing", admin, s.getRoutingPolicy)
 	v1.PUT("/policies/routing", admin, s.setRoutingPolicy)
 	if deps.Extra != nil {
-		deps.Extra(r, admin, everyNamespace)
+		deps.Extra(r, browserSignIn, admin, everyNamespace)
 	}
 	return r
 }
@@ -157,6 +162,7 @@ func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
 	v1.GET("/agents", s.need(auth.ScopeAgentsRead), s.listAgents)
 	v1.GET("/agents/watch", s.need(""), s.watchAgents) // agents:read or agents:lookup
 	v1.GET("/agents/:agent_id", s.need(auth.ScopeAgentsRead), s.getAgent)
+	v1.GET("/agents/:agent_id/series", s.need(auth.ScopeAgentsRead), s.oneAgentSeries)
 	v1.DELETE("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.deleteAgent)
 	v1.PATCH("/agents/:agent_id", s.need(auth.ScopeAgentsWrite), s.patchAgent)
 	v1.POST("/agents/:agent_id/drain", s.need(auth.ScopeAgentsWrite), s.operate(domain.SignalDrain))

@@ -67,6 +67,26 @@ type pointResponse struct {
 	Succeeded int       `json:"succeeded"`
 }
 
+type alertResponse struct {
+	Position   int64     `json:"position"`
+	Namespace  string    `json:"namespace"`
+	Kind       string    `json:"kind"`
+	Subject    string    `json:"subject"`
+	Data       rawJSON   `json:"data"`
+	RecordedAt time.Time `json:"recorded_at"`
+}
+
+type minuteResponse struct {
+	Minute       time.Time `json:"minute"`
+	Attempted    int       `json:"attempted"`
+	Delivered    int       `json:"delivered"`
+	Succeeded    int       `json:"succeeded"`
+	Failed       int       `json:"failed"`
+	TimedOut     int       `json:"timed_out"`
+	LatencyP50MS *float64  `json:"latency_p50_ms"`
+	LatencyP95MS *float64  `json:"latency_p95_ms"`
+}
+
 type keyInfoResponse struct {
 	KeyID     string     `json:"key_id"`
 	Namespace string     `json:"namespace"`
@@ -102,6 +122,10 @@ func each[In, Out any](in []In, conv func(In) Out) []Out {
 func toJobSummary(s jobs.Summary) jobSummaryResponse         { return jobSummaryResponse(s) }
 func toAgentHealth(h health.AgentHealth) agentHealthResponse { return agentHealthResponse(h) }
 func toPoint(p health.Point) pointResponse                   { return pointResponse(p) }
+func toMinute(m health.Minute) minuteResponse                { return minuteResponse(m) }
+func toAlert(a health.Alert) alertResponse {
+	return alertResponse{a.Position, a.Namespace, a.Kind, a.Subject, rawJSON(a.Data), a.RecordedAt}
+}
 func toKeyInfo(k auth.KeyInfo) keyInfoResponse {
 	return keyInfoResponse{KeyID: k.KeyID, Namespace: k.Namespace, Name: k.Name, Scopes: k.Scopes, CreatedAt: k.CreatedAt,
 		CreatedBy: k.CreatedBy, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}

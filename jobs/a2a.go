@@ -23,11 +23,14 @@ import (
 	"github.com/agentreach/agentreach/registry"
 )
 
-// Attempt-failure reasons of A2A agents: both re-route the job at once to
-// another agent rather than retry the same one after a backoff.
+// Attempt-failure reasons of A2A agents: each re-routes the job at once
+// rather than retry after a backoff. An agent that rejected the job or
+// cannot take it never gets it again; one that lost its task (it answered
+// GetTask with TaskNotFound: it restarted) may, if no other agent can.
 const (
 	ReasonRejected     = domain.ReasonRejected
 	ReasonIncompatible = domain.ReasonIncompatible
+	ReasonTaskLost     = "a2a_task_lost"
 )
 
 // PushPath is where A2A agents push task updates of a job's attempt:
@@ -41,16 +44,15 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 	defer end()
 	send := a2aclient.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt, Capability: l.Capability,
 		Payload: l.Payload, Header: s.a2aHeader(ctx, l, attempt)}
-	ci, byCard := a.A2AInfo()
-	push := !byCard || ci.Push
-	if push {
+	if s.takesPush(a) {
 		send.Push = s.pushTarget(a, l.JobID, attempt)
 	}
 	task, err := s.a2a.SendMessage(ctx, send)
 	var rpc *a2aclient.RPCError
 	if errors.As(err, &rpc) && rpc.Code == a2aclient.CodePushNotSupported && send.Push != nil {
 		// The card promised push, or said nothing: ask again without, and poll.
-		push, send.Push = false, nil
+		s.a2a.RefusedPush(a.Endpoint)
+		send.Push = nil
 		task, err = s.a2a.SendMessage(ctx, send)
 	}
 	var httpErr *a2aclient.HTTPError
@@ -67,13 +69,24 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, 
 	case errors.Is(err, a2a.ErrBadTask):
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response", ErrText: truncate(err.Error(), 256)}
 	case err != nil && ctx.Err() != nil && wrote() && wait.Before(deadline):
-		return domain.Observation{Kind: domain.ObservedAccepted, Poll: !push}
+		return domain.Observation{Kind: domain.ObservedAccepted, Poll: true}
 	case err != nil && ctx.Err() != nil && wrote():
 		return domain.Observation{Kind: domain.ObservedHung, Reason: "timeout", ErrText: "no answer by the deadline"}
 	case err != nil:
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: classifyNetErr(ctx, err), ErrText: err.Error()}
 	}
-	return a2aOutcome(task, !push)
+	// Every attempt an agent holds is looked after by the poller: it reads
+	// the task of an agent that does not push, and watches that of one
+	// that does for the agent losing it (a2aPollWorker).
+	return a2aOutcome(task, true)
+}
+
+// takesPush reports whether A2A agent a is sent push configs: its card
+// offers push notifications (or it was registered without a card), and
+// it has not refused them since this process started.
+func (s *Service) takesPush(a *registry.Agent) bool {
+	ci, byCard := a.A2AInfo()
+	return (!byCard || ci.Push) && s.a2a.TakesPush(a.Endpoint)
 }
 
 // a2aOutcome reads an agent's task into an outcome of the attempt.
@@ -83,9 +96,16 @@ func a2aOutcome(t a2a.Task, poll bool) domain.Observation {
 	case a2a.StateCompleted:
 		out.Kind, out.Status, out.Result = domain.ObservedResult, domain.StatusSuccess, t.Result
 	case a2a.StateFailed:
+		// The agent's words are the job's error; its artifacts, if any, the result.
 		out.Kind, out.Status, out.Result, out.BizCode = domain.ObservedResult, domain.StatusFailed, t.Result, "a2a_failed"
+		if out.ErrText = truncate(t.StatusText(), 1024); out.ErrText != "" && t.FromMessage {
+			out.Result = nil
+		}
 	case a2a.StateRejected:
 		out.Kind, out.Reason, out.ErrText, out.Result = domain.ObservedRejected, ReasonRejected, "the agent rejected the task", t.Result
+		if text := t.StatusText(); text != "" {
+			out.ErrText = truncate(out.ErrText+": "+text, 256)
+		}
 	case a2a.StateCanceled:
 		out.Kind, out.Result = domain.ObservedCancelled, t.Result
 	case a2a.StateInputRequired, a2a.StateAuthRequired:
@@ -111,9 +131,18 @@ func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2ac
 
 // a2aEvents decides what an update of attempt's A2A task (pushed, or read
 // by polling) does to the job l (domain.TaskUpdate).
+// An update that records the attempt's delivery (it beat the dispatcher's
+// record of it) starts the attempt's poller too, as the dispatcher would
+// have: it watches the task of an agent that pushes.
 func (s *Service) a2aEvents(l *Loaded, attempt int, t a2a.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
-	return domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.lastIsRouted(attempt), l.RoutedAt, t.ID,
+	evs, fx, rec := domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.lastIsRouted(attempt), l.RoutedAt, t.ID,
 		a2aOutcome(t, false), now, s.jitter(), s.attemptPolicy(), md)
+	if len(evs) > 0 && evs[0].Type == domain.EventDelivered && t.ID != "" {
+		if last := evs[len(evs)-1].Type; last == domain.EventDelivered || last == domain.EventAwaitingInput {
+			fx.Poll = attempt // still open after this update
+		}
+	}
+	return evs, fx, rec
 }
 
 // A2A errors.
@@ -244,8 +273,10 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 	return recorded, err
 }
 
-// A2APollArgs is the River job that polls an A2A agent that offers no push
-// notifications for the task of a job's attempt, with GetTask.
+// A2APollArgs is the River job that looks after the task of a job's
+// attempt at an A2A agent with GetTask: it reads the task of an agent that
+// offers no push notifications, and watches that of one that does, which
+// pushes its result, for the agent losing it (a restart).
 type A2APollArgs struct {
 	JobID   string `json:"job_id" river:"unique"`
 	Attempt int    `json:"attempt" river:"unique"`
@@ -273,22 +304,33 @@ func (w *a2aPollWorker) Timeout(*river.Job[A2APollArgs]) time.Duration {
 	return pollRun + 15*time.Second
 }
 
+// look is what one look at an attempt's task found.
+type look struct {
+	state a2a.State // none when it could not be read
+	over  bool      // the attempt is decided or no longer the job's
+	watch bool      // the agent pushes: nothing was recorded
+}
+
 // Work polls GetTask with a backoff (250 ms doubling to 5 s) for up to
 // pollRun, records what changed, and ends when the attempt is decided or
 // no longer the job's; otherwise it snoozes and polls again (after 30 s
-// when the agent waits for input).
+// when the agent waits for input). The task of an agent that pushes is
+// only watched, once a run, less often the longer it runs (watchEvery).
+// An agent that answers TaskNotFound lost its task: the attempt fails at
+// once and the job is routed again (ReasonTaskLost).
 func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) error {
 	stop := time.Now().Add(pollRun)
 	wait := 250 * time.Millisecond
 	for {
-		state, over, err := w.poll(ctx, job)
-		if over {
+		lk, err := w.poll(ctx, job)
+		switch {
+		case lk.over:
 			return err
-		}
-		if state.Interrupted() {
+		case lk.state.Interrupted():
 			return river.JobSnooze(30 * time.Second) // waiting on the caller, not the agent: look now and then
-		}
-		if time.Now().Add(wait).After(stop) {
+		case lk.watch:
+			return river.JobSnooze(watchEvery(time.Since(job.CreatedAt)))
+		case time.Now().Add(wait).After(stop):
 			return river.JobSnooze(5 * time.Second)
 		}
 		select {
@@ -300,37 +342,75 @@ func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) e
 	}
 }
 
-// poll reads the attempt's task once and records what changed. It answers
-// the task's state (none when it could not be read) and whether polling is
-// over, with the error to end the River job with.
-func (w *a2aPollWorker) poll(ctx context.Context, job *river.Job[A2APollArgs]) (a2a.State, bool, error) {
+// watchEvery is how long the watch of a pushing agent's task, age old,
+// waits before it looks again: a quarter of its age, from 2 s to 30 s.
+func watchEvery(age time.Duration) time.Duration {
+	return min(max(age/4, 2*time.Second), 30*time.Second)
+}
+
+// poll looks at the attempt's task once and records what changed.
+func (w *a2aPollWorker) poll(ctx context.Context, job *river.Job[A2APollArgs]) (look, error) {
 	s := w.s
 	l, err := s.Load(ctx, nil, job.Args.JobID)
 	if errors.Is(err, ErrNotFound) {
-		return "", true, river.JobCancel(err)
+		return look{over: true}, river.JobCancel(err)
 	}
 	if err != nil {
-		return "", true, err
+		return look{over: true}, err
 	}
 	if l.Attempts != job.Args.Attempt || (l.Status != domain.StatusDelivered && l.Status != domain.StatusAwaitingInput) {
-		return "", true, nil // decided, or the job moved on
+		return look{over: true}, nil // decided, or the job moved on
 	}
 	if l.RemoteTaskID == "" {
-		return "", true, nil // nothing to poll: the deadline decides
+		return look{over: true}, nil // nothing to poll: the deadline decides
 	}
 	a, err := s.agent(ctx, l.Namespace, l.AgentID)
 	if err != nil {
-		return "", true, nil // gone: the deadline decides
+		return look{over: true}, nil // gone: the deadline decides
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	t, err := s.a2a.GetTask(rctx, a.Endpoint, l.RemoteTaskID, s.a2aHeader(rctx, l, l.Attempts))
 	cancel()
-	if err != nil {
+	var rpc *a2aclient.RPCError
+	switch {
+	case errors.As(err, &rpc) && rpc.Code == a2aclient.CodeTaskNotFound:
+		return look{over: true}, w.lost(ctx, job, l.RemoteTaskID, rpc)
+	case err != nil:
 		s.logger.DebugContext(ctx, "a2a poll", "job_id", l.JobID, "agent_id", l.AgentID, "err", err)
-		return "", false, nil
+		return look{watch: s.takesPush(a)}, nil
+	case s.takesPush(a):
+		return look{state: t.State, watch: true}, nil // its pushes say what happens
 	}
 	done, err := w.record(ctx, job, t)
-	return t.State, done || err != nil, err
+	return look{state: t.State, over: done || err != nil}, err
+}
+
+// lost fails the attempt whose agent no longer knows its task (it
+// restarted, say) and routes the job again at once, completing the River
+// job in the same transaction.
+func (w *a2aPollWorker) lost(ctx context.Context, job *river.Job[A2APollArgs], taskID string, cause error) error {
+	s := w.s
+	return s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, job.Args.JobID)
+		if err != nil {
+			return err
+		}
+		if l.Attempts == job.Args.Attempt && (l.Status == domain.StatusDelivered || l.Status == domain.StatusAwaitingInput) {
+			md := domain.Metadata{TraceID: l.TraceID, Actor: "a2a:poll", CausationID: fmt.Sprintf("river:%d", job.ID)}
+			now, agentID := s.now().UTC(), l.AgentID
+			evs, fx := domain.Reroute(&l.Job, func(at time.Time) domain.Event {
+				return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: job.Args.Attempt, AgentID: agentID,
+					Reason: ReasonTaskLost, Error: truncate(fmt.Sprintf("the agent no longer knows its task %s (%v)", taskID, cause), 256),
+					RetryAt: at}, md)
+			}, now, md, ReasonTaskLost)
+			fx.Sample = &domain.Sample{AgentID: agentID, At: now, OK: false}
+			if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
+				return err
+			}
+		}
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
 }
 
 // record appends what the polled task t changes, and completes the River

@@ -1,14 +1,23 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
@@ -24,11 +33,30 @@ var (
 	qInsertPushConfig = queries.Must("A2AInsertPushConfig")
 	qPushConfigs      = queries.Must("A2APushConfigs")
 	qDeletePushConfig = queries.Must("A2ADeletePushConfig")
+	qClaimPushConfigs = queries.Must("A2AClaimPushConfigs")
+	qPushDelivered    = queries.Must("A2APushDelivered")
+	qPushFailed       = queries.Must("A2APushFailed")
+	qPushesPending    = queries.Must("A2APushesPending")
 )
 
-// ErrPushConfig: the job takes no push configs (it was submitted without
-// one, so it has no callback to carry them).
-var ErrPushConfig = domain.NewError(domain.ErrInvalid, "push configs must come with the message")
+// ErrPushConfig: the job takes no push configs: it was submitted over
+// REST, and its callback is its callback_url.
+var ErrPushConfig = domain.NewError(domain.ErrInvalid, "push configs are for tasks created over A2A")
+
+// a2aCallback ends the callback_url of a job submitted over A2A: its
+// callback is its push configs (those given with the message, and those
+// added while it runs), never a POST to the URL itself, which is the
+// namespace's A2A endpoint.
+const a2aCallback = "#a2a-push-notification-configs"
+
+// a2aCallbackURL is the callback_url of a job submitted over A2A in
+// namespace ns.
+func (s *Service) a2aCallbackURL(ns string) string {
+	return s.cfg.PublicURL + "/a2a/" + ns + a2aCallback
+}
+
+// isA2ACallback reports whether a job's callback is its A2A push configs.
+func isA2ACallback(callbackURL string) bool { return strings.HasSuffix(callbackURL, a2aCallback) }
 
 // A2A is the service as the A2A server uses it: it implements server.Jobs.
 type A2A struct{ s *Service }
@@ -63,13 +91,17 @@ func refusedOn(err error) error {
 	return err
 }
 
-// Submit submits a job that came as an A2A message, with the caller's
-// push config, if any, as its callback: the config is written in the
-// job's SUBMITTED transaction, so the job never ends unannounced.
+// Submit submits a job that came as an A2A message. Its callback is its
+// push configs, whether or not one came with the message (the caller may
+// add some while it runs): the one given, if any, is written in the job's
+// SUBMITTED transaction, so the job never ends unannounced. The config's
+// URL must be an http(s) URL the SSRF guard lets through.
 func (a *A2A) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata, push *server.PushConfig) (string, error) {
 	s := a.s
 	if push != nil {
-		sub.CallbackURL = push.URL
+		if err := s.checkPushConfig(ctx, *push); err != nil {
+			return "", err
+		}
 		if push.ID == "" {
 			push.ID = "default"
 		}
@@ -77,6 +109,7 @@ func (a *A2A) Submit(ctx context.Context, sub domain.Submitted, md domain.Metada
 	if err := s.prepare(ctx, &sub); err != nil {
 		return "", err
 	}
+	sub.CallbackURL = s.a2aCallbackURL(sub.Namespace) // ours: not for the SSRF guard, never posted to
 	var res SubmitResult
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
@@ -86,6 +119,16 @@ func (a *A2A) Submit(ctx context.Context, sub domain.Submitted, md domain.Metada
 		return insertPushConfig(ctx, tx, res.JobID, *push)
 	})
 	return res.JobID, err
+}
+
+// checkPushConfig refuses a push config Agent-Reach could not deliver to:
+// a *domain.FieldError for a URL that is not http(s), or the SSRF guard's
+// error.
+func (s *Service) checkPushConfig(ctx context.Context, p server.PushConfig) error {
+	if err := domain.ValidateHTTPURL("url", p.URL); err != nil {
+		return err
+	}
+	return registry.CheckURLs(ctx, s.cfg.Guard, map[string]string{"url": p.URL})
 }
 
 // Job loads a job; ErrNotFound if there is none.
@@ -112,14 +155,24 @@ func (a *A2A) PushConfigs(ctx context.Context, id string) ([]server.PushConfig, 
 	return a.s.PushConfigs(ctx, id)
 }
 
-// SetPushConfig adds or replaces a push config of a job that was submitted
-// with one (ErrPushConfig otherwise). The URL passes the SSRF guard.
+// SetPushConfig adds or replaces a push config of a job submitted over A2A
+// (ErrPushConfig otherwise), running or ended: a job's final task goes to
+// every config it has until its callback is settled (acknowledged by all,
+// or given up). The URL must pass checkPushConfig.
 func (a *A2A) SetPushConfig(ctx context.Context, j *server.Job, p server.PushConfig) (server.PushConfig, error) {
 	s := a.s
-	if j.CallbackURL == "" {
-		return p, fmt.Errorf("job %s was submitted without a push config: %w", j.JobID, ErrPushConfig)
+	if !isA2ACallback(j.CallbackURL) {
+		// Jobs submitted over A2A before their callback was marked carry
+		// their first config's URL, and have that config.
+		configs, err := s.PushConfigs(ctx, j.JobID)
+		if err != nil {
+			return p, err
+		}
+		if len(configs) == 0 {
+			return p, fmt.Errorf("job %s was submitted over REST, and its callback is its callback_url: %w", j.JobID, ErrPushConfig)
+		}
 	}
-	if err := registry.CheckURLs(ctx, s.cfg.Guard, map[string]string{"callback_url": p.URL}); err != nil {
+	if err := s.checkPushConfig(ctx, p); err != nil {
 		return p, err
 	}
 	if p.ID == "" {
@@ -129,16 +182,24 @@ func (a *A2A) SetPushConfig(ctx context.Context, j *server.Job, p server.PushCon
 	return p, err
 }
 
-// DeletePushConfig removes a push config; ErrNotFound if there is none.
+// DeletePushConfig removes a push config; server.ErrNoPushConfig if there
+// is none. A config deleted is never sent to again.
 func (a *A2A) DeletePushConfig(ctx context.Context, jobID, configID string) error {
 	tag, err := a.s.pool.Exec(ctx, qDeletePushConfig, jobID, configID)
 	if err != nil {
 		return fmt.Errorf("delete push config of job %s: %w", jobID, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("push config %s of job %s: %w", configID, jobID, ErrNotFound)
+		return fmt.Errorf("push config %s of job %s: %w", configID, jobID, server.ErrNoPushConfig)
 	}
 	return nil
+}
+
+// Offers reports whether any agent of the namespace, of any health,
+// offers the capability: the router has a candidate or a rejection for it.
+func (a *A2A) Offers(namespace, capability string) bool {
+	r := a.s.registry.Snapshot().Route(domain.RouteRequest{Namespace: namespace, Capability: capability})
+	return len(r.Candidates)+len(r.Rejected) > 0
 }
 
 // Skills lists the capabilities of a namespace's healthy agents, from the
@@ -158,7 +219,10 @@ func (a *A2A) Subscribe() (<-chan struct{}, func()) { return a.s.store.Subscribe
 func (a *A2A) PublicURL() string { return a.s.cfg.PublicURL }
 
 func insertPushConfig(ctx context.Context, tx pgx.Tx, jobID string, p server.PushConfig) error {
-	if _, err := tx.Exec(ctx, qInsertPushConfig, jobID, p.ID, p.URL, p.Token, p.Scheme, p.Credentials); err != nil {
+	if p.Version == "" {
+		p.Version = server.VersionV03
+	}
+	if _, err := tx.Exec(ctx, qInsertPushConfig, jobID, p.ID, p.URL, p.Token, p.Scheme, p.Credentials, p.Version); err != nil {
 		return fmt.Errorf("save push config of job %s: %w", jobID, err)
 	}
 	return nil
@@ -172,37 +236,177 @@ func (s *Service) PushConfigs(ctx context.Context, jobID string) ([]server.PushC
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (server.PushConfig, error) {
 		var p server.PushConfig
-		return p, r.Scan(&p.ID, &p.URL, &p.Token, &p.Scheme, &p.Credentials)
+		return p, r.Scan(&p.ID, &p.URL, &p.Token, &p.Scheme, &p.Credentials, &p.Version)
 	})
 }
 
-// postA2APushes sends the ended job as an A2A task to every push config,
-// as A2A agents push: the task as JSON, the config's credentials in
-// Authorization and its token in X-A2A-Notification-Token. It answers the
-// status of the first config that did not take it (or the last 2xx).
-func (s *Service) postA2APushes(ctx context.Context, l *Loaded, configs []server.PushConfig) (int, error) {
-	body, err := json.Marshal(server.Task(asJob(l)))
-	if err != nil {
-		return 0, err
-	}
-	code := 0
-	for _, p := range configs {
-		c, err := s.postA2APush(ctx, l, p, body)
-		if err != nil || c/100 != 2 {
-			return c, err
-		}
-		code = c
-	}
-	return code, nil
+// pushHold is how long one callback run holds the push configs it posts
+// to: longer than a post may take (postToCaller's 15 s).
+const pushHold = 60 * time.Second
+
+// PushOutcome is what one push config answered a job's final task: its
+// status code, or why there was none.
+type PushOutcome struct {
+	ConfigID   string `json:"config_id"`
+	StatusCode int    `json:"status_code,omitempty"`
+	Error      string `json:"error,omitempty"`
+	Delivered  bool   `json:"delivered"`
 }
 
-func (s *Service) postA2APush(ctx context.Context, l *Loaded, p server.PushConfig, body []byte) (int, error) {
-	h := http.Header{}
-	if p.Token != "" {
-		h.Set("X-A2A-Notification-Token", p.Token)
+// PushesOutcome is the data of CALLBACK_DELIVERED and CALLBACK_FAILED of a
+// job whose callback is its A2A push configs: the callback's outcome, what
+// each config posted to in this run answered, and how many configs still
+// wait for the task (CALLBACK_DELIVERED: none).
+type PushesOutcome struct {
+	domain.CallbackOutcome
+	Pushes  []PushOutcome `json:"pushes"`
+	Pending int           `json:"pending,omitempty"`
+}
+
+// usesA2APushes reports whether the callback of l is its A2A push configs:
+// it was submitted over A2A (or, before that was marked, has configs).
+func (s *Service) usesA2APushes(ctx context.Context, l *Loaded) (bool, error) {
+	if isA2ACallback(l.CallbackURL) {
+		return true, nil
 	}
-	if p.Scheme != "" && p.Credentials != "" {
-		h.Set("Authorization", p.Scheme+" "+p.Credentials)
+	configs, err := s.PushConfigs(ctx, l.JobID)
+	return len(configs) > 0, err
+}
+
+// deliverA2APushes is one run of the callback of a job whose callback is
+// its push configs: each config that has not acknowledged the job's final
+// task (and that no other run holds) is sent it, at the same time, in the
+// shape of its own protocol version. What each answered is recorded on
+// its row and in one event, in one transaction: CALLBACK_DELIVERED once
+// every config has acknowledged it, else CALLBACK_FAILED (final on the
+// River job's last attempt). A config that acknowledged is never sent to
+// again, whatever the others answer; the River job is retried only for
+// those that did not.
+func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackArgs], l *Loaded) error {
+	claimed, err := s.claimPushes(ctx, l.JobID)
+	if err != nil {
+		return err
 	}
-	return s.postToCaller(ctx, l, p.URL, body, h)
+	outcomes := s.postA2APushes(ctx, l, claimed)
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
+	var pending int
+	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, job.Args.JobID)
+		if err != nil {
+			return err
+		}
+		for _, o := range outcomes {
+			q, args := qPushDelivered, []any{l.JobID, o.ConfigID, o.StatusCode}
+			if !o.Delivered {
+				q, args = qPushFailed, append(args, o.Error)
+			}
+			if _, err := tx.Exec(ctx, q, args...); err != nil {
+				return fmt.Errorf("record push of job %s to config %s: %w", l.JobID, o.ConfigID, err)
+			}
+		}
+		if err := tx.QueryRow(ctx, qPushesPending, l.JobID).Scan(&pending); err != nil {
+			return fmt.Errorf("pending pushes of job %s: %w", l.JobID, err)
+		}
+		if l.CallbackAcked || (len(outcomes) == 0 && pending > 0) {
+			return nil // settled, or every waiting config is another run's now
+		}
+		data := PushesOutcome{CallbackOutcome: domain.CallbackOutcome{Attempt: job.Attempt}, Pushes: outcomes, Pending: pending}
+		// The callback's status is the first failure's, else the last 2xx.
+		for _, o := range outcomes {
+			switch {
+			case !o.Delivered && data.Error == "":
+				data.StatusCode, data.Error = o.StatusCode, o.ConfigID+": "+o.Error
+			case o.Delivered && data.Error == "":
+				data.StatusCode = o.StatusCode
+			}
+		}
+		if pending == 0 {
+			return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true}, domain.NewEvent(domain.EventCallbackSent, data, md))
+		}
+		data.Final = job.Attempt >= job.MaxAttempts
+		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: data.Final}, domain.NewEvent(domain.EventCallbackFailed, data, md))
+	})
+	if err != nil {
+		return err
+	}
+	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", pending == 0)))
+	switch {
+	case pending == 0:
+		return nil
+	case len(outcomes) == 0:
+		return river.JobSnooze(5 * time.Second) // another run holds them: look again after it
+	}
+	var failed []string
+	for _, o := range outcomes {
+		if !o.Delivered {
+			failed = append(failed, o.ConfigID+" ("+o.Error+")")
+		}
+	}
+	return fmt.Errorf("%d push config(s) of job %s did not take its task: %s", pending, l.JobID, strings.Join(failed, ", "))
+}
+
+// claimPushes holds, for pushHold, the push configs of a job that wait for
+// its final task and no other run holds, oldest first.
+func (s *Service) claimPushes(ctx context.Context, jobID string) ([]server.PushConfig, error) {
+	rows, err := s.pool.Query(ctx, qClaimPushConfigs, jobID, pushHold.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("claim push configs of job %s: %w", jobID, err)
+	}
+	type claimed struct {
+		server.PushConfig
+		created time.Time
+	}
+	cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claimed, error) {
+		var c claimed
+		return c, r.Scan(&c.ID, &c.URL, &c.Token, &c.Scheme, &c.Credentials, &c.Version, &c.created)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim push configs of job %s: %w", jobID, err)
+	}
+	slices.SortFunc(cs, func(a, b claimed) int {
+		return cmp.Or(a.created.Compare(b.created), strings.Compare(a.ID, b.ID))
+	})
+	out := make([]server.PushConfig, len(cs))
+	for i, c := range cs {
+		out[i] = c.PushConfig
+	}
+	return out, nil
+}
+
+// postA2APushes sends the ended job as an A2A task to each config at once,
+// as A2A agents push: in the shape of the config's protocol version
+// (server.PushBody), the config's credentials in Authorization and its
+// token in X-A2A-Notification-Token. It answers what each answered, in
+// the configs' order.
+func (s *Service) postA2APushes(ctx context.Context, l *Loaded, configs []server.PushConfig) []PushOutcome {
+	out := make([]PushOutcome, len(configs))
+	var wg sync.WaitGroup
+	for i, p := range configs {
+		out[i].ConfigID = p.ID
+		body, contentType, err := server.PushBody(asJob(l), p.Version)
+		if err != nil {
+			out[i].Error = err.Error()
+			continue
+		}
+		wg.Go(func() {
+			h := http.Header{}
+			h.Set("Content-Type", contentType)
+			if p.Token != "" {
+				h.Set("X-A2A-Notification-Token", p.Token)
+			}
+			if p.Scheme != "" && p.Credentials != "" {
+				h.Set("Authorization", p.Scheme+" "+p.Credentials)
+			}
+			code, err := s.postToCaller(ctx, l, p.URL, body, h)
+			out[i].StatusCode, out[i].Delivered = code, err == nil && code/100 == 2
+			switch {
+			case err != nil:
+				out[i].Error = truncate(err.Error(), 256)
+			case !out[i].Delivered:
+				out[i].Error = "answered " + strconv.Itoa(code)
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }

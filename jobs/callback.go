@@ -53,9 +53,10 @@ func (w *callbackWorker) NextRetry(job *river.Job[CallbackArgs]) time.Time {
 func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { return 30 * time.Second }
 
 // Work posts the terminal outcome to the caller, signed in the Standard
-// Webhooks style (or, for a job submitted over A2A with push configs, as an
-// A2A task to each config), and records CALLBACK_DELIVERED on a 2xx, CALLBACK_FAILED
-// otherwise (then River retries it, until CallbackMaxAttempts).
+// Webhooks style (or, for a job submitted over A2A, as an A2A task to each
+// of its push configs: deliverA2APushes), and records CALLBACK_DELIVERED on
+// a 2xx, CALLBACK_FAILED otherwise (then River retries it, until
+// CallbackMaxAttempts).
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
 	s := w.s
 	l, err := s.Load(ctx, nil, job.Args.JobID)
@@ -72,24 +73,22 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	ctx, span := s.tracer.Start(ctx, "callback", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", job.Attempt)))
 	defer span.End()
-	pushes, err := s.PushConfigs(ctx, l.JobID)
+	a2aPushes, err := s.usesA2APushes(ctx, l)
 	if err != nil {
 		return err
 	}
-	var code int
-	var postErr error
-	if len(pushes) > 0 {
-		// Submitted over A2A: the caller gets an A2A task, as agents push.
-		code, postErr = s.postA2APushes(ctx, l, pushes)
-	} else {
-		secrets, err := s.CallbackSecrets(ctx, l.Namespace)
-		if err != nil {
-			return err
-		}
-		body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
-			Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
-		code, postErr = s.postCallback(ctx, l, secrets, body)
+	if a2aPushes {
+		// Submitted over A2A: each push config gets an A2A task, as agents
+		// push, and is retried on its own.
+		return s.deliverA2APushes(ctx, job, l)
 	}
+	secrets, err := s.CallbackSecrets(ctx, l.Namespace)
+	if err != nil {
+		return err
+	}
+	body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
+		Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
+	code, postErr := s.postCallback(ctx, l, secrets, body)
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	ok := postErr == nil && code/100 == 2
 	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", ok)))
@@ -142,8 +141,9 @@ func (s *Service) postCallback(ctx context.Context, l *Loaded, secrets []string,
 	return s.postToCaller(ctx, l, l.CallbackURL, body, h)
 }
 
-// postToCaller POSTs a JSON body to a caller's URL with header, the trace
-// context and the job id, within 15 s, and answers the status.
+// postToCaller POSTs a JSON body to a caller's URL with header (its
+// Content-Type, application/json if it names none), the trace context and
+// the job id, within 15 s, and answers the status.
 func (s *Service) postToCaller(ctx context.Context, l *Loaded, url string, body []byte, header http.Header) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -152,7 +152,9 @@ func (s *Service) postToCaller(ctx context.Context, l *Loaded, url string, body 
 		return 0, err
 	}
 	req.Header = header
-	req.Header.Set("Content-Type", "application/json")
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json") // an A2A v1.0 push says application/a2a+json
+	}
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent
 	req.Header.Set("X-Reach-Job-Id", l.JobID)
 	resp, err := s.http.Do(req)

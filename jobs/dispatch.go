@@ -262,7 +262,7 @@ const maxAgentAnswer = 16 << 20
 
 // deliver POSTs the envelope to the agent and classifies what happened. It
 // waits for an answer until the attempt's deadline.
-func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) domain.Observation {
+func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) (obs domain.Observation) {
 	if a.Protocol == domain.ProtocolA2A {
 		return s.deliverA2A(ctx, a, l, attempt, deadline)
 	}
@@ -308,6 +308,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 		}
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "connection_error", ErrText: err.Error()}
 	}
+	defer func() { noteAnswer(&obs, resp.StatusCode, answer) }() // what the agent answered, for the timeline
 	switch resp.StatusCode {
 	case http.StatusOK:
 		var r struct {

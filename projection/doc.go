@@ -7,7 +7,7 @@ import "github.com/agentreach/agentreach/eventstore"
 // All returns every projection Agent-Reach keeps, in the order they are
 // stepped.
 func All() []eventstore.Projection {
-	return []eventstore.Projection{Jobs{}, AgentStats{}}
+	return []eventstore.Projection{Jobs{}, AgentStats{}, Alerts{}}
 }
 
 // Tables names the read-model tables of each projection, for reports.
@@ -17,6 +17,8 @@ func Tables(name string) []string {
 		return []string{"jobs"}
 	case AgentStats{}.Name():
 		return []string{"agent_stats_minute", "agent_stats_hour"}
+	case Alerts{}.Name():
+		return []string{"alerts"}
 	}
 	return nil
 }

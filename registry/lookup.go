@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -83,7 +84,10 @@ func (r *Registry) Report(ctx context.Context, keyID, ns string, reports []domai
 	var order []string
 	for i := range reports {
 		if err := reports[i].Validate(now); err != nil {
-			fe := err.(*domain.FieldError)
+			var fe *domain.FieldError
+			if !errors.As(err, &fe) {
+				return err
+			}
 			return &domain.FieldError{Field: fmt.Sprintf("reports[%d].%s", i, fe.Field), Message: fe.Message}
 		}
 		id := reports[i].AgentID

@@ -11,4 +11,48 @@
 //			return sdk.Success(map[string]any{"text": "..."}), nil
 //		})
 //	err := agent.Run(ctx)
+//
+// # Pull mode
+//
+// An agent with no inbound endpoint registers with Mode ModePull and claims
+// its work: Run then listens on nothing and registers no endpoint or
+// health URL (it returns an error if the Registration has one). The same
+// Handler serves the claimed deliveries on MaxConcurrent workers (1 when it
+// is 0, and registered so). The claim loop asks for as many deliveries as
+// there are free workers, long-polls up to Config.ClaimWait (default 20 s),
+// never holds more than MaxConcurrent, backs off on errors and registers
+// again when the registry has forgotten the agent (404 or 401).
+//
+//	agent := sdk.New(sdk.Config{ServerURL: "http://127.0.0.1:8080"},
+//		sdk.Registration{AgentID: "ocr-1", Mode: sdk.ModePull, MaxConcurrent: 4,
+//			Capabilities: []string{"document:parse:ocr"}}, handler)
+//	err := agent.Run(ctx)
+//
+// A handler's outcome in pull mode: a Result is reported to the delivery's
+// result URL; ErrAccepted keeps the delivery (and its worker) held until
+// the handler's Agent.Report or the deadline; ErrRefused releases the
+// attempt unstarted (routed again at once, no attempt spent); any other
+// error or a panic releases it as a failed attempt, with the error's text.
+// A job's context ends at the delivery's deadline or at its Report. A pull
+// agent learns of cancelled jobs from its heartbeats' answers (it has no
+// endpoint for a cancel notice): the context of a cancelled attempt it
+// holds ends with cause ErrJobCancelled, and nothing is sent back for it.
+//
+// When Run's context ends a pull agent stops claiming and gives back,
+// unstarted, any delivery a claim brought as it stopped. It waits for the
+// deliveries it holds, heartbeating meanwhile, up to Config.ShutdownGrace
+// (default 30 s); then it cancels the jobs still running (cause
+// ErrShutdown) and gives their workers up to 5 s to release them. Last it
+// goes offline, which gives back whatever is still in its inbox. A delivery
+// whose outcome could not be sent times out at its deadline on the server.
+//
+// # Direct calls
+//
+// A caller in lookup mode (POST /v1/lookup, then a call to the agent's
+// endpoint itself; see the sdk/client package) sends the envelope with an
+// invocation grant in the X-Reach-Grant header instead of a signature. A
+// push agent checks it with VerifyGrant (signed for this agent's token,
+// naming this agent and the capability called, not expired), marks the
+// Delivery Direct and runs the same Handler; a direct call is answered
+// inline (ErrAccepted answers 501: there is no result_url).
 package sdk

@@ -24,13 +24,16 @@ import (
 )
 
 // Registration is what the agent tells the registry about itself. Endpoint
-// is filled in by the SDK from the address it listens on unless set.
+// is filled in by the SDK from the address it listens on unless set. Mode
+// is ModePush (or empty) for an agent that is sent its deliveries, ModePull
+// for one that claims them: a pull agent has no Endpoint or HealthURL.
 type Registration struct {
 	AgentID        string         `json:"agent_id"`
 	Namespace      string         `json:"namespace,omitempty"`
 	Capabilities   []string       `json:"capabilities"`
 	Aliases        []string       `json:"aliases,omitempty"`
-	Endpoint       string         `json:"endpoint"`
+	Mode           string         `json:"mode,omitempty"`
+	Endpoint       string         `json:"endpoint,omitempty"`
 	HealthURL      string         `json:"health_url,omitempty"`
 	Protocol       string         `json:"protocol,omitempty"`
 	Weight         int            `json:"weight,omitempty"`
@@ -54,6 +57,9 @@ type Delivery struct {
 	// Traceparent is the W3C trace context the delivery came with; Report
 	// sends it back, so the result stays in the job's trace.
 	Traceparent string `json:"-"`
+	// Direct: a caller called the agent itself, with an invocation grant
+	// from a lookup (lookup mode); it must be answered inline.
+	Direct bool `json:"-"`
 }
 
 // Result is the outcome of a job: SUCCESS with a result, or FAILED (a
@@ -74,16 +80,20 @@ func Failure(bizCode string, detail any) Result {
 }
 
 // ErrAccepted, returned by a Handler, answers the delivery with 202: the
-// agent took the work and will call Agent.Report before the deadline.
+// agent took the work and will call Agent.Report before the deadline. In
+// pull mode the delivery stays held (a worker's slot) until that Report or
+// the deadline.
 var ErrAccepted = errors.New("accepted: result follows")
 
 // ErrRefused, returned by a Handler, answers 503: the attempt was not
-// taken, and Agent-Reach tries again, possibly with another agent.
+// taken, and Agent-Reach tries again, possibly with another agent. In pull
+// mode the attempt is released without an error: given back unstarted.
 var ErrRefused = errors.New("refused")
 
 // Handler does the work of one delivery and returns its result inline, or
 // ErrAccepted to report later, or ErrRefused. Any other error answers 500,
-// which Agent-Reach treats as a delivery that did not happen.
+// which Agent-Reach treats as a delivery that did not happen; in pull mode
+// it releases the attempt with the error's text, a failed attempt.
 type Handler func(ctx context.Context, d Delivery) (Result, error)
 
 // Config tunes an Agent.
@@ -108,6 +118,13 @@ type Config struct {
 	// the agent's namespace. Heartbeats and results use the agent's own
 	// token, which registration returns.
 	APIKey string
+	// ClaimWait is how long a pull agent's claim waits for work when
+	// there is none (default 20 s, at most 60 s).
+	ClaimWait time.Duration
+	// ShutdownGrace is how long a pull agent, once Run's context ends,
+	// waits for the deliveries it holds to finish before it cancels them
+	// (default 30 s; negative: it cancels them at once).
+	ShutdownGrace time.Duration
 }
 
 // Agent is one running agent.
@@ -123,10 +140,20 @@ type Agent struct {
 
 	inFlight   atomic.Int64
 	jobsMu     sync.Mutex
-	jobs       map[string]context.CancelCauseFunc // the running jobs' contexts, by job id
+	jobs       map[string]*job // the running jobs, by job id
+	regMu      sync.Mutex      // one registration at a time
 	registered chan struct{}
 	regOnce    sync.Once
 	listener   net.Listener
+	pull       *puller // nil in push mode
+}
+
+// job is the entry of a running job: its attempt and its context's cancel.
+// A pointer, so an ending context removes its own entry, not a later
+// attempt's.
+type job struct {
+	attempt int
+	cancel  context.CancelCauseFunc
 }
 
 // New returns an Agent; Run starts it.
@@ -144,15 +171,22 @@ func New(cfg Config, reg Registration, h Handler) *Agent {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.ServerURL = strings.TrimRight(cfg.ServerURL, "/")
-	return &Agent{cfg: cfg, reg: reg, handler: h, log: cfg.Logger, registered: make(chan struct{})}
+	a := &Agent{cfg: cfg, reg: reg, handler: h, log: cfg.Logger, registered: make(chan struct{})}
+	if reg.Mode == ModePull {
+		a.pull = newPuller(&a.cfg, &a.reg)
+	}
+	return a
 }
 
 // Registered is closed once the first registration succeeded.
 func (a *Agent) Registered() <-chan struct{} { return a.registered }
 
 // Endpoint is the URL deliveries are served at (after Run has started
-// listening; see Registered).
+// listening; see Registered), or "" for a pull agent.
 func (a *Agent) Endpoint() string {
+	if a.pull != nil {
+		return ""
+	}
 	if a.cfg.AdvertiseURL != "" {
 		return a.cfg.AdvertiseURL
 	}
@@ -160,11 +194,25 @@ func (a *Agent) Endpoint() string {
 }
 
 // InFlight is how many deliveries the agent holds now.
-func (a *Agent) InFlight() int { return int(a.inFlight.Load()) }
+func (a *Agent) InFlight() int {
+	if a.pull != nil {
+		return a.pull.holding()
+	}
+	return int(a.inFlight.Load())
+}
 
 // Run serves deliveries, registers and heartbeats until ctx ends, then goes
-// offline and stops serving. It returns nil after a graceful stop.
+// offline and stops serving. It returns nil after a graceful stop. A pull
+// agent (Mode ModePull) listens on nothing: Run claims its deliveries
+// instead (see the package doc).
 func (a *Agent) Run(ctx context.Context) error {
+	switch a.reg.Mode {
+	case "", ModePush:
+	case ModePull:
+		return a.runPull(ctx)
+	default:
+		return fmt.Errorf("sdk: unknown registration mode %q (push or pull)", a.reg.Mode)
+	}
 	l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("sdk: listen on %s: %w", a.cfg.Addr, err)
@@ -177,14 +225,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(l) }()
 
-	if a.cfg.StartJitter > 0 {
-		wait := rand.N(a.cfg.StartJitter)
-		a.log.Info("sdk: start-up jitter before registering", "wait", wait)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-	}
+	a.startJitter(ctx)
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); a.heartbeatLoop(ctx) }()
 
@@ -202,6 +243,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	return srv.Shutdown(octx)
+}
+
+// startJitter waits a random time up to StartJitter, so a fleet
+// restarting together does not register all at once.
+func (a *Agent) startJitter(ctx context.Context) {
+	if a.cfg.StartJitter > 0 {
+		wait := rand.N(a.cfg.StartJitter)
+		a.log.Info("sdk: start-up jitter before registering", "wait", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
 }
 
 // heartbeatLoop registers, then heartbeats every interval the registry
@@ -226,7 +280,8 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 		}
 		n := a.InFlight()
 		var resp struct {
-			HeartbeatEveryMS int64 `json:"heartbeat_interval_ms"`
+			HeartbeatEveryMS int64     `json:"heartbeat_interval_ms"`
+			Cancelled        []attempt `json:"cancelled"` // a pull agent's: it has no endpoint for a notice
 		}
 		err := a.call(ctx, http.MethodPut, "/v1/agents/"+a.reg.AgentID+"/heartbeat", map[string]any{"in_flight": n}, &resp)
 		var se *StatusError
@@ -241,6 +296,9 @@ func (a *Agent) heartbeatLoop(ctx context.Context) {
 			a.interval = time.Duration(resp.HeartbeatEveryMS) * time.Millisecond
 			a.mu.Unlock()
 		}
+		for _, c := range resp.Cancelled {
+			a.cancelAttempt(c)
+		}
 	}
 }
 
@@ -254,10 +312,17 @@ const CancelNotices = "cancel_notices"
 var ErrJobCancelled = errors.New("sdk: the job was cancelled")
 
 func (a *Agent) register(ctx context.Context) error {
-	if a.reg.Metadata == nil {
-		a.reg.Metadata = map[string]any{}
+	a.regMu.Lock()
+	defer a.regMu.Unlock()
+	if a.currentToken() != "" {
+		return nil // registered meanwhile by another loop
 	}
-	a.reg.Metadata[CancelNotices] = true
+	if a.pull == nil { // a pull agent has no endpoint to be told at
+		if a.reg.Metadata == nil {
+			a.reg.Metadata = map[string]any{}
+		}
+		a.reg.Metadata[CancelNotices] = true
+	}
 	var resp struct {
 		Token            string `json:"token"`
 		HeartbeatEveryMS int64  `json:"heartbeat_interval_ms"`
@@ -319,6 +384,12 @@ func (a *Agent) call(ctx context.Context, method, path string, body, into any) e
 }
 
 func (a *Agent) callWith(ctx context.Context, bearer, method, path string, body, into any) error {
+	return a.do(ctx, a.cfg.HTTPClient, bearer, method, path, body, into)
+}
+
+// do sends body as JSON to Agent-Reach with client and decodes a 2xx
+// answer into into; any other answer is a *StatusError.
+func (a *Agent) do(ctx context.Context, client *http.Client, bearer, method, path string, body, into any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -331,7 +402,7 @@ func (a *Agent) callWith(ctx context.Context, bearer, method, path string, body,
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
-	resp, err := a.cfg.HTTPClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -346,9 +417,12 @@ func (a *Agent) callWith(ctx context.Context, bearer, method, path string, body,
 	return nil
 }
 
-// Report sends the outcome of an accepted (202) delivery to its result URL.
+// Report sends the outcome of an accepted (202) delivery to its result URL
+// and ends the job's context. A non-2xx answer is a *StatusError.
 func (a *Agent) Report(ctx context.Context, d Delivery, r Result) error {
-	defer a.inFlight.Add(-1)
+	if a.pull == nil { // a pull agent's job is let go when its context ends
+		defer a.inFlight.Add(-1)
+	}
 	defer a.endJob(d.JobID)
 	r.Attempt = d.Attempt
 	b, err := json.Marshal(r)
@@ -393,7 +467,8 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read delivery: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if !a.cfg.SkipVerify {
+	grant := r.Header.Get(GrantHeader)
+	if !a.cfg.SkipVerify && grant == "" {
 		if err := VerifyDelivery(a.currentToken(), r.Header, body, time.Now()); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
@@ -403,6 +478,17 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := json.Unmarshal(body, &d); err != nil {
 		http.Error(w, "bad delivery: "+err.Error(), http.StatusBadRequest)
 		return
+	}
+	if grant != "" {
+		// A direct call by a caller that looked the agent up: its grant,
+		// not a signature, says Agent-Reach let it in.
+		if !a.cfg.SkipVerify {
+			if _, err := VerifyGrant(a.currentToken(), grant, a.reg.AgentID, d.Capability, time.Now()); err != nil {
+				http.Error(w, err.Error(), http.StatusUnauthorized)
+				return
+			}
+		}
+		d.Direct = true
 	}
 	if r.Header.Get("X-Reach-Cancel") == "1" {
 		a.cancelJob(d.JobID)
@@ -414,6 +500,11 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.inFlight.Add(1)
 	res, err := a.handler(ctx, d)
 	switch {
+	case errors.Is(err, ErrAccepted) && d.Direct:
+		done(false)
+		a.inFlight.Add(-1)
+		http.Error(w, "a direct call is answered inline: there is no result_url to report to", http.StatusNotImplemented)
+		return
 	case errors.Is(err, ErrAccepted):
 		done(true)                         // the context lives on until Report, the deadline or a cancel notice
 		w.WriteHeader(http.StatusAccepted) // in flight until Report
@@ -448,15 +539,18 @@ func (a *Agent) jobContext(req context.Context, d Delivery) (context.Context, fu
 		context.AfterFunc(ctx, stop)
 	}
 	stopReq := context.AfterFunc(req, func() { cancel(context.Canceled) })
+	j := &job{attempt: d.Attempt, cancel: cancel}
 	a.jobsMu.Lock()
 	if a.jobs == nil {
-		a.jobs = map[string]context.CancelCauseFunc{}
+		a.jobs = map[string]*job{}
 	}
-	a.jobs[d.JobID] = cancel
+	a.jobs[d.JobID] = j
 	a.jobsMu.Unlock()
 	context.AfterFunc(ctx, func() { // however it ends, it is forgotten
 		a.jobsMu.Lock()
-		delete(a.jobs, d.JobID)
+		if a.jobs[d.JobID] == j {
+			delete(a.jobs, d.JobID)
+		}
 		a.jobsMu.Unlock()
 	})
 	return ctx, func(accepted bool) {
@@ -470,21 +564,21 @@ func (a *Agent) jobContext(req context.Context, d Delivery) (context.Context, fu
 // endJob ends the context of an accepted job once its result is reported.
 func (a *Agent) endJob(jobID string) {
 	a.jobsMu.Lock()
-	cancel := a.jobs[jobID]
+	j := a.jobs[jobID]
 	a.jobsMu.Unlock()
-	if cancel != nil {
-		cancel(context.Canceled)
+	if j != nil {
+		j.cancel(context.Canceled)
 	}
 }
 
 // cancelJob cancels the context of the job, if it runs here.
 func (a *Agent) cancelJob(jobID string) {
 	a.jobsMu.Lock()
-	cancel := a.jobs[jobID]
+	j := a.jobs[jobID]
 	a.jobsMu.Unlock()
-	if cancel != nil {
+	if j != nil {
 		a.log.Info("sdk: job cancelled by Agent-Reach", "job_id", jobID)
-		cancel(ErrJobCancelled)
+		j.cancel(ErrJobCancelled)
 	}
 }
 

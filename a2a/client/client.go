@@ -54,10 +54,23 @@ type HTTPError struct {
 func (e *HTTPError) Error() string { return "HTTP " + strconv.Itoa(e.Status) + ": " + e.Body }
 
 // Client calls A2A agents over JSON-RPC. It remembers which agents know
-// only the v0.3 method names, so the v1.0 name is tried once per agent.
+// only the v0.3 method names, so the v1.0 name is tried once per agent,
+// and which refused push notifications.
 type Client struct {
 	HTTP   *http.Client
 	legacy sync.Map // endpoint → true
+	noPush sync.Map // endpoint → true
+}
+
+// RefusedPush remembers that the agent at endpoint answered a message
+// with a push config PushNotificationNotSupported, whatever its card says.
+func (c *Client) RefusedPush(endpoint string) { c.noPush.Store(endpoint, true) }
+
+// TakesPush reports whether the agent at endpoint has not refused push
+// notifications (RefusedPush) since this process started.
+func (c *Client) TakesPush(endpoint string) bool {
+	_, refused := c.noPush.Load(endpoint)
+	return !refused
 }
 
 // Send is one SendMessage: a job's attempt.

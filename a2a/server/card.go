@@ -32,8 +32,10 @@ func (s *Server) ServeCard(w http.ResponseWriter, r *http.Request, ns string) er
 	return nil
 }
 
-// Card is namespace ns's Agent Card: v0.3's url and preferredTransport,
-// and v1.0's supportedInterfaces, both at /a2a/{ns}.
+// Card is namespace ns's Agent Card, for callers of either version: v0.3's
+// url and preferredTransport, and v1.0's supportedInterfaces (JSON-RPC in
+// 1.0, preferred, and in 0.3), all at /a2a/{ns}, which answers each call
+// in the version its A2A-Version names.
 func (s *Server) Card(ns string) a2a.Card {
 	url := s.cfg.Jobs.PublicURL() + "/a2a/" + ns
 	skills := []a2a.Skill{}
@@ -46,13 +48,15 @@ func (s *Server) Card(ns string) a2a.Card {
 		Description: "Agent-Reach reaches every agent registered in namespace " + ns + ": name a skill in the message's " +
 			"metadata.skill, and the job is routed to the best healthy agent offering it, delivered durably, and its task answered here.",
 		URL: url, PreferredTransport: "JSONRPC", ProtocolVersion: "0.3.0", Version: s.cfg.Version,
-		Capabilities:                      a2a.Capabilities{PushNotifications: true, Streaming: true, StateTransitionHistory: true},
-		DefaultInputModes:                 []string{"application/json", "text/plain"},
-		DefaultOutputModes:                []string{"application/json", "text/plain"},
-		Skills:                            skills,
-		SecuritySchemes:                   map[string]a2a.SecurityScheme{"api_key": {Type: "http", Scheme: "Bearer", Description: "an Agent-Reach API key"}},
-		Security:                          []a2a.SecurityRequirement{{"api_key": json.RawMessage("[]")}}, // no scopes
-		SupportedInterfaces:               []a2a.Interface{{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0", Tenant: ns}},
+		Capabilities: a2a.Capabilities{PushNotifications: true, Streaming: true, StateTransitionHistory: true,
+			ExtendedAgentCard: true},
+		DefaultInputModes:  []string{"application/json", "text/plain"},
+		DefaultOutputModes: []string{"application/json", "text/plain"},
+		Skills:             skills,
+		SecuritySchemes:    map[string]a2a.SecurityScheme{"api_key": {Type: "http", Scheme: "Bearer", Description: "an Agent-Reach API key"}},
+		Security:           []a2a.SecurityRequirement{{"api_key": json.RawMessage("[]")}}, // no scopes
+		SupportedInterfaces: []a2a.Interface{{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: VersionV1, Tenant: ns},
+			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: VersionV03, Tenant: ns}},
 		SupportsAuthenticatedExtendedCard: true,
 	}
 }

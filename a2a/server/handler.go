@@ -102,6 +102,13 @@ func (h *handler) OnResubscribeToTask(ctx context.Context, p *sdk.TaskIDParams) 
 			yield(nil, err)
 			return
 		}
+		if versionOf(ctx) == VersionV1 && j.Status.Terminal() {
+			// v1.0 refuses to subscribe to a task that ended (v0.3 callers
+			// get it once, as it ended).
+			yield(nil, fmt.Errorf("%w: task %s has ended (%s); read it with GetTask", sdk.ErrUnsupportedOperation,
+				j.JobID, State(j.Status, j.Attempts)))
+			return
+		}
 		h.stream(ctx, j.JobID)(yield)
 	}
 }
@@ -143,15 +150,20 @@ func (h *handler) send(ctx context.Context, params *sdk.MessageSendParams) (stri
 	if skill == "" {
 		skill = meta("capability")
 	}
+	var names []string
+	for _, sk := range h.jobs().Skills(call.Namespace) {
+		names = append(names, sk.Capability)
+	}
 	if skill == "" {
-		var names []string
-		for _, sk := range h.jobs().Skills(call.Namespace) {
-			names = append(names, sk.Capability)
-		}
 		if len(names) != 1 {
 			return "", nil, fmt.Errorf("%w: name the skill in metadata.skill (this namespace offers: %s)", sdk.ErrInvalidParams, strings.Join(names, ", "))
 		}
 		skill = names[0]
+	}
+	if !h.jobs().Offers(call.Namespace, skill) {
+		// Taken, the job could only wait for an agent and dead-letter.
+		return "", nil, fmt.Errorf("%w: no agent in namespace %s offers the skill %q (it offers: %s)", sdk.ErrInvalidParams,
+			call.Namespace, skill, strings.Join(names, ", "))
 	}
 	if !call.Principal.CanSubmit(skill) {
 		return "", nil, errPermission("this key lacks the scope jobs:submit:%s", skill)
@@ -168,11 +180,8 @@ func (h *handler) send(ctx context.Context, params *sdk.MessageSendParams) (stri
 	}
 	var push *PushConfig
 	if params.Config != nil && params.Config.PushConfig != nil {
-		pc := params.Config.PushConfig
-		push = &PushConfig{ID: pc.ID, URL: pc.URL, Token: pc.Token}
-		if pc.Auth != nil && len(pc.Auth.Schemes) > 0 {
-			push.Scheme, push.Credentials = pc.Auth.Schemes[0], pc.Auth.Credentials
-		}
+		pc := pushConfigOf(ctx, *params.Config.PushConfig)
+		push = &pc
 	}
 	id, err := h.jobs().Submit(ctx, sub, call.Metadata, push)
 	if err != nil {
@@ -188,6 +197,10 @@ func (h *handler) continueTask(ctx context.Context, params *sdk.MessageSendParam
 	j, err := h.ownTask(ctx, params.Message.TaskID)
 	if err != nil {
 		return "", nil, err
+	}
+	if j.Status.Terminal() {
+		return "", nil, fmt.Errorf("%w: task %s has ended (%s) and takes no more messages", sdk.ErrUnsupportedOperation,
+			j.JobID, State(j.Status, j.Attempts))
 	}
 	payload, err := payloadOf(params.Message.Parts)
 	if err != nil {
@@ -315,6 +328,15 @@ func (h *handler) OnCancelTask(ctx context.Context, p *sdk.TaskIDParams) (*sdk.T
 	return Task(j), nil
 }
 
+// pushConfigOf is a caller's push config, in the version of the call.
+func pushConfigOf(ctx context.Context, c sdk.PushConfig) PushConfig {
+	p := PushConfig{ID: c.ID, URL: c.URL, Token: c.Token, Version: versionOf(ctx)}
+	if c.Auth != nil && len(c.Auth.Schemes) > 0 {
+		p.Scheme, p.Credentials = c.Auth.Schemes[0], c.Auth.Credentials
+	}
+	return p
+}
+
 func toTaskPushConfig(id sdk.TaskID, p PushConfig) *sdk.TaskPushConfig {
 	cfg := sdk.PushConfig{ID: p.ID, URL: p.URL, Token: p.Token}
 	if p.Scheme != "" {
@@ -342,7 +364,8 @@ func (h *handler) OnGetTaskPushConfig(ctx context.Context, p *sdk.GetTaskPushCon
 			return toTaskPushConfig(p.TaskID, c), nil
 		}
 	}
-	return nil, fmt.Errorf("%w: task %s has no push config %q", sdk.ErrInvalidParams, p.TaskID, p.ConfigID)
+	// As A2A says: a config that does not exist is not found.
+	return nil, fmt.Errorf("%w: task %s has no push config %q", sdk.ErrTaskNotFound, p.TaskID, p.ConfigID)
 }
 
 func (h *handler) OnListTaskPushConfig(ctx context.Context, p *sdk.ListTaskPushConfigParams) ([]*sdk.TaskPushConfig, error) {
@@ -365,11 +388,7 @@ func (h *handler) OnSetTaskPushConfig(ctx context.Context, p *sdk.TaskPushConfig
 	if err != nil {
 		return nil, err
 	}
-	pc := PushConfig{ID: p.Config.ID, URL: p.Config.URL, Token: p.Config.Token}
-	if p.Config.Auth != nil && len(p.Config.Auth.Schemes) > 0 {
-		pc.Scheme, pc.Credentials = p.Config.Auth.Schemes[0], p.Config.Auth.Credentials
-	}
-	saved, err := h.jobs().SetPushConfig(ctx, j, pc)
+	saved, err := h.jobs().SetPushConfig(ctx, j, pushConfigOf(ctx, p.Config))
 	if err != nil {
 		return nil, h.rpcError(err)
 	}
@@ -381,8 +400,9 @@ func (h *handler) OnDeleteTaskPushConfig(ctx context.Context, p *sdk.DeleteTaskP
 	if err != nil {
 		return err
 	}
-	if err := h.jobs().DeletePushConfig(ctx, j.JobID, p.ConfigID); err != nil {
-		return fmt.Errorf("%w: task %s has no push config %q", sdk.ErrInvalidParams, p.TaskID, p.ConfigID)
+	// Deleting is idempotent, as A2A wants: a config already gone is fine.
+	if err := h.jobs().DeletePushConfig(ctx, j.JobID, p.ConfigID); err != nil && !errors.Is(err, ErrNoPushConfig) {
+		return h.rpcError(err)
 	}
 	return nil
 }

@@ -101,8 +101,10 @@ func (s *Server) checkRequest(body []byte) (json.RawMessage, int, string) {
 }
 
 // requestV03 is a request as a2asrv takes it: a v1.0 method name as its
-// v0.3 name, a message's params in v0.3's shape (a2a.ReadSendParams). A
-// message's params object that reads as neither version is an error;
+// v0.3 name, a message's params in v0.3's shape (a2a.ReadSendParams), a
+// push config's params too (a2a.ReadTaskPushConfig, a2a.ReadPushConfigRef):
+// whichever version's shape they come in, as callers mix them. Params of a
+// message or a push config that read as neither version are an error;
 // anything else a2asrv cannot read is passed on, for a2asrv to refuse.
 func requestV03(body []byte) ([]byte, error) {
 	var req request
@@ -116,26 +118,96 @@ func requestV03(body []byte) ([]byte, error) {
 			req.Method, _ = json.Marshal(v03)
 		}
 	}
-	if (method == "message/send" || method == "message/stream") && isObject(req.Params) {
-		p, err := a2a.ReadSendParams(req.Params)
-		if err != nil {
-			return nil, err
-		}
-		req.Params, _ = json.Marshal(p)
+	if !isObject(req.Params) {
+		return json.Marshal(req)
 	}
+	var params any
+	var err error
+	switch method {
+	case "message/send", "message/stream":
+		params, err = a2a.ReadSendParams(req.Params)
+	case "tasks/pushNotificationConfig/set":
+		params, err = a2a.ReadTaskPushConfig(req.Params)
+	case "tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete":
+		params, err = a2a.ReadPushConfigRef(req.Params)
+	default:
+		return json.Marshal(req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	req.Params, _ = json.Marshal(params)
 	return json.Marshal(req)
 }
 
-// answerV1 is a2asrv's v0.3 answer to a v1.0 method, in v1.0's shapes:
-// SendMessage's result a SendMessageResponse ({"task": …} or
-// {"message": …}), tasks without kinds and with TASK_STATE_* and ROLE_*
-// names. Errors, and results that are not objects, pass as they are.
-func answerV1(method string, body []byte) []byte {
-	var resp response
-	if json.Unmarshal(body, &resp) != nil || !isObject(resp.Result) {
+// errorResponse is a JSON-RPC error answer as a2asrv writes it: the
+// error's text in data.error, beside the code's standard message.
+type errorResponse struct {
+	Error *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data,omitempty"`
+	} `json:"error"`
+	ID      json.RawMessage `json:"id"`
+	JSONRPC json.RawMessage `json:"jsonrpc"`
+}
+
+// errorInfo is v1.0's error detail, a google.rpc.ErrorInfo.
+type errorInfo struct {
+	Type   string `json:"@type"`
+	Domain string `json:"domain"`
+	Reason string `json:"reason"`
+}
+
+// errorReasons are v1.0's ErrorInfo reasons of the A2A and JSON-RPC codes.
+var errorReasons = map[int]string{
+	-32001: "TASK_NOT_FOUND", -32002: "TASK_NOT_CANCELABLE", -32003: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+	-32004: "UNSUPPORTED_OPERATION", -32005: "CONTENT_TYPE_NOT_SUPPORTED", -32006: "INVALID_AGENT_RESPONSE",
+	-32007: "EXTENDED_AGENT_CARD_NOT_CONFIGURED", -32008: "EXTENSION_SUPPORT_REQUIRED", -32009: "VERSION_NOT_SUPPORTED",
+	-32700: "PARSE_ERROR", -32600: "INVALID_REQUEST", -32601: "METHOD_NOT_FOUND", -32602: "INVALID_PARAMS", -32603: "INTERNAL_ERROR",
+}
+
+// errorV1 is a JSON-RPC error answer as v1.0 spells it: the whole text in
+// message (a2asrv puts it in data.error, which v1.0 clients do not read),
+// and data a list of details, here a google.rpc.ErrorInfo with the
+// error's reason. Anything else passes as it is.
+func errorV1(body []byte) []byte {
+	var e errorResponse
+	if json.Unmarshal(body, &e) != nil || e.Error == nil {
 		return body
 	}
-	result, err := resultV1(a2a.MethodsV1[method], resp.Result)
+	var data struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(e.Error.Data, &data) == nil && data.Error != "" {
+		e.Error.Message = data.Error
+	}
+	e.Error.Data = nil
+	if reason, ok := errorReasons[e.Error.Code]; ok {
+		e.Error.Data, _ = json.Marshal([]errorInfo{{Type: "type.googleapis.com/google.rpc.ErrorInfo", Domain: "a2a-protocol.org", Reason: reason}})
+	}
+	out, err := json.Marshal(e)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// answerV1 is a2asrv's v0.3 answer to method (its v0.3 name), in v1.0's
+// shapes: SendMessage's result a SendMessageResponse ({"task": …} or
+// {"message": …}), tasks without kinds and with TASK_STATE_* and ROLE_*
+// names, push configs flat (ListTaskPushNotificationConfigs' in a
+// {"configs": […]} response), errors with their text as the message.
+// What cannot be read as the method's result passes as it is.
+func answerV1(method string, body []byte) []byte {
+	var resp response
+	if json.Unmarshal(body, &resp) != nil {
+		return body
+	}
+	if resp.Result == nil {
+		return errorV1(body)
+	}
+	result, err := resultV1(method, resp.Result)
 	if err != nil {
 		return body
 	}
@@ -174,7 +246,21 @@ func resultV1(method string, raw json.RawMessage) ([]byte, error) {
 		}
 		return json.Marshal(t)
 	case "tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get":
-		return reencode[a2a.TaskPushConfigV03](raw) // the same in v1.0
+		var p a2a.TaskPushConfigV03
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, err
+		}
+		return json.Marshal(p.V1())
+	case "tasks/pushNotificationConfig/list":
+		var ps []a2a.TaskPushConfigV03
+		if err := json.Unmarshal(raw, &ps); err != nil {
+			return nil, err
+		}
+		list := a2a.ListPushConfigsV1{Configs: make([]a2a.PushConfigV1, 0, len(ps))}
+		for _, p := range ps {
+			list.Configs = append(list.Configs, p.V1())
+		}
+		return json.Marshal(list)
 	case "agent/getAuthenticatedExtendedCard":
 		return reencode[a2a.Card](raw)
 	}

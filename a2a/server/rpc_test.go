@@ -1,9 +1,13 @@
 package server
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/a2a"
 )
 
 func TestRequestV03(t *testing.T) {
@@ -59,11 +63,107 @@ func TestAnswerV1(t *testing.T) {
 	require.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_INPUT_REQUIRED",
 		"message":{"messageId":"m","role":"ROLE_AGENT","parts":[{"text":"which?"}]}},
 		"artifacts":[{"artifactId":"a","parts":[{"data":{"state":"kept as data"}}]}]}}}`,
-		string(answerV1("SendMessage", []byte(v03))))
-	errBody := `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"task not found"}}`
-	require.Equal(t, errBody, string(answerV1("GetTask", []byte(errBody))), "errors pass as they are")
-	list := `{"jsonrpc":"2.0","id":1,"result":[{"pushNotificationConfig":{"url":"http://x"},"taskId":"t"}]}` + "\n"
-	require.Equal(t, list, string(answerV1("ListTaskPushNotificationConfig", []byte(list))), "a list passes as it is")
+		string(answerV1("message/send", []byte(v03))))
+	errBody := `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"task not found","data":{"error":"task not found: job x"}}}`
+	require.Equal(t, `{"error":{"code":-32001,"message":"task not found: job x","data":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo",`+
+		`"domain":"a2a-protocol.org","reason":"TASK_NOT_FOUND"}]},"id":1,"jsonrpc":"2.0"}`,
+		string(answerV1("tasks/get", []byte(errBody))), "an error's text is its message, its details a list")
+	list := `{"jsonrpc":"2.0","id":1,"result":[{"pushNotificationConfig":{"id":"c","url":"http://x","authentication":{"schemes":["Basic"]}},"taskId":"t"}]}` + "\n"
+	require.Equal(t, `{"id":1,"jsonrpc":"2.0","result":{"configs":[{"authentication":{"scheme":"Basic"},"id":"c","taskId":"t","url":"http://x"}],"nextPageToken":""}}`,
+		string(answerV1("tasks/pushNotificationConfig/list", []byte(list))), "a list is a ListTaskPushNotificationConfigsResponse of flat configs")
+	none := `{"jsonrpc":"2.0","id":1,"result":[]}`
+	require.Equal(t, `{"id":1,"jsonrpc":"2.0","result":{"configs":[],"nextPageToken":""}}`, string(answerV1("tasks/pushNotificationConfig/list", []byte(none))))
+}
+
+func TestRequestVersion(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ header, query, method, want string }{
+		{"", "", "SendMessage", VersionV1},
+		{"", "", "message/send", VersionV03},
+		{"1.0", "", "message/send", VersionV1},
+		{"1", "", "tasks/get", VersionV1},
+		{" 1.1 ", "", "GetTask", VersionV1},
+		{"0.3", "", "GetTask", VersionV03},
+		{"0.3.0", "", "SendMessage", VersionV03},
+		{"", "1.0", "message/send", VersionV1},
+		{"0.3", "1.0", "SendMessage", VersionV03},
+		{"2.0", "", "SendMessage", ""},
+		{"0.2", "", "message/send", ""},
+		{"abc", "", "GetTask", ""},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/a2a/default?A2A-Version="+c.query, nil)
+		if c.header != "" {
+			r.Header.Set("A2A-Version", c.header)
+		}
+		got, err := requestVersion(r, c.method)
+		if c.want == "" {
+			require.ErrorIs(t, err, errVersion, "%+v", c)
+			continue
+		}
+		require.NoError(t, err, "%+v", c)
+		require.Equal(t, c.want, got, "%+v", c)
+	}
+}
+
+func TestPushConfigParams(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, in, want string }{
+		{"v1.0 flat create",
+			`{"jsonrpc":"2.0","id":1,"method":"CreateTaskPushNotificationConfig","params":{"tenant":"default","taskId":"t","id":"c",
+				"url":"http://cb","token":"tok","authentication":{"scheme":"Bearer","credentials":"s"}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"t","pushNotificationConfig":{"id":"c",
+				"url":"http://cb","token":"tok","authentication":{"schemes":["Bearer"],"credentials":"s"}}}}`},
+		{"v0.3 nested set",
+			`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"t","pushNotificationConfig":{"url":"http://cb",
+				"authentication":{"schemes":["Basic","Bearer"],"credentials":"s"}}}}`,
+			`{"jsonrpc":"2.0","id":2,"method":"tasks/pushNotificationConfig/set","params":{"taskId":"t","pushNotificationConfig":{"url":"http://cb",
+				"authentication":{"schemes":["Basic"],"credentials":"s"}}}}`},
+		{"v1.0 get by task and config id",
+			`{"jsonrpc":"2.0","id":3,"method":"GetTaskPushNotificationConfig","params":{"tenant":"default","taskId":"t","id":"c"}}`,
+			`{"jsonrpc":"2.0","id":3,"method":"tasks/pushNotificationConfig/get","params":{"id":"t","pushNotificationConfigId":"c"}}`},
+		{"v1.0 list by task id",
+			`{"jsonrpc":"2.0","id":4,"method":"ListTaskPushNotificationConfigs","params":{"taskId":"t","pageSize":10}}`,
+			`{"jsonrpc":"2.0","id":4,"method":"tasks/pushNotificationConfig/list","params":{"id":"t"}}`},
+		{"v1.0 delete",
+			`{"jsonrpc":"2.0","id":5,"method":"DeleteTaskPushNotificationConfig","params":{"taskId":"t","id":"c"}}`,
+			`{"jsonrpc":"2.0","id":5,"method":"tasks/pushNotificationConfig/delete","params":{"id":"t","pushNotificationConfigId":"c"}}`},
+		{"v0.3 get as it is",
+			`{"jsonrpc":"2.0","id":6,"method":"tasks/pushNotificationConfig/get","params":{"id":"t","pushNotificationConfigId":"c"}}`,
+			`{"jsonrpc":"2.0","id":6,"method":"tasks/pushNotificationConfig/get","params":{"id":"t","pushNotificationConfigId":"c"}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := requestV03([]byte(c.in))
+			require.NoError(t, err)
+			require.JSONEq(t, c.want, string(got))
+		})
+	}
+	_, err := requestV03([]byte(`{"jsonrpc":"2.0","id":7,"method":"CreateTaskPushNotificationConfig","params":{"taskId":"t","url":5}}`))
+	require.Error(t, err, "a push config that reads as neither version is refused")
+}
+
+func TestStreamV1(t *testing.T) {
+	t.Parallel()
+	w := httptest.NewRecorder()
+	s := newStreamV1(w)
+	event := func(id, data string) {
+		// As a2asrv writes an event: two writes, then a flush.
+		_, err := s.Write([]byte("id: " + id + "\n"))
+		require.NoError(t, err)
+		_, err = s.Write([]byte("data: " + data + "\n\n"))
+		require.NoError(t, err)
+		s.Flush()
+	}
+	event("e1", `{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t","contextId":"c","status":{"state":"working"}}}`)
+	event("e2", `{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t","contextId":"c","status":{"state":"completed"},`+
+		`"artifacts":[{"artifactId":"result","parts":[{"kind":"text","text":"done"}]}]}}`)
+	event("e3", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error"}}`)
+	require.True(t, w.Flushed)
+	require.Equal(t, "id: e1\n"+`data: {"id":1,"jsonrpc":"2.0","result":{"task":{"contextId":"c","id":"t","status":{"state":"TASK_STATE_WORKING"}}}}`+"\n\n"+
+		"id: e2\n"+`data: {"id":1,"jsonrpc":"2.0","result":{"artifactUpdate":{"artifact":{"artifactId":"result","parts":[{"text":"done"}]},`+
+		`"contextId":"c","lastChunk":true,"taskId":"t"}}}`+"\n\n"+
+		"id: e2.1\n"+`data: {"id":1,"jsonrpc":"2.0","result":{"statusUpdate":{"contextId":"c","status":{"state":"TASK_STATE_COMPLETED"},"taskId":"t"}}}`+"\n\n"+
+		"id: e3\n"+`data: {"error":{"code":-32603,"message":"internal error","data":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo",`+
+		`"domain":"a2a-protocol.org","reason":"INTERNAL_ERROR"}]},"id":1,"jsonrpc":"2.0"}`+"\n\n", w.Body.String())
 }
 
 // The answers to v1.0 callers are byte for byte what Agent-Reach wrote when
@@ -90,9 +190,9 @@ func TestAnswerV1Bytes(t *testing.T) {
 		{"GetTaskPushNotificationConfig",
 			`{"jsonrpc":"2.0","id":"x","result":{"pushNotificationConfig":{"id":"cfg","authentication":{"schemes":["Bearer"]},"token":"tok",` +
 				`"url":"http://127.0.0.1:9/cb"},"taskId":"t"}}` + "\n",
-			`{"id":"x","jsonrpc":"2.0","result":{"pushNotificationConfig":{"authentication":{"schemes":["Bearer"]},"id":"cfg","token":"tok",` +
-				`"url":"http://127.0.0.1:9/cb"},"taskId":"t"}}`},
+			`{"id":"x","jsonrpc":"2.0","result":{"authentication":{"scheme":"Bearer"},"id":"cfg","taskId":"t","token":"tok",` +
+				`"url":"http://127.0.0.1:9/cb"}}`},
 	} {
-		require.Equal(t, c.want, string(answerV1(c.method, []byte(c.in))), c.method)
+		require.Equal(t, c.want, string(answerV1(a2a.MethodsV1[c.method], []byte(c.in))), c.method)
 	}
 }

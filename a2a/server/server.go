@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -33,13 +35,18 @@ type Jobs interface {
 	Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*Job, error)
 	// PushConfigs lists a job's push configs, oldest first.
 	PushConfigs(ctx context.Context, id string) ([]PushConfig, error)
-	// SetPushConfig adds or replaces a push config of job (one submitted
-	// with a push config), answering it with its id.
+	// SetPushConfig adds or replaces a push config of job, running or not,
+	// answering it with its id.
 	SetPushConfig(ctx context.Context, job *Job, p PushConfig) (PushConfig, error)
-	// DeletePushConfig removes a push config.
+	// DeletePushConfig removes a push config; an error marked
+	// ErrNoPushConfig if the job has none of that id.
 	DeletePushConfig(ctx context.Context, id, configID string) error
 	// Skills lists the capabilities of a namespace's healthy agents, sorted.
 	Skills(namespace string) []Skill
+	// Offers reports whether any agent registered in the namespace (of any
+	// health) offers the capability: a job for one no agent offers could
+	// only wait and dead-letter.
+	Offers(namespace, capability string) bool
 	// Subscribe wakes its channel after commits to the event log, until
 	// stop is called.
 	Subscribe() (wake <-chan struct{}, stop func())
@@ -64,6 +71,10 @@ type PushConfig struct {
 	Token       string
 	Scheme      string // "Bearer" or "Basic"; empty: no Authorization header
 	Credentials string
+	// Version is the protocol version the config was created in, whose
+	// shape its notifications take: VersionV03 (the task) or VersionV1 (a
+	// StreamResponse).
+	Version string
 }
 
 // Skill is a capability a namespace offers, with its aliases and how many
@@ -77,6 +88,10 @@ type Skill struct {
 // ErrRefused marks the errors Jobs answers when the job's state refuses
 // the request: input for a job that awaits none, cancelling one that ended.
 var ErrRefused = errors.New("refused by the job's state")
+
+// ErrNoPushConfig marks the error Jobs answers for a push config a job
+// does not have.
+var ErrNoPushConfig = errors.New("no such push config")
 
 // Refused marks err as ErrRefused; its text stays err's.
 func Refused(err error) error { return refused{err} }
@@ -124,9 +139,58 @@ type callerKey struct{}
 
 func callerOf(ctx context.Context) *Caller { return ctx.Value(callerKey{}).(*Caller) }
 
+// Protocol versions a request is served in: its A2A-Version, or, when it
+// names none, the version of its method's name (v1.0's SendMessage, v0.3's
+// message/send).
+const (
+	VersionV03 = "0.3"
+	VersionV1  = "1.0"
+)
+
+type versionKey struct{}
+
+// versionOf is the protocol version the request of ctx is served in.
+func versionOf(ctx context.Context) string {
+	if v, ok := ctx.Value(versionKey{}).(string); ok {
+		return v
+	}
+	return VersionV03
+}
+
+// errVersion is an A2A-Version this server does not speak.
+var errVersion = errors.New("A2A-Version not supported")
+
+// requestVersion is the protocol version r asks for with method: its
+// A2A-Version header (or query parameter), Major.Minor, else the
+// version of the method's name. A version other than 0.3 and 1.x is
+// errVersion.
+func requestVersion(r *http.Request, method string) (string, error) {
+	v := strings.TrimSpace(r.Header.Get("A2A-Version"))
+	if v == "" {
+		v = strings.TrimSpace(r.URL.Query().Get("A2A-Version"))
+	}
+	if v == "" {
+		if _, v1 := a2a.MethodsV1[method]; v1 {
+			return VersionV1, nil
+		}
+		return VersionV03, nil
+	}
+	major, minor, _ := strings.Cut(v, ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	switch {
+	case major == "1":
+		return VersionV1, nil
+	case major == "0" && minor == "3":
+		return VersionV03, nil
+	}
+	return "", fmt.Errorf("%w: %q (this agent speaks 1.0 and 0.3)", errVersion, v)
+}
+
 // ServeRPC serves one JSON-RPC request to the caller's namespace, of either
-// version. It returns an error, having written nothing, only when the
-// request's body cannot be read.
+// version: the version its A2A-Version names (or, without one, its
+// method's), whose shapes it is answered in, streams included. It returns
+// an error, having written nothing, only when the request's body cannot be
+// read.
 func (s *Server) ServeRPC(w http.ResponseWriter, r *http.Request, c Caller) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -138,16 +202,24 @@ func (s *Server) ServeRPC(w http.ResponseWriter, r *http.Request, c Caller) erro
 	}
 	_ = json.Unmarshal(body, &head)
 	refusal := s.check(body)
+	version, err := requestVersion(r, head.Method)
+	if refusal == nil && err != nil {
+		version, refusal = VersionV1, refuse(head.ID, -32009, "version not supported: "+err.Error())
+	}
 	v03Body, err := requestV03(body)
 	if refusal == nil && err != nil {
 		refusal = refuse(head.ID, -32700, "parse error: "+err.Error())
 	}
 	if refusal != nil {
+		if version == VersionV1 {
+			refusal = errorV1(refusal)
+		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		_, _ = w.Write(refusal)
 		return nil
 	}
-	req := r.Clone(context.WithValue(r.Context(), callerKey{}, &c))
+	ctx := context.WithValue(context.WithValue(r.Context(), callerKey{}, &c), versionKey{}, version)
+	req := r.Clone(ctx)
 	req.Body = io.NopCloser(bytes.NewReader(v03Body))
 	w.Header().Set("Content-Type", "application/json")
 	v03 := a2a.MethodsV1[head.Method]
@@ -155,19 +227,26 @@ func (s *Server) ServeRPC(w http.ResponseWriter, r *http.Request, c Caller) erro
 		v03 = head.Method
 	}
 	if v03 == "message/stream" || v03 == "tasks/resubscribe" {
+		if version == VersionV1 {
+			w = newStreamV1(w)
+		}
 		s.rpc.ServeHTTP(w, req)
 		return nil
 	}
 	var buf bufferedResponse
 	s.rpc.ServeHTTP(&buf, req)
 	out := buf.body.Bytes()
-	switch {
-	case len(bytes.TrimSpace(out)) == 0:
+	if len(bytes.TrimSpace(out)) == 0 {
 		// a2asrv answers a method without a result (a deleted push
-		// config) with nothing at all; JSON-RPC wants a null result.
-		out, _ = json.Marshal(response{ID: head.ID, JSONRPC: json.RawMessage(`"2.0"`), Result: json.RawMessage("null")})
-	case v03 != head.Method:
-		out = answerV1(head.Method, out) // a v1.0 caller gets v1.0 shapes
+		// config) with nothing at all; JSON-RPC wants a result: null in
+		// v0.3, v1.0's google.protobuf.Empty ({}).
+		result := json.RawMessage("null")
+		if version == VersionV1 {
+			result = json.RawMessage("{}")
+		}
+		out, _ = json.Marshal(response{ID: head.ID, JSONRPC: json.RawMessage(`"2.0"`), Result: result})
+	} else if version == VersionV1 {
+		out = answerV1(v03, out) // a v1.0 caller gets v1.0 shapes
 	}
 	w.WriteHeader(buf.status())
 	_, _ = w.Write(out)

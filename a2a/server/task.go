@@ -5,6 +5,7 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/agentreach/agentreach/a2a"
 	"github.com/agentreach/agentreach/domain"
 )
 
@@ -67,4 +68,23 @@ func partOf(v json.RawMessage) sdk.Part {
 	var x any
 	_ = json.Unmarshal(v, &x)
 	return sdk.DataPart{Data: map[string]any{"value": x}}
+}
+
+// PushBody is the push notification of job j to a config created in
+// version: the task itself for v0.3 (application/json), a StreamResponse
+// holding the task for v1.0 (application/a2a+json), as each version's
+// receivers read it. The whole task, with its artifacts, so a receiver
+// needs no GetTask.
+func PushBody(j *Job, version string) (body []byte, contentType string, err error) {
+	body, err = json.Marshal(Task(j))
+	if err != nil || version != VersionV1 {
+		return body, "application/json", err
+	}
+	var t a2a.TaskV03
+	if err := json.Unmarshal(body, &t); err != nil {
+		return nil, "", err
+	}
+	v1 := t.V1()
+	body, err = json.Marshal(a2a.StreamResponseV1{Task: &v1})
+	return body, "application/a2a+json", err
 }

@@ -44,7 +44,7 @@ func (m *Main) runA2AAgent(ctx context.Context, args []string) error {
 	cli.SecretVar(fs, &key, "key", m.Getenv("AGENTREACH_KEY"), "API key with agents:write, to register (env AGENTREACH_KEY)")
 	fs.StringVar(&id, "id", "", "agent id to register as (default: made of --name)")
 	fs.StringVar(&ns, "namespace", "", "namespace to register in (default: the key's)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if o.Skills = splitList(skills); skills == "" {

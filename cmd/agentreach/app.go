@@ -130,7 +130,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.listener, err = (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.Addr)
 	if err != nil {
 		a.pool.Close()
-		return fmt.Errorf("listen on %s: %w", a.cfg.Addr, err)
+		return fmt.Errorf("listen on %s (choose another address with --addr or AGENTREACH_ADDR): %w", a.cfg.Addr, err)
 	}
 	a.jobs.SetPublicURL(a.URL())
 	a.ui, err = riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(a.river, nil), Logger: a.logger, Prefix: "/riverui"})

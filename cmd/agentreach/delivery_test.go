@@ -276,6 +276,55 @@ func TestDeliveryOutcomes(t *testing.T) {
 	})
 }
 
+// TestDeliveryRecordsTheAnswer: each delivery attempt's events say what the
+// agent answered, for the timeline: the HTTP status and round trip of an
+// inline answer, and of a failed one also the first bytes of its body.
+func TestDeliveryRecordsTheAnswer(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "says-503", "t.503", 50, func(w http.ResponseWriter, _ jobs.Envelope) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "upstream is gone "+strings.Repeat("x", 400))
+	})
+	newTestAgent(t, base, "says-nonsense", "t.nonsense", 50, func(w http.ResponseWriter, _ jobs.Envelope) {
+		_, _ = io.WriteString(w, "<html>not a result</html>")
+	})
+	newTestAgent(t, base, "says-ok", "t.ok", 50, answer("SUCCESS", ""))
+	data := func(id, typ string) map[string]any {
+		for _, e := range jobEvents(t, base, id) {
+			if e.Type == typ {
+				var d map[string]any
+				require.NoError(t, json.Unmarshal(e.Data, &d))
+				return d
+			}
+		}
+		t.Fatalf("no %s in job %s", typ, id)
+		return nil
+	}
+
+	id := submitOK(t, base, `{"capability":"t.503","payload":{},"max_attempts":1}`)
+	waitTerminal(t, base, id, 10*time.Second)
+	failed := data(id, "ATTEMPT_FAILED")
+	require.EqualValues(t, 503, failed["http_status"])
+	require.Greater(t, failed["latency_ms"], 0.0)
+	require.True(t, strings.HasPrefix(failed["error"].(string), "upstream is gone xxx"), failed["error"])
+	require.LessOrEqual(t, len(failed["error"].(string)), 260, "only the first bytes")
+
+	id = submitOK(t, base, `{"capability":"t.nonsense","payload":{},"max_attempts":1}`)
+	waitTerminal(t, base, id, 10*time.Second)
+	failed = data(id, "ATTEMPT_FAILED")
+	require.Equal(t, "bad_response", failed["reason"])
+	require.EqualValues(t, 200, failed["http_status"])
+	require.Equal(t, "<html>not a result</html>", failed["body"])
+
+	id = submitOK(t, base, `{"capability":"t.ok","payload":{}}`)
+	waitTerminal(t, base, id, 10*time.Second)
+	delivered := data(id, "DELIVERED")
+	require.EqualValues(t, 200, delivered["http_status"])
+	require.Greater(t, delivered["latency_ms"], 0.0)
+}
+
 // TestFlakyAgentIsRoutedAround: the attempt that failed at one agent is
 // routed to another agent and succeeds there.
 func TestFlakyAgentIsRoutedAround(t *testing.T) {

@@ -159,6 +159,9 @@ func TestA2AScopes(t *testing.T) {
 	reader, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:read"]}`)
 	submitter, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:submit:sc.*"]}`)
 	receiver := newHTTPTestServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	// An agent offers the skill (a message naming one nobody offers is
+	// refused) and holds its job: the task runs.
+	newSecuredAgent(t, base, testAdminKey, "sc-held", "default", "sc.none", http.StatusAccepted)
 	rpc := func(key, method, params string) string {
 		code, out := call(t, http.MethodPost, base+"/a2a/default", "Bearer "+key,
 			fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":%s}`, method, params))

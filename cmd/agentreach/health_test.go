@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -186,9 +187,13 @@ func TestRebuildEveryProjection(t *testing.T) {
 	svc, _ := service(t)
 	scriptedMix(t, svc.m.URL())
 	waitProjected(t, svc)
+	_, err := svc.m.app.registry.HealthSweep(context.Background()) // the mix's failing agents raise alerts
+	require.NoError(t, err)
+	waitProjected(t, svc)
 	tables := map[string][]string{
 		"jobs":        {`SELECT * FROM jobs ORDER BY job_id`},
 		"agent_stats": {`SELECT * FROM agent_stats_minute ORDER BY 1, 2, 3`, `SELECT * FROM agent_stats_hour ORDER BY 1, 2, 3`},
+		"alerts":      {`SELECT * FROM alerts ORDER BY position`},
 	}
 	for _, proj := range svc.m.app.projector.Projections() {
 		queries := tables[proj.Name()]
@@ -266,6 +271,68 @@ func TestHealthAlertsOncePerCrossing(t *testing.T) {
 	sweep()
 	sweep()
 	require.Equal(t, []string{"HEALTH_DEGRADED", "HEALTH_RECOVERED"}, healthEvents())
+
+	// The alerts view has both turns, newest first, with their times; a
+	// kind filter and another namespace narrow it.
+	waitProjected(t, svc)
+	var alerts struct {
+		Alerts []struct {
+			Namespace  string          `json:"namespace"`
+			Kind       string          `json:"kind"`
+			Subject    string          `json:"subject"`
+			Data       json.RawMessage `json:"data"`
+			RecordedAt time.Time       `json:"recorded_at"`
+		} `json:"alerts"`
+	}
+	getJSON(t, base+"/v1/alerts?subject=sick", http.StatusOK, &alerts)
+	var kinds []string
+	for _, a := range alerts.Alerts {
+		if strings.HasPrefix(a.Kind, "HEALTH_") {
+			kinds = append(kinds, a.Kind)
+			require.Equal(t, "default", a.Namespace)
+			require.False(t, a.RecordedAt.IsZero())
+		}
+	}
+	require.Equal(t, []string{"HEALTH_RECOVERED", "HEALTH_DEGRADED"}, kinds)
+	getJSON(t, base+"/v1/alerts?kind=HEALTH_DEGRADED", http.StatusOK, &alerts)
+	require.Len(t, alerts.Alerts, 1)
+	require.Contains(t, string(alerts.Alerts[0].Data), `"below":true`)
+	getJSON(t, base+"/v1/alerts?namespace=elsewhere", http.StatusOK, &alerts)
+	require.Empty(t, alerts.Alerts)
+	code, out := call(t, http.MethodGet, base+"/v1/alerts?kind=NOPE", "", "")
+	require.Equal(t, http.StatusBadRequest, code, out)
+
+	// The agent's page draws its minutes: the same attempts as the hour's
+	// figures (the breaker may have sent some of the later jobs to no one).
+	var series struct {
+		Minutes []struct {
+			Attempted    int      `json:"attempted"`
+			Succeeded    int      `json:"succeeded"`
+			Failed       int      `json:"failed"`
+			LatencyP50MS *float64 `json:"latency_p50_ms"`
+		} `json:"minutes"`
+	}
+	getJSON(t, base+"/v1/agents/sick/series", http.StatusOK, &series)
+	attempted, succeeded := 0, 0
+	for _, m := range series.Minutes {
+		attempted, succeeded = attempted+m.Attempted, succeeded+m.Succeeded
+	}
+	var hour struct {
+		Agents []struct {
+			AgentID   string `json:"agent_id"`
+			Attempted int    `json:"attempted"`
+			Succeeded int    `json:"succeeded"`
+		} `json:"agents"`
+	}
+	getJSON(t, base+"/v1/metrics/agents?window=1h", http.StatusOK, &hour)
+	require.Len(t, hour.Agents, 1)
+	require.GreaterOrEqual(t, attempted, 10, "%+v", series)
+	require.Equal(t, hour.Agents[0].Attempted, attempted)
+	require.Equal(t, hour.Agents[0].Succeeded, succeeded)
+	require.Positive(t, succeeded)
+	code, out = call(t, http.MethodGet, base+"/v1/agents/nosuch/series", "", "")
+	require.Equal(t, http.StatusNotFound, code, out)
+	require.NotContains(t, out, "register it", "an operator's question is not the agent's")
 }
 
 // metricValue finds one sample in a Prometheus exposition.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentreach/agentreach/internal/cli"
 )
 
 const keysHelp = `agentreach keys: API keys (needs an admin key: --key or AGENTREACH_KEY)
@@ -20,13 +22,19 @@ const keysHelp = `agentreach keys: API keys (needs an admin key: --key or AGENTR
 Scopes: admin, jobs:read, jobs:approve, agents:read, agents:write,
 agents:lookup, capabilities:read (the catalogue and intent resolution),
 jobs:submit:<capability pattern> ('*' matches any run of characters).
-The key is printed once; only its hash is kept.
+The key is printed once; only its hash is kept. Every command takes
+--server, --key and --json (the service's answer, as the API gives it).
 `
 
+//nolint:funlen // one flat switch of the keys subcommands, each a few lines
 func (m *Main) runKeys(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(m.Stderr, keysHelp)
 		return fmt.Errorf("%w: agentreach keys create|list|revoke", errUsage)
+	}
+	if cli.IsHelp(args[0]) {
+		fmt.Fprint(m.Stdout, keysHelp)
+		return nil
 	}
 	fs, c := m.apiFlags("keys " + args[0])
 	fs.Usage = func() { fmt.Fprint(fs.Output(), keysHelp); fs.PrintDefaults() }
@@ -43,15 +51,19 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 			return fmt.Errorf("%w: --scopes is required", errUsage)
 		}
 		body := map[string]any{"namespace": *ns, "name": *name, "scopes": splitList(*scopes), "ttl_seconds": int64(ttl.Seconds())}
+		var raw json.RawMessage
+		if err := c.Do(ctx, http.MethodPost, "/v1/keys", body, &raw); err != nil {
+			return err
+		}
+		if fs.JSON {
+			return cli.PrintRaw(m.Stdout, raw)
+		}
 		var out struct {
 			Key     string          `json:"key"`
 			KeyInfo json.RawMessage `json:"key_info"`
 		}
-		if err := c.Do(ctx, http.MethodPost, "/v1/keys", body, &out); err != nil {
-			return err
-		}
-		if fs.JSON {
-			return m.printJSON(out)
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return fmt.Errorf("the service's new key: %w", err)
 		}
 		var info struct {
 			KeyID     string   `json:"key_id"`
@@ -66,6 +78,13 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 		if _, err := fs.ParsePositional(args[1:]); err != nil {
 			return err
 		}
+		var raw json.RawMessage
+		if err := c.Do(ctx, http.MethodGet, "/v1/keys", nil, &raw); err != nil {
+			return err
+		}
+		if fs.JSON {
+			return cli.PrintRaw(m.Stdout, raw)
+		}
 		var out struct {
 			Keys []struct {
 				KeyID     string     `json:"key_id"`
@@ -77,11 +96,8 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 				RevokedAt *time.Time `json:"revoked_at"`
 			} `json:"keys"`
 		}
-		if err := c.Do(ctx, http.MethodGet, "/v1/keys", nil, &out); err != nil {
-			return err
-		}
-		if fs.JSON {
-			return m.printJSON(out)
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return fmt.Errorf("the service's keys: %w", err)
 		}
 		tw := tabwriter.NewWriter(m.Stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY ID\tNAMESPACE\tNAME\tSCOPES\tCREATED\tSTATUS")
@@ -109,6 +125,9 @@ func (m *Main) runKeys(ctx context.Context, args []string) error {
 		}
 		if err := c.Do(ctx, http.MethodDelete, "/v1/keys/"+url.PathEscape(pos[0]), nil, nil); err != nil {
 			return err
+		}
+		if fs.JSON { // the service answers 204, no body: say what was done
+			return m.printJSON(map[string]any{"key_id": pos[0], "revoked": true})
 		}
 		fmt.Fprintf(m.Stdout, "revoked %s\n", pos[0])
 		return nil

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sdk"
 )
 
 type lookupJSON struct {
@@ -245,4 +247,53 @@ func postJSONAuth(t *testing.T, url, auth, body string, into any) {
 	code, out := call(t, http.MethodPost, url, auth, body)
 	require.Equal(t, http.StatusCreated, code, out)
 	require.NoError(t, json.Unmarshal([]byte(out), into))
+}
+
+// TestDirectCallWithGrant: SDK agents take a direct call that carries a
+// grant from a lookup and answer it inline; agent B refuses agent A's
+// grant, and a call with neither grant nor signature is refused.
+func TestDirectCallWithGrant(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	start := func(id string) *sdk.Agent {
+		a := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1}, sdk.Registration{AgentID: id, Capabilities: []string{"g.cap"}, TTLSeconds: 10},
+			func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+				return sdk.Success(map[string]any{"by": id, "direct": d.Direct}), nil
+			})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		waitState(t, base, id, "HEALTHY", 20*time.Second)
+		return a
+	}
+	a, b := start("grant-a"), start("grant-b")
+	waitRoute(t, base, "g.cap", func(rj routeJSON) bool { return len(rj.Candidates) == 2 })
+	l := lookupOf(t, base, "", `{"capability":"g.cap","limit":2}`)
+	require.Len(t, l.Candidates, 2)
+	grants := map[string]string{}
+	for _, c := range l.Candidates {
+		grants[c.AgentID] = c.Grant
+	}
+	invoke := func(agent *sdk.Agent, grant string) (int, string) {
+		code, body := call(t, http.MethodPost, agent.Endpoint(), "", `{"job_id":"0193e6f2-0000-7000-8000-000000000001","attempt":1,"capability":"g.cap","payload":{}}`)
+		if grant == "" {
+			return code, body
+		}
+		req, _ := http.NewRequest(http.MethodPost, agent.Endpoint(), strings.NewReader(`{"job_id":"0193e6f2-0000-7000-8000-000000000001","attempt":1,"capability":"g.cap","payload":{}}`))
+		req.Header.Set(sdk.GrantHeader, grant)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out)
+	}
+	code, body := invoke(a, grants["grant-a"])
+	require.Equal(t, http.StatusOK, code, body)
+	require.JSONEq(t, `{"status":"SUCCESS","result":{"by":"grant-a","direct":true}}`, body)
+	code, body = invoke(b, grants["grant-a"])
+	require.Equal(t, http.StatusUnauthorized, code, "B refuses A's grant: %s", body)
+	code, _ = invoke(a, "")
+	require.Equal(t, http.StatusUnauthorized, code, "no grant, no signature")
 }

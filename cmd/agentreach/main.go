@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"strconv"
@@ -60,19 +61,17 @@ func main() {
 	defer stop()
 	m := NewMain()
 	if err := m.Run(ctx, os.Args[1:]); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
+		var flagErr *cli.FlagError
+		if !errors.Is(err, flag.ErrHelp) && !errors.As(err, &flagErr) { // the flag package said it already
 			fmt.Fprintln(os.Stderr, "agentreach:", err)
 		}
 		os.Exit(exitCode(err))
 	}
 }
 
-func exitCode(err error) int {
-	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errUsage) {
-		return 2
-	}
-	return 1
-}
+// exitCode is the program's exit status after err: 0 done (or help), 1 an
+// error, 2 a usage mistake, 3 a job that did not succeed (cli.ExitCode).
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 // Main is the program, testable in process: tests set Stdout, Stderr and
 // Getenv, call Run in a goroutine and wait on Started.
@@ -293,7 +292,7 @@ const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/agentreach?sslmod
 // parseService parses the flags of a command that talks to the database,
 // fills the database default, and returns the logger the flags ask for.
 func (m *Main) parseService(fs *flag.FlagSet, cfg *Config, args []string) (*slog.Logger, error) {
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return nil, err
 	}
 	if cfg.DatabaseURL == "" {
@@ -347,7 +346,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	m.commonFlags(fs, &cfg, "127.0.0.1:8080")
 	fs.StringVar(&localAddr, "local-addr", m.env("AGENTREACH_DEV_LOCAL_ADDR", devdb.DefaultLocalAddr), "where to look for a running PostgreSQL (env AGENTREACH_DEV_LOCAL_ADDR)")
 	fs.StringVar(&dataDir, "data-dir", m.Getenv("AGENTREACH_DEV_DATA_DIR"), "keep a private cluster's data here (default: a temporary folder removed on exit)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	logger, err := m.logger(cfg)
@@ -370,7 +369,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		// same machine (100 connections by default): a smaller pool.
 		cfg.MaxConns = devMaxConns
 	}
-	keyNote := "Admin key: " + cfg.AdminKey + " (from AGENTREACH_ADMIN_KEY)"
+	keyNote := "Admin key: the one in AGENTREACH_ADMIN_KEY (not shown)"
 	switch {
 	case cfg.Insecure:
 		keyNote = "Authentication is OFF (--insecure): every request acts as an admin."
@@ -386,19 +385,43 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err := m.app.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, `
-Agent-Reach dev is running.
-  API:       %[1]s/v1
-  Health:    %[1]s/healthz   Ready: %[1]s/readyz
-  Database:  %[2]s (%[3]s)
-  %[4]s
-Press Ctrl-C to stop.
-`, m.app.URL(), redact(db.DSN), db.Source, keyNote)
+	fmt.Fprint(m.Stdout, devBanner(m.app.URL(), db, dataDir, keyNote))
 	close(m.started)
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return m.app.Close(sctx)
+}
+
+// devBanner is what dev prints once it serves: where everything is, which
+// database it uses and whether its data outlives the run, and the key.
+func devBanner(url string, db *devdb.DB, dataDir, keyNote string) string {
+	var where string
+	switch db.Source {
+	case devdb.SourcePrivate:
+		if dataDir == "" {
+			where = "a private PostgreSQL cluster in a temporary folder.\n" +
+				"             ITS DATA IS TEMPORARY: it is deleted when dev stops. To keep it, run\n" +
+				"             `agentreach dev --data-dir DIR` (or set AGENTREACH_DEV_DATA_DIR) and use the same DIR next time."
+		} else {
+			where = "a private PostgreSQL cluster kept in " + dataDir + " (its data stays there after dev stops)"
+		}
+	case devdb.SourceLocal:
+		where = "the PostgreSQL server already running on this machine"
+	default:
+		where = "DATABASE_URL"
+	}
+	return fmt.Sprintf(`
+Agent-Reach dev is running.
+  Dashboard: %[1]s/dashboard/
+  River UI:  %[1]s/riverui/   (an admin key of every namespace)
+  API:       %[1]s/v1   (OpenAPI: %[1]s/openapi.json)
+  Health:    %[1]s/healthz   Ready: %[1]s/readyz
+  Database:  %[2]s
+             from %[3]s
+  %[4]s
+Press Ctrl-C to stop.
+`, url, redact(db.DSN), where, keyNote)
 }
 
 // generateKey makes a bootstrap admin key for a dev run.
@@ -408,13 +431,28 @@ func generateKey() string {
 	return "ark_dev_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// redact hides a password in a connection URL before it is printed.
+// redact hides a password in a connection string (a URL or key=value
+// pairs) before it is printed; one it cannot read is not shown at all.
 func redact(dsn string) string {
 	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil || cfg.ConnConfig.Password == "" {
+	if err != nil {
+		return "(a connection string that does not parse)"
+	}
+	pw := cfg.ConnConfig.Password
+	if pw == "" {
 		return dsn
 	}
-	return strings.Replace(dsn, ":"+cfg.ConnConfig.Password+"@", ":***@", 1)
+	out := dsn
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			out = strings.Replace(u.String(), "xxxxx", "***", 1)
+		}
+	}
+	for _, form := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw)} {
+		out = strings.ReplaceAll(out, form, "***") // also a password= parameter
+	}
+	return out
 }
 
 func (m *Main) runMigrate(ctx context.Context, args []string) error {

@@ -148,6 +148,10 @@ func TestDevPrivateCluster(t *testing.T) {
 	require.NotZero(t, pid)
 	require.Contains(t, r.out.String(), r.m.URL()+"/v1")
 	require.Contains(t, r.out.String(), "Admin key: ark_dev_", "dev prints the admin key it generated")
+	require.Contains(t, r.out.String(), "Dashboard: "+r.m.URL()+"/dashboard/")
+	require.Contains(t, r.out.String(), "River UI:  "+r.m.URL()+"/riverui/")
+	require.Contains(t, r.out.String(), "ITS DATA IS TEMPORARY: it is deleted when dev stops", "a private cluster's data does not outlive the run")
+	require.Contains(t, r.out.String(), "agentreach dev --data-dir DIR", "and how to keep it")
 	waitReady(t, r.m.URL())
 
 	r.stop(t)

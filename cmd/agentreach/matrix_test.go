@@ -243,8 +243,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 			agentToken = token
 			return matrixCall{"POST", "/v1/agents/" + id + "/token:rotate", ""}
 		},
-		"GET /v1/route":        func() matrixCall { return matrixCall{"GET", "/v1/route?capability=mx.cap&namespace=a", ""} },
-		"GET /v1/capabilities": func() matrixCall { return matrixCall{"GET", "/v1/capabilities?namespace=a", ""} },
+		"GET /v1/alerts":                   func() matrixCall { return matrixCall{"GET", "/v1/alerts?namespace=a", ""} },
+		"GET /v1/agents/{agent_id}/series": func() matrixCall { return matrixCall{"GET", "/v1/agents/mx-hold/series?namespace=a", ""} },
+		"GET /v1/session":                  func() matrixCall { return matrixCall{"GET", "/v1/session", ""} },
+		"POST /v1/session":                 func() matrixCall { return matrixCall{"POST", "/v1/session", ""} },
+		"DELETE /v1/session":               func() matrixCall { return matrixCall{"DELETE", "/v1/session", ""} },
+		"GET /v1/route":                    func() matrixCall { return matrixCall{"GET", "/v1/route?capability=mx.cap&namespace=a", ""} },
+		"GET /v1/capabilities":             func() matrixCall { return matrixCall{"GET", "/v1/capabilities?namespace=a", ""} },
 		"GET /v1/capabilities/{name}": func() matrixCall {
 			return matrixCall{"GET", "/v1/capabilities/mx.cap?namespace=a", ""}
 		},

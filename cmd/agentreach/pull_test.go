@@ -208,31 +208,20 @@ func TestPullAgent(t *testing.T) {
 // without spending an attempt (max_attempts 1 still succeeds).
 func TestPullNotClaimedIsRoutedAgain(t *testing.T) {
 	t.Parallel()
-	dsn := newDatabase(t)
-	svc := startTuned(t, map[string]string{"DATABASE_URL": dsn}, func(c *Config) {
+	svc := startTuned(t, map[string]string{"DATABASE_URL": newDatabase(t)}, func(c *Config) {
 		fastSweeps(c)
-		c.Jobs.ClaimTimeout = time.Second
+		c.Jobs.ClaimTimeout = 3 * time.Second
 	}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	base := svc.m.URL()
 	waitReady(t, base)
-	sleeper := registerPull(t, base, "sleeper", "n.cap", "")
+	sleeper := registerPull(t, base, "sleeper", "n.cap", `,"weight":100`)
 	sleeper.mustClaim(t, 1, 0) // HEALTHY, and never claims again
-	waitRoute(t, base, "n.cap", func(rj routeJSON) bool { return rj.Chosen == "sleeper" })
+	worker := registerPull(t, base, "worker", "n.cap", `,"weight":1`)
+	worker.mustClaim(t, 1, 0)
+	waitRoute(t, base, "n.cap", func(rj routeJSON) bool { return rj.Chosen == "sleeper" && len(rj.Candidates) == 2 })
 	id := submitOK(t, base, `{"capability":"n.cap","payload":{},"max_attempts":1}`)
 	waitJob(t, base, id, func(j jobJSON) bool { return j.AgentID == "sleeper" }, 10*time.Second)
-	require.Equal(t, 1, *listPullAgents(t, base)["sleeper"].InboxDepth, "it waits in the sleeper's inbox")
-	db := openDB(t, dsn)
-	reach := func() (attempted, unclaimed int, rate *float64) {
-		require.NoError(t, db.QueryRow(t.Context(), `SELECT attempted, unclaimed, reach_rate FROM reach_health
-			WHERE "window" = '1h' AND agent_id = 'sleeper'`).Scan(&attempted, &unclaimed, &rate))
-		return
-	}
-	waitFor(t, 10*time.Second, "the projection counts the routed attempt", func() bool { n, _, _ := reach(); return n == 1 })
-	if _, unclaimed, rate := reach(); unclaimed == 1 {
-		require.Nil(t, rate, "an attempt waiting in the inbox is no reach failure (yet)")
-	}
 
-	worker := registerPull(t, base, "worker", "n.cap", "")
 	env := worker.claimOne(t, 20*time.Second)
 	require.Equal(t, id, env.JobID)
 	require.Equal(t, 2, env.Attempt)
@@ -243,10 +232,6 @@ func TestPullNotClaimedIsRoutedAgain(t *testing.T) {
 	require.Equal(t, []string{"sleeper", "worker"}, routedTo(t, evs))
 	require.Equal(t, []string{"not_claimed"}, attemptFailures(t, evs))
 	require.Zero(t, *listPullAgents(t, base)["sleeper"].InboxDepth)
-	_, unclaimed, rate := reach()
-	require.Zero(t, unclaimed)
-	require.NotNil(t, rate)
-	require.Zero(t, *rate, "not claimed in time: a failed reach")
 }
 
 // TestPullAgentDiesHoldingWork: a claimed job whose agent never answers
@@ -452,6 +437,15 @@ func TestPullCancel(t *testing.T) {
 
 	queued := submitOK(t, base, `{"capability":"c.cap","payload":{}}`)
 	waitJob(t, base, queued, func(j jobJSON) bool { return j.AgentID == "canceller" }, 10*time.Second)
+	require.Equal(t, 1, *listPullAgents(t, base)["canceller"].InboxDepth)
+	db := openDB(t, dsn)
+	var unclaimed int
+	var rate *float64
+	require.NoError(t, db.QueryRow(t.Context(), `SELECT unclaimed, reach_rate FROM reach_health
+		WHERE "window" = '1h' AND agent_id = 'canceller'`).Scan(&unclaimed, &rate))
+	if unclaimed == 1 { // the inbox holds it (and the projection may not count it yet)
+		require.Nil(t, rate, "an attempt waiting in the inbox is no reach failure (yet)")
+	}
 	code, body := call(t, http.MethodPost, base+"/v1/jobs/"+queued+"/cancel", "", `{}`)
 	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, 0, *listPullAgents(t, base)["canceller"].InboxDepth, "a cancelled job leaves the inbox")

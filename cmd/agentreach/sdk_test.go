@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,4 +117,51 @@ func TestSDKCancelNotice(t *testing.T) {
 		t.Fatal("the handler's context was not cancelled")
 	}
 	require.Equal(t, "CANCELLED", getJob(t, base, id).Status)
+}
+
+// TestSDKPullAgent: an SDK agent in pull mode, against the real service,
+// serves jobs on its worker pool (never more at once than max_concurrent),
+// reports them, gives back a refused one (which then succeeds elsewhere
+// without spending an attempt) and goes offline on shutdown.
+func TestSDKPullAgent(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	var running, top atomic.Int32
+	agent := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1, ClaimWait: 2 * time.Second},
+		sdk.Registration{AgentID: "sdk-pull", Mode: sdk.ModePull, Capabilities: []string{"sdkp.work", "sdkp.refuse"}, MaxConcurrent: 2, TTLSeconds: 10},
+		func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+			if d.Capability == "sdkp.refuse" && d.Attempt == 1 {
+				return sdk.Result{}, sdk.ErrRefused
+			}
+			n := running.Add(1)
+			defer running.Add(-1)
+			for old := top.Load(); n > old && !top.CompareAndSwap(old, n); old = top.Load() {
+			}
+			time.Sleep(20 * time.Millisecond) // the work, while the worker is held
+			return sdk.Success(map[string]any{"attempt": d.Attempt}), nil
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+	waitState(t, base, "sdk-pull", "HEALTHY", 20*time.Second) // its first claim
+	waitRoute(t, base, "sdkp.work", func(rj routeJSON) bool { return rj.Chosen == "sdk-pull" })
+
+	var ids []string
+	for range 10 {
+		ids = append(ids, submitOK(t, base, `{"capability":"sdkp.work","payload":{}}`))
+	}
+	for _, id := range ids {
+		require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 30*time.Second).Status)
+	}
+	require.LessOrEqual(t, top.Load(), int32(2), "never more at once than max_concurrent")
+
+	refused := submitOK(t, base, `{"capability":"sdkp.refuse","payload":{},"max_attempts":1}`)
+	j := waitTerminal(t, base, refused, 30*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, "given back unstarted, it spent nothing: %s", j.Error)
+	require.JSONEq(t, `{"attempt":2}`, string(j.Result))
+
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, "OFFLINE", agentState(t, base, "sdk-pull"))
 }

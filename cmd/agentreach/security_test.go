@@ -388,10 +388,12 @@ func TestApprovals(t *testing.T) {
 	require.Equal(t, []string{"SUBMITTED", "AWAITING_APPROVAL", "REJECTED"}, ts)
 	require.Equal(t, "sweep:deadline", mds[2]["actor"])
 
-	// The policy change is audited too.
-	_, out = call(t, http.MethodGet, base+"/v1/events?limit=1000", admin, "")
-	require.Contains(t, out, `"type":"POLICY_CHANGED"`)
-	require.Contains(t, out, `"type":"KEY_CREATED"`)
+	// The policy change is audited too. The global log shows a transaction
+	// once every older one in the cluster has ended, so wait for it.
+	waitFor(t, 20*time.Second, "the policy change and the key in the global log", func() bool {
+		_, out = call(t, http.MethodGet, base+"/v1/events?limit=1000", admin, "")
+		return strings.Contains(out, `"type":"POLICY_CHANGED"`) && strings.Contains(out, `"type":"KEY_CREATED"`)
+	})
 }
 
 // TestCallbackSecretRotation: during the overlap a callback carries a
@@ -493,7 +495,9 @@ func TestKeysCLI(t *testing.T) {
 }
 
 // TestRiverUIBehindAdmin: River UI is mounted at /riverui and needs an
-// admin key, which a browser sends as the Basic auth password.
+// admin key of every namespace; a browser without one is sent to the
+// dashboard's sign-in, and no answer asks for Basic auth (which would open
+// the browser's own login dialog).
 func TestRiverUIBehindAdmin(t *testing.T) {
 	t.Parallel()
 	svc := securedService(t, nil)
@@ -502,7 +506,16 @@ func TestRiverUIBehindAdmin(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	require.Contains(t, resp.Header.Get("WWW-Authenticate"), "Basic")
+	require.Equal(t, `Bearer realm="agentreach"`, resp.Header.Get("WWW-Authenticate"))
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodGet, base+"/riverui/jobs", nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml")
+	resp, err = noRedirect.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusFound, resp.StatusCode, "a browser without a key goes to the sign-in")
+	require.Equal(t, "/dashboard/?next=%2Friverui%2Fjobs", resp.Header.Get("Location"))
 
 	reader, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:read"]}`)
 	for key, want := range map[string]int{reader: http.StatusForbidden, testAdminKey: http.StatusOK} {
@@ -517,12 +530,116 @@ func TestRiverUIBehindAdmin(t *testing.T) {
 			require.Contains(t, strings.ToLower(string(body)), "<html")
 		}
 	}
-	req, _ := http.NewRequest(http.MethodGet, base+"/riverui/api/queues", nil)
-	req.SetBasicAuth("operator", testAdminKey)
+	req, _ = http.NewRequest(http.MethodGet, base+"/riverui/api/queues", nil)
+	req.SetBasicAuth("operator", testAdminKey) // curl -u :KEY still works
 	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.True(t, json.Valid(body), "River UI's API answers JSON")
+}
+
+// TestSessionCookie: the dashboard's key form sets the key as an HttpOnly,
+// SameSite=Strict cookie; with it, every route demands what it demands of
+// the header (the same statuses as the header gives), River UI opens, an
+// unsafe request another site makes the browser send does not count, and
+// DELETE /v1/session forgets it. No 401 asks for Basic auth.
+func TestSessionCookie(t *testing.T) {
+	t.Parallel()
+	svc := securedService(t, nil)
+	base := svc.m.URL()
+	reader, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:read"]}`)
+
+	code, out := call(t, http.MethodGet, base+"/v1/session", "", "")
+	require.Equal(t, http.StatusUnauthorized, code, out)
+	code, out = call(t, http.MethodPost, base+"/v1/session", "Bearer ark_never_made_0000000000", "")
+	require.Equal(t, http.StatusUnauthorized, code, out)
+	require.Contains(t, out, "API key not recognised")
+
+	signIn := func(key string) *http.Cookie {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/session", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+		require.NotContains(t, string(body), key, "the answer never shows the key")
+		var ck *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == "agentreach_session" {
+				ck = c
+			}
+		}
+		require.NotNil(t, ck)
+		require.True(t, ck.HttpOnly)
+		require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+		require.Equal(t, "/", ck.Path)
+		require.Positive(t, ck.MaxAge)
+		return ck
+	}
+	withCookie := func(ck *http.Cookie, method, path string, header map[string]string) (int, string) {
+		req, _ := http.NewRequest(method, base+path, nil)
+		req.AddCookie(ck)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusUnauthorized {
+			require.NotContains(t, resp.Header.Get("WWW-Authenticate"), "Basic")
+		}
+		return resp.StatusCode, string(body)
+	}
+
+	admin := signIn(testAdminKey)
+	code, out = withCookie(admin, http.MethodGet, "/v1/session", nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.JSONEq(t, `{"key_id":"bootstrap","namespace":"*","scopes":["admin"],"authentication":"on","river_ui":true}`, out)
+	readerCk := signIn(reader)
+	code, out = withCookie(readerCk, http.MethodGet, "/v1/session", nil)
+	require.Equal(t, http.StatusOK, code, out)
+	require.Contains(t, out, `"river_ui":false`)
+
+	// The cookie and the header meet the same checks.
+	for _, path := range []string{"/v1/jobs", "/v1/agents", "/v1/keys", "/v1/events", "/riverui/", "/riverui/api/queues"} {
+		for _, key := range []string{testAdminKey, reader} {
+			ck := admin
+			if key == reader {
+				ck = readerCk
+			}
+			byHeader, _ := call(t, http.MethodGet, base+path, "Bearer "+key, "")
+			byCookie, body := withCookie(ck, http.MethodGet, path, nil)
+			require.Equal(t, byHeader, byCookie, "GET %s: %s", path, body)
+		}
+	}
+	code, _ = withCookie(admin, http.MethodGet, "/riverui/", nil)
+	require.Equal(t, http.StatusOK, code, "River UI opens with the sign-in cookie")
+
+	// An unsafe request counts the cookie only from this origin.
+	pause := "/riverui/api/queues/a2a_poll/pause"
+	code, _ = withCookie(admin, http.MethodPut, pause, map[string]string{"Sec-Fetch-Site": "cross-site"})
+	require.Equal(t, http.StatusUnauthorized, code, "another site's request")
+	code, _ = withCookie(admin, http.MethodPut, pause, map[string]string{"Origin": "http://evil.example"})
+	require.Equal(t, http.StatusUnauthorized, code, "another origin")
+	code, _ = withCookie(admin, http.MethodPut, pause, nil)
+	require.Equal(t, http.StatusUnauthorized, code, "no word of where it comes from")
+	code, out = withCookie(admin, http.MethodPut, pause, map[string]string{"Sec-Fetch-Site": "same-origin"})
+	require.Equal(t, http.StatusOK, code, out)
+	code, out = withCookie(admin, http.MethodPut, "/riverui/api/queues/a2a_poll/resume", map[string]string{"Origin": base})
+	require.Equal(t, http.StatusOK, code, out)
+	code, _ = withCookie(readerCk, http.MethodPost, "/v1/agents/nosuch/drain", map[string]string{"Sec-Fetch-Site": "same-origin"})
+	require.Equal(t, http.StatusForbidden, code, "the reader's cookie holds the reader's scopes")
+
+	// Sign-out clears the cookie; a revoked key's cookie stops at once.
+	req, _ := http.NewRequest(http.MethodDelete, base+"/v1/session", nil)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	require.Len(t, resp.Cookies(), 1)
+	require.Negative(t, resp.Cookies()[0].MaxAge)
 }

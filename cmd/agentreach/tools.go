@@ -74,30 +74,45 @@ func (m *Main) runVerify(ctx context.Context, args []string) error {
 	return cli.PrintVerify(m.Stdout, rep)
 }
 
+// runProjections is `agentreach projections rebuild [NAME...]`. It acts on
+// the database the service uses, which it is told (--database-url or
+// DATABASE_URL): it never guesses one, since `agentreach dev` may run on a
+// private cluster no default names, and a rebuild of another database
+// would report success and change nothing the service reads.
 func (m *Main) runProjections(ctx context.Context, args []string) error {
-	var cfg Config
+	if len(args) > 0 && cli.IsHelp(args[0]) {
+		args = []string{"rebuild", "-h"}
+	}
+	var dsn string
 	fs := m.newFlagSet("projections")
-	m.commonFlags(fs, &cfg, "")
+	cli.SecretVar(fs, &dsn, "database-url", m.Getenv("DATABASE_URL"),
+		"the database the service uses (env DATABASE_URL; required: `agentreach dev` prints its URL as Database)")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	chosen, err := cli.ParseProjections(fs, args)
 	if err != nil {
 		return err
 	}
-	if cfg.DatabaseURL == "" {
-		cfg.DatabaseURL = defaultDatabaseURL
+	if dsn == "" {
+		return fmt.Errorf("%w: say which database to rebuild, the one the service uses: --database-url or DATABASE_URL "+
+			"(`agentreach dev` prints it as Database); projections rebuild does not guess", errUsage)
 	}
-	logger, err := m.logger(cfg)
+	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
-		return err
-	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
+		return fmt.Errorf("database URL: %w", err)
 	}
 	defer pool.Close()
 	if err := arsql.Check(ctx, pool); err != nil {
-		return fmt.Errorf("database at %s: %w (run `agentreach migrate`)", redact(cfg.DatabaseURL), err)
+		return fmt.Errorf("database at %s: %w (is it the service's? `agentreach migrate` brings a new one up to date)", redact(dsn), err)
 	}
-	return cli.RebuildProjections(ctx, m.cliEnv(), pool, logger, chosen)
+	env := m.cliEnv()
+	rep, err := cli.RebuildProjections(ctx, env, pool, env.Logger(), chosen)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		return cli.PrintJSON(m.Stdout, rep)
+	}
+	return cli.PrintRebuild(m.Stdout, rep)
 }
 
 // harnessService is what the bench and the demo ask of the Agent-Reach they run.

@@ -27,6 +27,8 @@ In one run, on a fresh database (dropped afterwards), it measures side by side:
 submit throughput and latency at 1, 16 and 64 concurrent clients over HTTP;
 end-to-end throughput (submit → routed → delivered to inline agents →
 SUCCESS → caller callback acknowledged) and submit-to-delivered latency;
+the same through pull agents that claim their work (submit → claimed →
+SUCCESS → callback acknowledged) and submit-to-claimed latency;
 routing decision latency over 1,000 agents; the machine's own pgbench -N
 and a bare River insert-and-work rate; and the process's peak memory.
 It prints a Markdown table with our figures as ratios of the baselines.
@@ -69,7 +71,7 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "", "also write the Markdown table to this file")
 	fs.StringVar(&o.chart, "png", "", "also draw the rates as a PNG chart in this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the end-to-end phase to this file")
-	return o, fs.Parse(args)
+	return o, cli.ParseFlags(fs, args)
 }
 
 // run is one bench run: its options, what it started and what it measured.
@@ -117,7 +119,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	if err := r.start(ctx, serve, benchDSN); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context) error{r.submits, r.endToEnd, r.lightLoad} {
+	for _, step := range []func(context.Context) error{r.submits, r.endToEnd, r.endToEndPull, r.lightLoad, r.lookups} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -167,8 +169,14 @@ func (r *run) baselines(ctx context.Context, serverDSN, benchDSN, pgbenchDB stri
 	return nil
 }
 
+// agentTTLSeconds is the lease of the bench's agents, which do not
+// heartbeat: longer than the whole run, so that none lapses before the
+// last measurement.
+const agentTTLSeconds = 900
+
 // start starts Agent-Reach (authentication off, agents answering inline),
-// a callback receiver and four agents, and waits until they are healthy.
+// a callback receiver and four push agents, and waits until they are
+// healthy. The pull agents come in their own measurement.
 func (r *run) start(ctx context.Context, serve Serve, dsn string) error {
 	svc, err := serve(ctx, dsn)
 	if err != nil {
@@ -188,7 +196,7 @@ func (r *run) start(ctx context.Context, serve Serve, dsn string) error {
 	for i := range 4 {
 		agent := httptest.NewServer(http.HandlerFunc(inlineAgent))
 		r.agents = append(r.agents, agent)
-		body := fmt.Sprintf(`{"agent_id":"bench-%d","capabilities":["bench.echo"],"endpoint":%q,"ttl_seconds":60}`, i, agent.URL)
+		body := fmt.Sprintf(`{"agent_id":"bench-%d","capabilities":["bench.echo"],"endpoint":%q,"ttl_seconds":%d}`, i, agent.URL, agentTTLSeconds)
 		if _, err := harness.Submit(ctx, r.base+"/v1/agents", body); err != nil {
 			return err
 		}
@@ -242,19 +250,60 @@ func (r *run) endToEnd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rate, ids, err := benchEndToEnd(ctx, r.base, r.receiver.URL, r.o.jobs, &r.acked)
+	rate, ids, err := benchEndToEnd(ctx, r.base, r.receiver.URL, "bench.echo", r.o.jobs, &r.acked)
 	stopProfile()
 	if err != nil {
 		return err
 	}
-	r.bars = append(r.bars, chartBar{label: "end to end, with callbacks", value: rate})
-	r.res.add("end-to-end jobs/s (submit → delivered → SUCCESS → callback acknowledged)", fmt.Sprintf("%.0f", rate),
+	r.bars = append(r.bars, chartBar{label: "end to end, push agents", value: rate})
+	return r.addEndToEnd(ctx, "end-to-end jobs/s, 4 push agents (submit → delivered → SUCCESS → callback acknowledged)",
+		"submit → delivered under that load (p50 / p95 / p99 ms)", rate, ids)
+}
+
+// endToEndPull measures the same jobs as endToEnd, of their own
+// capability, through four pull agents that claim in a loop and report
+// SUCCESS at once; and submit → claimed (a pull agent's delivery) under
+// that load. The agents claim only while it runs.
+func (r *run) endToEndPull(ctx context.Context) error {
+	r.progress("end to end through pull agents, %d jobs with callbacks …", r.o.jobs)
+	pctx, stop, err := startPullers(ctx, r.base, 4)
+	if err != nil {
+		return fmt.Errorf("pull agents: %w", err)
+	}
+	defer stop()
+	if err := harness.WaitAgentsHealthy(pctx, r.base, 8, 30*time.Second); err != nil {
+		return fmt.Errorf("pull agents: %w", causeOf(pctx, err))
+	}
+	r.acked.Store(0)
+	rate, ids, err := benchEndToEnd(pctx, r.base, r.receiver.URL, pullCapability, r.o.jobs, &r.acked)
+	if err != nil {
+		return causeOf(pctx, err)
+	}
+	stop()
+	r.bars = append(r.bars, chartBar{label: "end to end, pull agents", value: rate})
+	return r.addEndToEnd(ctx, "end-to-end jobs/s, 4 pull agents (submit → claimed → SUCCESS → callback acknowledged)",
+		"submit → claimed under that load (p50 / p95 / p99 ms)", rate, ids)
+}
+
+// causeOf is why ctx ended (a pull agent's failure) when err is its end,
+// else err.
+func causeOf(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// addEndToEnd adds the rows of an end-to-end measurement: its rate beside
+// bare River's, and submit → delivered of its jobs ids, read from the log.
+func (r *run) addEndToEnd(ctx context.Context, rateRow, latencyRow string, rate float64, ids []string) error {
+	r.res.add(rateRow, fmt.Sprintf("%.0f", rate),
 		fmt.Sprintf("bare River %.0f jobs/s", r.riverRate), fmt.Sprintf("%.2f × River", rate/r.riverRate))
 	loaded, err := submitToDelivered(ctx, r.pool, ids)
 	if err != nil {
 		return err
 	}
-	r.res.add("submit → delivered under that load (p50 / p95 / p99 ms)", fmt.Sprintf("%.2f / %.2f / %.2f", loaded[0], loaded[1], loaded[2]), "", "")
+	r.res.add(latencyRow, fmt.Sprintf("%.2f / %.2f / %.2f", loaded[0], loaded[1], loaded[2]), "", "")
 	return nil
 }
 

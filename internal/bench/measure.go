@@ -231,15 +231,16 @@ func submitUntil(ctx context.Context, client *http.Client, u string, end time.Ti
 	return lat, nil
 }
 
-// benchEndToEnd submits n jobs with callbacks from 32 clients and returns
-// jobs/s from the first submit to the last acknowledged callback.
-func benchEndToEnd(ctx context.Context, base, callback string, n int, acked *atomic.Int64) (float64, []string, error) {
+// benchEndToEnd submits n jobs of capability with callbacks from 32
+// clients and returns jobs/s from the first submit to the last
+// acknowledged callback, and the jobs' ids.
+func benchEndToEnd(ctx context.Context, base, callback, capability string, n int, acked *atomic.Int64) (float64, []string, error) {
 	ids := make([]string, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	start := time.Now()
-	body := fmt.Sprintf(`{"capability":"bench.echo","payload":{"e2e":true},"callback_url":%q}`, callback)
+	body := fmt.Sprintf(`{"capability":%q,"payload":{"e2e":true},"callback_url":%q}`, capability, callback)
 	for range 32 {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {

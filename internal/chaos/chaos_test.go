@@ -7,13 +7,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/internal/devdb"
 )
 
 // TestChaosShort is the short chaos run of make test: one service process
 // SIGKILLed and restarted and PostgreSQL restarted while jobs flow through
-// well- and ill-behaved agents; then every invariant is verified.
+// well- and ill-behaved push and pull agents; then every invariant is
+// verified. Pull agents took part, and the one that died held claimed work
+// when it did, which timed out and was retried elsewhere.
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -27,9 +30,21 @@ func TestChaosShort(t *testing.T) {
 		Log: func(format string, args ...any) { t.Logf(format, args...) },
 	})
 	require.NoError(t, err)
-	require.True(t, rep.OK(), cli.FormatVerify(rep))
+	t.Logf("%s", rep.Fleet)
+	require.True(t, rep.OK(), cli.FormatVerify(rep.VerifyReport))
 	require.Equal(t, 150, rep.Jobs)
 	require.Equal(t, 150, rep.Terminal)
+	require.Positive(t, rep.Fleet.Successes[modePull], "jobs ended SUCCESS by pull agents")
+	require.Positive(t, rep.Fleet.Successes[modePush], "jobs ended SUCCESS by push agents")
+	require.Equal(t, rep.Statuses[domain.StatusSuccess], rep.Fleet.Successes[modePull]+rep.Fleet.Successes[modePush],
+		"every success is a fleet agent's")
+	require.Len(t, rep.Fleet.Deaths, 1, "the dying pull agent died holding claimed work")
+	d := rep.Fleet.Deaths[0]
+	require.Equal(t, "chaos-11-pull-dies", d.AgentID)
+	require.Positive(t, d.Held)
+	require.Equal(t, d.Held, d.TimedOut, "every attempt it held timed out at its deadline")
+	require.Positive(t, d.RetriedElsewhere, "and its job went to another agent")
+	require.LessOrEqual(t, d.NotClaimed, rep.Fleet.NotClaimed)
 }
 
 // buildAgentreach builds the binary whose `serve` the run starts and kills.

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,13 +17,40 @@ import (
 	"github.com/agentreach/agentreach/jobs"
 )
 
-// behaviours are the fleet's: 8 good (inline or asynchronous) and 4 bad
-// (refuse with 503, hang past the deadline, flaky, and one that dies
-// mid-run).
-var behaviours = []string{"inline", "inline", "inline", "inline", "inline", "async", "async", "async", "refuse", "hang", "flaky", "dies"}
+// behaviours are the fleet's: 8 push agents, 5 good (inline or
+// asynchronous) and 3 bad (refuse with 503, hang past the deadline, and one
+// that dies mid-run); and 4 pull agents (see pull.go), 2 good (report at
+// once, or later) and 2 bad (flaky, and one that dies holding claimed work).
+var behaviours = []string{"inline", "inline", "inline", "async", "async", "refuse", "hang", "dies",
+	pullInline, pullAsync, pullFlaky, pullDies}
+
+// Modes of an agent of the fleet.
+const (
+	modePush = "push"
+	modePull = "pull"
+)
+
+// mode is the mode of an agent of behaviour b.
+func mode(b string) string {
+	if strings.HasPrefix(b, "pull-") {
+		return modePull
+	}
+	return modePush
+}
+
+// describeFleet says how many agents of each mode, and their behaviours.
+func describeFleet(bs []string) string {
+	by := map[string][]string{}
+	for _, b := range bs {
+		by[mode(b)] = append(by[mode(b)], strings.TrimPrefix(b, "pull-"))
+	}
+	return fmt.Sprintf("%d agents: %d push (%s), %d pull (%s)", len(bs),
+		len(by[modePush]), strings.Join(by[modePush], ", "), len(by[modePull]), strings.Join(by[modePull], ", "))
+}
 
 // fleet is the run's agents, served in this process. They register and
-// heartbeat through whichever service process answers.
+// heartbeat, and pull agents claim, through whichever service process
+// answers.
 type fleet struct {
 	agents []*agent
 	cancel context.CancelFunc
@@ -35,39 +64,66 @@ func startFleet(ctx context.Context, server func(int) string, logf func(string, 
 	client := &http.Client{Timeout: 5 * time.Second}
 	for i, b := range behaviours {
 		a := newAgent(fctx, fmt.Sprintf("chaos-%02d-%s", i, b), b, client)
+		a.logf = logf
 		f.agents = append(f.agents, a)
 		if b == "dies" {
 			go a.dieAfter(fctx, 3*time.Second, logf)
 		}
-		go a.keepRegistered(fctx, func(try int) string { return server(i + try) })
+		serverFor := func(try int) string { return server(i + try) }
+		go a.keepRegistered(fctx, serverFor)
+		if a.mode == modePull {
+			go a.claimLoop(fctx, serverFor)
+		}
 	}
 	return f
+}
+
+// dieHolding tells the pull agents that die to die at their next claim
+// that brings work, holding it.
+func (f *fleet) dieHolding() {
+	for _, a := range f.agents {
+		if a.behaviour == pullDies {
+			a.dying.Store(true)
+		}
+	}
 }
 
 // stop ends the agents' calls and closes their servers.
 func (f *fleet) stop() {
 	f.cancel()
 	for _, a := range f.agents {
-		a.srv.Close()
+		if a.srv != nil {
+			a.srv.Close()
+		}
 	}
 }
 
-// agent is one agent of the fleet: an HTTP server answering deliveries as
-// its behaviour says, and the token its registration returned.
+// agent is one agent of the fleet: a push agent's HTTP server answering
+// deliveries as its behaviour says (a pull agent has none: it claims), and
+// the token its registration returned.
 type agent struct {
-	id, behaviour string
-	client        *http.Client
-	life          context.Context // the fleet's: ends the agent's own calls
-	every         time.Duration   // between heartbeats
-	srv           *httptest.Server
-	tok           atomic.Value // string: "" until registered
-	dead          atomic.Bool
+	id, behaviour, mode string
+	client              *http.Client
+	life                context.Context // the fleet's: ends the agent's own calls
+	every               time.Duration   // between heartbeats
+	logf                func(string, ...any)
+	srv                 *httptest.Server // push only
+	tok                 atomic.Value     // string: "" until registered
+	dead                atomic.Bool
+	regMu               sync.Mutex // one registration at a time
+
+	dying atomic.Bool // a pull agent dies at its next claim that brings work
+	mu    sync.Mutex
+	held  []jobs.Held // what a pull agent held when it died
 }
 
 func newAgent(life context.Context, id, behaviour string, client *http.Client) *agent {
-	a := &agent{id: id, behaviour: behaviour, client: client, life: life, every: 2 * time.Second}
+	a := &agent{id: id, behaviour: behaviour, mode: mode(behaviour), client: client, life: life, every: 2 * time.Second,
+		logf: func(string, ...any) {}}
 	a.tok.Store("")
-	a.srv = httptest.NewServer(a)
+	if a.mode == modePush {
+		a.srv = httptest.NewServer(a)
+	}
 	return a
 }
 
@@ -170,8 +226,20 @@ func (a *agent) keepRegistered(ctx context.Context, server func(try int) string)
 	}
 }
 
+// register registers the agent through base, unless it is registered
+// already, and keeps the token it answers: a push agent with its endpoint,
+// a pull agent with none. A pull agent's claim loop registers too; one at a
+// time, so that they do not replace each other's token.
 func (a *agent) register(ctx context.Context, base string) {
-	body := fmt.Sprintf(`{"agent_id":%q,"capabilities":["chaos.work"],"endpoint":%q,"ttl_seconds":10}`, a.id, a.srv.URL)
+	a.regMu.Lock()
+	defer a.regMu.Unlock()
+	if a.token() != "" {
+		return
+	}
+	body := fmt.Sprintf(`{"agent_id":%q,"capabilities":["chaos.work"],"endpoint":%q,"ttl_seconds":10}`, a.id, a.endpoint())
+	if a.mode == modePull {
+		body = fmt.Sprintf(`{"agent_id":%q,"capabilities":["chaos.work"],"mode":"pull","max_concurrent":%d,"ttl_seconds":10}`, a.id, pullSlots)
+	}
 	req, err := harness.NewRequest(ctx, http.MethodPost, base+"/v1/agents", body)
 	if err != nil {
 		return
@@ -190,18 +258,37 @@ func (a *agent) register(ctx context.Context, base string) {
 	}
 }
 
+// heartbeat renews the agent's lease through base.
 func (a *agent) heartbeat(ctx context.Context, base string) {
+	tok := a.token()
 	req, err := harness.NewRequest(ctx, http.MethodPut, base+"/v1/agents/"+a.id+"/heartbeat", "")
 	if err != nil {
 		return
 	}
-	req.Header.Set("Authorization", "Bearer "+a.token())
+	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return
 	}
 	resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		a.tok.Store("") // the service forgot the agent: register again
+	a.forgotten(resp.StatusCode, tok)
+}
+
+// forgotten reports whether status says the service no longer knows the
+// agent or its token tok (404, 401), and then clears the token so that
+// the agent registers again; unless it already did.
+func (a *agent) forgotten(status int, tok string) bool {
+	if status == http.StatusNotFound || status == http.StatusUnauthorized {
+		a.tok.CompareAndSwap(tok, "")
+		return true
 	}
+	return false
+}
+
+// endpoint is where a push agent is delivered to; "" for a pull agent.
+func (a *agent) endpoint() string {
+	if a.srv == nil {
+		return ""
+	}
+	return a.srv.URL
 }

@@ -132,7 +132,7 @@ func Agents(ctx context.Context, env Env, args []string) error {
 	ns := fs.String("namespace", "", "only this namespace")
 	capability := fs.String("capability", "", "only agents with this capability")
 	state := fs.String("state", "", "only agents in this state")
-	if err := fs.Parse(args); err != nil {
+	if err := ParseFlags(fs.FlagSet, args); err != nil {
 		return err
 	}
 	for k, v := range map[string]string{"namespace": *ns, "capability": *capability, "state": *state} {
@@ -145,8 +145,7 @@ func Agents(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	if fs.JSON {
-		_, err := env.Stdout.Write(append(raw, '\n'))
-		return err
+		return PrintRaw(env.Stdout, raw)
 	}
 	var body struct {
 		Agents           []agentView    `json:"agents"`
@@ -192,8 +191,7 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	if fs.JSON {
-		_, err := env.Stdout.Write(append(raw, '\n'))
-		return err
+		return PrintRaw(env.Stdout, raw)
 	}
 	var a agentView
 	if err := json.Unmarshal(raw, &a); err != nil {
@@ -246,14 +244,23 @@ func Dig(ctx context.Context, env Env, args []string) error {
 	row("breaker", "%s", breaker)
 	if r := a.Recent; r != nil {
 		row("route hits", "%d routed in the last %s", r.Routed, r.Window)
-		row("recent health", "%d attempted, %d delivered, %d succeeded, %d failed, %d timed out (reach %.1f%%, success %.1f%%)",
-			r.Attempted, r.Delivered, r.Succeeded, r.Failed, r.TimedOut, 100*r.ReachRate, 100*r.Success)
+		row("recent health", "%d attempted, %d delivered, %d succeeded, %d failed, %d timed out (reach %s, success %s)",
+			r.Attempted, r.Delivered, r.Succeeded, r.Failed, r.TimedOut, rate(r.ReachRate, r.Attempted), rate(r.Success, r.Succeeded+r.Failed+r.TimedOut))
 	}
 	if len(a.Context) > 0 {
 		b, _ := json.Marshal(a.Context)
 		row("context", "%s", b)
 	}
 	return tw.Flush()
+}
+
+// rate shows a share of n attempts, "n/a" when there were none: a rate of
+// nothing is no figure, not 0 %.
+func rate(v float64, n int) string {
+	if n == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
 }
 
 func maxText(n int) string {

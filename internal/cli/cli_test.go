@@ -74,14 +74,12 @@ func TestClientDo(t *testing.T) {
 		}
 	}))
 	t.Cleanup(api.Close)
-	c := &Client{BaseURL: api.URL + "/", Key: "sekrit", HTTP: api.Client(), Header: map[string]string{"X-A": "1", "X-Empty": ""}}
+	c := &Client{BaseURL: api.URL + "/", Key: "sekrit", HTTP: api.Client()}
 
 	var out struct{ X int }
 	require.NoError(t, c.Get(t.Context(), "/v1/ok", map[string][]string{"a": {"1"}}, &out))
 	require.Equal(t, 1, out.X)
 	require.Equal(t, "Bearer sekrit", seen.Get("Authorization"))
-	require.Equal(t, "1", seen.Get("X-A"))
-	require.NotContains(t, seen, "X-Empty")
 	require.Empty(t, seen.Get("Content-Type"), "no body, no content type")
 
 	err := c.Do(t.Context(), http.MethodPost, "/v1/bad", map[string]int{"n": 2}, nil)
@@ -101,6 +99,19 @@ func TestClientDo(t *testing.T) {
 	require.ErrorContains(t, err, "cannot reach Agent-Reach at "+c.BaseURL)
 }
 
+const (
+	fakeJob = `{"job_id":"j1","status":"SUCCESS","capability":"c","agent_id":"a1","attempts":1,"max_attempts":3,
+		"result":{"ok":true},"trace_id":"t1","submitted_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`
+	fakeDeadJob = `{"job_id":"j2","status":"DEAD_LETTER","capability":"dead","attempts":1,"max_attempts":1,
+		"error":"no routable agent","trace_id":"t2","submitted_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`
+	fakeEvents = `{"events":[{"version":1,"type":"SUBMITTED","data":{"namespace":"default","capability":"c","long":"` + "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + `"},"recorded_at":"2026-01-02T03:04:05Z"},
+		{"version":2,"type":"ROUTED","data":{"attempt":1,"agent_id":"a1","route":{"chosen":"a1","candidates":[
+			{"agent_id":"a1","score":120.5,"terms":[{"name":"exact_capability","value":100},{"name":"weight","value":20.5},{"name":"load","value":0}]},
+			{"agent_id":"a2","score":90,"terms":[{"name":"exact_capability","value":100},{"name":"suspect","value":-25},{"name":"weight","value":15}]}],
+			"rejected":[{"agent_id":"a3","reason":"state DOWN"}]}},"recorded_at":"2026-01-02T03:04:05.010Z"},
+		{"version":3,"type":"ROUTED","data":{"attempt":2,"agent_id":"","route":{"chosen":"","candidates":[],"rejected":[]}},"recorded_at":"2026-01-02T03:04:06Z"}]}`
+)
+
 // fakeAPI answers the jobs routes with fixed jobs and records requests.
 type fakeAPI struct {
 	mu   sync.Mutex
@@ -112,18 +123,21 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("Idempotency-Key")+" "+string(b)))
 	f.mu.Unlock()
-	job := `{"job_id":"j1","status":"SUCCESS","capability":"c","agent_id":"a1","attempts":1,"max_attempts":3,
-		"result":{"ok":true},"trace_id":"t1","submitted_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`
 	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" && strings.Contains(string(b), `"capability":"dead"`):
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"job_id":"j2","status":"SUBMITTED","trace_id":"t2"}`)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/jobs":
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = io.WriteString(w, `{"job_id":"j1","status":"SUBMITTED","trace_id":"t1"}`)
 	case r.URL.Path == "/v1/jobs/j1", r.URL.Path == "/v1/jobs/j1/cancel":
-		_, _ = io.WriteString(w, job)
+		_, _ = io.WriteString(w, fakeJob)
+	case r.URL.Path == "/v1/jobs/j2":
+		_, _ = io.WriteString(w, fakeDeadJob)
 	case r.URL.Path == "/v1/jobs":
-		_, _ = io.WriteString(w, `{"jobs":[`+job+`]}`)
+		_, _ = io.WriteString(w, `{"jobs":[`+fakeJob+`]}`)
 	case r.URL.Path == "/v1/jobs/j1/events":
-		_, _ = io.WriteString(w, `{"events":[{"version":1,"type":"SUBMITTED","data":{"long":"`+strings.Repeat("x", 200)+`"},"recorded_at":"2026-01-02T03:04:05Z"}]}`)
+		_, _ = io.WriteString(w, fakeEvents)
 	default:
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no such job"}}`)
@@ -147,10 +161,37 @@ func TestJobs(t *testing.T) {
 	out, _, err = run("submit", "--capability", "c", "--json")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"job_id":"j1","status":"SUBMITTED","trace_id":"t1"}`, out)
+	require.Equal(t, "{\n  \"job_id\": \"j1\",\n  \"status\": \"SUBMITTED\",\n  \"trace_id\": \"t1\"\n}\n", out,
+		"--json is the service's answer, indented by two spaces")
 	out, _, err = run("submit", "--capability", "c", "--wait")
 	require.NoError(t, err)
+	require.Equal(t, ExitOK, ExitCode(err))
 	require.Contains(t, out, "attempts    1 of 3")
 	require.Contains(t, out, `result      {"ok":true}`)
+
+	// --wait on a job that ends other than SUCCESS: shown, and exit 3.
+	out, _, err = run("submit", "--capability", "dead", "--wait")
+	require.ErrorIs(t, err, ErrNotSucceeded)
+	require.EqualError(t, err, "the job did not succeed: job j2 ended DEAD_LETTER")
+	require.Equal(t, ExitNotSucceeded, ExitCode(err))
+	require.Contains(t, out, "status      DEAD_LETTER")
+	out, _, err = run("submit", "--capability", "dead", "--wait", "--json")
+	require.Equal(t, ExitNotSucceeded, ExitCode(err))
+	require.JSONEq(t, fakeDeadJob, out)
+
+	// --json everywhere is the service's answer as it is.
+	out, _, err = run("get", "j1", "--json")
+	require.NoError(t, err)
+	require.JSONEq(t, fakeJob, out)
+	out, _, err = run("list", "--json")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"jobs":[`+fakeJob+`]}`, out)
+	out, _, err = run("events", "j1", "--json")
+	require.NoError(t, err)
+	require.JSONEq(t, fakeEvents, out)
+	out, _, err = run("cancel", "j1", "--json")
+	require.NoError(t, err)
+	require.JSONEq(t, fakeJob, out)
 
 	out, _, err = run("get", "j1")
 	require.NoError(t, err)
@@ -160,10 +201,27 @@ func TestJobs(t *testing.T) {
 	require.Regexp(t, `(?m)^JOB\s+STATUS\s+CAPABILITY\s+AGENT\s+ATTEMPTS\s+SUBMITTED\nj1\s+SUCCESS\s+c\s+a1\s+1/3\s`, out)
 	out, _, err = run("events", "j1")
 	require.NoError(t, err)
-	require.Contains(t, out, `SUBMITTED  {"long":"`+strings.Repeat("x", 100-len(`{"long":"`))+"…\n")
+	require.Contains(t, out, `SUBMITTED           {"namespace":"default","capability":"c","long":"xxxxxxxx`)
+	require.Contains(t, out, "…\n", "a long event is cut, and says so")
+	// The routing explanation is a table, whole: every candidate with every
+	// term, the chosen one, the ruled out with their reason.
+	require.Contains(t, out, "  2  03:04:05.010  ROUTED              attempt 1 to a1\n")
+	require.Regexp(t, `(?m)^\s+CANDIDATE\s+SCORE\s+TERMS$`, out)
+	require.Regexp(t, `(?m)^\s+a1 \(chosen\)\s+120\.5\s+exact_capability \+100\.0, weight \+20\.5$`, out)
+	require.Regexp(t, `(?m)^\s+a2\s+90\.0\s+exact_capability \+100\.0, suspect -25\.0, weight \+15\.0$`, out)
+	require.Regexp(t, `(?m)^\s+a3\s+-\s+ruled out: state DOWN$`, out)
+	require.Contains(t, out, "attempt 2 to no agent\n       no candidate: no agent of namespace default offers c\n")
 	out, _, err = run("cancel", "j1", "--reason", "changed my mind")
 	require.NoError(t, err)
 	require.Equal(t, "j1 SUCCESS\n", out)
+
+	_, _, err = run("submit", "--capability", "c", "--hint", "h", "--priority", "high", "--callback-url", "http://127.0.0.1:9/cb",
+		"--timeout", "2s", "--max-attempts", "4")
+	require.NoError(t, err)
+	f.mu.Lock()
+	require.Equal(t, "POST /v1/jobs  "+`{"capability":"c","payload":{},"hint":"h","priority":"high","timeout_ms":2000,"max_attempts":4,"callback_url":"http://127.0.0.1:9/cb"}`,
+		f.reqs[len(f.reqs)-1])
+	f.mu.Unlock()
 
 	_, _, err = run("get", "nope")
 	var apiErr *APIError
@@ -171,7 +229,8 @@ func TestJobs(t *testing.T) {
 	require.Equal(t, "not_found", apiErr.Code)
 
 	f.mu.Lock()
-	require.Equal(t, "POST /v1/jobs k1 "+`{"callback_url":"","capability":"c","hint":"","max_attempts":0,"payload":{"x":1},"priority":"","timeout_ms":0}`, f.reqs[0])
+	require.Equal(t, "POST /v1/jobs k1 "+`{"capability":"c","payload":{"x":1}}`, f.reqs[0], "unset flags are left to the service's defaults")
+	require.Equal(t, "POST /v1/jobs  "+`{"capability":"c","payload":{}}`, f.reqs[1], "no key, no Idempotency-Key")
 	require.Contains(t, f.reqs, "GET /v1/jobs?limit=50&status=SUCCESS")
 	require.Contains(t, f.reqs, `POST /v1/jobs/j1/cancel  {"reason":"changed my mind"}`)
 	f.mu.Unlock()
@@ -179,6 +238,20 @@ func TestJobs(t *testing.T) {
 
 func TestJobsUsage(t *testing.T) {
 	t.Parallel()
+	for _, help := range []string{"-h", "--help", "help"} {
+		env, out, _ := testEnv(nil)
+		require.NoError(t, Jobs(context.Background(), env, []string{help}), "jobs %s is help, not an unknown command", help)
+		require.Contains(t, out.String(), "agentreach jobs submit --capability C")
+	}
+	env, _, _ := testEnv(nil)
+	err := Jobs(context.Background(), env, []string{"submit", "-h"})
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Equal(t, ExitOK, ExitCode(err))
+	err = Jobs(context.Background(), env, []string{"get", "--nope", "x"})
+	var flagErr *FlagError
+	require.ErrorAs(t, err, &flagErr)
+	require.ErrorIs(t, err, ErrUsage)
+	require.Equal(t, ExitUsage, ExitCode(err))
 	for _, args := range [][]string{
 		nil,
 		{"frobnicate"},
@@ -258,7 +331,10 @@ func TestVerifyAndRebuildOnAnEmptyLog(t *testing.T) {
 	env, out, _ := testEnv(nil)
 	chosen, err := ChooseProjections(nil)
 	require.NoError(t, err)
-	require.NoError(t, RebuildProjections(t.Context(), env, pool, env.Logger(), chosen))
+	rebuilt, err := RebuildProjections(t.Context(), env, pool, env.Logger(), chosen)
+	require.NoError(t, err)
+	require.NoError(t, PrintRebuild(out, rebuilt))
 	require.Regexp(t, `^rebuilt jobs: 0 events folded into jobs 0 rows in \d+ms\n`+
-		`rebuilt agent_stats: 0 events folded into agent_stats_minute 0 rows, agent_stats_hour 0 rows in \d+ms\n$`, out.String())
+		`rebuilt agent_stats: 0 events folded into agent_stats_minute 0 rows, agent_stats_hour 0 rows in \d+ms\n`+
+		`rebuilt alerts: 0 events folded into alerts 0 rows in \d+ms\n$`, out.String())
 }

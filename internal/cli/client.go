@@ -1,40 +1,28 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
+
+	"github.com/agentreach/agentreach/sdk/client"
 )
 
-// Client is the command line's client of the HTTP API.
+// Client is the command line's client of the HTTP API: where the flags
+// say the service is and which key to send, over sdk/client (the callers'
+// Go client), so the CLI and callers' programs share one HTTP stack.
 type Client struct {
 	BaseURL string
 	Key     string // sent as a bearer token when set
 	HTTP    *http.Client
-	Header  map[string]string // extra request headers (empty values are skipped)
 }
 
 // APIError is an error answer of the API, shown to the user as it is.
-type APIError struct {
-	Status  int
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field"`
-}
-
-func (e *APIError) Error() string {
-	msg := fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message)
-	if e.Field != "" {
-		msg += " [field " + e.Field + "]"
-	}
-	return msg
-}
+type APIError = client.APIError
 
 // APIFlags returns the flag set of `agentreach name` with the flags of a
 // command that calls the API (--server, --key, --json), and the client
@@ -48,6 +36,20 @@ func APIFlags(env Env, name string) (*Flags, *Client) {
 	return fs, c
 }
 
+// SDK answers the sdk/client Client for the flags as parsed: no lookup
+// cache (a command runs once), nothing logged.
+func (c *Client) SDK() (*client.Client, error) {
+	h := c.HTTP
+	if h == nil {
+		h = &http.Client{Timeout: 15 * time.Second}
+	}
+	sc, err := client.New(c.BaseURL, c.Key, client.HTTPClient(h), client.CacheSize(0), client.Logger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, fmt.Errorf("--server / AGENTREACH_URL: %w", err)
+	}
+	return sc, nil
+}
+
 // Get is Do of a GET with query q.
 func (c *Client) Get(ctx context.Context, path string, q url.Values, into any) error {
 	if len(q) > 0 {
@@ -59,65 +61,26 @@ func (c *Client) Get(ctx context.Context, path string, q url.Values, into any) e
 // Do sends a request with an optional JSON body and decodes a JSON answer
 // into into (if not nil); an error answer becomes an *APIError.
 func (c *Client) Do(ctx context.Context, method, path string, body, into any) error {
-	req, err := c.request(ctx, method, path, body)
+	return c.call(func(sc *client.Client) error { return sc.Do(ctx, method, path, body, into) })
+}
+
+// call runs f with the SDK's client: an error answer is the *APIError
+// alone, as the commands show it, and no answer says how to start the
+// service.
+func (c *Client) call(f func(*client.Client) error) error {
+	sc, err := c.SDK()
 	if err != nil {
 		return err
 	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return fmt.Errorf("cannot reach Agent-Reach at %s (start it with `agentreach dev`, or set --server / AGENTREACH_URL): %w", c.BaseURL, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
+	if err := f(sc); err != nil {
+		var apiErr *APIError
+		if errors.As(err, &apiErr) {
+			return apiErr // shown as it is, without the SDK's context
+		}
+		if errors.Is(err, client.ErrUnreachable) {
+			return fmt.Errorf("cannot reach Agent-Reach at %s (start it with `agentreach dev`, or set --server / AGENTREACH_URL): %w", c.BaseURL, err)
+		}
 		return err
 	}
-	if resp.StatusCode/100 != 2 {
-		return answerError(resp.StatusCode, b)
-	}
-	if into == nil || len(b) == 0 {
-		return nil
-	}
-	return json.Unmarshal(b, into)
-}
-
-func (c *Client) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range c.Header {
-		if v != "" {
-			req.Header.Set(k, v)
-		}
-	}
-	if c.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Key)
-	}
-	return req, nil
-}
-
-// answerError reads the API's error body; a body that is not one is the
-// message of an "http_error".
-func answerError(status int, b []byte) *APIError {
-	var body struct {
-		Error APIError `json:"error"`
-	}
-	_ = json.Unmarshal(b, &body)
-	body.Error.Status = status
-	if body.Error.Code == "" {
-		body.Error.Code, body.Error.Message = "http_error", strings.TrimSpace(string(b))
-	}
-	return &body.Error
+	return nil
 }

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -13,6 +15,59 @@ import (
 // ErrUsage marks an error in how a command was called: the program prints
 // it and exits with status 2.
 var ErrUsage = errors.New("usage")
+
+// ErrNotSucceeded marks a job that ended in another status than SUCCESS
+// (jobs submit --wait): the program exits with status 3.
+var ErrNotSucceeded = errors.New("the job did not succeed")
+
+// The program's exit statuses (README, "CLI exit statuses").
+const (
+	ExitOK           = 0 // done; also -h, --help and help
+	ExitError        = 1 // the service answered an error, or could not be reached
+	ExitUsage        = 2 // an unknown command or flag, a bad flag value, a missing argument
+	ExitNotSucceeded = 3 // jobs submit --wait: the job ended FAILED, DEAD_LETTER, CANCELLED or REJECTED
+)
+
+// ExitCode is the exit status of a command that returned err.
+func ExitCode(err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	case errors.Is(err, ErrNotSucceeded):
+		return ExitNotSucceeded
+	case errors.Is(err, ErrUsage):
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// FlagError is a flag the flag package refused; it has printed the error
+// and the command's flags already, so it is not printed again.
+type FlagError struct{ Err error }
+
+func (e *FlagError) Error() string { return e.Err.Error() }
+
+// Unwrap makes a FlagError an ErrUsage.
+func (e *FlagError) Unwrap() []error { return []error{ErrUsage, e.Err} }
+
+// ParseFlags parses args with fs: -h is flag.ErrHelp, any other refusal
+// a *FlagError (an ErrUsage).
+func ParseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &FlagError{Err: err}
+}
+
+// IsHelp reports whether a command's first argument asks for its help.
+func IsHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
 
 // Env is what a command runs with: its output streams and its environment.
 type Env struct {
@@ -54,7 +109,7 @@ type Flags struct {
 func (f *Flags) ParsePositional(args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := f.Parse(args); err != nil {
+		if err := ParseFlags(f.FlagSet, args); err != nil {
 			return nil, err
 		}
 		if f.NArg() == 0 {
@@ -66,10 +121,28 @@ func (f *Flags) ParsePositional(args []string) ([]string, error) {
 }
 
 // PrintJSON writes v to w as indented JSON.
+//
+// Every command's --json follows one rule: one JSON document on stdout,
+// indented by two spaces and ended by a newline. A command that calls the
+// API prints the service's answer as the API gives it (its field names,
+// every field), through PrintRaw; the commands that call no API
+// (projections rebuild) print their own report.
 func PrintJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// PrintRaw writes the service's JSON answer raw to w, indented as PrintJSON
+// indents.
+func PrintRaw(w io.Writer, raw []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
+		return fmt.Errorf("the service's answer is not JSON: %w", err)
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
 }
 
 // Ago says how long ago t was, to a tenth of a second; "-" for the zero time.

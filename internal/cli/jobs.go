@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/agentreach/agentreach/sdk/client"
 )
 
 const jobsHelp = `agentreach jobs: submit and follow jobs (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
@@ -21,7 +22,11 @@ const jobsHelp = `agentreach jobs: submit and follow jobs (--key or AGENTREACH_K
   agentreach jobs cancel JOB_ID [--reason R]
   agentreach jobs replay JOB_ID
 
-Every command takes --json for scripts.
+Every command takes --server, --key and --json (the service's answer, as
+the API gives it). Exit status: 0 done, 1 an error, 2 a usage mistake;
+submit --wait exits 3 when the job ends in another status than SUCCESS
+(FAILED, DEAD_LETTER, CANCELLED, REJECTED). "agentreach jobs COMMAND -h"
+lists a command's flags.
 `
 
 // jobView is the part of the API's job the commands show.
@@ -58,6 +63,10 @@ func Jobs(ctx context.Context, env Env, args []string) error {
 		fmt.Fprint(env.Stderr, jobsHelp)
 		return fmt.Errorf("%w: agentreach jobs submit|get|list|events|cancel|replay", ErrUsage)
 	}
+	if IsHelp(args[0]) {
+		fmt.Fprint(env.Stdout, jobsHelp)
+		return nil
+	}
 	fs, c := APIFlags(env, "jobs "+args[0])
 	fs.Usage = func() { fmt.Fprint(fs.Output(), jobsHelp); fs.PrintDefaults() }
 	j := &jobsCommand{env: env, fs: fs, c: c, name: args[0], args: args[1:]}
@@ -86,7 +95,7 @@ func (j *jobsCommand) jobID() (string, error) {
 	if len(pos) != 1 {
 		return "", fmt.Errorf("%w: agentreach jobs %s JOB_ID", ErrUsage, j.name)
 	}
-	return url.PathEscape(pos[0]), nil
+	return pos[0], nil
 }
 
 func (j *jobsCommand) submit(ctx context.Context) error {
@@ -109,43 +118,47 @@ func (j *jobsCommand) submit(ctx context.Context) error {
 	if !json.Valid([]byte(*payload)) {
 		return fmt.Errorf("%w: --payload must be JSON", ErrUsage)
 	}
-	body := map[string]any{"capability": *capability, "payload": json.RawMessage(*payload), "hint": *hint,
-		"priority": *priority, "callback_url": *callback, "max_attempts": *maxAttempts, "timeout_ms": timeout.Milliseconds()}
-	var out struct {
-		JobID   string `json:"job_id"`
-		Status  string `json:"status"`
-		TraceID string `json:"trace_id"`
-	}
-	j.c.Header = map[string]string{"Idempotency-Key": *key}
-	if err := j.c.Do(ctx, http.MethodPost, "/v1/jobs", body, &out); err != nil {
+	var sub client.Submitted
+	err := j.c.call(func(sc *client.Client) (err error) {
+		sub, err = sc.Submit(ctx, client.SubmitRequest{Capability: *capability, Payload: json.RawMessage(*payload), Hint: *hint,
+			Priority: client.Priority(*priority), CallbackURL: *callback, MaxAttempts: *maxAttempts, TimeoutMS: timeout.Milliseconds(),
+			IdempotencyKey: *key})
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if *wait {
-		return j.waitFinished(ctx, out.JobID)
+		return j.waitFinished(ctx, sub.JobID)
 	}
 	if fs.JSON {
-		return PrintJSON(j.env.Stdout, out)
+		return PrintRaw(j.env.Stdout, sub.Raw)
 	}
-	fmt.Fprintf(j.env.Stdout, "%s %s (trace %s)\n", out.JobID, out.Status, out.TraceID)
+	fmt.Fprintf(j.env.Stdout, "%s %s (trace %s)\n", sub.JobID, sub.Status, sub.TraceID)
 	return nil
 }
 
-// waitFinished polls the job until it is terminal, then shows it.
+// waitFinished waits until the job is terminal, then shows it; a job that
+// ended in another status than SUCCESS is an ErrNotSucceeded.
 func (j *jobsCommand) waitFinished(ctx context.Context, id string) error {
-	for {
-		var v jobView
-		if err := j.c.Get(ctx, "/v1/jobs/"+id, nil, &v); err != nil {
-			return err
-		}
-		if v.FinishedAt != nil {
-			return j.show(v)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+	var job client.Job
+	if err := j.c.call(func(sc *client.Client) (err error) { job, err = sc.Wait(ctx, id); return err }); err != nil {
+		return err
 	}
+	if err := j.show(job.Raw, viewOf(job)); err != nil {
+		return err
+	}
+	if job.Status != client.StatusSuccess {
+		return fmt.Errorf("%w: job %s ended %s", ErrNotSucceeded, job.JobID, job.Status)
+	}
+	return nil
+}
+
+// viewOf is the part of job the commands show.
+func viewOf(job client.Job) jobView {
+	return jobView{JobID: job.JobID, Status: string(job.Status), Capability: job.Capability, AgentID: job.AgentID, Attempts: job.Attempts,
+		MaxAttempts: job.MaxAttempts, Result: job.Result, BizCode: job.BizCode, Error: job.Error, TraceID: job.TraceID,
+		SubmittedAt: job.SubmittedAt, FinishedAt: job.FinishedAt}
 }
 
 func (j *jobsCommand) get(ctx context.Context) error {
@@ -153,11 +166,11 @@ func (j *jobsCommand) get(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var v jobView
-	if err := j.c.Get(ctx, "/v1/jobs/"+id, nil, &v); err != nil {
+	var job client.Job
+	if err := j.c.call(func(sc *client.Client) (err error) { job, err = sc.Get(ctx, id); return err }); err != nil {
 		return err
 	}
-	return j.show(v)
+	return j.show(job.Raw, viewOf(job))
 }
 
 func (j *jobsCommand) list(ctx context.Context) error {
@@ -169,25 +182,33 @@ func (j *jobsCommand) list(ctx context.Context) error {
 	if _, err := fs.ParsePositional(j.args); err != nil {
 		return err
 	}
-	q := url.Values{"limit": {fmt.Sprint(*limit)}}
+	q := url.Values{}
 	for k, v := range map[string]string{"status": *status, "capability": *capability, "agent_id": *agent} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	var out struct {
-		Jobs []jobView `json:"jobs"`
-	}
-	if err := j.c.Get(ctx, "/v1/jobs", q, &out); err != nil {
+	q.Set("limit", fmt.Sprint(*limit))
+	var raw json.RawMessage
+	if err := j.c.Get(ctx, "/v1/jobs", q, &raw); err != nil {
 		return err
 	}
 	if fs.JSON {
-		return PrintJSON(j.env.Stdout, out)
+		return PrintRaw(j.env.Stdout, raw)
+	}
+	var page struct {
+		Jobs []client.Job `json:"jobs"`
+	}
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return fmt.Errorf("the service's list of jobs: %w", err)
 	}
 	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSTATUS\tCAPABILITY\tAGENT\tATTEMPTS\tSUBMITTED")
-	for _, v := range out.Jobs {
+	for _, v := range page.Jobs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", v.JobID, v.Status, v.Capability, v.AgentID, v.Attempts, v.MaxAttempts, Ago(v.SubmittedAt))
+	}
+	if len(page.Jobs) == 0 {
+		fmt.Fprintln(tw, "(no jobs)")
 	}
 	return tw.Flush()
 }
@@ -197,26 +218,20 @@ func (j *jobsCommand) events(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var out struct {
-		Events []struct {
-			Version    int             `json:"version"`
-			Type       string          `json:"type"`
-			Data       json.RawMessage `json:"data"`
-			RecordedAt time.Time       `json:"recorded_at"`
-		} `json:"events"`
-	}
-	if err := j.c.Get(ctx, "/v1/jobs/"+id+"/events", nil, &out); err != nil {
+	var raw json.RawMessage
+	if err := j.c.Get(ctx, "/v1/jobs/"+url.PathEscape(id)+"/events", nil, &raw); err != nil {
 		return err
 	}
 	if j.fs.JSON {
-		return PrintJSON(j.env.Stdout, out)
+		return PrintRaw(j.env.Stdout, raw)
 	}
-	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tAT\tEVENT\tDATA")
-	for _, e := range out.Events {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), e.Type, shorten(string(e.Data), 100))
+	var out struct {
+		Events []client.Event `json:"events"`
 	}
-	return tw.Flush()
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return fmt.Errorf("the service's events of job %s: %w", id, err)
+	}
+	return printEvents(j.env.Stdout, out.Events)
 }
 
 // shorten cuts s to n bytes and marks the cut.
@@ -237,27 +252,32 @@ func (j *jobsCommand) act(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var out json.RawMessage
-	var body any
-	if reason != "" {
-		body = map[string]string{"reason": reason}
-	}
-	if err := j.c.Do(ctx, http.MethodPost, "/v1/jobs/"+id+"/"+j.name, body, &out); err != nil {
+	var raw json.RawMessage
+	var jobID, status string
+	err = j.c.call(func(sc *client.Client) error {
+		if j.name == "cancel" {
+			job, err := sc.Cancel(ctx, id, reason)
+			raw, jobID, status = job.Raw, job.JobID, string(job.Status)
+			return err
+		}
+		sub, err := sc.Replay(ctx, id)
+		raw, jobID, status = sub.Raw, sub.JobID, string(sub.Status)
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	if j.fs.JSON {
-		_, err := j.env.Stdout.Write(append(out, '\n'))
-		return err
+		return PrintRaw(j.env.Stdout, raw)
 	}
-	var v jobView
-	_ = json.Unmarshal(out, &v)
-	fmt.Fprintf(j.env.Stdout, "%s %s\n", v.JobID, v.Status)
+	fmt.Fprintf(j.env.Stdout, "%s %s\n", jobID, status)
 	return nil
 }
 
-func (j *jobsCommand) show(v jobView) error {
+// show prints a job: the service's answer raw with --json, else v.
+func (j *jobsCommand) show(raw json.RawMessage, v jobView) error {
 	if j.fs.JSON {
-		return PrintJSON(j.env.Stdout, v)
+		return PrintRaw(j.env.Stdout, raw)
 	}
 	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "job\t%s\nstatus\t%s\ncapability\t%s\nagent\t%s\nattempts\t%d of %d\ntrace\t%s\n", v.JobID, v.Status,

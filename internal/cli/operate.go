@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -54,12 +55,16 @@ func Operate(ctx context.Context, env Env, action string, args []string) error {
 	if *ns != "" {
 		path += "?namespace=" + url.QueryEscape(*ns)
 	}
-	var a agentView
-	if err := c.Do(ctx, method, path, body, &a); err != nil {
+	var raw json.RawMessage
+	if err := c.Do(ctx, method, path, body, &raw); err != nil {
 		return err
 	}
 	if fs.JSON {
-		return PrintJSON(env.Stdout, a)
+		return PrintRaw(env.Stdout, raw)
+	}
+	var a agentView
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return fmt.Errorf("the service's agent: %w", err)
 	}
 	hold := ""
 	if a.Hold != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -16,12 +17,17 @@ import (
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
-const projectionsHelp = `agentreach projections rebuild [NAME...]
+const projectionsHelp = `agentreach projections rebuild [NAME...] --database-url URL [--json]
 
 Rebuilds read models from position 0 of the event log: every projection, or
 the ones named (%s). Shows progress, then the events folded, the rows of
 each read model and the time taken. Readers see the read model refill while
 it runs; the log itself is only read.
+
+It acts on the database the service uses, named by --database-url or
+DATABASE_URL (` + "`agentreach dev`" + ` prints it as Database); it never guesses one.
+
+Flags:
 `
 
 var qHarnessCountRows = queries.Must("HarnessCountRows")
@@ -76,10 +82,31 @@ func ChooseProjections(names []string) ([]eventstore.Projection, error) {
 	return chosen, nil
 }
 
+// RebuildReport is what a rebuild did, projection by projection.
+type RebuildReport struct {
+	Projections []RebuiltProjection `json:"projections"`
+}
+
+// RebuiltProjection is one projection's rebuild: the events it folded, the
+// rows of each of its tables after it, and how long it took.
+type RebuiltProjection struct {
+	Name       string       `json:"name"`
+	Events     int64        `json:"events"`
+	Tables     []TableCount `json:"tables"`
+	DurationMS int64        `json:"duration_ms"`
+}
+
+// TableCount is how many rows a read-model table holds.
+type TableCount struct {
+	Table string `json:"table"`
+	Rows  int64  `json:"rows"`
+}
+
 // RebuildProjections refolds each of chosen from position 0 of the log,
-// drawing its progress on Stderr, and says on Stdout how many events it
-// folded into how many rows of which tables, in how long.
-func RebuildProjections(ctx context.Context, env Env, pool *pgxpool.Pool, logger *slog.Logger, chosen []eventstore.Projection) error {
+// drawing its progress on Stderr, and reports how many events it folded
+// into how many rows of which tables, in how long.
+func RebuildProjections(ctx context.Context, env Env, pool *pgxpool.Pool, logger *slog.Logger, chosen []eventstore.Projection) (RebuildReport, error) {
+	rep := RebuildReport{Projections: []RebuiltProjection{}}
 	projector := eventstore.NewProjector(eventstore.New(pool), logger, chosen...)
 	for _, p := range chosen {
 		start := time.Now()
@@ -87,27 +114,43 @@ func RebuildProjections(ctx context.Context, env Env, pool *pgxpool.Pool, logger
 		n, err := projector.Rebuild(ctx, p, bar.Update)
 		bar.Done()
 		if err != nil {
-			return err
+			return rep, err
 		}
-		rows, err := countRows(ctx, pool, projection.Tables(p.Name()))
+		tables, err := countRows(ctx, pool, projection.Tables(p.Name()))
 		if err != nil {
+			return rep, err
+		}
+		rep.Projections = append(rep.Projections, RebuiltProjection{Name: p.Name(), Events: n, Tables: tables,
+			DurationMS: time.Since(start).Milliseconds()})
+	}
+	return rep, nil
+}
+
+// PrintRebuild writes rep a line per projection: "rebuilt NAME: N events
+// folded into TABLE N rows, ... in DURATION".
+func PrintRebuild(w io.Writer, rep RebuildReport) error {
+	for _, p := range rep.Projections {
+		var rows []string
+		for _, t := range p.Tables {
+			rows = append(rows, fmt.Sprintf("%s %d rows", t.Table, t.Rows))
+		}
+		if _, err := fmt.Fprintf(w, "rebuilt %s: %d events folded into %s in %dms\n", p.Name, p.Events, strings.Join(rows, ", "),
+			p.DurationMS); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "rebuilt %s: %d events folded into %s in %s\n", p.Name(), n, strings.Join(rows, ", "),
-			time.Since(start).Round(time.Millisecond))
 	}
 	return nil
 }
 
-// countRows says "table N rows" for each table.
-func countRows(ctx context.Context, pool *pgxpool.Pool, tables []string) ([]string, error) {
-	var rows []string
+// countRows counts the rows of each table.
+func countRows(ctx context.Context, pool *pgxpool.Pool, tables []string) ([]TableCount, error) {
+	var out []TableCount
 	for _, table := range tables {
 		var count int64
 		if err := pool.QueryRow(ctx, fmt.Sprintf(qHarnessCountRows, pgx.Identifier{table}.Sanitize())).Scan(&count); err != nil {
 			return nil, err
 		}
-		rows = append(rows, fmt.Sprintf("%s %d rows", table, count))
+		out = append(out, TableCount{Table: table, Rows: count})
 	}
-	return rows, nil
+	return out, nil
 }

@@ -64,7 +64,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	jobsN := fs.Int("jobs", 2000, "jobs to submit")
 	keep := fs.Bool("keep", false, "keep serving after the run (Ctrl-C to stop)")
 	addr := fs.String("addr", "127.0.0.1:0", "where the service listens")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	// A fresh database on whatever PostgreSQL dev finds, dropped afterwards.

@@ -2,10 +2,15 @@ package mockagent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentreach/agentreach/internal/cli"
@@ -26,6 +31,16 @@ and serves deliveries (POST) according to --behaviour:
   hang      accept the request and never answer before the deadline
   flaky     like success, but with probability --flaky-p answer 503 instead
 
+With --pull it listens on nothing: it registers in pull mode and claims its
+deliveries, on --max-concurrent workers (1 when 0). success, async, fail and
+hang behave as above (the result is POSTed to result_url; hang holds the
+delivery until its deadline, then releases it with an error); the others
+become releases:
+
+  5xx       release the attempt with an error: a failed attempt, retried after backoff
+  refuse    release the attempt without an error: given back unstarted, routed again
+  flaky     like success, but with probability --flaky-p release with an error
+
 Flags:
 `
 
@@ -35,6 +50,7 @@ type options struct {
 	ttl, maxConc, weight                                         int
 	delay, jitter                                                time.Duration
 	flakyP                                                       float64
+	pull                                                         bool
 }
 
 func parseFlags(env cli.Env, args []string) (options, error) {
@@ -48,15 +64,16 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.StringVar(&o.caps, "capability", "", "capabilities, comma-separated (required)")
 	fs.StringVar(&o.aliases, "aliases", "", "aliases, comma-separated")
 	fs.StringVar(&o.behaviour, "behaviour", "success", "success, async, fail, 5xx, refuse, hang or flaky")
-	fs.StringVar(&o.addr, "addr", "127.0.0.1:0", "listen address for deliveries")
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:0", "listen address for deliveries (not with --pull)")
 	fs.StringVar(&o.version, "version", "", "agent version")
 	fs.IntVar(&o.ttl, "ttl", 30, "lease TTL in seconds")
-	fs.IntVar(&o.maxConc, "max-concurrent", 0, "most jobs at once (0 = unlimited)")
+	fs.IntVar(&o.maxConc, "max-concurrent", 0, "most jobs at once (0 = unlimited; with --pull: workers, 0 = 1)")
 	fs.IntVar(&o.weight, "weight", 50, "routing weight 1-100")
 	fs.DurationVar(&o.delay, "delay", 0, "time each job takes")
 	fs.DurationVar(&o.jitter, "jitter", -1, "largest start-up jitter before registering (negative: none)")
-	fs.Float64Var(&o.flakyP, "flaky-p", 0.5, "flaky: probability of a 503")
-	if err := fs.Parse(args); err != nil {
+	fs.Float64Var(&o.flakyP, "flaky-p", 0.5, "flaky: probability of a 503 (with --pull: of a release with an error)")
+	fs.BoolVar(&o.pull, "pull", false, "register in pull mode and claim deliveries instead of serving them")
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, err
 	}
 	if o.id == "" || o.caps == "" {
@@ -76,16 +93,23 @@ func Main(ctx context.Context, env cli.Env, args []string) error {
 	reg := sdk.Registration{AgentID: o.id, Namespace: o.ns, Capabilities: cli.SplitList(o.caps), Aliases: cli.SplitList(o.aliases),
 		TTLSeconds: o.ttl, MaxConcurrent: o.maxConc, Weight: o.weight, Version: o.version,
 		Metadata: map[string]any{"mock_behaviour": o.behaviour}}
-	handler, err := mockHandler(o.behaviour, o.delay, o.flakyP, o.id)
+	label := o.behaviour
+	if o.pull {
+		reg.Mode, label = sdk.ModePull, o.behaviour+", pull"
+	}
+	handler, err := mockHandler(o.behaviour, o.pull, o.delay, o.flakyP, o.id)
 	if err != nil {
 		return fmt.Errorf("%w: %w", cli.ErrUsage, err)
+	}
+	if err := checkKey(ctx, o.server, o.key); err != nil {
+		return err
 	}
 	cfg := sdk.Config{ServerURL: o.server, Addr: o.addr, StartJitter: o.jitter, Logger: env.Logger(), APIKey: o.key}
 	var agent *sdk.Agent
 	if o.behaviour == "async" {
 		handler = asyncHandler(&agent, o.delay, o.id)
 	}
-	if o.behaviour == "refuse" {
+	if o.behaviour == "refuse" && !o.pull {
 		if err := refuseDeliveries(ctx, &cfg, &reg); err != nil {
 			return err
 		}
@@ -94,7 +118,7 @@ func Main(ctx context.Context, env cli.Env, args []string) error {
 	go func() {
 		select {
 		case <-agent.Registered():
-			fmt.Fprintf(env.Stdout, "mock-agent %s registered (%s) at %s\n", o.id, o.behaviour, o.server)
+			fmt.Fprintf(env.Stdout, "mock-agent %s registered (%s) at %s\n", o.id, label, o.server)
 		case <-ctx.Done():
 		}
 	}()
@@ -130,7 +154,18 @@ func freeAddr(ctx context.Context, addr string) (string, error) {
 	return l.Addr().String(), nil
 }
 
-func mockHandler(behaviour string, delay time.Duration, flakyP float64, id string) (sdk.Handler, error) {
+// errMock5xx is the handler error of the 5xx and flaky behaviours in pull
+// mode: the SDK releases the attempt with it, a failed attempt.
+var errMock5xx = errors.New("mock 5xx: the attempt failed")
+
+// mockHandler is the handler of a behaviour. In push mode 5xx and flaky
+// refuse (503); in pull mode they fail with errMock5xx (released with an
+// error), and refuse refuses (released without one).
+func mockHandler(behaviour string, pull bool, delay time.Duration, flakyP float64, id string) (sdk.Handler, error) {
+	fault := sdk.ErrRefused
+	if pull {
+		fault = errMock5xx
+	}
 	wait := func(ctx context.Context) error {
 		if delay <= 0 {
 			return nil
@@ -146,7 +181,10 @@ func mockHandler(behaviour string, delay time.Duration, flakyP float64, id strin
 		return sdk.Success(map[string]any{"agent_id": id, "job_id": d.JobID, "attempt": d.Attempt})
 	}
 	switch behaviour {
-	case "success", "refuse", "async":
+	case "success", "refuse", "async": // a refusing push agent's deliveries never reach it
+		if behaviour == "refuse" && pull {
+			return func(context.Context, sdk.Delivery) (sdk.Result, error) { return sdk.Result{}, sdk.ErrRefused }, nil
+		}
 		return func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
 			if err := wait(ctx); err != nil {
 				return sdk.Result{}, err
@@ -161,7 +199,7 @@ func mockHandler(behaviour string, delay time.Duration, flakyP float64, id strin
 			return sdk.Failure("mock_failure", map[string]any{"agent_id": id}), nil
 		}, nil
 	case "5xx":
-		return func(context.Context, sdk.Delivery) (sdk.Result, error) { return sdk.Result{}, sdk.ErrRefused }, nil
+		return func(context.Context, sdk.Delivery) (sdk.Result, error) { return sdk.Result{}, fault }, nil
 	case "hang":
 		return func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
 			<-ctx.Done()
@@ -170,7 +208,7 @@ func mockHandler(behaviour string, delay time.Duration, flakyP float64, id strin
 	case "flaky":
 		return func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
 			if rand.Float64() < flakyP {
-				return sdk.Result{}, sdk.ErrRefused
+				return sdk.Result{}, fault
 			}
 			if err := wait(ctx); err != nil {
 				return sdk.Result{}, err
@@ -192,4 +230,50 @@ func asyncHandler(agent **sdk.Agent, delay time.Duration, id string) sdk.Handler
 		}()
 		return sdk.Result{}, sdk.ErrAccepted
 	}
+}
+
+// errNeedsKey: the service has authentication on and mock-agent has no
+// key (or one it refuses, or one without agents:write): registering would
+// be refused on every try, so it stops and says so instead.
+var errNeedsKey = errors.New("mock-agent needs an API key with agents:write to register: --key or AGENTREACH_KEY " +
+	"(`agentreach dev` prints an admin key; `agentreach keys create --scopes agents:write` makes one)")
+
+// checkKey asks the service who the key is (GET /v1/session) before the
+// agent starts: a service that refuses it, or a key without agents:write,
+// stops mock-agent at once. A service that cannot be reached yet, or
+// answers anything else, is left to the agent's own retries.
+func checkKey(ctx context.Context, server, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(server, "/")+"/v1/session", nil)
+	if err != nil {
+		return fmt.Errorf("%w: --server / AGENTREACH_URL: %w", cli.ErrUsage, err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil // not up yet: the agent retries
+	}
+	defer resp.Body.Close()
+	var who struct {
+		Scopes []string `json:"scopes"`
+		Error  struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&who)
+	switch resp.StatusCode {
+	case http.StatusUnauthorized:
+		if key == "" {
+			return errNeedsKey
+		}
+		return fmt.Errorf("%w (the service refused the key given: %s)", errNeedsKey, who.Error.Message)
+	case http.StatusOK:
+		if !slices.Contains(who.Scopes, "admin") && !slices.Contains(who.Scopes, "agents:write") {
+			return fmt.Errorf("%w (the key given has %s)", errNeedsKey, strings.Join(who.Scopes, ", "))
+		}
+	}
+	return nil
 }

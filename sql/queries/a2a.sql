@@ -2,20 +2,45 @@
 -- rows of agents registered by their Agent Card (registry).
 
 -- name: A2AInsertPushConfig
--- Adds a push config to a job, or replaces the one of the same id.
-INSERT INTO a2a_push_configs (job_id, config_id, url, token, auth_scheme, credentials)
-VALUES ($1, $2, $3, $4, $5, $6)
+-- Adds a push config to a job, or replaces the one of the same id: a new
+-- destination, so nothing is delivered to it yet.
+INSERT INTO a2a_push_configs (job_id, config_id, url, token, auth_scheme, credentials, protocol_version)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (job_id, config_id) DO UPDATE SET url = excluded.url, token = excluded.token,
-    auth_scheme = excluded.auth_scheme, credentials = excluded.credentials;
+    auth_scheme = excluded.auth_scheme, credentials = excluded.credentials,
+    protocol_version = excluded.protocol_version, delivered_at = NULL, attempts = 0, last_status = 0,
+    last_error = '', claimed_until = NULL;
 
 -- name: A2APushConfigs
 -- A job's push configs, oldest first.
-SELECT config_id, url, token, auth_scheme, credentials FROM a2a_push_configs
+SELECT config_id, url, token, auth_scheme, credentials, protocol_version FROM a2a_push_configs
 WHERE job_id = $1 ORDER BY created_at, config_id;
 
 -- name: A2ADeletePushConfig
 -- Removes one push config of a job.
 DELETE FROM a2a_push_configs WHERE job_id = $1 AND config_id = $2;
+
+-- name: A2AClaimPushConfigs
+-- The push configs of a job that have not acknowledged its final task and
+-- that no other callback run holds, held for $2 seconds by this run.
+UPDATE a2a_push_configs SET claimed_until = now() + make_interval(secs => $2)
+WHERE job_id = $1 AND delivered_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
+RETURNING config_id, url, token, auth_scheme, credentials, protocol_version, created_at;
+
+-- name: A2APushDelivered
+-- A push config acknowledged the job's final task (a 2xx): never again.
+UPDATE a2a_push_configs SET delivered_at = now(), attempts = attempts + 1, last_status = $3,
+    last_error = '', claimed_until = NULL
+WHERE job_id = $1 AND config_id = $2;
+
+-- name: A2APushFailed
+-- A push config did not take the job's final task: tried again later.
+UPDATE a2a_push_configs SET attempts = attempts + 1, last_status = $3, last_error = $4, claimed_until = NULL
+WHERE job_id = $1 AND config_id = $2;
+
+-- name: A2APushesPending
+-- How many push configs of a job have not acknowledged its final task.
+SELECT count(*) FROM a2a_push_configs WHERE job_id = $1 AND delivered_at IS NULL;
 
 -- name: A2AInsertCard
 -- The card of an agent registered by card, fetched now; a registration

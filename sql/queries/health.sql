@@ -25,3 +25,17 @@ GROUP BY 1, 2, 3 ORDER BY 2, 1, 3;
 -- name: AgentRecovery
 -- An agent's time to recover: the last recovery and the mean over 24 hours; no row when it never recovered.
 SELECT last_recovered_at, last_ms, mean_24h_ms, recoveries_24h FROM reach_recovery WHERE namespace = $1 AND agent_id = $2;
+
+-- name: AgentMinuteSeries
+-- One agent's per-minute figures over the last hour, oldest first: attempts, their outcomes, and the time to result (p50, p95).
+SELECT bucket, sum(attempted)::int, sum(delivered)::int, sum(succeeded)::int, sum(failed)::int, sum(timed_out)::int,
+       reach_hist_quantile(reach_hist_sum(result_hist), 0.50), reach_hist_quantile(reach_hist_sum(result_hist), 0.95)
+FROM agent_stats_minute WHERE bucket >= date_trunc('minute', now()) - interval '1 hour' AND namespace = $1 AND agent_id = $2
+GROUP BY 1 ORDER BY 1;
+
+-- name: ListAlerts
+-- Alerts newest first, of namespace $1 or ('') of all, of kinds $2 (empty: every kind), of subject $3 (''; any), before position $4 (0: the newest), at most $5.
+SELECT position, namespace, kind, subject, data, recorded_at FROM alerts
+WHERE ($1 = '' OR namespace = $1) AND (cardinality($2::text[]) = 0 OR kind = ANY($2)) AND ($3 = '' OR subject = $3)
+  AND ($4 = 0 OR position < $4)
+ORDER BY recorded_at DESC, position DESC LIMIT $5;

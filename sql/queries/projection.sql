@@ -64,3 +64,13 @@ SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), atte
        coalesce(parent_job_id::text, ''), coalesce(root_job_id::text, ''), version,
        submitted_at, updated_at, finished_at, coalesce(callback_url, ''), callback_done, coalesce(replay_of::text, '')
 FROM jobs WHERE job_id = ANY($1::uuid[]);
+
+-- name: TruncateAlerts
+-- Empties the alerts read model before a rebuild.
+TRUNCATE alerts;
+
+-- name: InsertAlerts
+-- Adds a batch's alerts, one row per event position ($1..$7 are parallel arrays); a refolded event changes nothing.
+INSERT INTO alerts (position, namespace, kind, subject, stream_id, data, recorded_at)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::timestamptz[])
+ON CONFLICT (position) DO NOTHING;

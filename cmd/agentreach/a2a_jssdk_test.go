@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// jsSuite is the A2A JavaScript SDK suite: a Node project with its own
+// package.json and package-lock.json.
+var jsSuite = filepath.Join("..", "..", "a2a", "jsconformance")
+
+// TestA2AJavaScriptSDK runs the A2A JavaScript SDK suite (a2a/jsconformance)
+// against a fresh service: the official SDK from npm, @a2a-js/sdk 1.x (A2A
+// v1.0) and its 0.3 line (A2A v0.3), as a client of every method of the A2A
+// face in both versions (send, stream, get, cancel, resubscribe, every
+// push-config method, push receipt) and as agents registered by card. It
+// skips only when node is not installed; the suite's packages are
+// installed (npm ci) when they are missing or older than the lock file.
+func TestA2AJavaScriptSDK(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed, so the A2A JavaScript SDK suite (a2a/jsconformance) cannot run: install Node 20 or later (.ci/run does)")
+	}
+	dir, err := filepath.Abs(jsSuite)
+	require.NoError(t, err)
+	installJSSuite(t, dir)
+	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no *.test.mjs in %s", dir)
+
+	svc, _ := service(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-concurrency=4", "--test-reporter=spec"}, files...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "AGENTREACH_URL="+svc.m.URL(), "NO_COLOR=1", "FORCE_COLOR=0")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the A2A JavaScript SDK suite failed:\n%s\nAgent-Reach said:\n%s", out, svc.out.String())
+	require.Contains(t, string(out), "ℹ fail 0", "%s", out)
+	summary := string(out)
+	if i := strings.LastIndex(summary, "ℹ tests"); i >= 0 {
+		summary = summary[i:]
+	}
+	t.Logf("A2A JavaScript SDK suite:\n%s", summary)
+}
+
+// installJSSuite runs npm ci in the suite's directory when its packages are
+// not installed, or are older than its package-lock.json.
+func installJSSuite(t *testing.T, dir string) {
+	t.Helper()
+	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
+	require.NoError(t, err)
+	installed, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
+	if err == nil && !installed.ModTime().Before(lock.ModTime()) {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@a2a-js", "sdk", "package.json")); err == nil {
+			return
+		}
+	}
+	npm, err := exec.LookPath("npm")
+	require.NoError(t, err, "node is installed but npm is not: it installs the A2A JavaScript SDK suite's packages")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "npm ci in %s:\n%s", dir, out)
+}

@@ -1,0 +1,274 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// InvokeOptions shape a direct invocation; zero fields take the defaults.
+type InvokeOptions struct {
+	// Hint, Namespace, Constraints, Limit and NoCache are the lookup's
+	// (LookupOptions). Constraints.Protocol defaults to http, the only
+	// protocol Invoke speaks.
+	Hint        string
+	Namespace   string
+	Constraints Constraints
+	Limit       int
+	NoCache     bool
+	// Timeout is how long one candidate has to answer before the next is
+	// tried (the client's CandidateTimeout by default); it is also the
+	// envelope's deadline.
+	Timeout time.Duration
+	// TraceParent continues the caller's W3C trace; without one each
+	// invocation starts a trace of its own.
+	TraceParent string
+}
+
+// InvokeResult is what the agent that took a direct invocation answered.
+type InvokeResult struct {
+	// Status is SUCCESS or FAILED (a business failure, answered by the
+	// agent: not failed over).
+	Status  Status
+	Result  json.RawMessage
+	BizCode string
+	// AgentID and Namespace name the agent that answered.
+	AgentID   string
+	Namespace string
+	// InvocationID is the envelope's job_id (a UUID v7 the client made),
+	// the same for every candidate tried.
+	InvocationID string
+	TraceID      string
+	// Latency is the answering call's round trip.
+	Latency time.Duration
+	// Stale: the candidates came from a stale list (see LookupResult).
+	Stale bool
+	// Attempts are the candidates called, in order, the answering one
+	// last; on an error, every one tried.
+	Attempts []Attempt
+}
+
+// Attempt is one candidate's call.
+type Attempt struct {
+	AgentID   string
+	Namespace string
+	Endpoint  string
+	// Reached: the agent took the invocation and answered a result.
+	Reached bool
+	// StatusCode is the agent's HTTP status, 0 without an answer.
+	StatusCode int
+	Latency    time.Duration
+	// Err says why the candidate gave no result; nil for the one that did.
+	Err error
+}
+
+// envelope is what an agent receives, the shape of a brokered delivery.
+type envelope struct {
+	JobID      string          `json:"job_id"`
+	Attempt    int             `json:"attempt"`
+	TraceID    string          `json:"trace_id"`
+	Capability string          `json:"capability"`
+	Payload    json.RawMessage `json:"payload"`
+	Deadline   time.Time       `json:"deadline"`
+	ResultURL  string          `json:"result_url"`
+}
+
+// agentAnswer is an agent's inline answer.
+type agentAnswer struct {
+	Status  Status          `json:"status"`
+	Result  json.RawMessage `json:"result"`
+	BizCode string          `json:"biz_code"`
+}
+
+// maxAgentAnswer bounds an agent's answer, as Agent-Reach's own delivery
+// does.
+const maxAgentAnswer = 16 << 20
+
+// errGrantRefused: the agent refused the invocation grant (401 or 403),
+// most likely an expired grant of a stale list.
+var errGrantRefused = errors.New("the agent refused the grant")
+
+// Invoke calls the best candidate for capability directly, with its grant,
+// and answers its result. The candidates come from Lookup (so from the
+// cache, or a stale list when the registry is unreachable). A connection
+// error, a timeout (InvokeOptions.Timeout), a 5xx, a refused grant (401,
+// 403: an expired grant of a stale list, say) or an answer that is not a
+// result moves on to the next candidate; a 200 answer, SUCCESS or FAILED,
+// ends it. Each agent receives the envelope of a brokered delivery
+// (job_id the invocation's UUID v7, attempt counting the candidates
+// tried, an empty result_url: the answer must be inline) with
+// X-Reach-Grant, traceparent and X-Reach-Job-Id.
+//
+// Every call's outcome is queued as a report (agent, reached, ok, latency,
+// biz_code) for POST /v1/reports, except a refused grant, which says
+// nothing about the agent's health, and a call ended by ctx. Errors:
+// ErrNoCandidates (InvokeResult.Attempts says what each did), the
+// lookup's errors, ctx's error.
+func (c *Client) Invoke(ctx context.Context, capability string, payload any, opts InvokeOptions) (InvokeResult, error) {
+	body, err := marshalPayload(payload)
+	if err != nil {
+		return InvokeResult{}, err
+	}
+	cons := opts.Constraints
+	switch cons.Protocol {
+	case "":
+		cons.Protocol = "http"
+	case "http":
+	default:
+		return InvokeResult{}, fmt.Errorf("%w: Invoke speaks http, not %q", ErrInvalidArgument, cons.Protocol)
+	}
+	res, err := c.Lookup(ctx, capability, LookupOptions{Hint: opts.Hint, Namespace: opts.Namespace, Constraints: cons, Limit: opts.Limit, NoCache: opts.NoCache})
+	if err != nil {
+		return InvokeResult{}, fmt.Errorf("invoke %s: %w", capability, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return InvokeResult{}, fmt.Errorf("invoke %s: an invocation id: %w", capability, err)
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = c.cfg.candidateTimeout
+	}
+	traceID, flags := traceOf(opts.TraceParent)
+	out := InvokeResult{InvocationID: id.String(), TraceID: traceID, Stale: res.Stale}
+	reportable := c.cfg.now().Sub(res.FetchedAt) < reportWindow
+	for _, cand := range res.Candidates {
+		if (cand.Protocol != "" && cand.Protocol != "http") || cand.Endpoint == "" {
+			continue
+		}
+		env := envelope{JobID: out.InvocationID, Attempt: len(out.Attempts) + 1, TraceID: traceID, Capability: capability,
+			Payload: body, ResultURL: ""}
+		att, ans := c.call(ctx, cand, env, timeout, flags)
+		out.Attempts = append(out.Attempts, att)
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("invoke %s: %w", capability, ctx.Err())
+		}
+		if reportable && !errors.Is(att.Err, errGrantRefused) {
+			r := Report{Namespace: cand.Namespace, AgentID: cand.AgentID, Capability: capability, Reached: att.Reached, OK: ans != nil && ans.Status == StatusSuccess,
+				LatencyMS: float64(att.Latency.Microseconds()) / 1000, At: c.cfg.now().UTC()}
+			if ans != nil {
+				r.BizCode = ans.BizCode
+			}
+			c.reports.add(r)
+		}
+		if ans != nil {
+			out.Status, out.Result, out.BizCode = ans.Status, ans.Result, ans.BizCode
+			out.AgentID, out.Namespace, out.Latency = cand.AgentID, cand.Namespace, att.Latency
+			return out, nil
+		}
+	}
+	if len(out.Attempts) == 0 {
+		return out, fmt.Errorf("invoke %s: %w: the lookup found no agent to call directly", capability, ErrNoCandidates)
+	}
+	why := make([]string, len(out.Attempts))
+	for i, a := range out.Attempts {
+		why[i] = a.AgentID + ": " + a.Err.Error()
+	}
+	return out, fmt.Errorf("invoke %s: %w: %s", capability, ErrNoCandidates, strings.Join(why, "; "))
+}
+
+// call POSTs env to cand within timeout and classifies what happened; the
+// answer is non-nil when the agent answered a result.
+func (c *Client) call(ctx context.Context, cand Candidate, env envelope, timeout time.Duration, flags string) (Attempt, *agentAnswer) {
+	att := Attempt{AgentID: cand.AgentID, Namespace: cand.Namespace, Endpoint: cand.Endpoint}
+	start := time.Now() // before the timeout starts, so a timed-out call's latency is at least the timeout
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	env.Deadline = c.cfg.now().Add(timeout).UTC()
+	b, _ := json.Marshal(env)
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, cand.Endpoint, bytes.NewReader(b))
+	if err != nil {
+		att.Err, att.Latency = fmt.Errorf("bad endpoint: %w", err), time.Since(start)
+		return att, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Reach-Grant", cand.Grant)
+	req.Header.Set("X-Reach-Job-Id", env.JobID)
+	req.Header.Set("traceparent", "00-"+env.TraceID+"-"+randomHex(8)+"-"+flags)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		att.Latency = time.Since(start)
+		if cctx.Err() != nil && ctx.Err() == nil {
+			att.Err = fmt.Errorf("no answer within %s", timeout)
+		} else {
+			att.Err = err
+		}
+		return att, nil
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer))
+	att.Latency, att.StatusCode = time.Since(start), resp.StatusCode
+	switch {
+	case err != nil:
+		att.Err = fmt.Errorf("reading the answer: %w", err)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		att.Err = fmt.Errorf("%w (HTTP %d: %s)", errGrantRefused, resp.StatusCode, shorten(raw, 200))
+	case resp.StatusCode != http.StatusOK:
+		att.Err = fmt.Errorf("answered HTTP %d: %s", resp.StatusCode, shorten(raw, 200))
+	default:
+		var ans agentAnswer
+		if err := json.Unmarshal(raw, &ans); err != nil || (ans.Status != StatusSuccess && ans.Status != StatusFailed) {
+			att.Err = fmt.Errorf("answered 200 without a SUCCESS or FAILED result: %s", shorten(raw, 200))
+			return att, nil
+		}
+		att.Reached = true
+		return att, &ans
+	}
+	return att, nil
+}
+
+func marshalPayload(payload any) (json.RawMessage, error) {
+	switch p := payload.(type) {
+	case json.RawMessage:
+		if !json.Valid(p) {
+			return nil, fmt.Errorf("%w: payload is not JSON", ErrInvalidArgument)
+		}
+		return p, nil
+	default:
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return nil, fmt.Errorf("%w: payload: %w", ErrInvalidArgument, err)
+		}
+		return b, nil
+	}
+}
+
+// traceOf answers the trace id and flags of a W3C traceparent, or a new
+// trace's when tp is not one.
+func traceOf(tp string) (string, string) {
+	parts := strings.Split(strings.TrimSpace(tp), "-")
+	if len(parts) == 4 && len(parts[1]) == 32 && len(parts[2]) == 16 && len(parts[3]) == 2 && isHex(parts[1]) &&
+		parts[1] != strings.Repeat("0", 32) && isHex(parts[3]) {
+		return strings.ToLower(parts[1]), strings.ToLower(parts[3])
+	}
+	return randomHex(16), "01"
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func shorten(b []byte, n int) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,292 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Status is a job's status.
+type Status string
+
+// A job's statuses (docs/api.md).
+const (
+	StatusSubmitted        Status = "SUBMITTED"
+	StatusAwaitingApproval Status = "AWAITING_APPROVAL"
+	StatusDelivered        Status = "DELIVERED"
+	StatusAwaitingInput    Status = "AWAITING_INPUT"
+	StatusTimeout          Status = "TIMEOUT"
+	StatusSuccess          Status = "SUCCESS"
+	StatusFailed           Status = "FAILED"
+	StatusDeadLetter       Status = "DEAD_LETTER"
+	StatusCancelled        Status = "CANCELLED"
+	StatusRejected         Status = "REJECTED"
+)
+
+// Terminal reports whether a job in status s is finished for good. TIMEOUT
+// is not: the attempt timed out and the job waits for its next one.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSuccess, StatusFailed, StatusDeadLetter, StatusCancelled, StatusRejected:
+		return true
+	}
+	return false
+}
+
+// Priority is a job's lane.
+type Priority string
+
+// The lanes; empty is normal.
+const (
+	PriorityHigh   Priority = "high"
+	PriorityNormal Priority = "normal"
+	PriorityLow    Priority = "low"
+)
+
+// Constraints narrow the agents a job or lookup may go to.
+type Constraints struct {
+	// Version is the agent version wanted (exact, or a prefix like 2.*).
+	Version string `json:"version,omitempty"`
+	// Protocol is http or a2a.
+	Protocol string `json:"protocol,omitempty"`
+	// ProtocolVersions are the protocol versions the caller speaks (1.* is
+	// a prefix).
+	ProtocolVersions []string `json:"protocol_versions,omitempty"`
+}
+
+func (c Constraints) empty() bool {
+	return c.Version == "" && c.Protocol == "" && len(c.ProtocolVersions) == 0
+}
+
+// SubmitRequest is a job to submit (POST /v1/jobs). Zero fields take the
+// service's defaults.
+type SubmitRequest struct {
+	// Capability names what the job needs; required.
+	Capability string `json:"capability"`
+	// Payload is the job's input: any JSON value but null. A
+	// json.RawMessage is sent as it is.
+	Payload       any          `json:"payload"`
+	Namespace     string       `json:"namespace,omitempty"`
+	Hint          string       `json:"hint,omitempty"`
+	Priority      Priority     `json:"priority,omitempty"`
+	TimeoutMS     int64        `json:"timeout_ms,omitempty"`
+	MaxAttempts   int          `json:"max_attempts,omitempty"`
+	CallbackURL   string       `json:"callback_url,omitempty"`
+	ParentJobID   string       `json:"parent_job_id,omitempty"`
+	Constraints   *Constraints `json:"constraints,omitempty"`
+	RetryOnFailed bool         `json:"retry_on_failed,omitempty"`
+	BackoffBaseMS int64        `json:"backoff_base_ms,omitempty"`
+	BackoffMaxMS  int64        `json:"backoff_max_ms,omitempty"`
+	RouteWaitMS   int64        `json:"route_wait_ms,omitempty"`
+	// IdempotencyKey, sent as the Idempotency-Key header, makes a retry of
+	// the same submit answer the same job for 24 hours (the same key with
+	// another body is ErrConflict).
+	IdempotencyKey string `json:"-"`
+}
+
+// Submitted is the answer to a submit or a replay.
+type Submitted struct {
+	JobID string `json:"job_id"`
+	// Status is SUBMITTED or AWAITING_APPROVAL; for a repeated idempotency
+	// key, the job's current status.
+	Status  Status `json:"status"`
+	TraceID string `json:"trace_id"`
+	// ReplayOf is the dead-lettered job a replay submitted again.
+	ReplayOf string `json:"replay_of,omitempty"`
+	// Raw is the answer as the service wrote it.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Job is a job's state, folded from its events (GET /v1/jobs/{id}).
+type Job struct {
+	JobID       string          `json:"job_id"`
+	Namespace   string          `json:"namespace"`
+	Status      Status          `json:"status"`
+	Capability  string          `json:"capability"`
+	AgentID     string          `json:"agent_id"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Result      json.RawMessage `json:"result"`
+	BizCode     string          `json:"biz_code"`
+	Error       string          `json:"error"`
+	TraceID     string          `json:"trace_id"`
+	ReplayOf    string          `json:"replay_of"`
+	SubmittedAt time.Time       `json:"submitted_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	FinishedAt  *time.Time      `json:"finished_at"`
+	// Raw is the answer as the service wrote it, with any fields this
+	// package does not model.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Event is one event of a job's audit trail.
+type Event struct {
+	Position   int64           `json:"position"`
+	StreamID   string          `json:"stream_id"`
+	Version    int             `json:"version"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	RecordedAt time.Time       `json:"recorded_at"`
+}
+
+// ListOptions filter a job list; zero fields do not filter.
+type ListOptions struct {
+	Status     Status
+	Capability string
+	AgentID    string
+	Namespace  string
+	// Limit is the page's size (the service's default when 0, at most 500).
+	Limit int
+	// Cursor is a page's NextCursor, to read the page after it.
+	Cursor string
+}
+
+// JobPage is one page of a job list, newest first.
+type JobPage struct {
+	Jobs []Job `json:"jobs"`
+	// NextCursor reads the next page; empty on the last one.
+	NextCursor string `json:"next_cursor"`
+}
+
+// Submit submits a job and answers once it is committed. Errors:
+// ErrInvalidArgument (naming the field), ErrConflict (idempotency key
+// reused with another body), ErrRateLimited (overloaded, after the
+// retries), ErrPermissionDenied, ErrUnreachable.
+func (c *Client) Submit(ctx context.Context, req SubmitRequest) (Submitted, error) {
+	var h http.Header
+	if req.IdempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {req.IdempotencyKey}}
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs", h, req, &raw); err != nil {
+		return Submitted{}, fmt.Errorf("submit a job of %s: %w", req.Capability, err)
+	}
+	return decodeSubmitted(raw)
+}
+
+func decodeSubmitted(raw json.RawMessage) (Submitted, error) {
+	var s Submitted
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return Submitted{}, fmt.Errorf("read a submit's answer: %w", err)
+	}
+	s.Raw = raw
+	return s, nil
+}
+
+func decodeJob(raw json.RawMessage) (Job, error) {
+	var j Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return Job{}, fmt.Errorf("read a job: %w", err)
+	}
+	j.Raw = raw
+	return j, nil
+}
+
+// Get answers a job's state, never stale. Errors: ErrNotFound (also for
+// another namespace's job), ErrUnreachable.
+func (c *Client) Get(ctx context.Context, jobID string) (Job, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(jobID), nil, nil, &raw); err != nil {
+		return Job{}, fmt.Errorf("get job %s: %w", jobID, err)
+	}
+	return decodeJob(raw)
+}
+
+// List answers a page of jobs, newest first.
+func (c *Client) List(ctx context.Context, opts ListOptions) (JobPage, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"status": string(opts.Status), "capability": opts.Capability,
+		"agent_id": opts.AgentID, "namespace": opts.Namespace, "cursor": opts.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	path := "/v1/jobs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var raw struct {
+		Jobs       []json.RawMessage `json:"jobs"`
+		NextCursor string            `json:"next_cursor"`
+	}
+	if err := c.do(ctx, http.MethodGet, path, nil, nil, &raw); err != nil {
+		return JobPage{}, fmt.Errorf("list jobs: %w", err)
+	}
+	page := JobPage{Jobs: make([]Job, 0, len(raw.Jobs)), NextCursor: raw.NextCursor}
+	for _, r := range raw.Jobs {
+		j, err := decodeJob(r)
+		if err != nil {
+			return JobPage{}, err
+		}
+		page.Jobs = append(page.Jobs, j)
+	}
+	return page, nil
+}
+
+// Events answers a job's audit trail, in order.
+func (c *Client) Events(ctx context.Context, jobID string) ([]Event, error) {
+	var out struct {
+		Events []Event `json:"events"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(jobID)+"/events", nil, nil, &out); err != nil {
+		return nil, fmt.Errorf("events of job %s: %w", jobID, err)
+	}
+	return out.Events, nil
+}
+
+// Wait polls the job until its status is terminal and answers it: first
+// after the first poll interval, then doubling (PollInterval). It ends
+// with ctx; an error of a poll ends it too (after the retries of 429 and
+// 503). On an error it answers the last state it saw.
+func (c *Client) Wait(ctx context.Context, jobID string) (Job, error) {
+	var last Job
+	for try := 0; ; try++ {
+		j, err := c.Get(ctx, jobID)
+		if err != nil {
+			return last, err
+		}
+		last = j
+		if j.Status.Terminal() {
+			return j, nil
+		}
+		wait := c.cfg.pollFirst << min(try, 20)
+		if wait > c.cfg.pollMax || wait <= 0 {
+			wait = c.cfg.pollMax
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return j, fmt.Errorf("wait for job %s (%s): %w", jobID, j.Status, err)
+		}
+	}
+}
+
+// Cancel cancels a job that is not terminal, with an optional reason, and
+// answers the job. Errors: ErrConflict (already terminal), ErrNotFound.
+func (c *Client) Cancel(ctx context.Context, jobID, reason string) (Job, error) {
+	var body any
+	if reason != "" {
+		body = map[string]string{"reason": reason}
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(jobID)+"/cancel", nil, body, &raw); err != nil {
+		return Job{}, fmt.Errorf("cancel job %s: %w", jobID, err)
+	}
+	return decodeJob(raw)
+}
+
+// Replay submits a dead-lettered job again, as a new job whose ReplayOf is
+// jobID. Errors: ErrConflict (not dead-lettered), ErrNotFound.
+func (c *Client) Replay(ctx context.Context, jobID string) (Submitted, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(jobID)+"/replay", nil, nil, &raw); err != nil {
+		return Submitted{}, fmt.Errorf("replay job %s: %w", jobID, err)
+	}
+	return decodeSubmitted(raw)
+}

@@ -1,0 +1,967 @@
+"""The caller's side: submit jobs by capability, follow them, cancel and replay them (brokered);
+or look a capability's agents up and call the best one directly (lookup mode: ``lookup``,
+``invoke``, ``report``, ``flush``, ``watch``; see :mod:`agentreach.direct`).
+
+:class:`Client` is synchronous, :class:`AsyncClient` the same with ``await``.
+Both take the service's URL and an API key (defaults: ``AGENTREACH_URL``,
+``AGENTREACH_KEY``) and raise the typed errors of :mod:`agentreach.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import os
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Callable, Iterator, Mapping
+from urllib.parse import quote
+
+import httpx
+
+from ._transport import USER_AGENT, AsyncTransport, Call, SyncTransport, env_key, env_url
+from .direct import (
+    MAX_AGENT_ANSWER,
+    AgentChange,
+    AnswerTooLarge,
+    Candidate,
+    DirectReport,
+    Invocation,
+    InvokeResult,
+    LookupCache,
+    LookupResult,
+    Question,
+    ReportQueue,
+    encode_payload,
+    http_constraints,
+    keep_for_later,
+    question,
+    refused_index,
+    report_body,
+    unreachable,
+    watch_feed,
+)
+from .errors import AgentReachError, InvalidArgument, TransportError, WaitTimeout
+from .models import Job, JobEvent, JobPage, JobSummary, Submitted
+
+__all__ = ["Client", "AsyncClient"]
+
+log = logging.getLogger("agentreach")
+
+
+def _job_path(job_id: str, tail: str = "") -> str:
+    return "/v1/jobs/" + quote(job_id, safe="") + tail
+
+
+def _submit_call(
+    key: str | None,
+    capability: str,
+    payload: Any,
+    idempotency_key: str | None,
+    options: Mapping[str, Any],
+) -> Call:
+    body: dict[str, Any] = {"capability": capability, "payload": payload}
+    body.update({k: v for k, v in options.items() if v is not None and v != ""})
+    # A key is always sent, so a retry after a lost answer returns the same job.
+    ik = idempotency_key or str(uuid.uuid4())
+    return Call("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": ik}, bearer=key, idempotent=True)
+
+
+def _list_params(
+    status: str | None, capability: str | None, agent_id: str | None, namespace: str | None,
+    limit: int | None, cursor: str | None,
+) -> dict[str, str | int]:
+    raw: dict[str, str | int | None] = {
+        "status": status, "capability": capability, "agent_id": agent_id,
+        "namespace": namespace, "limit": limit, "cursor": cursor,
+    }
+    return {k: v for k, v in raw.items() if v is not None and v != ""}
+
+
+def _events(body: Any) -> list[JobEvent]:
+    rows = body.get("events") if isinstance(body, dict) else None
+    return [JobEvent.from_json(r) for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+
+def _poll_waits(first: float, most: float) -> Iterator[float]:
+    wait = first
+    while True:
+        yield wait
+        wait = min(wait * 1.5, most)
+
+
+class _Options:
+    """What both clients hold: where the service is, which key to send, and lookup mode's state."""
+
+    def __init__(
+        self,
+        url: str | None,
+        api_key: str | None,
+        namespace: str | None,
+        *,
+        cache_size: int = 256,
+        cache_file: str | os.PathLike[str] | None = None,
+        lookup_timeout: float = 5.0,
+        candidate_timeout: float = 30.0,
+        report_batch: int = 100,
+        report_interval: float = 1.0,
+        watch: bool = False,
+        on_agent_change: Callable[[AgentChange], None] | None = None,
+    ) -> None:
+        self.url = env_url(url)
+        self._key = env_key(api_key)
+        self.namespace = namespace
+        self._cache = LookupCache(cache_size, cache_file)
+        self._reports = ReportQueue(report_batch)
+        self._lookup_timeout = lookup_timeout
+        self._candidate_timeout = candidate_timeout
+        self._report_interval = report_interval if report_interval > 0 else 1.0
+        self._watch_wanted = watch
+        self._on_change = on_agent_change
+        self._closed = False
+
+    def __repr__(self) -> str:  # never the key
+        return f"{type(self).__name__}(url={self.url!r}, namespace={self.namespace!r})"
+
+    def _opts(self, options: dict[str, Any]) -> dict[str, Any]:
+        if options.get("namespace") is None and self.namespace:
+            options["namespace"] = self.namespace
+        return options
+
+    def _question(self, capability: str, hint: str | None, namespace: str | None,
+                  constraints: Mapping[str, Any] | None, limit: int | None) -> Question:
+        return question(capability, hint, namespace or self.namespace, constraints, limit)
+
+    def _lookup_call(self, q: Question) -> Call:
+        return Call("POST", "/v1/lookup", json=q.body, bearer=self._key, idempotent=True,
+                    timeout=self._lookup_timeout)
+
+    def _lookup_answer(self, q: Question, ans: Any, fetched: float) -> LookupResult:
+        m = ans if isinstance(ans, dict) else {}
+        cands = [Candidate.from_json(c) for c in m.get("candidates") or [] if isinstance(c, dict)]
+        ttl = m.get("ttl_ms")
+        wf = m.get("watch_from")
+        return LookupResult(cands, ttl / 1000.0 if isinstance(ttl, (int, float)) else 0.0,
+                            datetime.fromtimestamp(fetched, timezone.utc), False, False,
+                            wf if isinstance(wf, int) else 0)
+
+    def _stale_or_raise(self, q: Question, err: AgentReachError) -> LookupResult:
+        if unreachable(err):
+            st = self._cache.stale(q.key)
+            if st is not None:
+                log.info("agentreach: the registry is unreachable (%s); serving the last known list for %s",
+                         err, q.capability)
+                return st
+        raise err
+
+    def _watch_headers(self) -> dict[str, str]:
+        h = {"User-Agent": USER_AGENT}
+        if self._key:
+            h["Authorization"] = "Bearer " + self._key
+        return h
+
+    def _queue_report(self, inv: Invocation) -> bool:
+        """Queues the report of the invocation's last attempt, if it makes one; answers whether a batch is full."""
+        rep = inv.report()
+        return self._reports.add([rep]) if rep is not None else False
+
+
+class _SyncFlight:
+    """One lookup request under way, which every thread asking the same question waits for."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.answer: Any = None
+        self.fetched = 0.0
+        self.error: AgentReachError | None = None
+
+
+def _read_limited(chunks: Iterator[bytes], started: float, timeout: float) -> bytes:
+    out = bytearray()
+    for chunk in chunks:
+        out += chunk
+        if len(out) > MAX_AGENT_ANSWER:
+            raise AnswerTooLarge(f"answered more than {MAX_AGENT_ANSWER >> 20} MiB")
+        if time.monotonic() - started > timeout:
+            raise httpx.ReadTimeout("the answer took too long")
+    return bytes(out)
+
+
+class Client(_Options):
+    """A synchronous caller of Agent-Reach.
+
+    >>> with Client("http://127.0.0.1:8080", api_key="ark_...") as c:
+    ...     job = c.run("document:parse:ocr", {"url": "x.pdf"}, timeout=30)   # brokered
+    ...     res = c.invoke("document:parse:ocr", {"url": "x.pdf"})            # directly
+
+    Args:
+        url: the service's base URL (default ``AGENTREACH_URL``, else http://127.0.0.1:8080).
+        api_key: a key with the scopes the calls need (default ``AGENTREACH_KEY``).
+        namespace: the namespace submits and lists name when they name none.
+        timeout: seconds for one HTTP request.
+        max_retries: how often a call that can safely be repeated is tried again.
+        http: an ``httpx.Client`` to use instead of the client's own.
+        agent_http: the ``httpx.Client`` that calls agents directly (``invoke``); never one
+            that sends the API key.
+        cache_size: how many lookup answers to keep, least recently used out first (0: never
+            serve one from memory).
+        cache_file: a file to keep the last candidate lists in (mode 0600: it holds grants), read
+            at start, so that a client started while Agent-Reach is unreachable, or losing it
+            later, serves them (``stale``) until the registry answers again.
+        lookup_timeout: seconds one lookup request has before the registry counts as unreachable.
+        candidate_timeout: seconds one candidate of ``invoke`` has to answer before the next is tried.
+        report_batch, report_interval: outcome reports are sent when ``report_batch`` are pending,
+            or every ``report_interval`` seconds, and at ``flush`` and close.
+        watch: follow the registry's agent changes (``watch()``) for the client's whole life.
+        on_agent_change: called with every change the watch feed reads, after the cache applied it.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        api_key: str | None = None,
+        namespace: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        http: httpx.Client | None = None,
+        agent_http: httpx.Client | None = None,
+        cache_size: int = 256,
+        cache_file: str | os.PathLike[str] | None = None,
+        lookup_timeout: float = 5.0,
+        candidate_timeout: float = 30.0,
+        report_batch: int = 100,
+        report_interval: float = 1.0,
+        watch: bool = False,
+        on_agent_change: Callable[[AgentChange], None] | None = None,
+    ) -> None:
+        super().__init__(url, api_key, namespace, cache_size=cache_size, cache_file=cache_file,
+                         lookup_timeout=lookup_timeout, candidate_timeout=candidate_timeout,
+                         report_batch=report_batch, report_interval=report_interval, watch=watch,
+                         on_agent_change=on_agent_change)
+        self._t = SyncTransport(self.url, timeout=timeout, max_retries=max_retries, http=http)
+        self._own_agents = agent_http is None
+        self._agents = agent_http or httpx.Client(timeout=self._candidate_timeout)
+        self._flights: dict[str, _SyncFlight] = {}
+        self._flight_lock = threading.Lock()
+        self._bg_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._kick = threading.Event()
+        self._stopping = threading.Event()
+        self._reporter: threading.Thread | None = None
+        self._watcher: threading.Thread | None = None
+        self._watch_ready = threading.Event()
+        self._watch_loop: asyncio.AbstractEventLoop | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        if self._watch_wanted:
+            self.watch()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops the watch feed and the report sender, sends the reports still pending, and
+        closes the connections (not an ``http`` or ``agent_http`` client passed in).
+
+        A report that cannot be sent then is logged and dropped; call
+        :meth:`flush` first to learn why.
+        """
+        with self._bg_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop_watch()
+        self._stopping.set()
+        self._kick.set()
+        if self._reporter is not None:
+            self._reporter.join(30)
+        self._reports.closed = True
+        try:
+            self.flush()
+        except AgentReachError as e:
+            log.warning("agentreach: %d report(s) not sent at close: %s", len(self._reports), e)
+        if self._own_agents:
+            self._agents.close()
+        self._t.close()
+
+    def _call(self, call: Call) -> Any:
+        return self._t.call(call)
+
+    def submit(
+        self,
+        capability: str,
+        payload: Any,
+        *,
+        idempotency_key: str | None = None,
+        namespace: str | None = None,
+        hint: str | None = None,
+        priority: str | None = None,
+        timeout_ms: int | None = None,
+        max_attempts: int | None = None,
+        callback_url: str | None = None,
+        parent_job_id: str | None = None,
+        constraints: Mapping[str, Any] | None = None,
+        retry_on_failed: bool | None = None,
+        backoff_base_ms: int | None = None,
+        backoff_max_ms: int | None = None,
+        route_wait_ms: int | None = None,
+    ) -> Submitted:
+        """Submits a job; answers once it is committed (``SUBMITTED``).
+
+        The same ``idempotency_key`` with the same body answers the same job
+        for 24 hours (with another body: :class:`~agentreach.errors.Conflict`).
+        Without one a fresh key is made, so the SDK's own retries never
+        submit twice.
+        """
+        opts = self._opts(dict(namespace=namespace, hint=hint, priority=priority, timeout_ms=timeout_ms,
+                               max_attempts=max_attempts, callback_url=callback_url, parent_job_id=parent_job_id,
+                               constraints=dict(constraints) if constraints else None, retry_on_failed=retry_on_failed,
+                               backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
+                               route_wait_ms=route_wait_ms))
+        return Submitted.from_json(self._call(_submit_call(self._key, capability, payload, idempotency_key, opts)))
+
+    def get(self, job_id: str) -> Job:
+        """The job now. Raises :class:`~agentreach.errors.NotFound` for an unknown id."""
+        return Job.from_json(self._call(Call("GET", _job_path(job_id), bearer=self._key, idempotent=True)))
+
+    def wait(self, job_id: str, *, timeout: float | None = 60.0, poll: float = 0.1, max_poll: float = 1.0) -> Job:
+        """Polls until the job is terminal and answers it.
+
+        Raises :class:`~agentreach.errors.WaitTimeout` (holding the job as
+        last seen) when ``timeout`` seconds pass first; ``None`` waits for ever.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        for wait in _poll_waits(poll, max_poll):
+            job = self.get(job_id)
+            if job.terminal:
+                return job
+            if end is not None:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeout(f"job {job_id} is still {job.status} after {timeout} s", job)
+                wait = min(wait, left)
+            time.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def run(self, capability: str, payload: Any, *, timeout: float | None = 60.0, **submit: Any) -> Job:
+        """Submits a job and waits for its end: :meth:`submit` then :meth:`wait`."""
+        return self.wait(self.submit(capability, payload, **submit).job_id, timeout=timeout)
+
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        capability: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of jobs, newest first; pass ``next_cursor`` on for the next."""
+        params = _list_params(status, capability, agent_id, namespace or self.namespace, limit, cursor)
+        return JobPage.from_json(self._call(Call("GET", "/v1/jobs", params=params, bearer=self._key, idempotent=True)))
+
+    def iter_jobs(
+        self,
+        *,
+        status: str | None = None,
+        capability: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+        page_size: int = 100,
+    ) -> Iterator[JobSummary]:
+        """Every job that matches, newest first, page after page."""
+        cursor: str | None = None
+        while True:
+            page = self.list(status=status, capability=capability, agent_id=agent_id, namespace=namespace,
+                             limit=page_size, cursor=cursor)
+            yield from page.jobs
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def events(self, job_id: str) -> builtins.list[JobEvent]:
+        """The job's audit trail, in order."""
+        return _events(self._call(Call("GET", _job_path(job_id, "/events"), bearer=self._key, idempotent=True)))
+
+    def cancel(self, job_id: str, *, reason: str | None = None) -> Job:
+        """Cancels a job that is not terminal (a terminal one: :class:`~agentreach.errors.Conflict`)."""
+        body = {"reason": reason} if reason else {}
+        return Job.from_json(self._call(Call("POST", _job_path(job_id, "/cancel"), json=body, bearer=self._key)))
+
+    def replay(self, job_id: str) -> Submitted:
+        """Submits a dead-lettered job again, as a new job with ``replay_of``."""
+        return Submitted.from_json(self._call(Call("POST", _job_path(job_id, "/replay"), json={}, bearer=self._key)))
+
+    def callback_secrets(self, namespace: str | None = None) -> builtins.list[str]:
+        """The secrets that sign the namespace's callbacks, current first (needs an admin key)."""
+        params = _list_params(None, None, None, namespace or self.namespace, None, None)
+        body = self._call(Call("GET", "/v1/callbacks/secret", params=params, bearer=self._key, idempotent=True))
+        return _secrets(body)
+
+    # --- lookup mode ------------------------------------------------------
+
+    def lookup(
+        self,
+        capability: str,
+        *,
+        hint: str | None = None,
+        namespace: str | None = None,
+        constraints: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        no_cache: bool = False,
+    ) -> LookupResult:
+        """The ranked candidates for ``capability`` to call directly (``POST /v1/lookup``, scope
+        ``agents:lookup``), each with an invocation grant.
+
+        From the cache while its answer is fresh (the answer's ``ttl_ms``,
+        capped by the earliest grant's expiry, and cut short by the watch
+        feed), else from the registry; threads asking the same question at
+        once make one request. When the registry is unreachable (no answer,
+        502, 503, 504) and a list for the same lookup is known, that list is
+        answered with ``stale`` set. A candidate in SUSPECT, DOWN, OFFLINE,
+        DRAINING or PROBING is never served from the cache.
+        """
+        q = self._question(capability, hint, namespace, constraints, limit)
+        if not no_cache:
+            hit = self._cache.fresh(q.key, time.time())
+            if hit is not None:
+                return hit
+        with self._flight_lock:
+            flight = self._flights.get(q.key)
+            lead = flight is None
+            if flight is None:
+                flight = self._flights[q.key] = _SyncFlight()
+        if lead:
+            try:
+                seq = self._cache.sequence()
+                flight.answer = self._call(self._lookup_call(q))
+                flight.fetched = time.time()
+                self._cache.store(q, flight.answer if isinstance(flight.answer, dict) else {}, flight.fetched, seq)
+            except AgentReachError as e:
+                flight.error = e
+            finally:
+                if flight.error is None and flight.fetched == 0.0:
+                    flight.error = TransportError(f"the lookup of {capability} was interrupted")
+                with self._flight_lock:
+                    self._flights.pop(q.key, None)
+                flight.done.set()
+        else:
+            flight.done.wait()
+        if flight.error is not None:
+            return self._stale_or_raise(q, flight.error)
+        return self._lookup_answer(q, flight.answer, flight.fetched)
+
+    def invoke(
+        self,
+        capability: str,
+        payload: Any,
+        *,
+        hint: str | None = None,
+        namespace: str | None = None,
+        constraints: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        no_cache: bool = False,
+        timeout: float | None = None,
+        traceparent: str | None = None,
+    ) -> InvokeResult:
+        """Calls the best candidate for ``capability`` directly, with its grant, and answers its result.
+
+        The candidates come from :meth:`lookup` (protocol ``http`` by
+        default, the only one it speaks). A connection error, a timeout
+        (``timeout``, default ``candidate_timeout``), a 5xx, a refused grant
+        (401, 403) or an answer that is not a result moves on to the next; a
+        200 with SUCCESS or FAILED ends it (FAILED is the agent's business
+        failure: not failed over). Each agent gets the envelope of a
+        brokered delivery (``job_id`` a fresh UUID v7, ``attempt`` counting
+        the candidates tried, an empty ``result_url``) with
+        ``X-Reach-Grant`` and ``traceparent`` (continuing ``traceparent`` when
+        given). Every call's outcome is queued as a report, but a refused
+        grant's. Raises :class:`~agentreach.NoCandidates` (its ``attempts``
+        say what each did) and the lookup's errors.
+        """
+        body = encode_payload(payload)
+        cons = http_constraints(constraints)
+        res = self.lookup(capability, hint=hint, namespace=namespace, constraints=cons, limit=limit,
+                          no_cache=no_cache)
+        inv = Invocation(capability, body, res, timeout or self._candidate_timeout, traceparent)
+        try:
+            for cand in inv.candidates():
+                self._call_agent(inv, cand)
+                if self._queue_report(inv):
+                    self._kick.set()
+                out = inv.outcome()
+                if out is not None:
+                    return out
+        finally:
+            if len(self._reports):
+                self._start_reporter()
+        raise inv.error()
+
+    def _call_agent(self, inv: Invocation, cand: Candidate) -> None:
+        content, headers = inv.request(cand)
+        started = time.monotonic()
+        try:
+            with self._agents.stream("POST", cand.endpoint, content=content, headers=headers,
+                                     timeout=inv.timeout) as resp:
+                raw = _read_limited(resp.iter_bytes(), started, inv.timeout)
+            inv.answered(cand, resp.status_code, raw, time.monotonic() - started)
+        except httpx.TimeoutException:
+            inv.failed(cand, f"no answer within {inv.timeout:g} s", time.monotonic() - started)
+        except (httpx.HTTPError, httpx.InvalidURL, AnswerTooLarge) as e:
+            inv.failed(cand, f"{type(e).__name__}: {e}".rstrip(": "), time.monotonic() - started)
+
+    def report(self, *reports: DirectReport) -> None:
+        """Queues reports of calls made to a lookup's candidates by other means, to be sent with
+        :meth:`invoke`'s (dropped once the client is closed)."""
+        if self._reports.add(reports):
+            self._kick.set()
+        if len(self._reports):
+            self._start_reporter()
+
+    def flush(self) -> None:
+        """Sends every report queued so far and answers when they are accepted.
+
+        Reports not sent for want of an answer (or a 429) stay queued; a
+        report the service refuses by index (``reports[i]``) is dropped,
+        logged, and the rest sent again. Raises the error of a batch not sent.
+        """
+        with self._send_lock:
+            while True:
+                batch = self._reports.take()
+                if not batch:
+                    return
+                try:
+                    while True:
+                        try:
+                            self._call(Call("POST", "/v1/reports", json=report_body(batch), bearer=self._key))
+                            break
+                        except InvalidArgument as e:
+                            i = refused_index(e, len(batch))
+                            if i is None:
+                                raise
+                            log.warning("agentreach: the report on %s was refused (%s); dropped",
+                                        batch[i].agent_id, e.message)
+                            batch = batch[:i] + batch[i + 1:]
+                            if not batch:
+                                break
+                except BaseException as e:
+                    if not isinstance(e, AgentReachError) or keep_for_later(e):
+                        self._reports.requeue(batch)
+                    raise
+
+    def _start_reporter(self) -> None:
+        with self._bg_lock:
+            if self._reporter is not None or self._closed:
+                return
+            self._reporter = threading.Thread(target=self._report_loop, name="agentreach-reports", daemon=True)
+            self._reporter.start()
+
+    def _report_loop(self) -> None:
+        while True:
+            self._kick.wait(self._report_interval)
+            self._kick.clear()
+            if self._stopping.is_set():
+                return
+            try:
+                self.flush()
+            except AgentReachError as e:
+                log.warning("agentreach: reports not sent: %s", e)
+
+    def watch(self) -> None:
+        """Follows the registry's agent changes (``GET /v1/agents/watch``, scope ``agents:read`` or
+        ``agents:lookup``) on a thread of its own until the client is closed, applying each to the
+        lookup cache: an agent that leaves HEALTHY or deregisters is dropped from every cached
+        list at once, and other changes make their namespace's lists ask the registry again.
+
+        It reconnects after a lost connection, resuming after the last event
+        it read (``Last-Event-ID``) or, before any, from the oldest cached
+        answer's ``watch_from``. A 401 or 403 ends it (logged). A second call
+        does nothing.
+        """
+        with self._bg_lock:
+            if self._closed or self._watcher is not None:
+                return
+            self._watcher = threading.Thread(target=self._watch_main, name="agentreach-watch", daemon=True)
+            self._watcher.start()
+
+    def _watch_main(self) -> None:
+        async def main() -> None:
+            self._watch_loop = asyncio.get_running_loop()
+            self._watch_task = asyncio.current_task()
+            self._watch_ready.set()
+            if self._closed:
+                return
+            try:
+                async with httpx.AsyncClient() as http:
+                    await watch_feed(http, self.url, self._watch_headers(), self._cache, self._on_change)
+            except asyncio.CancelledError:
+                pass
+
+        asyncio.run(main())
+
+    def _stop_watch(self) -> None:
+        if self._watcher is None:
+            return
+        self._watch_ready.wait(10)
+        loop, task = self._watch_loop, self._watch_task
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(task.cancel)
+        self._watcher.join(10)
+
+
+def _secrets(body: Any) -> list[str]:
+    if not isinstance(body, dict):
+        return []
+    out = [s for s in body.get("secrets") or [] if isinstance(s, str)]
+    if not out and isinstance(body.get("secret"), str):
+        out = [body["secret"]]
+    return out
+
+
+class AsyncClient(_Options):
+    """The asyncio twin of :class:`Client`: the same methods and arguments, awaited.
+
+    Its background work (the report sender, the watch feed) runs as tasks
+    of the loop it is used on; use it on one loop.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        api_key: str | None = None,
+        namespace: str | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        http: httpx.AsyncClient | None = None,
+        agent_http: httpx.AsyncClient | None = None,
+        cache_size: int = 256,
+        cache_file: str | os.PathLike[str] | None = None,
+        lookup_timeout: float = 5.0,
+        candidate_timeout: float = 30.0,
+        report_batch: int = 100,
+        report_interval: float = 1.0,
+        watch: bool = False,
+        on_agent_change: Callable[[AgentChange], None] | None = None,
+    ) -> None:
+        super().__init__(url, api_key, namespace, cache_size=cache_size, cache_file=cache_file,
+                         lookup_timeout=lookup_timeout, candidate_timeout=candidate_timeout,
+                         report_batch=report_batch, report_interval=report_interval, watch=watch,
+                         on_agent_change=on_agent_change)
+        self._t = AsyncTransport(self.url, timeout=timeout, max_retries=max_retries, http=http)
+        self._own_agents = agent_http is None
+        self._agents = agent_http or httpx.AsyncClient(timeout=self._candidate_timeout)
+        self._flights: dict[str, asyncio.Future[tuple[Any, float]]] = {}
+        self._send_lock = asyncio.Lock()
+        self._kick: asyncio.Event | None = None
+        self._reporter: asyncio.Task[None] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> AsyncClient:
+        if self._watch_wanted:
+            self.watch()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """See :meth:`Client.close`."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in (self._watcher, self._reporter):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._reports.closed = True
+        try:
+            await self.flush()
+        except AgentReachError as e:
+            log.warning("agentreach: %d report(s) not sent at close: %s", len(self._reports), e)
+        if self._own_agents:
+            await self._agents.aclose()
+        await self._t.aclose()
+
+    async def _call(self, call: Call) -> Any:
+        return await self._t.call(call)
+
+    async def submit(
+        self,
+        capability: str,
+        payload: Any,
+        *,
+        idempotency_key: str | None = None,
+        namespace: str | None = None,
+        hint: str | None = None,
+        priority: str | None = None,
+        timeout_ms: int | None = None,
+        max_attempts: int | None = None,
+        callback_url: str | None = None,
+        parent_job_id: str | None = None,
+        constraints: Mapping[str, Any] | None = None,
+        retry_on_failed: bool | None = None,
+        backoff_base_ms: int | None = None,
+        backoff_max_ms: int | None = None,
+        route_wait_ms: int | None = None,
+    ) -> Submitted:
+        """See :meth:`Client.submit`."""
+        opts = self._opts(dict(namespace=namespace, hint=hint, priority=priority, timeout_ms=timeout_ms,
+                               max_attempts=max_attempts, callback_url=callback_url, parent_job_id=parent_job_id,
+                               constraints=dict(constraints) if constraints else None, retry_on_failed=retry_on_failed,
+                               backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
+                               route_wait_ms=route_wait_ms))
+        return Submitted.from_json(await self._call(_submit_call(self._key, capability, payload, idempotency_key, opts)))
+
+    async def get(self, job_id: str) -> Job:
+        """See :meth:`Client.get`."""
+        return Job.from_json(await self._call(Call("GET", _job_path(job_id), bearer=self._key, idempotent=True)))
+
+    async def wait(self, job_id: str, *, timeout: float | None = 60.0, poll: float = 0.1, max_poll: float = 1.0) -> Job:
+        """See :meth:`Client.wait`."""
+        loop = asyncio.get_running_loop()
+        end = None if timeout is None else loop.time() + timeout
+        for wait in _poll_waits(poll, max_poll):
+            job = await self.get(job_id)
+            if job.terminal:
+                return job
+            if end is not None:
+                left = end - loop.time()
+                if left <= 0:
+                    raise WaitTimeout(f"job {job_id} is still {job.status} after {timeout} s", job)
+                wait = min(wait, left)
+            await asyncio.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def run(self, capability: str, payload: Any, *, timeout: float | None = 60.0, **submit: Any) -> Job:
+        """See :meth:`Client.run`."""
+        return await self.wait((await self.submit(capability, payload, **submit)).job_id, timeout=timeout)
+
+    async def list(
+        self,
+        *,
+        status: str | None = None,
+        capability: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """See :meth:`Client.list`."""
+        params = _list_params(status, capability, agent_id, namespace or self.namespace, limit, cursor)
+        return JobPage.from_json(await self._call(Call("GET", "/v1/jobs", params=params, bearer=self._key,
+                                                       idempotent=True)))
+
+    async def iter_jobs(
+        self,
+        *,
+        status: str | None = None,
+        capability: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+        page_size: int = 100,
+    ) -> AsyncIterator[JobSummary]:
+        """See :meth:`Client.iter_jobs`."""
+        cursor: str | None = None
+        while True:
+            page = await self.list(status=status, capability=capability, agent_id=agent_id, namespace=namespace,
+                                   limit=page_size, cursor=cursor)
+            for j in page.jobs:
+                yield j
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def events(self, job_id: str) -> builtins.list[JobEvent]:
+        """See :meth:`Client.events`."""
+        return _events(await self._call(Call("GET", _job_path(job_id, "/events"), bearer=self._key, idempotent=True)))
+
+    async def cancel(self, job_id: str, *, reason: str | None = None) -> Job:
+        """See :meth:`Client.cancel`."""
+        body = {"reason": reason} if reason else {}
+        return Job.from_json(await self._call(Call("POST", _job_path(job_id, "/cancel"), json=body, bearer=self._key)))
+
+    async def replay(self, job_id: str) -> Submitted:
+        """See :meth:`Client.replay`."""
+        return Submitted.from_json(await self._call(Call("POST", _job_path(job_id, "/replay"), json={},
+                                                         bearer=self._key)))
+
+    async def callback_secrets(self, namespace: str | None = None) -> builtins.list[str]:
+        """See :meth:`Client.callback_secrets`."""
+        params = _list_params(None, None, None, namespace or self.namespace, None, None)
+        body = await self._call(Call("GET", "/v1/callbacks/secret", params=params, bearer=self._key, idempotent=True))
+        return _secrets(body)
+
+    # --- lookup mode ------------------------------------------------------
+
+    async def lookup(
+        self,
+        capability: str,
+        *,
+        hint: str | None = None,
+        namespace: str | None = None,
+        constraints: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        no_cache: bool = False,
+    ) -> LookupResult:
+        """See :meth:`Client.lookup`; the request runs as a task of its own, so a caller that
+        gives up does not fail the others waiting for it."""
+        if self._watch_wanted and self._watcher is None:
+            self.watch()
+        q = self._question(capability, hint, namespace, constraints, limit)
+        if not no_cache:
+            hit = self._cache.fresh(q.key, time.time())
+            if hit is not None:
+                return hit
+        flight = self._flights.get(q.key)
+        if flight is None:
+            flight = asyncio.ensure_future(self._lookup_remote(q))
+            self._flights[q.key] = flight
+            flight.add_done_callback(lambda f: self._landed(q.key, f))
+        try:
+            ans, fetched = await asyncio.shield(flight)
+        except AgentReachError as e:
+            return self._stale_or_raise(q, e)
+        return self._lookup_answer(q, ans, fetched)
+
+    def _landed(self, key: str, flight: asyncio.Future[tuple[Any, float]]) -> None:
+        if self._flights.get(key) is flight:
+            del self._flights[key]
+        if not flight.cancelled():
+            flight.exception()  # retrieved: every waiter may have given up
+
+    async def _lookup_remote(self, q: Question) -> tuple[Any, float]:
+        seq = self._cache.sequence()
+        ans = await self._call(self._lookup_call(q))
+        fetched = time.time()
+        self._cache.store(q, ans if isinstance(ans, dict) else {}, fetched, seq)
+        return ans, fetched
+
+    async def invoke(
+        self,
+        capability: str,
+        payload: Any,
+        *,
+        hint: str | None = None,
+        namespace: str | None = None,
+        constraints: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        no_cache: bool = False,
+        timeout: float | None = None,
+        traceparent: str | None = None,
+    ) -> InvokeResult:
+        """See :meth:`Client.invoke`; ``timeout`` bounds each candidate's whole call."""
+        body = encode_payload(payload)
+        cons = http_constraints(constraints)
+        res = await self.lookup(capability, hint=hint, namespace=namespace, constraints=cons, limit=limit,
+                                no_cache=no_cache)
+        inv = Invocation(capability, body, res, timeout or self._candidate_timeout, traceparent)
+        try:
+            for cand in inv.candidates():
+                await self._call_agent(inv, cand)
+                if self._queue_report(inv) and self._kick is not None:
+                    self._kick.set()
+                out = inv.outcome()
+                if out is not None:
+                    return out
+        finally:
+            if len(self._reports):
+                self._start_reporter()
+        raise inv.error()
+
+    async def _call_agent(self, inv: Invocation, cand: Candidate) -> None:
+        content, headers = inv.request(cand)
+        started = time.monotonic()
+
+        async def call() -> tuple[int, bytes]:
+            async with self._agents.stream("POST", cand.endpoint, content=content, headers=headers,
+                                           timeout=inv.timeout) as resp:
+                out = bytearray()
+                async for chunk in resp.aiter_bytes():
+                    out += chunk
+                    if len(out) > MAX_AGENT_ANSWER:
+                        raise AnswerTooLarge(f"answered more than {MAX_AGENT_ANSWER >> 20} MiB")
+                return resp.status_code, bytes(out)
+
+        try:
+            status, raw = await asyncio.wait_for(call(), inv.timeout)
+            inv.answered(cand, status, raw, time.monotonic() - started)
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            inv.failed(cand, f"no answer within {inv.timeout:g} s", time.monotonic() - started)
+        except (httpx.HTTPError, httpx.InvalidURL, AnswerTooLarge) as e:
+            inv.failed(cand, f"{type(e).__name__}: {e}".rstrip(": "), time.monotonic() - started)
+
+    def report(self, *reports: DirectReport) -> None:
+        """See :meth:`Client.report`; without a running loop they wait for :meth:`flush` or close."""
+        if self._reports.add(reports) and self._kick is not None:
+            self._kick.set()
+        if len(self._reports):
+            self._start_reporter()
+
+    async def flush(self) -> None:
+        """See :meth:`Client.flush`."""
+        async with self._send_lock:
+            while True:
+                batch = self._reports.take()
+                if not batch:
+                    return
+                try:
+                    while True:
+                        try:
+                            await self._call(Call("POST", "/v1/reports", json=report_body(batch),
+                                                  bearer=self._key))
+                            break
+                        except InvalidArgument as e:
+                            i = refused_index(e, len(batch))
+                            if i is None:
+                                raise
+                            log.warning("agentreach: the report on %s was refused (%s); dropped",
+                                        batch[i].agent_id, e.message)
+                            batch = batch[:i] + batch[i + 1:]
+                            if not batch:
+                                break
+                except BaseException as e:  # a cancelled send keeps its batch too
+                    if not isinstance(e, AgentReachError) or keep_for_later(e):
+                        self._reports.requeue(batch)
+                    raise
+
+    def _start_reporter(self) -> None:
+        if self._reporter is not None or self._closed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._kick = asyncio.Event()
+        self._reporter = loop.create_task(self._report_loop(), name="agentreach-reports")
+
+    async def _report_loop(self) -> None:
+        assert self._kick is not None
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), self._report_interval)
+            self._kick.clear()
+            try:
+                await self.flush()
+            except AgentReachError as e:
+                log.warning("agentreach: reports not sent: %s", e)
+
+    def watch(self) -> None:
+        """See :meth:`Client.watch`; the feed runs as a task of the running loop (called from
+        within it) until the client is closed."""
+        if self._closed or self._watcher is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._watcher = loop.create_task(
+            watch_feed(self._t.http, self.url, self._watch_headers(), self._cache, self._on_change),
+            name="agentreach-watch")

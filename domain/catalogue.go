@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"crypto/sha256"
 	"slices"
 	"strings"
 	"time"
@@ -198,6 +199,22 @@ type Catalogue struct {
 	Namespace string
 	Version   int64
 	Entries   []CatalogueEntry // by name
+}
+
+// Fingerprint is the SHA-256 of what the catalogue says: every entry's
+// name, title, description, examples and tags, in order. Two versions that
+// say the same (a replica of a known agent joined, one left) have one
+// fingerprint; which agents offer an entry is not part of it.
+func (c *Catalogue) Fingerprint() []byte {
+	h := sha256.New()
+	for _, e := range c.Entries {
+		for _, part := range []string{e.Name, e.Title, e.Description, strings.Join(e.Examples, "\x1f"), strings.Join(e.Tags, "\x1f")} {
+			h.Write([]byte(part))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{'\n'})
+	}
+	return h.Sum(nil)
 }
 
 // Entry returns the entry of capability name.

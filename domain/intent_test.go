@@ -173,6 +173,12 @@ func TestBuildCatalogue(t *testing.T) {
 	require.Empty(t, sum.Description)
 	_, ok = cat.Entry("doc.none")
 	require.False(t, ok)
+
+	replica := append(agents, domain.CatalogueAgent{ID: "c-3", Capabilities: []string{"doc.sum"}, Aliases: []string{"pdf"}})
+	same := domain.BuildCatalogue("ns", 4, replica, notes)
+	require.Equal(t, cat.Fingerprint(), same.Fingerprint(), "another agent saying nothing new: the same words")
+	worded := domain.BuildCatalogue("ns", 5, append(agents, domain.CatalogueAgent{ID: "c-3", Capabilities: []string{"doc.sum"}, Aliases: []string{"summary"}}), notes)
+	require.NotEqual(t, cat.Fingerprint(), worded.Fingerprint(), "a new alias is a new word")
 }
 
 func TestCapabilityDocLimits(t *testing.T) {

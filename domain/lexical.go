@@ -142,8 +142,6 @@ func (ix *LexicalIndex) Len() int { return len(ix.names) }
 // close to one example beats one that gathers its words from many. The
 // confidence is the best score less the second best: a tie is never
 // confident however well both match.
-//
-//nolint:funlen // BM25 in one pass: tokenise, score, keep the top; split, it reads worse
 func (ix *LexicalIndex) Rank(intent string, limit int) IntentRanking {
 	r := IntentRanking{Resolver: ResolverLexical, Candidates: []IntentCandidate{}}
 	if len(ix.names) == 0 {
@@ -212,18 +210,20 @@ func (ix *LexicalIndex) Rank(intent string, limit int) IntentRanking {
 	for _, doc := range touched {
 		sc.scores[doc], sc.masks[doc] = 0, 0
 	}
-	r.Candidates, r.Confidence = cands, rankConfidence(cands)
-	switch {
-	case len(cands) == 0:
-		r.Reason = "no capability's words match the intent's"
-	case len(cands) == 1:
-		r.Reason = fmt.Sprintf("bm25: %s matched %s (score %.2f); no other capability matched", cands[0].Capability,
-			quoteTerms(cands[0].Matched), cands[0].Score)
-	default:
-		r.Reason = fmt.Sprintf("bm25: %s matched %s (score %.2f); next best %s at %.2f", cands[0].Capability,
-			quoteTerms(cands[0].Matched), cands[0].Score, cands[1].Capability, cands[1].Score)
-	}
+	r.Candidates, r.Confidence, r.Reason = cands, rankConfidence(cands), lexicalReason(cands)
 	return r
+}
+
+func lexicalReason(cands []IntentCandidate) string {
+	switch len(cands) {
+	case 0:
+		return "no capability's words match the intent's"
+	case 1:
+		return fmt.Sprintf("bm25: %s matched %s (score %.2f); no other capability matched", cands[0].Capability,
+			quoteTerms(cands[0].Matched), cands[0].Score)
+	}
+	return fmt.Sprintf("bm25: %s matched %s (score %.2f); next best %s at %.2f", cands[0].Capability,
+		quoteTerms(cands[0].Matched), cands[0].Score, cands[1].Capability, cands[1].Score)
 }
 
 // topK keeps the best k scored capabilities, best first, ties by name.

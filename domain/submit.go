@@ -13,8 +13,6 @@ const DefaultMaxPayloadBytes = 1 << 20
 // NormalizeSubmission fills the defaults of a submission and checks every
 // field, returning the first problem as a *FieldError. JobID, RootJobID and
 // ReplayOf are the caller's to set and are not checked here.
-//
-//nolint:funlen // one check per submit field, in the order API.md lists them
 func NormalizeSubmission(s *Submitted, maxPayload int) error {
 	if s.Namespace == "" {
 		s.Namespace = DefaultNamespace
@@ -22,16 +20,8 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 	if !ValidNamespace(s.Namespace) {
 		return fieldErr("namespace", "must be 1-63 lower-case letters, digits, '_' or '-'")
 	}
-	if s.Capability == "" {
-		return fieldErr("capability", "is required (or intent: the caller's words, resolved to a capability)")
-	}
-	if s.Intent != "" {
-		if err := CheckIntent("intent", s.Intent); err != nil {
-			return err
-		}
-	}
-	if !ValidCapability(s.Capability) {
-		return fieldErr("capability", "must be segments of letters, digits, '_' or '-' joined by '.', ':' or '/', e.g. document:parse:ocr")
+	if err := checkCapability(s); err != nil {
+		return err
 	}
 	if len(s.Hint) > 1024 {
 		return fieldErr("hint", "must be at most 1024 characters")
@@ -102,6 +92,23 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 	}
 	if len(s.IdempotencyKey) > 255 {
 		return fieldErr("Idempotency-Key", "must be at most 255 characters")
+	}
+	return nil
+}
+
+// checkCapability checks what the job is for: its capability, and the
+// intent it was resolved from, if any.
+func checkCapability(s *Submitted) error {
+	if s.Capability == "" {
+		return fieldErr("capability", "is required (or intent: the caller's words, resolved to a capability)")
+	}
+	if s.Intent != "" {
+		if err := CheckIntent("intent", s.Intent); err != nil {
+			return err
+		}
+	}
+	if !ValidCapability(s.Capability) {
+		return fieldErr("capability", "must be segments of letters, digits, '_' or '-' joined by '.', ':' or '/', e.g. document:parse:ocr")
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,6 +36,9 @@ type Catalogue struct {
 	Lexical *domain.LexicalIndex
 	// Names are the entries' names, in the entries' order.
 	Names []string
+	// Fingerprint is domain.Catalogue.Fingerprint: a version that says
+	// nothing new keeps its entries' vectors.
+	Fingerprint []byte
 }
 
 // Catalogue returns namespace ns's catalogue as it is now: the one this
@@ -51,7 +55,12 @@ func (s *Service) Catalogue(ctx context.Context, ns string) (*Catalogue, error) 
 	if held != nil && held.Version == v {
 		return held, nil
 	}
-	got, err, _ := s.loads.Do(ns, func() (any, error) { return s.loadCatalogue(ctx, ns) })
+	got, err, _ := s.loads.Do(ns, func() (any, error) {
+		// Shared by every caller that needs it now: not bound to the first one's request.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return s.loadCatalogue(lctx, ns)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +129,7 @@ func (s *Service) loadCatalogue(ctx context.Context, ns string) (*Catalogue, err
 	}
 	cat := &Catalogue{Catalogue: domain.BuildCatalogue(ns, version, agents, notes)}
 	cat.Lexical = domain.NewLexicalIndex(cat.Entries)
+	cat.Fingerprint = cat.Catalogue.Fingerprint()
 	cat.Names = make([]string, len(cat.Entries))
 	for i, e := range cat.Entries {
 		cat.Names[i] = e.Name
@@ -131,7 +141,7 @@ func (s *Service) loadCatalogue(ctx context.Context, ns string) (*Catalogue, err
 	}
 	s.mu.Unlock()
 	if prev != nil && prev.Version < version {
-		// Answers given for older versions can never be asked for again.
+		// Answers given for older versions will not be asked for again.
 		if _, err := s.pool.Exec(ctx, qPruneIntentAnswers, ns, version); err != nil {
 			s.logger.WarnContext(ctx, "prune cached intent answers", "namespace", ns, "err", err)
 		}

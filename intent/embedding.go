@@ -40,10 +40,12 @@ type embedding struct {
 	sets map[string]*vectorSet // by namespace
 }
 
-// vectorSet is the vectors of one catalogue version, in its entries' order.
+// vectorSet is the vectors of one catalogue's entries, in their order,
+// for what the catalogue said (its fingerprint).
 type vectorSet struct {
-	version int64
-	vecs    [][]float32
+	fingerprint []byte
+	version     int64
+	vecs        [][]float32
 }
 
 func newEmbedding(s *Service, c *modelClient) *embedding {
@@ -73,11 +75,11 @@ func (e *embedding) vectors(ctx context.Context, cat *Catalogue) (*vectorSet, er
 	e.mu.Lock()
 	set := e.sets[cat.Namespace]
 	e.mu.Unlock()
-	if set != nil && set.version == cat.Version {
-		return set, nil
+	if set != nil && bytes.Equal(set.fingerprint, cat.Fingerprint) {
+		return set, nil // a version that says nothing new has the same vectors
 	}
-	got, err, _ := e.s.loads.Do("vectors|"+cat.Namespace+"|"+e.Model()+"|"+fmt.Sprint(cat.Version), func() (any, error) {
-		return e.refresh(ctx, cat)
+	got, err, _ := e.s.loads.Do(fmt.Sprintf("vectors|%s|%s|%x", cat.Namespace, e.Model(), cat.Fingerprint), func() (any, error) {
+		return e.refresh(ctx, cat) // ctx is the model call's own (Service.ask)
 	})
 	if err != nil {
 		return nil, err
@@ -107,7 +109,7 @@ func (e *embedding) refresh(ctx context.Context, cat *Catalogue) (*vectorSet, er
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("capability vectors: %w", err)
 	}
-	set := &vectorSet{version: cat.Version, vecs: make([][]float32, len(cat.Entries))}
+	set := &vectorSet{fingerprint: cat.Fingerprint, version: cat.Version, vecs: make([][]float32, len(cat.Entries))}
 	var missing []int
 	hashes := make([][]byte, len(cat.Entries))
 	texts := make([]string, len(cat.Entries))
@@ -142,13 +144,13 @@ func (e *embedding) refresh(ctx context.Context, cat *Catalogue) (*vectorSet, er
 			}
 			return nil
 		})
-		if err != nil {
-			return nil, fmt.Errorf("%w: keep capability vectors: %w", errCacheWrite, err)
+		if err != nil { // the vectors stand; the next process to need them embeds them again
+			e.s.logger.WarnContext(ctx, "keep capability vectors", "namespace", cat.Namespace, "model", e.Model(), "err", err)
 		}
 	}
 	if len(have) > len(cat.Entries)-len(missing) {
 		if _, err := e.s.pool.Exec(ctx, qDeleteStaleVectors, cat.Namespace, e.Model(), cat.Names); err != nil {
-			return nil, fmt.Errorf("%w: drop stale capability vectors: %w", errCacheWrite, err)
+			e.s.logger.WarnContext(ctx, "drop stale capability vectors", "namespace", cat.Namespace, "model", e.Model(), "err", err)
 		}
 	}
 	e.mu.Lock()

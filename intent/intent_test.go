@@ -372,6 +372,9 @@ func TestEmbeddingResolver(t *testing.T) {
 	require.EqualValues(t, 1, st.ModelAnswers)
 	require.EqualValues(t, 2, st.CacheHits)
 	require.EqualValues(t, 4, st.CatalogueEmbeddings)
+	var version int64
+	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT catalogue_version FROM intent_answers WHERE namespace = 'shop'`).Scan(&version))
+	require.Equal(t, res.CatalogueVersion, version, "the answer names the version it was given for")
 
 	var vectors, answers int
 	var model string
@@ -381,6 +384,22 @@ func TestEmbeddingResolver(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM intent_answers WHERE namespace = 'shop'`).Scan(&answers))
 	require.Equal(t, 1, answers)
 
+	// A replica joins: a new version, so the intent is asked again, but the
+	// catalogue says nothing new and none of its entries is embedded again.
+	before, err := b.svc.Catalogue(b.ctx, "shop")
+	require.NoError(t, err)
+	b.register(t, "parcels-2", nil, nil, "parcel.track")
+	after, err := b.svc.Catalogue(b.ctx, "shop")
+	require.NoError(t, err)
+	require.Greater(t, after.Version, before.Version)
+	require.Equal(t, before.Fingerprint, after.Fingerprint)
+	res, err = b.svc.Resolve(b.ctx, "shop", words)
+	require.NoError(t, err)
+	require.False(t, res.Cached, "an answer holds for the version it was given for")
+	require.Equal(t, after.Version, res.CatalogueVersion)
+	require.EqualValues(t, 3, m.embeds.Load(), "the intent alone")
+	require.EqualValues(t, 6, m.inputs.Load())
+
 	// A changed catalogue: the cached answer was for the old version.
 	_, _, err = b.svc.Describe(b.ctx, "shop", "weather.forecast", domain.CapabilityDoc{Examples: []string{"do I need an umbrella"}},
 		domain.Metadata{Actor: "test"})
@@ -388,10 +407,10 @@ func TestEmbeddingResolver(t *testing.T) {
 	res, err = b.svc.Resolve(b.ctx, "shop", words)
 	require.NoError(t, err)
 	require.False(t, res.Cached, "a new catalogue version asks again")
-	require.EqualValues(t, 4, m.embeds.Load(), "the changed entry, then the intent")
-	require.EqualValues(t, 7, m.inputs.Load(), "only the changed entry was embedded again")
+	require.EqualValues(t, 5, m.embeds.Load(), "the changed entry, then the intent")
+	require.EqualValues(t, 8, m.inputs.Load(), "only the changed entry was embedded again")
 	require.NoError(t, b.pool.QueryRow(b.ctx, `SELECT count(*) FROM intent_answers WHERE namespace = 'shop'`).Scan(&answers))
-	require.Equal(t, 1, answers, "the old version's answer was pruned")
+	require.Equal(t, 1, answers, "the older versions' answers were pruned")
 
 	// The same text in an unrelated namespace does not reuse shop's answer.
 	b.register(t, "elsewhere", nil, nil, "weather.forecast")

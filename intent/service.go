@@ -3,7 +3,6 @@ package intent
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -247,22 +246,22 @@ func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent,
 		return st, nil
 	}
 	v, err, _ := s.calls.Do(key.String(), func() (any, error) {
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		// Shared by every caller asking the same now: not bound to the
+		// first one's request.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 		defer cancel()
 		r, err := m.r.Rank(cctx, cat, intent, prior)
 		if err != nil {
 			return nil, err
 		}
 		s.modelAnswers.Add(1)
-		if _, err := s.pool.Exec(ctx, qInsertIntentAnswer, key.ns, key.resolver, key.model, key.version, key.hash, norm, r); err != nil {
-			return nil, fmt.Errorf("%w: %w", errCacheWrite, err)
+		if _, err := s.pool.Exec(cctx, qInsertIntentAnswer, key.ns, key.resolver, key.model, key.version, key.hash, norm, r); err != nil {
+			// The answer stands; only the next ask will not find it.
+			s.logger.WarnContext(ctx, "cache an intent answer", "resolver", key.resolver, "model", key.model, "err", err)
 		}
 		return r, nil
 	})
-	switch {
-	case errors.Is(err, errCacheWrite):
-		return st, err // the database's failure, not the model's
-	case err != nil:
+	if err != nil {
 		m.downUntil.Store(s.now().Add(s.cfg.CoolDown).UnixNano())
 		s.unavailable.Add(1)
 		st.Error = err.Error()
@@ -274,9 +273,8 @@ func (s *Service) ask(ctx context.Context, m *modelStep, cat *Catalogue, intent,
 	return st, nil
 }
 
-var errCacheWrite = errors.New("cache a model answer")
-
-// answerKey is where a model answer is cached.
+// answerKey is where a model answer is cached: by catalogue version and
+// the normalised intent's hash.
 type answerKey struct {
 	ns, resolver, model string
 	version             int64
@@ -284,7 +282,7 @@ type answerKey struct {
 }
 
 func (k answerKey) String() string {
-	return fmt.Sprintf("%s|%s|%s|%d|%s", k.ns, k.resolver, k.model, k.version, hex.EncodeToString(k.hash))
+	return fmt.Sprintf("%s|%s|%s|%d|%x", k.ns, k.resolver, k.model, k.version, k.hash)
 }
 
 func (s *Service) cached(ctx context.Context, k answerKey) (domain.IntentRanking, bool, error) {

@@ -20,12 +20,12 @@ const keysHelp = `agentreach keys: API keys (needs an admin key: --key or AGENTR
   agentreach keys revoke KEY_ID
 
 Scopes: admin, jobs:read, jobs:approve, agents:read, agents:write,
+agents:lookup, capabilities:read (the catalogue and intent resolution),
 jobs:submit:<capability pattern> ('*' matches any run of characters).
 The key is printed once; only its hash is kept. Every command takes
 --server, --key and --json (the service's answer, as the API gives it).
 `
 
-//nolint:funlen // one flat switch of the keys subcommands, each a few lines
 func (m *Main) runKeys(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(m.Stderr, keysHelp)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -134,6 +135,43 @@ func TestCPUProfile(t *testing.T) {
 	require.Positive(t, info.Size())
 }
 
+func TestProfiles(t *testing.T) {
+	// Not parallel: one CPU profile per process at a time.
+	dir := t.TempDir()
+	paths := []string{filepath.Join(dir, "cpu"), filepath.Join(dir, "mutex"), filepath.Join(dir, "block")}
+	stop, err := startProfiles(paths[0], paths[1], paths[2])
+	require.NoError(t, err)
+	require.NoError(t, stop())
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Positive(t, info.Size(), p)
+	}
+	stop, err = startProfiles("", "", "")
+	require.NoError(t, err)
+	require.NoError(t, stop())
+}
+
+// The open loop offers its jobs at their times, not as fast as it can,
+// and waits for their callbacks.
+func TestBenchOpenLoop(t *testing.T) {
+	t.Parallel()
+	var acked, n atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"job_id":"j`+strconv.FormatInt(n.Add(1), 10)+`"}`)
+		acked.Add(1)
+	}))
+	t.Cleanup(api.Close)
+	start := time.Now()
+	ids, err := benchOpenLoop(t.Context(), api.URL, "http://cb", "bench.echo", 200, 100*time.Millisecond, &acked)
+	require.NoError(t, err)
+	require.Len(t, ids, 20)
+	require.GreaterOrEqual(t, time.Since(start), 95*time.Millisecond, "the 20th job is offered at 95 ms")
+	require.NotContains(t, ids, "")
+}
+
 // The River baseline works every job it inserted, on a migrated database.
 func TestBenchRiver(t *testing.T) {
 	t.Parallel()
@@ -148,9 +186,18 @@ func TestFlags(t *testing.T) {
 	env := cli.Env{Stdout: io.Discard, Stderr: &errOut, Getenv: func(k string) string { return map[string]string{"DATABASE_URL": "postgres://x"}[k] }}
 	o, err := parseFlags(env, []string{"--jobs", "10", "--png", "b.png"})
 	require.NoError(t, err)
-	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png"}, o)
+	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png", openFor: 10 * time.Second}, o)
+	require.True(t, o.runs("e2e"), "no --only runs everything")
+	o, err = parseFlags(env, []string{"--only", "e2e, open", "--rate", "100"})
+	require.NoError(t, err)
+	require.True(t, o.runs("open"))
+	require.False(t, o.runs("submits"))
+	require.InDelta(t, 100.0, o.rate, 1e-9)
+	_, err = parseFlags(env, []string{"--only", "e2e,nope"})
+	require.ErrorIs(t, err, cli.ErrUsage)
 	_, err = parseFlags(env, []string{"-h"})
 	require.Error(t, err)
 	require.Contains(t, errOut.String(), "agentreach bench: measure Agent-Reach against the limits of this machine")
 	require.Contains(t, errOut.String(), "-cpuprofile")
+	require.Contains(t, errOut.String(), "-mutexprofile")
 }

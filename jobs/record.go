@@ -80,6 +80,15 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.
 }
 
 func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t domain.Timer) error {
+	_, err := tx.Exec(ctx, qSetJobTimer, timerArgs(jobID, t)...)
+	if err != nil {
+		return fmt.Errorf("set timer of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// timerArgs are SetJobTimer's arguments for a job's timer t.
+func timerArgs(jobID string, t domain.Timer) []any {
 	var rj *int64
 	if t.RiverJobID != 0 {
 		rj = &t.RiverJobID
@@ -88,11 +97,7 @@ func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t dom
 	if !t.WaitingSince.IsZero() {
 		since = &t.WaitingSince
 	}
-	_, err := tx.Exec(ctx, qSetJobTimer, jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj, since, t.Namespace)
-	if err != nil {
-		return fmt.Errorf("set timer of job %s: %w", jobID, err)
-	}
-	return nil
+	return []any{jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj, since, t.Namespace}
 }
 
 // enqueueDispatchTx inserts the River job of an attempt and the queued

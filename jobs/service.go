@@ -188,6 +188,7 @@ type Service struct {
 	tracer       trace.Tracer
 	metrics      instruments
 	batcher      *batcher
+	writer       *writer
 	inbox        inbox // this process's waiting claims of pull agents
 }
 

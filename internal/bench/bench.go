@@ -302,6 +302,10 @@ func (r *run) submits(ctx context.Context) error {
 func (r *run) endToEnd(ctx context.Context) error {
 	r.progress("end to end, %d jobs with callbacks …", r.o.jobs)
 	r.acked.Store(0)
+	commits, err := commitCount(ctx, r.pool)
+	if err != nil {
+		return err
+	}
 	stopProfiles, err := startProfiles(r.o.cpuProfile, r.o.mutexProfile, r.o.blockProfile)
 	if err != nil {
 		return err
@@ -314,7 +318,13 @@ func (r *run) endToEnd(ctx context.Context) error {
 		return err
 	}
 	r.peak = rate
-	r.progress("end to end: %.0f jobs/s", rate)
+	time.Sleep(time.Second) // backends report their transactions within a second
+	after, err := commitCount(ctx, r.pool)
+	if err != nil {
+		return err
+	}
+	r.progress("end to end: %.0f jobs/s, %.2f database transactions a job (all of them: ours, River's, the projector's)",
+		rate, float64(after-commits)/float64(r.o.jobs))
 	r.bars = append(r.bars, chartBar{label: "end to end, push agents", value: rate})
 	return r.addEndToEnd(ctx, "end-to-end jobs/s, 4 push agents (submit → delivered → SUCCESS → callback acknowledged)", "", rate, ids)
 }

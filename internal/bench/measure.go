@@ -30,7 +30,10 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/harness"
 	arsql "github.com/agentreach/agentreach/sql"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var qBenchCommits = queries.Must("BenchCommits")
 
 // result is the bench's table: a row per measure.
 type result struct {
@@ -343,6 +346,16 @@ func submitJob(ctx context.Context, client *http.Client, base, body string) (str
 		return "", fmt.Errorf("submit answered 202 without a job id: %s", b)
 	}
 	return out.JobID, nil
+}
+
+// commitCount is how many transactions the database of pool has
+// committed.
+func commitCount(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var n int64
+	if err := pool.QueryRow(ctx, qBenchCommits).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count commits: %w", err)
+	}
+	return n, nil
 }
 
 // waitDelivered waits until every job of ids has been delivered once.

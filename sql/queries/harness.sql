@@ -32,3 +32,8 @@ FROM projection_checkpoints;
 -- name: DemoCountOpenJobs
 -- Jobs not finished yet.
 SELECT count(*) FROM jobs WHERE finished_at IS NULL;
+
+-- name: BenchCommits
+-- Transactions the current database has committed, for the bench's
+-- transactions a job.
+SELECT xact_commit FROM pg_stat_database WHERE datname = current_database();

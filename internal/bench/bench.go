@@ -306,6 +306,10 @@ func (r *run) endToEnd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cpu, err := readCPU(ctx, r.pool)
+	if err != nil {
+		return err
+	}
 	stopProfiles, err := startProfiles(r.o.cpuProfile, r.o.mutexProfile, r.o.blockProfile)
 	if err != nil {
 		return err
@@ -318,13 +322,20 @@ func (r *run) endToEnd(ctx context.Context) error {
 		return err
 	}
 	r.peak = rate
+	cpuAfter, err := readCPU(ctx, r.pool)
+	if err != nil {
+		return err
+	}
 	time.Sleep(time.Second) // backends report their transactions within a second
 	after, err := commitCount(ctx, r.pool)
 	if err != nil {
 		return err
 	}
-	r.progress("end to end: %.0f jobs/s, %.2f database transactions a job (all of them: ours, River's, the projector's)",
-		rate, float64(after-commits)/float64(r.o.jobs))
+	self, db := cpuAfter.since(cpu)
+	perJob := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(r.o.jobs) }
+	r.progress("end to end: %.0f jobs/s; a job cost %.2f database transactions (all of them: ours, River's, the projector's), "+
+		"%.2f ms of CPU in this process (service, agents, load generator) and %.2f ms in PostgreSQL's backends",
+		rate, float64(after-commits)/float64(r.o.jobs), perJob(self), perJob(db))
 	r.bars = append(r.bars, chartBar{label: "end to end, push agents", value: rate})
 	return r.addEndToEnd(ctx, "end-to-end jobs/s, 4 push agents (submit → delivered → SUCCESS → callback acknowledged)", "", rate, ids)
 }

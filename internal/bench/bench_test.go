@@ -54,6 +54,18 @@ func TestFigures(t *testing.T) {
 	require.Equal(t, "linux/amd64", cpuModel(nil, "linux/amd64"))
 }
 
+func TestProcCPU(t *testing.T) {
+	t.Parallel()
+	stat := "4242 (postgres: x (y) idle) S 1 2 3 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 1 0 99 1000 10"
+	require.Equal(t, 3250*time.Millisecond, procCPU([]byte(stat)))
+	require.Zero(t, procCPU([]byte("nonsense")))
+	before := cpuUse{self: time.Second, backends: map[int]time.Duration{1: time.Second}}
+	after := cpuUse{self: 3 * time.Second, backends: map[int]time.Duration{1: 2 * time.Second, 2: 500 * time.Millisecond}}
+	self, db := after.since(before)
+	require.Equal(t, 2*time.Second, self)
+	require.Equal(t, 1500*time.Millisecond, db, "a backend that connected since counts whole")
+}
+
 func TestFirstDeliveries(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -71,23 +71,9 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	ctx, span := s.tracer.Start(ctx, "callback", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", job.Attempt)))
 	defer span.End()
-	pushes, err := s.PushConfigs(ctx, l.JobID)
+	code, postErr, err := s.callCaller(ctx, l)
 	if err != nil {
 		return err
-	}
-	var code int
-	var postErr error
-	if len(pushes) > 0 {
-		// Submitted over A2A: the caller gets an A2A task, as agents push.
-		code, postErr = s.postA2APushes(ctx, l, pushes)
-	} else {
-		secrets, err := s.CallbackSecrets(ctx, l.Namespace)
-		if err != nil {
-			return err
-		}
-		body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
-			Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
-		code, postErr = s.postCallback(ctx, l, secrets, body)
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	ok := postErr == nil && code/100 == 2
@@ -123,6 +109,29 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		return fmt.Errorf("callback to %s answered %d", l.CallbackURL, code)
 	}
 	return nil
+}
+
+// callCaller posts the job's terminal outcome to its caller and answers
+// the caller's status code or why the post failed (postErr); err is a
+// failure to prepare it (the database).
+func (s *Service) callCaller(ctx context.Context, l *Loaded) (code int, postErr, err error) {
+	pushes, err := s.PushConfigs(ctx, l.JobID)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(pushes) > 0 {
+		// Submitted over A2A: the caller gets an A2A task, as agents push.
+		code, postErr = s.postA2APushes(ctx, l, pushes)
+		return code, postErr, nil
+	}
+	secrets, err := s.CallbackSecrets(ctx, l.Namespace)
+	if err != nil {
+		return 0, nil, err
+	}
+	body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
+		Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
+	code, postErr = s.postCallback(ctx, l, secrets, body)
+	return code, postErr, nil
 }
 
 func (s *Service) postCallback(ctx context.Context, l *Loaded, secrets []string, body []byte) (int, error) {

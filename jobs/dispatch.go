@@ -93,7 +93,11 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return err // River retries; the next run reloads and sees whether the attempt started
 	}
 	out, latency := s.deliverMeasured(ctx, agent, l, attempt, deadline)
-	return s.recordDelivery(ctx, job, l, out, deadline, latency, md)
+	recorded, err := s.recordDelivery(ctx, job, l, out, deadline, latency, md)
+	if err == nil && recorded != nil && recorded.callbackJob != 0 {
+		s.callBackNow(ctx, recorded.l, recorded.callbackJob) // the job ended here: its caller is called back from this fold
+	}
+	return err
 }
 
 // route ranks the job's candidates in the snapshot and returns the route
@@ -182,9 +186,6 @@ func (s *Service) recordRouted(ctx context.Context, l *Loaded, agent *registry.A
 	err := s.write(ctx, &write{l: l, evs: []domain.Event{routed},
 		fx:   domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter)}},
 		slot: &slotClaim{agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, maxConcurrent: agent.MaxConcurrent, attempt: attempt}})
-	if err == nil {
-		l.RoutedAt = now
-	}
 	return deadline, err
 }
 
@@ -203,18 +204,22 @@ func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l 
 }
 
 // recordDelivery appends what the delivery decided (domain.Delivery), in
-// a transaction shared with concurrent writes (write.go). Usually nothing
+// a transaction shared with concurrent writes (write.go), and answers the
+// write that committed (nil when nothing was recorded). Usually nothing
 // happened since ROUTED, so it decides on the fold it holds and lets the
 // expected version catch anything else; on a conflict it reloads, and if
 // the job moved on meanwhile (a result through result_url, a lost
 // attempt, a cancel) it records a late answer as RESULT_DUPLICATE. The
 // River job is completed by River's batched completer once Work returns:
 // should this process die first, River runs it again and it finds its
-// attempt recorded (stale) and does nothing.
+// attempt recorded (stale) and does nothing. A job that ends here is
+// called back by this dispatcher (callBackNow).
 func (s *Service) recordDelivery(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, out domain.Observation,
-	deadline time.Time, latency time.Duration, md domain.Metadata) error {
+	deadline time.Time, latency time.Duration, md domain.Metadata) (*write, error) {
 	attempt := job.Args.Attempt
-	return s.writeRetrying(ctx, func(retry bool) (*write, error) {
+	var last *write
+	err := s.writeRetrying(ctx, func(retry bool) (*write, error) {
+		last = nil
 		cur := l
 		if retry {
 			loaded, err := s.Load(ctx, nil, job.Args.JobID)
@@ -232,8 +237,10 @@ func (s *Service) recordDelivery(ctx context.Context, job *river.Job[DispatchArg
 		}
 		held := *cur // a write moves its fold on; a retry starts from what was held
 		evs, fx := domain.Delivery(&held.Job, held.RoutedAt, out, deadline, latency, s.now().UTC(), s.jitter(), s.attemptPolicy(), md)
-		return &write{l: &held, evs: evs, fx: fx}, nil
+		last = &write{l: &held, evs: evs, fx: fx, callbackNow: true}
+		return last, nil
 	})
+	return last, err
 }
 
 // Envelope is what an agent receives for one attempt (API.md).

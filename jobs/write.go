@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,7 +18,10 @@ import (
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
-var qCountSlotsOfAgents = queries.Must("CountSlotsOfAgents")
+var (
+	qCountSlotsOfAgents = queries.Must("CountSlotsOfAgents")
+	qTransactionTime    = queries.Must("TransactionTime")
+)
 
 // Shared transactions on the dispatch side. A delivery's outcome, an
 // attempt's ROUTED (with the agent slot it takes) and a callback's
@@ -51,8 +55,17 @@ type write struct {
 	// notify, when set, is the pull agent ("namespace/agent_id") whose
 	// claims are woken at commit (InboxChannel).
 	notify string
+	// callbackNow says the writer calls the caller back itself once the
+	// write commits (callbacknow.go): the River callback job it queues
+	// waits callbackFallback; callbackJob is that job, once committed.
+	callbackNow bool
+	callbackJob int64
+	// dropRiverJob, when set, is a River job the write makes pointless
+	// (a callback sent by its dispatcher), deleted unless it is running.
+	dropRiverJob int64
 
 	after domain.Job // the fold after evs
+	at    time.Time  // the transaction's time: the events' recorded_at
 	err   error
 	done  chan struct{}
 }
@@ -100,7 +113,19 @@ func (s *Service) write(ctx context.Context, w *write) error {
 		return w.err
 	}
 	s.countFinished(ctx, w.l.Status, w.after.Status)
-	w.l.Job = w.after
+	l := w.l
+	for _, e := range w.evs { // the times Load would read
+		if e.Type != domain.EventCallbackSent && e.Type != domain.EventCallbackFailed {
+			l.UpdatedAt = w.at
+		}
+		if e.Type == domain.EventRouted {
+			l.RoutedAt = w.at
+		}
+	}
+	if w.after.Status.Terminal() && !l.Status.Terminal() {
+		l.FinishedAt = w.at
+	}
+	l.Job = w.after
 	return nil
 }
 
@@ -185,7 +210,7 @@ func (s *Service) commitWrites(ctx context.Context, ws []*write) {
 	slices.SortStableFunc(pending, func(a, b *write) int { return cmp.Compare(a.l.JobID, b.l.JobID) })
 	for transient := 0; len(pending) > 0; {
 		for _, w := range pending {
-			w.err = nil
+			w.err, w.callbackJob = nil, 0
 		}
 		culprit, err := s.writeTx(ctx, pending)
 		switch {
@@ -234,7 +259,9 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 	}()
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	owners := []*write{nil} // the write each queued statement belongs to
+	var at time.Time
+	b.Queue(qTransactionTime).QueryRow(func(row pgx.Row) error { return row.Scan(&at) })
+	owners := []*write{nil, nil} // the write each queued statement belongs to
 	if limited := slotLimitedAgents(ws); len(limited) > 0 {
 		// Under every limited agent's advisory lock (taken in one order),
 		// the slots it holds are counted for every process on the
@@ -285,7 +312,11 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 			inserted = append(inserted, nil)
 		}
 		if w.callback() {
-			inserts = append(inserts, river.InsertManyParams{Args: CallbackArgs{JobID: w.l.JobID}})
+			p := river.InsertManyParams{Args: CallbackArgs{JobID: w.l.JobID}}
+			if w.callbackNow {
+				p.InsertOpts = &river.InsertOpts{ScheduledAt: s.now().Add(callbackFallback)}
+			}
+			inserts = append(inserts, p)
 			inserted = append(inserted, w)
 		}
 	}
@@ -305,8 +336,20 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 		}
 		for i, w := range inserted {
 			if w != nil {
+				w.callbackJob = res[i].Job.ID
 				queueTimer(b, w.l.JobID, domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: res[i].Job.ID})
 			}
+		}
+	}
+	var drops []int64
+	for _, w := range ws {
+		if w.err == nil && w.dropRiverJob != 0 {
+			drops = append(drops, w.dropRiverJob)
+		}
+	}
+	if len(drops) > 0 {
+		if _, err := s.client.JobDeleteManyTx(ctx, tx, river.NewJobDeleteManyParams().IDs(drops...).First(len(drops))); err != nil {
+			return nil, fmt.Errorf("drop callbacks already sent: %w", err)
 		}
 	}
 	notified := map[string]bool{}
@@ -321,7 +364,13 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 			return nil, err
 		}
 	}
-	return nil, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	for _, w := range ws {
+		w.at = at
+	}
+	return nil, nil
 }
 
 // queueWrite queues w's statements on b, as appendTx runs them: its slot,

@@ -132,6 +132,10 @@ SELECT s.namespace, s.agent_id, count(*)::int FROM agent_slots s
 JOIN unnest($1::text[], $2::text[]) AS a(namespace, agent_id) USING (namespace, agent_id)
 GROUP BY s.namespace, s.agent_id;
 
+-- name: TransactionTime
+-- When the transaction began: what its events record as recorded_at.
+SELECT now();
+
 -- name: TakeAgentSlot
 -- The job's latest attempt holds a slot of its agent; a job holds at most one.
 INSERT INTO agent_slots (job_id, namespace, agent_id, attempt) VALUES ($1, $2, $3, $4)

@@ -79,7 +79,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return s.noAgent(ctx, job, l, routed, md)
 	}
 	if agent.Pull() {
-		err := s.toInbox(ctx, job, l, agent, routed)
+		err := s.toInbox(ctx, l, agent, routed)
 		if errors.Is(err, errNoSlot) {
 			return s.waitForAgent(ctx, job, l, true)
 		}

@@ -276,10 +276,22 @@ func (r *run) submits(ctx context.Context) error {
 	}
 	for _, clients := range []int{1, 16, 64} {
 		r.progress("submit throughput, %d clients, %s …", clients, r.o.duration)
+		before, err := readCPU(ctx, r.pool)
+		if err != nil {
+			return err
+		}
 		rate, lat, err := benchSubmits(ctx, r.base, clients, r.o.duration)
 		if err != nil {
 			return err
 		}
+		after, err := readCPU(ctx, r.pool)
+		if err != nil {
+			return err
+		}
+		self, db := after.since(before)
+		perSubmit := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(len(lat), 1)) }
+		r.progress("%.0f submits/s; a submit cost %.0f µs of CPU in this process (service and load generator) and %.0f µs in PostgreSQL's backends",
+			rate, perSubmit(self), perSubmit(db))
 		r.bars = append(r.bars, chartBar{label: fmt.Sprintf("durable submits, %d clients", clients), value: rate})
 		ratio := "n/a"
 		if r.tps8 > 0 {

@@ -94,8 +94,8 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 	}
 	out, latency := s.deliverMeasured(ctx, agent, l, attempt, deadline)
 	recorded, err := s.recordDelivery(ctx, job, l, out, deadline, latency, md)
-	if err == nil && recorded != nil && recorded.callbackJob != 0 {
-		s.callBackNow(ctx, recorded.l, recorded.callbackJob) // the job ended here: its caller is called back from this fold
+	if err == nil && recorded != nil && recorded.callsBack() {
+		s.callBackNow(ctx, recorded.l, md.CausationID) // the job ended here: its caller is called back from this fold
 	}
 	return err
 }

@@ -120,7 +120,7 @@ func (s *Service) enqueueCallbackTx(ctx context.Context, tx pgx.Tx, jobID string
 	if err != nil {
 		return fmt.Errorf("enqueue callback of job %s: %w", jobID, err)
 	}
-	return s.setTimerTx(ctx, tx, jobID, domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: res.Job.ID})
+	return s.setTimerTx(ctx, tx, jobID, s.callbackTimer(res.Job.ID))
 }
 
 // errNoSlot says every one of an agent's max_concurrent slots is taken.

@@ -91,8 +91,8 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 	if err != nil {
 		return "", nil, err
 	}
-	if last.callbackJob != 0 {
-		s.callBackNow(ctx, l, last.callbackJob)
+	if last.callsBack() {
+		s.callBackNow(ctx, l, md.CausationID)
 	}
 	return recorded, l, nil
 }

@@ -56,13 +56,12 @@ type write struct {
 	// claims are woken at commit (InboxChannel).
 	notify string
 	// callbackNow says the writer calls the caller back itself once the
-	// write commits (callbacknow.go): the River callback job it queues
-	// waits callbackFallback; callbackJob is that job, once committed.
+	// write commits (callbacknow.go): a job it ends gets the callback
+	// timer, the durable promise, but no River callback job.
 	callbackNow bool
-	callbackJob int64
-	// dropRiverJob, when set, is a River job the write makes pointless
-	// (a callback sent by its dispatcher), deleted unless it is running.
-	dropRiverJob int64
+	// callbackByRiver queues the River callback job (available at once)
+	// and the timer naming it; with it a write may have no events.
+	callbackByRiver bool
 
 	after domain.Job // the fold after evs
 	at    time.Time  // the transaction's time: the events' recorded_at
@@ -77,10 +76,18 @@ type slotClaim struct {
 	attempt       int
 }
 
-// callback reports whether the write queues the caller's callback.
+// callback reports whether the write ends a job whose caller waits for
+// a callback.
 func (w *write) callback() bool {
 	return w.fx.Callback && w.after.Status.Terminal() && w.after.CallbackURL != ""
 }
+
+// callsBack reports whether the writer is to call the caller back itself,
+// now that the write committed.
+func (w *write) callsBack() bool { return w.callbackNow && w.callback() }
+
+// riverCallback reports whether the write queues a River callback job.
+func (w *write) riverCallback() bool { return w.callbackByRiver || w.callback() && !w.callbackNow }
 
 // write appends w's events and writes their effects, in a transaction
 // shared with concurrent writes when the writer runs (one of its own
@@ -93,7 +100,7 @@ func (s *Service) write(ctx context.Context, w *write) error {
 			return fmt.Errorf("job %s: %w", w.l.JobID, err)
 		}
 	}
-	if len(w.evs) == 0 {
+	if len(w.evs) == 0 && !w.callbackByRiver {
 		return nil
 	}
 	if wr := s.writer; wr != nil {
@@ -210,7 +217,7 @@ func (s *Service) commitWrites(ctx context.Context, ws []*write) {
 	slices.SortStableFunc(pending, func(a, b *write) int { return cmp.Compare(a.l.JobID, b.l.JobID) })
 	for transient := 0; len(pending) > 0; {
 		for _, w := range pending {
-			w.err, w.callbackJob = nil, 0
+			w.err = nil
 		}
 		culprit, err := s.writeTx(ctx, pending)
 		switch {
@@ -311,12 +318,8 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 			inserts = append(inserts, river.InsertManyParams{Args: A2APollArgs{JobID: w.l.JobID, Attempt: w.fx.Poll}})
 			inserted = append(inserted, nil)
 		}
-		if w.callback() {
-			p := river.InsertManyParams{Args: CallbackArgs{JobID: w.l.JobID}}
-			if w.callbackNow {
-				p.InsertOpts = &river.InsertOpts{ScheduledAt: s.now().Add(callbackFallback)}
-			}
-			inserts = append(inserts, p)
+		if w.riverCallback() {
+			inserts = append(inserts, river.InsertManyParams{Args: CallbackArgs{JobID: w.l.JobID}})
 			inserted = append(inserted, w)
 		}
 	}
@@ -336,20 +339,8 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 		}
 		for i, w := range inserted {
 			if w != nil {
-				w.callbackJob = res[i].Job.ID
-				queueTimer(b, w.l.JobID, domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: res[i].Job.ID})
+				queueTimer(b, w.l.JobID, s.callbackTimer(res[i].Job.ID))
 			}
-		}
-	}
-	var drops []int64
-	for _, w := range ws {
-		if w.err == nil && w.dropRiverJob != 0 {
-			drops = append(drops, w.dropRiverJob)
-		}
-	}
-	if len(drops) > 0 {
-		if _, err := s.client.JobDeleteManyTx(ctx, tx, river.NewJobDeleteManyParams().IDs(drops...).First(len(drops))); err != nil {
-			return nil, fmt.Errorf("drop callbacks already sent: %w", err)
 		}
 	}
 	notified := map[string]bool{}
@@ -382,14 +373,15 @@ func (s *Service) queueWrite(b *pgx.Batch, w *write) error {
 	if c := w.slot; c != nil {
 		b.Queue(qTakeAgentSlot, l.JobID, c.agent.Namespace, c.agent.ID, c.attempt)
 	}
-	if err := s.store.QueueAppend(b, domain.JobStream(l.JobID), l.Version, w.evs...); err != nil {
+	if err := s.store.QueueAppend(b, domain.JobStream(l.JobID), l.Version, w.evs...); err != nil { // none: nothing queued
 		return err
 	}
 	fx := w.fx
 	if l.SlotHolder != "" && w.after.SlotHolder == "" {
 		b.Queue(qReleaseAgentSlot, l.JobID)
 	}
-	if fx.ClearTimer && fx.Timer == nil && fx.Dispatch == nil && !w.callback() {
+	replaced := fx.Timer != nil || fx.Dispatch != nil || w.callback() || w.callbackByRiver
+	if fx.ClearTimer && !replaced {
 		b.Queue(qClearJobTimer, l.JobID)
 	}
 	if fx.Timer != nil {
@@ -401,7 +393,16 @@ func (s *Service) queueWrite(b *pgx.Batch, w *write) error {
 	if d := fx.Dispatch; d != nil {
 		queueTimer(b, l.JobID, domain.Timer{Attempt: d.Attempt, Phase: domain.PhaseRetry, Due: d.At})
 	}
+	if w.callsBack() {
+		queueTimer(b, l.JobID, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
+	}
 	return nil
+}
+
+// callbackTimer is the timer that watches a callback: due after the
+// callback grace, naming its River job (0: none yet).
+func (s *Service) callbackTimer(riverJobID int64) domain.Timer {
+	return domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: riverJobID}
 }
 
 // queueTimer queues setting a job's timer (setTimerTx's statement).

@@ -44,10 +44,14 @@ func (s *Store) ReadStreams(ctx context.Context, q Querier, prefix string, fn fu
 
 // FirstOfType returns, for each of streams, its first event of type t
 // (version 1 when t is the stream's opening event); streams without one are
-// absent.
+// absent. Each stream is read from its start in version order, so the
+// cost grows with the streams asked for and how far into them t comes,
+// not with the log (a filter on type alone would read every event of
+// type t ever appended).
 func FirstOfType(ctx context.Context, q Querier, streams []string, t domain.EventType) (map[string]Record, error) {
-	rows, err := q.Query(ctx, `SELECT DISTINCT ON (stream_id) `+recordColumns+` FROM events
-		WHERE stream_id = ANY($1) AND type = $2 ORDER BY stream_id, version`, streams, string(t))
+	rows, err := q.Query(ctx, `SELECT e.* FROM unnest($1::text[]) AS s(stream_id),
+		LATERAL (SELECT `+recordColumns+` FROM events WHERE stream_id = s.stream_id AND type = $2 ORDER BY version LIMIT 1) e`,
+		streams, string(t))
 	if err != nil {
 		return nil, fmt.Errorf("first %s of %d streams: %w", t, len(streams), err)
 	}

@@ -106,20 +106,9 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, stream string, expected
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	types := make([]string, len(evs))
-	datas := make([]string, len(evs))
-	metas := make([]string, len(evs))
-	for i, e := range evs {
-		types[i] = string(e.Type)
-		datas[i] = string(e.Data)
-		if len(e.Data) == 0 {
-			datas[i] = "{}"
-		}
-		md, err := json.Marshal(e.Metadata)
-		if err != nil {
-			return nil, fmt.Errorf("append to stream %s: encode metadata: %w", stream, err)
-		}
-		metas[i] = string(md)
+	types, datas, metas, err := encode(stream, evs)
+	if err != nil {
+		return nil, err
 	}
 	rows, err := tx.Query(ctx, appendSQL, stream, expected, types, datas, metas)
 	if err != nil {
@@ -145,6 +134,67 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, stream string, expected
 		return nil, &ConflictError{Stream: stream, Expected: expected}
 	}
 	return out, nil
+}
+
+// encode gives evs as the arrays the append statements take.
+func encode(stream string, evs []domain.Event) (types, datas, metas []string, err error) {
+	types = make([]string, len(evs))
+	datas = make([]string, len(evs))
+	metas = make([]string, len(evs))
+	for i, e := range evs {
+		types[i] = string(e.Type)
+		datas[i] = string(e.Data)
+		if len(e.Data) == 0 {
+			datas[i] = "{}"
+		}
+		md, err := json.Marshal(e.Metadata)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("append to stream %s: encode metadata: %w", stream, err)
+		}
+		metas[i] = string(md)
+	}
+	return types, datas, metas, nil
+}
+
+// appendAtSQL appends at explicit versions: the unique (stream_id,
+// version) refuses an append behind the stream's end, and the EXISTS one
+// past it, so no gap can open.
+const appendAtSQL = `
+INSERT INTO events (stream_id, version, type, data, metadata)
+SELECT $1, $2 + u.ord, u.t, u.d::jsonb, u.m::jsonb
+FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(t, d, m, ord)
+WHERE $2 = 0 OR EXISTS (SELECT 1 FROM events WHERE stream_id = $1 AND version = $2)
+ORDER BY u.ord`
+
+// QueueAppend queues on b the append of evs to stream at version expected
+// (NoStream or a version the caller read; not Any), for callers that send
+// many statements in one round trip: the dispatch side's shared
+// transactions. When b's results are read, a stale expected version is a
+// *ConflictError wrapping ErrConflict. It aborts the rest of b, or (for a
+// version the stream never reached) none of evs is written; either way the
+// caller rolls its transaction back, reloads and decides again.
+func (s *Store) QueueAppend(b *pgx.Batch, stream string, expected int, evs ...domain.Event) error {
+	if expected < 0 {
+		return fmt.Errorf("append to stream %s: a queued append needs the expected version", stream)
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	types, datas, metas, err := encode(stream, evs)
+	if err != nil {
+		return err
+	}
+	b.Queue(appendAtSQL, stream, expected, types, datas, metas).Fn = func(br pgx.BatchResults) error {
+		tag, err := br.Exec()
+		if err != nil {
+			return translate(stream, expected, err)
+		}
+		if tag.RowsAffected() != int64(len(evs)) {
+			return &ConflictError{Stream: stream, Expected: expected}
+		}
+		return nil
+	}
+	return nil
 }
 
 // translate maps driver errors to the store's kinds, by SQLSTATE and

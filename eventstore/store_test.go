@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
@@ -69,6 +70,43 @@ func TestAppendAndReadStream(t *testing.T) {
 // TestConcurrentAppendsToOneStream races 50 writers for each version of one
 // stream: each version is won exactly once, versions are gap-free, and every
 // loser gets the conflict error.
+// A queued append writes at the version it names, and any other version
+// (behind the stream's end, past it, or no stream for one that exists)
+// is a conflict that writes nothing.
+func TestQueueAppend(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	send := func(stream string, expected int, evs ...domain.Event) error {
+		return pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			if err := s.QueueAppend(b, stream, expected, evs...); err != nil {
+				return err
+			}
+			return tx.SendBatch(ctx, b).Close()
+		})
+	}
+	require.NoError(t, send("job:q", eventstore.NoStream, ev("A", 1), ev("B", 2)))
+	require.NoError(t, send("job:q", 2, ev("C", 3)))
+	for _, expected := range []int{1, 2, 7, eventstore.NoStream} {
+		err := send("job:q", expected, ev("X", 0), ev("Y", 0))
+		require.ErrorIs(t, err, eventstore.ErrConflict, "expected %d", expected)
+		var ce *eventstore.ConflictError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, eventstore.ConflictError{Stream: "job:q", Expected: expected}, *ce)
+	}
+	got, err := s.ReadStream(ctx, nil, "job:q")
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	for i, r := range got {
+		require.Equal(t, i+1, r.Version)
+		if i > 0 {
+			require.Less(t, got[i-1].Position, r.Position, "positions follow versions")
+		}
+	}
+	require.Equal(t, []domain.EventType{"A", "B", "C"}, []domain.EventType{got[0].Type, got[1].Type, got[2].Type})
+	require.Error(t, s.QueueAppend(&pgx.Batch{}, "job:q", eventstore.Any, ev("Z", 0)), "a queued append names its version")
+}
+
 func TestConcurrentAppendsToOneStream(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -82,30 +81,33 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		// push, and is retried on its own.
 		return s.deliverA2APushes(ctx, job, l)
 	}
-	secrets, err := s.CallbackSecrets(ctx, l.Namespace)
+	code, postErr, err := s.callCaller(ctx, l)
 	if err != nil {
 		return err
 	}
-	body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
-		Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
-	code, postErr := s.postCallback(ctx, l, secrets, body)
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	ok := postErr == nil && code/100 == 2
 	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", ok)))
-	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
-		l, err := s.Load(ctx, tx, job.Args.JobID)
-		if err != nil || l.CallbackAcked {
-			return err
+	// Written in a transaction shared with concurrent writes (write.go),
+	// at the version of the fold read above; reloaded on a conflict.
+	err = s.writeRetrying(ctx, func(retry bool) (*write, error) {
+		if retry {
+			if l, err = s.Load(ctx, nil, job.Args.JobID); err != nil {
+				return nil, err
+			}
+		}
+		if l.CallbackAcked {
+			return nil, nil
 		}
 		if ok {
-			return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true}, domain.NewEvent(domain.EventCallbackSent,
-				domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code}, md))
+			return &write{l: l, fx: domain.Effects{ClearTimer: true}, evs: []domain.Event{domain.NewEvent(domain.EventCallbackSent,
+				domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code}, md)}}, nil
 		}
 		co := domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code, Final: job.Attempt >= job.MaxAttempts}
 		if postErr != nil {
 			co.Error = postErr.Error()
 		}
-		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: co.Final}, domain.NewEvent(domain.EventCallbackFailed, co, md))
+		return &write{l: l, fx: domain.Effects{ClearTimer: co.Final}, evs: []domain.Event{domain.NewEvent(domain.EventCallbackFailed, co, md)}}, nil
 	})
 	if err != nil {
 		return err
@@ -117,6 +119,20 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		return fmt.Errorf("callback to %s answered %d", l.CallbackURL, code)
 	}
 	return nil
+}
+
+// callCaller posts the job's terminal outcome to its caller and answers
+// the caller's status code or why the post failed (postErr); err is a
+// failure to prepare it (the database).
+func (s *Service) callCaller(ctx context.Context, l *Loaded) (code int, postErr, err error) {
+	secrets, err := s.CallbackSecrets(ctx, l.Namespace)
+	if err != nil {
+		return 0, nil, err
+	}
+	body, _ := json.Marshal(CallbackBody{JobID: l.JobID, Status: l.Status, Result: l.Result, BizCode: l.BizCode, Error: l.Error,
+		Attempts: l.Attempts, AgentID: l.AgentID, FinishedAt: l.FinishedAt.UTC(), TraceID: l.TraceID})
+	code, postErr = s.postCallback(ctx, l, secrets, body)
+	return code, postErr, nil
 }
 
 func (s *Service) postCallback(ctx context.Context, l *Loaded, secrets []string, body []byte) (int, error) {

@@ -79,7 +79,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return s.noAgent(ctx, job, l, routed, md)
 	}
 	if agent.Pull() {
-		err := s.toInbox(ctx, job, l, agent, routed)
+		err := s.toInbox(ctx, l, agent, routed)
 		if errors.Is(err, errNoSlot) {
 			return s.waitForAgent(ctx, job, l, true)
 		}
@@ -93,7 +93,11 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return err // River retries; the next run reloads and sees whether the attempt started
 	}
 	out, latency := s.deliverMeasured(ctx, agent, l, attempt, deadline)
-	return s.recordDelivery(ctx, job, l, out, deadline, latency, md)
+	recorded, err := s.recordDelivery(ctx, job, l, out, deadline, latency, md)
+	if err == nil && recorded != nil && recorded.callsBack() {
+		s.callBackNow(ctx, recorded.l, md.CausationID) // the job ended here: its caller is called back from this fold
+	}
+	return err
 }
 
 // route ranks the job's candidates in the snapshot and returns the route
@@ -175,21 +179,15 @@ func (s *Service) noAgent(ctx context.Context, job *river.Job[DispatchArgs], l *
 // recordRouted takes a slot of the agent (errNoSlot when none is free) and
 // appends ROUTED with the attempt's routed timer (due when
 // the dispatcher should have recorded an outcome) and answers the attempt's
-// deadline; on success l is the fold after ROUTED.
+// deadline; on success l is the fold after ROUTED. The write shares its
+// transaction with concurrent ones (write.go).
 func (s *Service) recordRouted(ctx context.Context, l *Loaded, agent *registry.Agent, routed domain.Event) (time.Time, error) {
 	now := s.now().UTC()
 	deadline := now.Add(l.Timeout())
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		key := domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}
-		if err := s.takeSlotTx(ctx, tx, l, key, agent.MaxConcurrent, l.Attempts+1); err != nil {
-			return err
-		}
-		return s.appendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Attempt: l.Attempts + 1, AgentID: agent.AgentID,
-			Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter)}}, routed)
-	})
-	if err == nil {
-		l.RoutedAt = now
-	}
+	attempt := l.Attempts + 1
+	err := s.write(ctx, &write{l: l, evs: []domain.Event{routed},
+		fx:   domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter)}},
+		slot: &slotClaim{agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, maxConcurrent: agent.MaxConcurrent, attempt: attempt}})
 	return deadline, err
 }
 
@@ -207,43 +205,44 @@ func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l 
 	return out, latency
 }
 
-// recordDelivery appends what the delivery decided (domain.Delivery) and
-// completes the River job, in one transaction. Usually nothing happened
-// since ROUTED, so it decides on the fold it holds and lets the expected
-// version catch anything else; on a conflict it reloads, and if the job
-// moved on meanwhile (a result through result_url, a lost attempt, a
-// cancel) it records a late answer as RESULT_DUPLICATE.
+// recordDelivery appends what the delivery decided (domain.Delivery), in
+// a transaction shared with concurrent writes (write.go), and answers the
+// write that committed (nil when nothing was recorded). Usually nothing
+// happened since ROUTED, so it decides on the fold it holds and lets the
+// expected version catch anything else; on a conflict it reloads, and if
+// the job moved on meanwhile (a result through result_url, a lost
+// attempt, a cancel) it records a late answer as RESULT_DUPLICATE. The
+// River job is completed by River's batched completer once Work returns:
+// should this process die first, River runs it again and it finds its
+// attempt recorded (stale) and does nothing. A job that ends here is
+// called back by this dispatcher (callBackNow).
 func (s *Service) recordDelivery(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, out domain.Observation,
-	deadline time.Time, latency time.Duration, md domain.Metadata) error {
-	attempt, tries := job.Args.Attempt, 0
-	return s.retryConflict(ctx, func(tx pgx.Tx) error {
-		tries++
+	deadline time.Time, latency time.Duration, md domain.Metadata) (*write, error) {
+	attempt := job.Args.Attempt
+	var last *write
+	err := s.writeRetrying(ctx, func(retry bool) (*write, error) {
+		last = nil
 		cur := l
-		if tries > 1 {
-			loaded, err := s.Load(ctx, tx, job.Args.JobID)
+		if retry {
+			loaded, err := s.Load(ctx, nil, job.Args.JobID)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			cur = loaded
 			if !cur.lastIsRouted(attempt) {
-				if out.Kind == domain.ObservedResult && cur.Status != domain.StatusNone {
-					if err := s.appendTx(ctx, tx, cur, domain.Effects{}, domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
-						Attempt: attempt, Status: out.Status, Reason: "late", Result: out.Result}, md)); err != nil {
-						return err
-					}
+				if out.Kind != domain.ObservedResult || cur.Status == domain.StatusNone {
+					return nil, nil
 				}
-				_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-				return err
+				return &write{l: cur, evs: []domain.Event{domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+					Attempt: attempt, Status: out.Status, Reason: "late", Result: out.Result}, md)}}, nil
 			}
 		}
-		held := *cur // appendTx moves cur on; a retry starts from what was held
+		held := *cur // a write moves its fold on; a retry starts from what was held
 		evs, fx := domain.Delivery(&held.Job, held.RoutedAt, out, deadline, latency, s.now().UTC(), s.jitter(), s.attemptPolicy(), md)
-		if err := s.appendTx(ctx, tx, &held, fx, evs...); err != nil {
-			return err
-		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		last = &write{l: &held, evs: evs, fx: fx, callbackNow: true}
+		return last, nil
 	})
+	return last, err
 }
 
 // Envelope is what an agent receives for one attempt (API.md).

@@ -52,13 +52,15 @@ type batcher struct {
 
 // StartGroupCommit turns group commit on: workers goroutines collect
 // submits for at most window (and flush earlier when none has arrived for a
-// tenth of it) into one transaction each. It runs until ctx ends.
+// tenth of it) into one transaction each; as many gather the dispatch
+// side's writes (write.go), with no window. It runs until ctx ends.
 func (s *Service) StartGroupCommit(ctx context.Context, window time.Duration, workers int) {
 	b := &batcher{s: s, items: make(chan *batchItem), window: window, idle: max(window/10, 50*time.Microsecond), maxBatch: 500}
 	s.batcher = b
 	for range max(workers, 1) {
 		go b.run(ctx)
 	}
+	s.startWriter(ctx, workers)
 }
 
 func (b *batcher) submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {

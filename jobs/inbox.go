@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -94,26 +92,19 @@ func (s *Service) RunInbox(ctx context.Context) {
 	eventstore.ListenPayloads(ctx, s.pool, InboxChannel, s.logger, s.inbox.wake)
 }
 
-// toInbox puts the attempt in pull agent's inbox: in one transaction it
-// takes one of the agent's slots (errNoSlot when none is free), appends
-// ROUTED with the inbox timer, announces it to the agent's claims and
-// completes the River job. Nothing is sent: the agent's claim delivers it.
-func (s *Service) toInbox(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, agent *registry.Agent, routed domain.Event) error {
+// toInbox puts the attempt in pull agent's inbox: in one write (shared
+// with concurrent ones, write.go) it takes one of the agent's slots
+// (errNoSlot when none is free), appends ROUTED with the inbox timer and
+// announces it to the agent's claims at commit; River's batched completer
+// completes the River job once Work returns (a rerun finds the attempt
+// routed and does nothing). Nothing is sent: the agent's claim delivers
+// it.
+func (s *Service) toInbox(ctx context.Context, l *Loaded, agent *registry.Agent, routed domain.Event) error {
 	key := domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}
-	return s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if err := s.takeSlotTx(ctx, tx, l, key, agent.MaxConcurrent, l.Attempts+1); err != nil {
-			return err
-		}
-		t := domain.InboxTimer(l.Attempts+1, key.Namespace, key.ID, s.now().UTC(), s.cfg.ClaimTimeout)
-		if err := s.appendTx(ctx, tx, l, domain.Effects{Timer: t}, routed); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, qNotifyInbox, InboxChannel, key.String()); err != nil {
-			return fmt.Errorf("announce job %s to agent %s: %w", l.JobID, key, err)
-		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
-	})
+	attempt := l.Attempts + 1
+	return s.write(ctx, &write{l: l, evs: []domain.Event{routed}, notify: key.String(),
+		fx:   domain.Effects{Timer: domain.InboxTimer(attempt, key.Namespace, key.ID, s.now().UTC(), s.cfg.ClaimTimeout)},
+		slot: &slotClaim{agent: key, maxConcurrent: agent.MaxConcurrent, attempt: attempt}})
 }
 
 // Claim answers up to max deliveries from pull agent a's inbox, waiting up

@@ -18,7 +18,6 @@ var (
 	qRecordAgentAttempt = queries.Must("RecordAgentAttempt")
 	qSetJobTimer        = queries.Must("SetJobTimer")
 	qLockAgentSlots     = queries.Must("LockAgentSlots")
-	qCountAgentSlots    = queries.Must("CountAgentSlots")
 	qTakeAgentSlot      = queries.Must("TakeAgentSlot")
 	qReleaseAgentSlot   = queries.Must("ReleaseAgentSlot")
 )
@@ -80,6 +79,15 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.
 }
 
 func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t domain.Timer) error {
+	_, err := tx.Exec(ctx, qSetJobTimer, timerArgs(jobID, t)...)
+	if err != nil {
+		return fmt.Errorf("set timer of job %s: %w", jobID, err)
+	}
+	return nil
+}
+
+// timerArgs are SetJobTimer's arguments for a job's timer t.
+func timerArgs(jobID string, t domain.Timer) []any {
 	var rj *int64
 	if t.RiverJobID != 0 {
 		rj = &t.RiverJobID
@@ -88,11 +96,7 @@ func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t dom
 	if !t.WaitingSince.IsZero() {
 		since = &t.WaitingSince
 	}
-	_, err := tx.Exec(ctx, qSetJobTimer, jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj, since, t.Namespace)
-	if err != nil {
-		return fmt.Errorf("set timer of job %s: %w", jobID, err)
-	}
-	return nil
+	return []any{jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj, since, t.Namespace}
 }
 
 // enqueueDispatchTx inserts the River job of an attempt and the queued
@@ -115,35 +119,11 @@ func (s *Service) enqueueCallbackTx(ctx context.Context, tx pgx.Tx, jobID string
 	if err != nil {
 		return fmt.Errorf("enqueue callback of job %s: %w", jobID, err)
 	}
-	return s.setTimerTx(ctx, tx, jobID, domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: res.Job.ID})
+	return s.setTimerTx(ctx, tx, jobID, s.callbackTimer(res.Job.ID))
 }
 
 // errNoSlot says every one of an agent's max_concurrent slots is taken.
 var errNoSlot = errors.New("every slot of the agent is taken")
-
-// takeSlotTx takes one of the agent's slots for the job's next attempt, or
-// answers errNoSlot. Under the agent's advisory lock the count and the
-// insert are one step for every process on the database, so an agent never
-// holds more than max_concurrent attempts. An agent without a limit still
-// gets a row: the router's load term counts them.
-func (s *Service) takeSlotTx(ctx context.Context, tx pgx.Tx, l *Loaded, agent domain.AgentKey, maxConcurrent, attempt int) error {
-	if maxConcurrent > 0 {
-		if _, err := tx.Exec(ctx, qLockAgentSlots, agent.Namespace, agent.ID); err != nil {
-			return fmt.Errorf("lock slots of agent %s: %w", agent, err)
-		}
-		var held int
-		if err := tx.QueryRow(ctx, qCountAgentSlots, agent.Namespace, agent.ID).Scan(&held); err != nil {
-			return fmt.Errorf("count slots of agent %s: %w", agent, err)
-		}
-		if held >= maxConcurrent {
-			return errNoSlot
-		}
-	}
-	if _, err := tx.Exec(ctx, qTakeAgentSlot, l.JobID, agent.Namespace, agent.ID, attempt); err != nil {
-		return fmt.Errorf("take slot of agent %s: %w", agent, err)
-	}
-	return nil
-}
 
 // jitter is the service's source of backoff jitter, in [0, 1).
 func (s *Service) jitter() float64 { return rand.Float64() }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/agentreach/agentreach/domain"
 )
 
@@ -71,21 +69,30 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 		return "", nil, fmt.Errorf("attempt %d of job %s: %w", attempt, id, ErrForbidden)
 	}
 	md.Actor = "agent:" + agentID
+	// Decided on the fold read above and written in a transaction shared
+	// with concurrent writes (write.go), at its version: reloaded only on
+	// a conflict. The agent is answered once it committed; a job it ends
+	// is called back from here at once (callBackNow).
 	var recorded Recorded
-	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
-		l, err := s.Load(ctx, tx, id)
-		if err != nil {
-			return err
+	var last *write
+	err = s.writeRetrying(ctx, func(retry bool) (*write, error) {
+		if retry {
+			var err error
+			if l, err = s.Load(ctx, nil, id); err != nil {
+				return nil, err
+			}
 		}
 		lastRouted := l.Records[len(l.Records)-1].Type == domain.EventRouted
 		evs, fx, rec := domain.Result(&l.Job, attempt, agentID, lastRouted, l.RoutedAt, rep.Status, rep.Result, rep.BizCode,
 			s.now().UTC(), s.jitter(), md)
-		recorded = rec
-		return s.appendTx(ctx, tx, l, fx, evs...)
+		recorded, last = rec, &write{l: l, evs: evs, fx: fx, callbackNow: true}
+		return last, nil
 	})
 	if err != nil {
 		return "", nil, err
 	}
-	l, err = s.Load(ctx, nil, id)
-	return recorded, l, err
+	if last.callsBack() {
+		s.callBackNow(ctx, l, md.CausationID)
+	}
+	return recorded, l, nil
 }

@@ -188,6 +188,8 @@ type Service struct {
 	tracer       trace.Tracer
 	metrics      instruments
 	batcher      *batcher
+	writer       *writer
+	sending      chan struct{}
 	inbox        inbox // this process's waiting claims of pull agents
 }
 
@@ -207,6 +209,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		}},
 		now: time.Now, pressureSeen: map[lane]bool{}}
 	s.a2a = &a2aclient.Client{HTTP: s.http}
+	s.sending = make(chan struct{}, callbacksNow)
 	s.initTelemetry()
 	return s
 }

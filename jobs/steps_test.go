@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/sql/queries"
 )
 
 func submitOne(t *testing.T, s *Service) *Loaded {
@@ -28,7 +29,7 @@ func submitOne(t *testing.T, s *Service) *Loaded {
 func slotsOf(t *testing.T, s *Service, agentID string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, s.pool.QueryRow(context.Background(), qCountAgentSlots, domain.DefaultNamespace, agentID).Scan(&n))
+	require.NoError(t, s.pool.QueryRow(context.Background(), queries.Must("CountAgentSlots"), domain.DefaultNamespace, agentID).Scan(&n))
 	return n
 }
 

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -261,4 +263,166 @@ func TestGroupCommitKeepsThePromise(t *testing.T) {
 	require.Equal(t, len(ids), found, "every submit that got 202 is in the log")
 	require.Less(t, txs, len(ids), "submits shared transactions")
 	t.Logf("%d accepted submits in %d transactions", found, txs)
+}
+
+// TestSharedWritesSurviveSIGKILL: the dispatch side's writes (ROUTED with
+// the slot it takes, a delivery's outcome, a callback's acknowledgement)
+// share transactions under load; a SIGKILL while they are being written
+// loses nothing and doubles nothing. After a restart every accepted job
+// ends with one SUCCESS and one acknowledged callback, every stream folds
+// by the state machine with gap-free versions, and an agent that takes two
+// attempts at a time was never sent more.
+func TestSharedWritesSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	addr := deadAddr(t)
+	first, base, _ := serveProcess(t, dsn, addr)
+
+	var mu sync.Mutex
+	called := map[string]int{} // callbacks received, by job
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var cb jobs.CallbackBody
+		_ = json.NewDecoder(r.Body).Decode(&cb)
+		mu.Lock()
+		called[cb.JobID]++
+		mu.Unlock()
+	}))
+	t.Cleanup(receiver.Close)
+	var inFlight, most atomic.Int64 // at the bounded agent
+	for i, maxConcurrent := range []int{0, 0, 2} {
+		agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				return // a probe
+			}
+			var env jobs.Envelope
+			_ = json.NewDecoder(r.Body).Decode(&env)
+			if maxConcurrent > 0 {
+				n := inFlight.Add(1)
+				defer inFlight.Add(-1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(50 * time.Millisecond) // the bounded agent's work: it is often full
+			}
+			answer("SUCCESS", "")(w, env)
+		}))
+		t.Cleanup(agent.Close)
+		id := fmt.Sprintf("shared-%d", i)
+		postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":%q,"capabilities":["t.shared"],"endpoint":%q,"max_concurrent":%d,"ttl_seconds":600}`,
+			id, agent.URL, maxConcurrent), http.StatusCreated, nil)
+		waitState(t, base, id, "HEALTHY", 20*time.Second)
+	}
+
+	var accepted []string
+	ctx, stopSubmitting := context.WithCancel(context.Background())
+	var submitters sync.WaitGroup
+	body := fmt.Sprintf(`{"capability":"t.shared","payload":{},"timeout_ms":3000,"max_attempts":6,"backoff_base_ms":200,"callback_url":%q}`, receiver.URL)
+	for range 32 {
+		submitters.Go(func() {
+			client := &http.Client{Timeout: 5 * time.Second}
+			for ctx.Err() == nil {
+				resp, err := client.Post(base+"/v1/jobs", "application/json", strings.NewReader(body))
+				if err != nil {
+					time.Sleep(20 * time.Millisecond) // the service is down: a caller retries later
+					continue
+				}
+				var out struct {
+					JobID string `json:"job_id"`
+				}
+				_ = json.NewDecoder(resp.Body).Decode(&out)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusAccepted {
+					mu.Lock()
+					accepted = append(accepted, out.JobID)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+
+	// Kill once outcomes are being written in shared transactions and
+	// attempts are under way.
+	pool, err := pgxpool.New(context.Background(), dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var shared, routed, finished int
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT
+			count(*) FILTER (WHERE type = 'SUCCESS') - count(DISTINCT tx_id::text) FILTER (WHERE type = 'SUCCESS'),
+			count(*) FILTER (WHERE type = 'ROUTED'), count(*) FILTER (WHERE type = 'SUCCESS') FROM events`).Scan(&shared, &routed, &finished))
+		if shared >= 50 && routed > finished {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no outcomes written in shared transactions to crash into (%d shared)", shared)
+		time.Sleep(10 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	_ = first.Wait()
+	mu.Lock()
+	before := len(accepted)
+	mu.Unlock()
+	_, _, secondOut := serveProcess(t, dsn, addr) // same address: result URLs stay valid
+	landed := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(accepted)
+		mu.Unlock()
+		if n >= before+50 {
+			break
+		}
+		require.True(t, time.Now().Before(landed), "no submit was accepted by the restarted process")
+		time.Sleep(10 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	stopSubmitting()
+	submitters.Wait()
+
+	mu.Lock()
+	ids := append([]string(nil), accepted...)
+	mu.Unlock()
+	store := eventstore.New(pool)
+	// A callback in flight at the kill is sent again after the callback
+	// grace (45 s).
+	deadline = time.Now().Add(150 * time.Second)
+	for _, id := range ids {
+		for {
+			recs, err := store.ReadStream(context.Background(), nil, domain.JobStream(id))
+			require.NoError(t, err)
+			require.NotEmpty(t, recs, "accepted job %s was lost", id)
+			evs := make([]domain.Event, len(recs))
+			count := map[domain.EventType]int{}
+			for i, r := range recs {
+				require.Equal(t, i+1, r.Version, "job %s", id)
+				evs[i] = r.Event()
+				count[r.Type]++
+			}
+			j, err := domain.FoldJob(evs)
+			require.NoError(t, err, "job %s has an invalid event sequence", id)
+			if j.Status.Terminal() && j.CallbackAcked {
+				require.Equal(t, domain.StatusSuccess, j.Status, "job %s", id)
+				require.Equal(t, 1, count[domain.EventSuccess], "job %s", id)
+				require.Equal(t, 1, count[domain.EventCallbackSent], "job %s", id)
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "job %s still %s (callback acknowledged: %v) after the restart; log of the restarted service:\n%s",
+				id, j.Status, j.CallbackAcked, truncateLines(secondOut.String(), 60))
+			time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+		}
+	}
+	mu.Lock()
+	for _, id := range ids {
+		require.Positive(t, called[id], "job %s was never called back", id)
+	}
+	mu.Unlock()
+	require.LessOrEqual(t, most.Load(), int64(2), "the bounded agent was sent more attempts at once than it takes")
+
+	var doubled, txs, outcomes, lost int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM (SELECT stream_id FROM events WHERE type IN ('SUCCESS', 'CALLBACK_DELIVERED')
+			GROUP BY stream_id, type HAVING count(*) > 1) d),
+		count(DISTINCT tx_id::text), count(*),
+		(SELECT count(*) FROM events WHERE type = 'ATTEMPT_FAILED' AND data->>'reason' = 'dispatcher_lost')
+		FROM events WHERE type = 'SUCCESS'`).Scan(&doubled, &txs, &outcomes, &lost))
+	require.Zero(t, doubled, "no job of the log (acknowledged or not) has two successes or two acknowledged callbacks")
+	t.Logf("%d jobs accepted; %d outcomes in %d transactions; %d attempts lost to the kill and retried; bounded agent's most at once: %d",
+		len(ids), outcomes, txs, lost, most.Load())
 }

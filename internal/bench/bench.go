@@ -10,7 +10,9 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,8 +28,9 @@ const help = `agentreach bench: measure Agent-Reach against the limits of this m
 In one run, on a fresh database (dropped afterwards), it measures side by side:
 submit throughput and latency at 1, 16 and 64 concurrent clients over HTTP;
 end-to-end throughput (submit → routed → delivered to inline agents →
-SUCCESS → caller callback acknowledged) and submit-to-delivered latency;
-the same through pull agents that claim their work (submit → claimed →
+SUCCESS → caller callback acknowledged); submit-to-delivered latency
+under an open-loop load (a constant arrival rate, by default half the
+end-to-end peak) and lightly loaded; the same through pull agents that claim their work (submit → claimed →
 SUCCESS → callback acknowledged) and submit-to-claimed latency;
 routing decision latency over 1,000 agents; the machine's own pgbench -N
 and a bare River insert-and-work rate; and the process's peak memory.
@@ -59,6 +62,31 @@ type options struct {
 	jobs        int
 	out, chart  string
 	cpuProfile  string
+	// mutexProfile and blockProfile, like cpuProfile, profile the
+	// end-to-end phase.
+	mutexProfile, blockProfile string
+	// only names the measurements to run (phaseNames); empty runs all.
+	only string
+	// rate is the open loop's offered load in jobs/s; 0 is half the
+	// measured end-to-end peak. openFor is how long it is offered.
+	rate    float64
+	openFor time.Duration
+}
+
+// phaseNames are the measurements --only may name, in the order they run.
+var phaseNames = []string{"pgbench", "river", "submits", "e2e", "open", "pull", "light", "lookup", "routing"}
+
+// runs reports whether the measurement phase is to run.
+func (o options) runs(phase string) bool {
+	if o.only == "" {
+		return true
+	}
+	for _, p := range strings.Split(o.only, ",") {
+		if strings.TrimSpace(p) == phase {
+			return true
+		}
+	}
+	return false
 }
 
 func parseFlags(env cli.Env, args []string) (options, error) {
@@ -71,7 +99,20 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "", "also write the Markdown table to this file")
 	fs.StringVar(&o.chart, "png", "", "also draw the rates as a PNG chart in this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the end-to-end phase to this file")
-	return o, cli.ParseFlags(fs, args)
+	fs.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile of the end-to-end phase to this file")
+	fs.StringVar(&o.blockProfile, "blockprofile", "", "write a blocking profile of the end-to-end phase to this file")
+	fs.StringVar(&o.only, "only", "", "run only these measurements, comma-separated, of: "+strings.Join(phaseNames, ", "))
+	fs.Float64Var(&o.rate, "rate", 0, "the open loop's offered load in jobs/s (default: half the measured end-to-end peak)")
+	fs.DurationVar(&o.openFor, "open-for", 10*time.Second, "how long the open loop offers its load")
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return o, err
+	}
+	for _, p := range strings.Split(o.only, ",") {
+		if p = strings.TrimSpace(p); p != "" && !slices.Contains(phaseNames, p) {
+			return o, fmt.Errorf("--only: no measurement %q (%s): %w", p, strings.Join(phaseNames, ", "), cli.ErrUsage)
+		}
+	}
+	return o, nil
 }
 
 // run is one bench run: its options, what it started and what it measured.
@@ -88,6 +129,7 @@ type run struct {
 
 	tps8, tps1, riverRate float64
 	pgbenchErr            error
+	peak                  float64 // end-to-end jobs/s through push agents
 	res                   result
 	bars                  []chartBar
 }
@@ -119,8 +161,14 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	if err := r.start(ctx, serve, benchDSN); err != nil {
 		return err
 	}
-	for _, step := range []func(context.Context) error{r.submits, r.endToEnd, r.endToEndPull, r.lightLoad, r.lookups} {
-		if err := step(ctx); err != nil {
+	for _, step := range []struct {
+		phase string
+		run   func(context.Context) error
+	}{{"submits", r.submits}, {"e2e", r.endToEnd}, {"open", r.openLoop}, {"pull", r.endToEndPull}, {"light", r.lightLoad}, {"lookup", r.lookups}} {
+		if !o.runs(step.phase) {
+			continue
+		}
+		if err := step.run(ctx); err != nil {
 			return err
 		}
 	}
@@ -154,10 +202,16 @@ func (r *run) close() {
 // baselines measures pgbench -N (on its own scratch database) and a bare
 // River; pgbench missing is reported, not fatal.
 func (r *run) baselines(ctx context.Context, serverDSN, benchDSN, pgbenchDB string) error {
-	r.progress("pgbench -N (8 clients, then 1) …")
-	r.tps8, r.tps1, r.pgbenchErr = runPgbench(ctx, serverDSN, pgbenchDB)
-	if r.pgbenchErr != nil {
-		r.progress("pgbench not measured: %v", r.pgbenchErr)
+	r.pgbenchErr = errors.New("not asked for (--only)")
+	if r.o.runs("pgbench") {
+		r.progress("pgbench -N (8 clients, then 1) …")
+		r.tps8, r.tps1, r.pgbenchErr = runPgbench(ctx, serverDSN, pgbenchDB)
+		if r.pgbenchErr != nil {
+			r.progress("pgbench not measured: %v", r.pgbenchErr)
+		}
+	}
+	if !r.o.runs("river") {
+		return nil
 	}
 	r.progress("bare River insert-and-work rate …")
 	rate, err := benchRiver(ctx, benchDSN, 20000)
@@ -222,10 +276,22 @@ func (r *run) submits(ctx context.Context) error {
 	}
 	for _, clients := range []int{1, 16, 64} {
 		r.progress("submit throughput, %d clients, %s …", clients, r.o.duration)
+		before, err := readCPU(ctx, r.pool)
+		if err != nil {
+			return err
+		}
 		rate, lat, err := benchSubmits(ctx, r.base, clients, r.o.duration)
 		if err != nil {
 			return err
 		}
+		after, err := readCPU(ctx, r.pool)
+		if err != nil {
+			return err
+		}
+		self, db := after.since(before)
+		perSubmit := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(len(lat), 1)) }
+		r.progress("%.0f submits/s; a submit cost %.0f µs of CPU in this process (service and load generator) and %.0f µs in PostgreSQL's backends",
+			rate, perSubmit(self), perSubmit(db))
 		r.bars = append(r.bars, chartBar{label: fmt.Sprintf("durable submits, %d clients", clients), value: rate})
 		ratio := "n/a"
 		if r.tps8 > 0 {
@@ -242,22 +308,73 @@ func (r *run) submits(ctx context.Context) error {
 }
 
 // endToEnd measures jobs with callbacks from submit to acknowledgement,
-// under a CPU profile when asked, and submit → delivered under that load.
+// under the CPU, mutex and block profiles asked for. How long a job waits
+// in that burst says little (it is the queue of a closed loop): the open
+// loop measures latency under load.
 func (r *run) endToEnd(ctx context.Context) error {
 	r.progress("end to end, %d jobs with callbacks …", r.o.jobs)
 	r.acked.Store(0)
-	stopProfile, err := startCPUProfile(r.o.cpuProfile)
+	commits, err := commitCount(ctx, r.pool)
+	if err != nil {
+		return err
+	}
+	cpu, err := readCPU(ctx, r.pool)
+	if err != nil {
+		return err
+	}
+	stopProfiles, err := startProfiles(r.o.cpuProfile, r.o.mutexProfile, r.o.blockProfile)
 	if err != nil {
 		return err
 	}
 	rate, ids, err := benchEndToEnd(ctx, r.base, r.receiver.URL, "bench.echo", r.o.jobs, &r.acked)
-	stopProfile()
+	if perr := stopProfiles(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
+	r.peak = rate
+	cpuAfter, err := readCPU(ctx, r.pool)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // backends report their transactions within a second
+	after, err := commitCount(ctx, r.pool)
+	if err != nil {
+		return err
+	}
+	self, db := cpuAfter.since(cpu)
+	perJob := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(r.o.jobs) }
+	r.progress("end to end: %.0f jobs/s; a job cost %.2f database transactions (all of them: ours, River's, the projector's), "+
+		"%.2f ms of CPU in this process (service, agents, load generator) and %.2f ms in PostgreSQL's backends",
+		rate, float64(after-commits)/float64(r.o.jobs), perJob(self), perJob(db))
 	r.bars = append(r.bars, chartBar{label: "end to end, push agents", value: rate})
-	return r.addEndToEnd(ctx, "end-to-end jobs/s, 4 push agents (submit → delivered → SUCCESS → callback acknowledged)",
-		"submit → delivered under that load (p50 / p95 / p99 ms)", rate, ids)
+	return r.addEndToEnd(ctx, "end-to-end jobs/s, 4 push agents (submit → delivered → SUCCESS → callback acknowledged)", "", rate, ids)
+}
+
+// openLoop offers jobs at a constant rate (--rate, or half the measured
+// end-to-end peak) for --open-for and measures submit → delivered.
+func (r *run) openLoop(ctx context.Context) error {
+	rate := r.o.rate
+	if rate <= 0 {
+		rate = r.peak / 2
+	}
+	if rate <= 0 {
+		return fmt.Errorf("the open loop needs --rate or the end-to-end measurement (--only e2e,open): %w", cli.ErrUsage)
+	}
+	r.progress("open loop, %.0f jobs/s for %s …", rate, r.o.openFor)
+	r.acked.Store(0)
+	ids, err := benchOpenLoop(ctx, r.base, r.receiver.URL, "bench.echo", rate, r.o.openFor, &r.acked)
+	if err != nil {
+		return err
+	}
+	lat, err := submitToDelivered(ctx, r.pool, ids)
+	if err != nil {
+		return err
+	}
+	r.res.add(fmt.Sprintf("submit → delivered at an open-loop load of %.0f jobs/s, half the end-to-end peak (p50 / p95 / p99 ms)", rate),
+		fmt.Sprintf("%.2f / %.2f / %.2f", lat[0], lat[1], lat[2]), "aim: p99 ≤ 50 ms", "")
+	return nil
 }
 
 // endToEndPull measures the same jobs as endToEnd, of their own
@@ -297,8 +414,14 @@ func causeOf(ctx context.Context, err error) error {
 // addEndToEnd adds the rows of an end-to-end measurement: its rate beside
 // bare River's, and submit → delivered of its jobs ids, read from the log.
 func (r *run) addEndToEnd(ctx context.Context, rateRow, latencyRow string, rate float64, ids []string) error {
-	r.res.add(rateRow, fmt.Sprintf("%.0f", rate),
-		fmt.Sprintf("bare River %.0f jobs/s", r.riverRate), fmt.Sprintf("%.2f × River", rate/r.riverRate))
+	ratio := "n/a"
+	if r.riverRate > 0 {
+		ratio = fmt.Sprintf("%.2f × River", rate/r.riverRate)
+	}
+	r.res.add(rateRow, fmt.Sprintf("%.0f", rate), fmt.Sprintf("bare River %s jobs/s", fmtRate(r.riverRate)), ratio)
+	if latencyRow == "" {
+		return nil
+	}
 	loaded, err := submitToDelivered(ctx, r.pool, ids)
 	if err != nil {
 		return err
@@ -324,12 +447,55 @@ func startCPUProfile(path string) (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// startProfiles profiles the CPU, mutex contention and blocking into the
+// paths given (an empty path, no profile) until the returned function is
+// called, which writes them.
+func startProfiles(cpu, mutex, block string) (func() error, error) {
+	stopCPU, err := startCPUProfile(cpu)
+	if err != nil {
+		return nil, err
+	}
+	if mutex != "" {
+		runtime.SetMutexProfileFraction(5)
+	}
+	if block != "" {
+		runtime.SetBlockProfileRate(int((10 * time.Microsecond).Nanoseconds()))
+	}
+	return func() error {
+		stopCPU()
+		var errs []error
+		for _, p := range []struct{ name, path string }{{"mutex", mutex}, {"block", block}} {
+			if p.path != "" {
+				errs = append(errs, writeProfile(p.name, p.path))
+			}
+		}
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
+		return errors.Join(errs...)
+	}, nil
+}
+
+// writeProfile writes the runtime profile name to path.
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // lightLoad measures submit → delivered under a light, steady load.
 func (r *run) lightLoad(ctx context.Context) error {
 	r.progress("submit → delivered, lightly loaded …")
+	client, done := newClient(4)
+	defer done()
 	var light []string
 	for range 200 {
-		id, err := harness.Submit(ctx, r.base+"/v1/jobs", `{"capability":"bench.echo","payload":{"light":true}}`)
+		id, err := submitJob(ctx, client, r.base, `{"capability":"bench.echo","payload":{"light":true}}`)
 		if err != nil {
 			return err
 		}
@@ -351,9 +517,11 @@ func (r *run) lightLoad(ctx context.Context) error {
 // routingAndMemory adds the routing decision times, pgbench with one
 // client, and the process's peak memory.
 func (r *run) routingAndMemory() {
-	r.progress("routing decisions over 1,000 agents …")
-	p50, p99 := benchRouting()
-	r.res.add("routing decision, 1,000 agents / 50 capabilities (p50 / p99 µs)", fmt.Sprintf("%.1f / %.1f", p50, p99), "aim: p99 ≤ 100 µs", "")
+	if r.o.runs("routing") {
+		r.progress("routing decisions over 1,000 agents …")
+		p50, p99 := benchRouting()
+		r.res.add("routing decision, 1,000 agents / 50 capabilities (p50 / p99 µs)", fmt.Sprintf("%.1f / %.1f", p50, p99), "aim: p99 ≤ 100 µs", "")
+	}
 	if r.pgbenchErr == nil {
 		r.res.add("pgbench -N, 1 client", fmtRate(r.tps1)+" tps", "", "")
 	}

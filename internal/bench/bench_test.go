@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,6 +52,18 @@ func TestFigures(t *testing.T) {
 
 	require.Equal(t, "AMD EPYC 7B13", cpuModel([]byte("processor\t: 0\nmodel name\t: AMD EPYC 7B13  \n"), "linux/amd64"))
 	require.Equal(t, "linux/amd64", cpuModel(nil, "linux/amd64"))
+}
+
+func TestProcCPU(t *testing.T) {
+	t.Parallel()
+	stat := "4242 (postgres: x (y) idle) S 1 2 3 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 1 0 99 1000 10"
+	require.Equal(t, 3250*time.Millisecond, procCPU([]byte(stat)))
+	require.Zero(t, procCPU([]byte("nonsense")))
+	before := cpuUse{self: time.Second, backends: map[int]time.Duration{1: time.Second}}
+	after := cpuUse{self: 3 * time.Second, backends: map[int]time.Duration{1: 2 * time.Second, 2: 500 * time.Millisecond}}
+	self, db := after.since(before)
+	require.Equal(t, 2*time.Second, self)
+	require.Equal(t, 1500*time.Millisecond, db, "a backend that connected since counts whole")
 }
 
 func TestFirstDeliveries(t *testing.T) {
@@ -134,6 +147,43 @@ func TestCPUProfile(t *testing.T) {
 	require.Positive(t, info.Size())
 }
 
+func TestProfiles(t *testing.T) {
+	// Not parallel: one CPU profile per process at a time.
+	dir := t.TempDir()
+	paths := []string{filepath.Join(dir, "cpu"), filepath.Join(dir, "mutex"), filepath.Join(dir, "block")}
+	stop, err := startProfiles(paths[0], paths[1], paths[2])
+	require.NoError(t, err)
+	require.NoError(t, stop())
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Positive(t, info.Size(), p)
+	}
+	stop, err = startProfiles("", "", "")
+	require.NoError(t, err)
+	require.NoError(t, stop())
+}
+
+// The open loop offers its jobs at their times, not as fast as it can,
+// and waits for their callbacks.
+func TestBenchOpenLoop(t *testing.T) {
+	t.Parallel()
+	var acked, n atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, `{"job_id":"j`+strconv.FormatInt(n.Add(1), 10)+`"}`)
+		acked.Add(1)
+	}))
+	t.Cleanup(api.Close)
+	start := time.Now()
+	ids, err := benchOpenLoop(t.Context(), api.URL, "http://cb", "bench.echo", 200, 100*time.Millisecond, &acked)
+	require.NoError(t, err)
+	require.Len(t, ids, 20)
+	require.GreaterOrEqual(t, time.Since(start), 95*time.Millisecond, "the 20th job is offered at 95 ms")
+	require.NotContains(t, ids, "")
+}
+
 // The River baseline works every job it inserted, on a migrated database.
 func TestBenchRiver(t *testing.T) {
 	t.Parallel()
@@ -148,9 +198,18 @@ func TestFlags(t *testing.T) {
 	env := cli.Env{Stdout: io.Discard, Stderr: &errOut, Getenv: func(k string) string { return map[string]string{"DATABASE_URL": "postgres://x"}[k] }}
 	o, err := parseFlags(env, []string{"--jobs", "10", "--png", "b.png"})
 	require.NoError(t, err)
-	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png"}, o)
+	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png", openFor: 10 * time.Second}, o)
+	require.True(t, o.runs("e2e"), "no --only runs everything")
+	o, err = parseFlags(env, []string{"--only", "e2e, open", "--rate", "100"})
+	require.NoError(t, err)
+	require.True(t, o.runs("open"))
+	require.False(t, o.runs("submits"))
+	require.InDelta(t, 100.0, o.rate, 1e-9)
+	_, err = parseFlags(env, []string{"--only", "e2e,nope"})
+	require.ErrorIs(t, err, cli.ErrUsage)
 	_, err = parseFlags(env, []string{"-h"})
 	require.Error(t, err)
 	require.Contains(t, errOut.String(), "agentreach bench: measure Agent-Reach against the limits of this machine")
 	require.Contains(t, errOut.String(), "-cpuprofile")
+	require.Contains(t, errOut.String(), "-mutexprofile")
 }

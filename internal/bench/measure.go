@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,10 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/harness"
 	arsql "github.com/agentreach/agentreach/sql"
+	"github.com/agentreach/agentreach/sql/queries"
 )
+
+var qBenchCommits = queries.Must("BenchCommits")
 
 // result is the bench's table: a row per measure.
 type result struct {
@@ -235,16 +239,19 @@ func submitUntil(ctx context.Context, client *http.Client, u string, end time.Ti
 // clients and returns jobs/s from the first submit to the last
 // acknowledged callback, and the jobs' ids.
 func benchEndToEnd(ctx context.Context, base, callback, capability string, n int, acked *atomic.Int64) (float64, []string, error) {
+	const clients = 32
+	client, done := newClient(clients)
+	defer done()
 	ids := make([]string, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	start := time.Now()
-	body := fmt.Sprintf(`{"capability":%q,"payload":{"e2e":true},"callback_url":%q}`, capability, callback)
-	for range 32 {
+	body := jobBody(capability, callback)
+	for range clients {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				id, err := harness.Submit(ctx, base+"/v1/jobs", body)
+				id, err := submitJob(ctx, client, base, body)
 				if err != nil {
 					firstErr.Store(err)
 					return
@@ -257,14 +264,98 @@ func benchEndToEnd(ctx context.Context, base, callback, capability string, n int
 	if err, ok := firstErr.Load().(error); ok {
 		return 0, nil, err
 	}
-	ok, err := harness.Until(ctx, 5*time.Minute, 10*time.Millisecond, func() (bool, error) { return acked.Load() >= int64(n), nil })
-	if err != nil {
+	if err := waitAcked(ctx, acked, int64(n)); err != nil {
 		return 0, nil, err
 	}
-	if !ok {
-		return 0, nil, fmt.Errorf("%d of %d callbacks acknowledged in 5 minutes", acked.Load(), n)
-	}
 	return float64(n) / time.Since(start).Seconds(), ids, nil
+}
+
+// benchOpenLoop offers jobs of capability (with callbacks) at a constant
+// rate for d, each submit at its own time whatever the earlier ones are
+// doing (an open loop, not a burst), waits until every callback is
+// acknowledged and returns the jobs' ids.
+func benchOpenLoop(ctx context.Context, base, callback, capability string, rate float64, d time.Duration, acked *atomic.Int64) ([]string, error) {
+	n := max(int(rate*d.Seconds()), 1)
+	client, done := newClient(256)
+	defer done()
+	ids := make([]string, n)
+	errs := make([]error, n)
+	body := jobBody(capability, callback)
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		wg.Go(func() { ids[i], errs[i] = submitJob(ctx, client, base, body) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return ids, waitAcked(ctx, acked, int64(n))
+}
+
+// waitAcked waits up to 5 minutes until n callbacks were acknowledged.
+func waitAcked(ctx context.Context, acked *atomic.Int64, n int64) error {
+	ok, err := harness.Until(ctx, 5*time.Minute, 10*time.Millisecond, func() (bool, error) { return acked.Load() >= n, nil })
+	if err == nil && !ok {
+		err = fmt.Errorf("%d of %d callbacks acknowledged in 5 minutes", acked.Load(), n)
+	}
+	return err
+}
+
+// newClient is an HTTP client that keeps up to conns connections open to
+// the service, so that the load generator does not measure TCP set-up;
+// done closes them.
+func newClient(conns int) (*http.Client, func()) {
+	transport := &http.Transport{MaxIdleConnsPerHost: conns, MaxIdleConns: conns}
+	return &http.Client{Transport: transport, Timeout: 30 * time.Second}, transport.CloseIdleConnections
+}
+
+// jobBody is a bench job of capability whose callback goes to callback.
+func jobBody(capability, callback string) string {
+	return fmt.Sprintf(`{"capability":%q,"payload":{"e2e":true},"callback_url":%q}`, capability, callback)
+}
+
+// submitJob POSTs a job to base and returns its id; any answer but 202 is
+// an error.
+func submitJob(ctx context.Context, client *http.Client, base, body string) (string, error) {
+	req, err := harness.NewRequest(ctx, http.MethodPost, base+"/v1/jobs", body)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("submit answered %d %s", resp.StatusCode, b)
+	}
+	var out struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || out.JobID == "" {
+		return "", fmt.Errorf("submit answered 202 without a job id: %s", b)
+	}
+	return out.JobID, nil
+}
+
+// commitCount is how many transactions the database of pool has
+// committed.
+func commitCount(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var n int64
+	if err := pool.QueryRow(ctx, qBenchCommits).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count commits: %w", err)
+	}
+	return n, nil
 }
 
 // waitDelivered waits until every job of ids has been delivered once.

@@ -32,3 +32,13 @@ FROM projection_checkpoints;
 -- name: DemoCountOpenJobs
 -- Jobs not finished yet.
 SELECT count(*) FROM jobs WHERE finished_at IS NULL;
+
+-- name: BenchCommits
+-- Transactions the current database has committed, for the bench's
+-- transactions a job.
+SELECT xact_commit FROM pg_stat_database WHERE datname = current_database();
+
+-- name: BenchBackends
+-- The backends connected to the current database, whose CPU time the bench
+-- reads from /proc.
+SELECT pid FROM pg_stat_activity WHERE datname = current_database();

@@ -126,6 +126,16 @@ SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2::text, 0));
 -- How many attempts hold a slot of the agent.
 SELECT count(*) FROM agent_slots WHERE namespace = $1 AND agent_id = $2;
 
+-- name: CountSlotsOfAgents
+-- How many attempts hold a slot of each of the agents ($1[i], $2[i]) that hold any.
+SELECT s.namespace, s.agent_id, count(*)::int FROM agent_slots s
+JOIN unnest($1::text[], $2::text[]) AS a(namespace, agent_id) USING (namespace, agent_id)
+GROUP BY s.namespace, s.agent_id;
+
+-- name: TransactionTime
+-- When the transaction began: what its events record as recorded_at.
+SELECT now();
+
 -- name: TakeAgentSlot
 -- The job's latest attempt holds a slot of its agent; a job holds at most one.
 INSERT INTO agent_slots (job_id, namespace, agent_id, attempt) VALUES ($1, $2, $3, $4)

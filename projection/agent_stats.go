@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,7 +35,58 @@ var (
 // count the same way, in the bucket of the call's time, and apart as
 // direct_*: a call is attempted; reached, delivered; ok, succeeded; reached
 // and not ok, failed.
-type AgentStats struct{}
+//
+// An attempt event names its agent, not its job's namespace and
+// capability: those come from the job's SUBMITTED. Recent is the memory of
+// recent jobs' SUBMITTED facts (they never change), so that attempt events
+// of a job submitted in an earlier batch need no read of the log; nil
+// reads the log every time.
+type AgentStats struct {
+	Recent *RecentSubmissions
+}
+
+// RecentSubmissions remembers the namespace and capability of the last
+// jobs seen submitted, up to a bound, the oldest forgotten first.
+type RecentSubmissions struct {
+	mu    sync.Mutex
+	jobs  map[string]domain.Submitted
+	order []string // a ring of the streams in jobs, oldest at next
+	next  int
+}
+
+// NewRecentSubmissions remembers up to n jobs.
+func NewRecentSubmissions(n int) *RecentSubmissions {
+	return &RecentSubmissions{jobs: make(map[string]domain.Submitted, n), order: make([]string, 0, n)}
+}
+
+func (r *RecentSubmissions) get(stream string) (domain.Submitted, bool) {
+	if r == nil {
+		return domain.Submitted{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.jobs[stream]
+	return s, ok
+}
+
+func (r *RecentSubmissions) put(stream string, s domain.Submitted) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.jobs[stream]; ok {
+		return
+	}
+	if len(r.order) < cap(r.order) {
+		r.order = append(r.order, stream)
+	} else {
+		delete(r.jobs, r.order[r.next])
+		r.order[r.next] = stream
+		r.next = (r.next + 1) % len(r.order)
+	}
+	r.jobs[stream] = domain.Submitted{Namespace: s.Namespace, Capability: s.Capability}
+}
 
 // Name implements eventstore.Projection.
 func (AgentStats) Name() string { return "agent_stats" }
@@ -74,8 +126,8 @@ var counted = map[domain.EventType]bool{
 
 // Apply implements eventstore.Projection: one read of the jobs' SUBMITTED
 // events and one batched write per batch.
-func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) error {
-	jobs, err := submittedOf(ctx, tx, batch)
+func (a AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) error {
+	jobs, err := submittedOf(ctx, tx, batch, a.Recent)
 	if err != nil {
 		return err
 	}
@@ -88,8 +140,9 @@ func (AgentStats) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Recor
 
 // submittedOf returns what the jobs of the batch's counted events were
 // submitted as: from the batch's own SUBMITTED events, and for jobs
-// submitted in an earlier batch, from the log.
-func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) (map[string]domain.Submitted, error) {
+// submitted in an earlier batch, from recent (when it remembers them) or
+// the log.
+func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record, recent *RecentSubmissions) (map[string]domain.Submitted, error) {
 	jobs := map[string]domain.Submitted{}
 	var missing []string
 	for _, r := range batch {
@@ -103,8 +156,14 @@ func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) (map
 				return nil, fmt.Errorf("event %d: %w", r.Position, err)
 			}
 			jobs[r.StreamID] = s
+			recent.put(r.StreamID, s)
 		case counted[r.Type]:
-			if _, ok := jobs[r.StreamID]; !ok {
+			if _, ok := jobs[r.StreamID]; ok {
+				continue
+			}
+			if s, ok := recent.get(r.StreamID); ok {
+				jobs[r.StreamID] = s
+			} else {
 				missing = append(missing, r.StreamID)
 				jobs[r.StreamID] = domain.Submitted{}
 			}
@@ -123,6 +182,7 @@ func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) (map
 			return nil, fmt.Errorf("event %d: %w", r.Position, err)
 		}
 		jobs[stream] = domain.Submitted{Namespace: sub.Namespace, Capability: sub.Capability}
+		recent.put(stream, sub)
 	}
 	return jobs, nil
 }

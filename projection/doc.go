@@ -5,9 +5,9 @@ package projection
 import "github.com/agentreach/agentreach/eventstore"
 
 // All returns every projection Agent-Reach keeps, in the order they are
-// stepped.
+// stepped. AgentStats remembers the last 100,000 jobs' submissions.
 func All() []eventstore.Projection {
-	return []eventstore.Projection{Jobs{}, AgentStats{}, Alerts{}}
+	return []eventstore.Projection{Jobs{}, AgentStats{Recent: NewRecentSubmissions(100_000)}, Alerts{}}
 }
 
 // Tables names the read-model tables of each projection, for reports.

@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -195,12 +196,33 @@ func (p *Projector) behind(ctx context.Context) (bool, error) {
 }
 
 func (p *Projector) projectionBehind(ctx context.Context, proj Projection) (bool, error) {
+	cur, err := p.checkpoint(ctx, proj.Name())
+	if err != nil {
+		return false, err
+	}
+	// The first event after the cursor, on the (tx_id, position) index: a
+	// bare EXISTS over a row comparison is planned as a scan of the log.
 	var b bool
-	err := p.store.pool.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM events e WHERE (e.tx_id, e.position) > coalesce(
-			(SELECT (c.tx_id, c.position) FROM projection_checkpoints c WHERE c.name = $1), ('0'::xid8, 0::bigint)))`,
-		proj.Name()).Scan(&b)
+	err = p.store.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM (SELECT 1 FROM events
+		WHERE (tx_id, position) > ($1::text::xid8, $2) ORDER BY tx_id, position LIMIT 1) AS next)`,
+		strconv.FormatUint(cur.TxID, 10), cur.Position).Scan(&b)
 	return b, err
+}
+
+// checkpoint returns where the projection called name stands (the start
+// of the log when it has no checkpoint yet), without locking it.
+func (p *Projector) checkpoint(ctx context.Context, name string) (Cursor, error) {
+	var cur Cursor
+	var txid string
+	err := p.store.pool.QueryRow(ctx, `SELECT tx_id::text, position FROM projection_checkpoints WHERE name = $1`, name).Scan(&txid, &cur.Position)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Cursor{}, nil
+	}
+	if err != nil {
+		return Cursor{}, fmt.Errorf("checkpoint %s: %w", name, err)
+	}
+	cur.TxID, _ = strconv.ParseUint(txid, 10, 64)
+	return cur, nil
 }
 
 // Lag returns, per projection, how many events of the log it has not
@@ -208,12 +230,13 @@ func (p *Projector) projectionBehind(ctx context.Context, proj Projection) (bool
 func (p *Projector) Lag(ctx context.Context) (map[string]int64, error) {
 	out := make(map[string]int64, len(p.projections))
 	for _, proj := range p.projections {
+		cur, err := p.checkpoint(ctx, proj.Name())
+		if err != nil {
+			return nil, err
+		}
 		var lag int64
-		err := p.store.pool.QueryRow(ctx, `
-			SELECT count(*) FROM events e
-			WHERE (e.tx_id, e.position) > coalesce(
-				(SELECT (c.tx_id, c.position) FROM projection_checkpoints c WHERE c.name = $1),
-				('0'::xid8, 0::bigint))`, proj.Name()).Scan(&lag)
+		err = p.store.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE (tx_id, position) > ($1::text::xid8, $2)`,
+			strconv.FormatUint(cur.TxID, 10), cur.Position).Scan(&lag)
 		if err != nil {
 			return nil, fmt.Errorf("lag of %s: %w", proj.Name(), err)
 		}

@@ -14,9 +14,9 @@ import (
 )
 
 var (
-	qTruncateJobs = queries.Must("TruncateJobs")
-	qUpsertJobRow = queries.Must("UpsertJobRow")
-	qLoadJobRows  = queries.Must("LoadJobRows")
+	qTruncateJobs  = queries.Must("TruncateJobs")
+	qUpsertJobRows = queries.Must("UpsertJobRows")
+	qLoadJobRows   = queries.Must("LoadJobRows")
 )
 
 // Jobs keeps the jobs table: each job's current status, for listing and
@@ -86,15 +86,56 @@ func (Jobs) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) err
 			row.finishedAt = &t
 		}
 	}
-	b := &pgx.Batch{}
+	return upsertJobRows(ctx, tx, rows)
+}
+
+// upsertJobRows writes the rows in one statement, one array a column.
+func upsertJobRows(ctx context.Context, tx pgx.Tx, rows map[string]*jobRow) error {
+	var c jobColumns
 	for id, row := range rows {
-		j := row.job
-		b.Queue(qUpsertJobRow,
-			id, j.Namespace, j.Capability, string(j.Status), j.AgentID, j.Attempts, j.MaxAttempts,
-			string(j.Priority), j.BizCode, j.Error, row.traceID, j.ParentJobID, j.RootJobID, j.Version,
-			row.submittedAt, row.updatedAt, row.finishedAt, j.CallbackURL, j.CallbackAcked || j.CallbackGaveUp, j.ReplayOf)
+		c.add(id, row)
 	}
-	return tx.SendBatch(ctx, b).Close()
+	_, err := tx.Exec(ctx, qUpsertJobRows, c.ids, c.namespaces, c.capabilities, c.statuses, c.agents, c.attempts, c.maxAttempts,
+		c.priorities, c.bizCodes, c.errors, c.traces, c.parents, c.roots, c.versions,
+		c.submitted, c.updated, c.finished, c.callbacks, c.done, c.replays)
+	if err != nil {
+		return fmt.Errorf("write %d jobs: %w", len(rows), err)
+	}
+	return nil
+}
+
+// jobColumns are job rows as the columns UpsertJobRows takes.
+type jobColumns struct {
+	ids, namespaces, capabilities, statuses, agents, priorities  []string
+	bizCodes, errors, traces, parents, roots, callbacks, replays []string
+	attempts, maxAttempts, versions                              []int32
+	submitted, updated                                           []time.Time
+	finished                                                     []*time.Time
+	done                                                         []bool
+}
+
+func (c *jobColumns) add(id string, row *jobRow) {
+	j := row.job
+	c.ids = append(c.ids, id)
+	c.namespaces = append(c.namespaces, j.Namespace)
+	c.capabilities = append(c.capabilities, j.Capability)
+	c.statuses = append(c.statuses, string(j.Status))
+	c.agents = append(c.agents, j.AgentID)
+	c.attempts = append(c.attempts, int32(j.Attempts))
+	c.maxAttempts = append(c.maxAttempts, int32(j.MaxAttempts))
+	c.priorities = append(c.priorities, string(j.Priority))
+	c.bizCodes = append(c.bizCodes, j.BizCode)
+	c.errors = append(c.errors, j.Error)
+	c.traces = append(c.traces, row.traceID)
+	c.parents = append(c.parents, j.ParentJobID)
+	c.roots = append(c.roots, j.RootJobID)
+	c.versions = append(c.versions, int32(j.Version))
+	c.submitted = append(c.submitted, row.submittedAt)
+	c.updated = append(c.updated, row.updatedAt)
+	c.finished = append(c.finished, row.finishedAt)
+	c.callbacks = append(c.callbacks, j.CallbackURL)
+	c.done = append(c.done, j.CallbackAcked || j.CallbackGaveUp)
+	c.replays = append(c.replays, j.ReplayOf)
 }
 
 func loadJobRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*jobRow, error) {

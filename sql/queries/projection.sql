@@ -45,17 +45,27 @@ INSERT INTO agent_stats_hour AS s (agent_id, capability, bucket, namespace, atte
 -- Empties the jobs read model before a rebuild.
 TRUNCATE jobs;
 
--- name: UpsertJobRow
--- Writes a job's row of the jobs read model as folded so far.
+-- name: UpsertJobRows
+-- Writes the jobs read model's rows of a batch's jobs as folded so far, in
+-- one statement ($1..$20 are parallel arrays, one element a job; '' is NULL).
 INSERT INTO jobs (job_id, namespace, capability, status, agent_id, attempts, max_attempts,
         priority, biz_code, error, trace_id, parent_job_id, root_job_id, version,
         submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of)
-    VALUES ($1, $2, $3, $4, nullif($5, ''), $6, $7, $8, nullif($9, ''), nullif($10, ''), nullif($11, ''),
-        nullif($12, '')::uuid, nullif($13, '')::uuid, $14, $15, $16, $17, nullif($18, ''), $19, nullif($20, '')::uuid)
-    ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, agent_id = excluded.agent_id,
-        attempts = excluded.attempts, biz_code = excluded.biz_code, error = excluded.error,
-        version = excluded.version, updated_at = excluded.updated_at, finished_at = excluded.finished_at,
-        callback_done = excluded.callback_done;
+SELECT u.job_id, u.namespace, u.capability, u.status, nullif(u.agent_id, ''), u.attempts, u.max_attempts,
+        u.priority, nullif(u.biz_code, ''), nullif(u.error, ''), nullif(u.trace_id, ''),
+        nullif(u.parent_job_id, '')::uuid, nullif(u.root_job_id, '')::uuid, u.version,
+        u.submitted_at, u.updated_at, u.finished_at, nullif(u.callback_url, ''), u.callback_done, nullif(u.replay_of, '')::uuid
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[],
+        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::int[],
+        $15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::text[], $19::bool[], $20::text[])
+    AS u(job_id, namespace, capability, status, agent_id, attempts, max_attempts,
+        priority, biz_code, error, trace_id, parent_job_id, root_job_id, version,
+        submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of)
+ORDER BY u.job_id
+ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, agent_id = excluded.agent_id,
+    attempts = excluded.attempts, biz_code = excluded.biz_code, error = excluded.error,
+    version = excluded.version, updated_at = excluded.updated_at, finished_at = excluded.finished_at,
+    callback_done = excluded.callback_done;
 
 -- name: LoadJobRows
 -- The jobs read model's rows of some jobs, to fold a batch onto.

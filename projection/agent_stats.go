@@ -296,15 +296,8 @@ func writeStats(ctx context.Context, tx pgx.Tx, acc map[statsKey]*statsRow) erro
 		}
 		b.Queue(query,
 			k.agent, k.capability, k.bucket, row.namespace, row.attempted, row.delivered, row.succeeded, row.failed,
-			row.timedOut, row.deadLettered, nonNilFloats(row.deliveryMS), nonNilFloats(row.resultMS),
+			row.timedOut, row.deadLettered, domain.LatencyHistogram(row.deliveryMS), domain.LatencyHistogram(row.resultMS),
 			row.directAttempted, row.directDelivered, row.directSucceeded, row.directFailed)
 	}
 	return tx.SendBatch(ctx, b).Close()
-}
-
-func nonNilFloats(f []float64) []float64 {
-	if f == nil {
-		return []float64{}
-	}
-	return f
 }

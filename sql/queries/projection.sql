@@ -6,36 +6,43 @@
 TRUNCATE agent_stats_minute, agent_stats_hour;
 
 -- name: UpsertAgentStatsMinute
--- Adds a batch's counts and latency histograms to an agent's minute bucket.
+-- Adds a batch's counts and latency histograms (domain.LatencyHistogram,
+-- added element by element in the statement itself: no SQL function to
+-- plan a call) to an agent's minute bucket.
 INSERT INTO agent_stats_minute AS s (agent_id, capability, bucket, namespace, attempted, delivered, succeeded,
         failed, timed_out, dead_lettered, delivery_hist, result_hist,
         direct_attempted, direct_delivered, direct_succeeded, direct_failed)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, reach_hist_of($11::float8[]), reach_hist_of($12::float8[]),
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::int[], $12::int[],
         $13, $14, $15, $16)
     ON CONFLICT (namespace, agent_id, capability, bucket) DO UPDATE SET
         attempted = s.attempted + excluded.attempted, delivered = s.delivered + excluded.delivered,
         succeeded = s.succeeded + excluded.succeeded, failed = s.failed + excluded.failed,
         timed_out = s.timed_out + excluded.timed_out, dead_lettered = s.dead_lettered + excluded.dead_lettered,
-        delivery_hist = reach_hist_add(s.delivery_hist, excluded.delivery_hist),
-        result_hist = reach_hist_add(s.result_hist, excluded.result_hist),
+        delivery_hist = (SELECT array_agg(coalesce(x, 0) + coalesce(y, 0) ORDER BY i)
+            FROM unnest(s.delivery_hist, excluded.delivery_hist) WITH ORDINALITY AS u(x, y, i)),
+        result_hist = (SELECT array_agg(coalesce(x, 0) + coalesce(y, 0) ORDER BY i)
+            FROM unnest(s.result_hist, excluded.result_hist) WITH ORDINALITY AS u(x, y, i)),
         direct_attempted = s.direct_attempted + excluded.direct_attempted,
         direct_delivered = s.direct_delivered + excluded.direct_delivered,
         direct_succeeded = s.direct_succeeded + excluded.direct_succeeded,
         direct_failed = s.direct_failed + excluded.direct_failed;
 
 -- name: UpsertAgentStatsHour
--- Adds a batch's counts and latency histograms to an agent's hour bucket.
+-- Adds a batch's counts and latency histograms to an agent's hour bucket,
+-- as UpsertAgentStatsMinute does.
 INSERT INTO agent_stats_hour AS s (agent_id, capability, bucket, namespace, attempted, delivered, succeeded,
         failed, timed_out, dead_lettered, delivery_hist, result_hist,
         direct_attempted, direct_delivered, direct_succeeded, direct_failed)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, reach_hist_of($11::float8[]), reach_hist_of($12::float8[]),
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::int[], $12::int[],
         $13, $14, $15, $16)
     ON CONFLICT (namespace, agent_id, capability, bucket) DO UPDATE SET
         attempted = s.attempted + excluded.attempted, delivered = s.delivered + excluded.delivered,
         succeeded = s.succeeded + excluded.succeeded, failed = s.failed + excluded.failed,
         timed_out = s.timed_out + excluded.timed_out, dead_lettered = s.dead_lettered + excluded.dead_lettered,
-        delivery_hist = reach_hist_add(s.delivery_hist, excluded.delivery_hist),
-        result_hist = reach_hist_add(s.result_hist, excluded.result_hist),
+        delivery_hist = (SELECT array_agg(coalesce(x, 0) + coalesce(y, 0) ORDER BY i)
+            FROM unnest(s.delivery_hist, excluded.delivery_hist) WITH ORDINALITY AS u(x, y, i)),
+        result_hist = (SELECT array_agg(coalesce(x, 0) + coalesce(y, 0) ORDER BY i)
+            FROM unnest(s.result_hist, excluded.result_hist) WITH ORDINALITY AS u(x, y, i)),
         direct_attempted = s.direct_attempted + excluded.direct_attempted,
         direct_delivered = s.direct_delivered + excluded.direct_delivered,
         direct_succeeded = s.direct_succeeded + excluded.direct_succeeded,

@@ -33,6 +33,10 @@ const callbacksNow = 32
 // already. cause is what the events record as their causation.
 func (s *Service) callBackNow(ctx context.Context, l *Loaded, cause string) {
 	ctx = context.WithoutCancel(ctx) // it outlives the request that ended the job
+	// A fold of its own: recording the callback's outcome moves it on,
+	// while the caller (a result's request) still answers from l.
+	own := *l
+	l = &own
 	select {
 	case s.sending <- struct{}{}:
 	default:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,6 +21,7 @@ import (
 
 var (
 	qCountSlotsOfAgents = queries.Must("CountSlotsOfAgents")
+	qLockJobTimer       = queries.Must("LockJobTimer")
 	qTransactionTime    = queries.Must("TransactionTime")
 )
 
@@ -168,17 +170,14 @@ type writer struct {
 func (s *Service) startWriter(ctx context.Context, workers int) {
 	wr := &writer{s: s, items: make(chan *write), stopped: make(chan struct{}), maxBatch: 200}
 	s.writer = wr
-	running := make(chan struct{}, max(workers, 1))
+	var running sync.WaitGroup
 	for range max(workers, 1) {
-		running <- struct{}{}
-		go func() {
-			wr.run(ctx)
-			<-running
-			if len(running) == 0 {
-				close(wr.stopped) // the last one out: writes commit alone from now on
-			}
-		}()
+		running.Go(func() { wr.run(ctx) })
 	}
+	go func() {
+		running.Wait()
+		close(wr.stopped) // every worker is out: writes commit alone from now on
+	}()
 }
 
 func (wr *writer) run(ctx context.Context) {
@@ -386,6 +385,7 @@ func (s *Service) queueRiverWrites(ctx context.Context, tx pgx.Tx, ws []*write, 
 // deleted first.
 func (s *Service) queueWrite(b *pgx.Batch, w *write) error {
 	l := w.l
+	b.Queue(qLockJobTimer, l.JobID)
 	if c := w.slot; c != nil {
 		b.Queue(qTakeAgentSlot, l.JobID, c.agent.Namespace, c.agent.ID, c.attempt)
 	}

@@ -103,7 +103,7 @@ func (m *Main) URL() string { return m.app.URL() }
 func (m *Main) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(m.Stderr, usage)
-		return errUsage
+		return fmt.Errorf("%w: agentreach COMMAND [flags]", errUsage)
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
@@ -141,8 +141,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	default:
-		fmt.Fprintf(m.Stderr, "unknown command %q\n\n%s", cmd, usage)
-		return errUsage
+		fmt.Fprint(m.Stderr, usage)
+		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
 }
 

@@ -86,7 +86,9 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 	var dsn string
 	fs := m.newFlagSet("projections")
 	cli.SecretVar(fs, &dsn, "database-url", m.Getenv("DATABASE_URL"),
-		"the database the service uses (env DATABASE_URL; required: `agentreach dev` prints its URL as Database)")
+		// No backquotes here: the flag package takes a quoted word of the
+		// usage for the name of the flag's value.
+		"the database the service uses (env DATABASE_URL; required: agentreach dev prints its URL as Database)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	chosen, err := cli.ParseProjections(fs, args)
 	if err != nil {

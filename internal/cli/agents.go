@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -135,6 +137,10 @@ func Agents(ctx context.Context, env Env, args []string) error {
 	if err := ParseFlags(fs.FlagSet, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 { // not a list with a word the flag package stopped at
+		return fmt.Errorf("%w: unknown agents command %q: agentreach agents [--namespace NS] [--capability C] [--state S], "+
+			"or agents drain|down|up|update AGENT_ID", ErrUsage, fs.Arg(0))
+	}
 	for k, v := range map[string]string{"namespace": *ns, "capability": *capability, "state": *state} {
 		if v != "" {
 			q.Set(k, v)
@@ -176,19 +182,24 @@ func Agents(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
-// Dig shows one agent in depth: agentreach dig AGENT_ID [--json].
+// Dig shows one agent in depth: agentreach dig AGENT_ID [--namespace NS] [--json].
 func Dig(ctx context.Context, env Env, args []string) error {
 	fs, c := APIFlags(env, "dig")
+	ns := fs.String("namespace", "", "the agent's namespace, when its id is in several")
 	pos, err := fs.ParsePositional(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("%w: agentreach dig AGENT_ID [--json] [--server URL]", ErrUsage)
+		return fmt.Errorf("%w: agentreach dig AGENT_ID [--namespace NS] [--json] [--server URL]", ErrUsage)
+	}
+	q := url.Values{}
+	if *ns != "" {
+		q.Set("namespace", *ns)
 	}
 	var raw json.RawMessage
-	if err := c.Get(ctx, "/v1/agents/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
-		return err
+	if err := c.Get(ctx, "/v1/agents/"+url.PathEscape(pos[0]), q, &raw); err != nil {
+		return namespaceHint(err)
 	}
 	if fs.JSON {
 		return PrintRaw(env.Stdout, raw)
@@ -237,7 +248,10 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		row("aliases", "%s", strings.Join(a.Aliases, ", "))
 	}
 	row("load", "%d in flight (max %s)", a.InFlight, maxText(a.MaxConcurrent))
-	breaker := fmt.Sprintf("%s, %.0f%% errors over %d attempts", a.Breaker.State, 100*a.Breaker.ErrorRate, a.Breaker.Attempts)
+	breaker := a.Breaker.State + ", no attempts yet: no error rate" // n/a, not 0 %
+	if a.Breaker.Attempts > 0 {
+		breaker = fmt.Sprintf("%s, %.0f%% errors over %d attempts", a.Breaker.State, 100*a.Breaker.ErrorRate, a.Breaker.Attempts)
+	}
 	if a.Breaker.RetryAt != nil {
 		breaker += ", probe at " + a.Breaker.RetryAt.Format(time.RFC3339)
 	}
@@ -252,6 +266,16 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		row("context", "%s", b)
 	}
 	return tw.Flush()
+}
+
+// namespaceHint adds to the API's answer that an agent id is in several
+// namespaces the flag that names one (the API says "?namespace=").
+func namespaceHint(err error) error {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && apiErr.Field == "namespace" {
+		return fmt.Errorf("%w (on the command line: --namespace NS)", err)
+	}
+	return err
 }
 
 // rate shows a share of n attempts, "n/a" when there were none: a rate of

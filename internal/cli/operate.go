@@ -57,7 +57,7 @@ func Operate(ctx context.Context, env Env, action string, args []string) error {
 	}
 	var raw json.RawMessage
 	if err := c.Do(ctx, method, path, body, &raw); err != nil {
-		return err
+		return namespaceHint(err)
 	}
 	if fs.JSON {
 		return PrintRaw(env.Stdout, raw)

@@ -385,8 +385,15 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err := m.app.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprint(m.Stdout, devBanner(m.app.URL(), db, dataDir, keyNote))
-	close(m.started)
+	// The banner says dev is running once it is: the schema current, so
+	// the commands it points to answer at once (until then the log says
+	// why the database is not ready).
+	select {
+	case <-m.app.SchemaReady():
+		fmt.Fprint(m.Stdout, devBanner(m.app.URL(), db, dataDir, keyNote))
+		close(m.started)
+	case <-ctx.Done():
+	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

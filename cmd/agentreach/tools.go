@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -104,7 +105,10 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	if err := arsql.Check(ctx, pool); err != nil {
-		return fmt.Errorf("database at %s: %w (is it the service's? `agentreach migrate` brings a new one up to date)", redact(dsn), err)
+		if errors.Is(err, arsql.ErrNotMigrated) {
+			return fmt.Errorf("database at %s: %w (is it the service's? `agentreach migrate` brings a new one up to date)", redact(dsn), err)
+		}
+		return fmt.Errorf("database at %s: %w", redact(dsn), err)
 	}
 	env := m.cliEnv()
 	rep, err := cli.RebuildProjections(ctx, env, pool, env.Logger(), chosen)

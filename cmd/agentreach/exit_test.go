@@ -263,6 +263,7 @@ func TestCLINamespaces(t *testing.T) {
 	require.Equal(t, "ns-other", job.Namespace)
 	require.Equal(t, "SUCCESS", job.Status)
 	require.NotEmpty(t, job.JobID)
+	waitProjected(t, svc) // jobs list reads the jobs read model
 	code, out, errOut = runMain(t, env, "jobs", "list", "--namespace", "ns-other", "--json")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, job.JobID)

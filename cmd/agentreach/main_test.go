@@ -299,6 +299,8 @@ func TestVersionAndUsage(t *testing.T) {
 	m.Stdout, m.Stderr = out, out
 	require.NoError(t, m.Run(context.Background(), []string{"version"}))
 	require.Contains(t, out.String(), "agentreach "+version)
-	require.ErrorIs(t, m.Run(context.Background(), []string{"frobnicate"}), errUsage)
-	require.Contains(t, out.String(), `unknown command "frobnicate"`)
+	err := m.Run(context.Background(), []string{"frobnicate"})
+	require.ErrorIs(t, err, errUsage)
+	require.Contains(t, err.Error(), `unknown command "frobnicate"`) // main prints it after the usage
+	require.Contains(t, out.String(), "Usage:")
 }

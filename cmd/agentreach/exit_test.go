@@ -121,12 +121,17 @@ func TestHelpAndUsageExitStatuses(t *testing.T) {
 	}
 	_, _, errOut := runMain(t, env)
 	require.Contains(t, errOut, "agentreach: usage: agentreach COMMAND [flags]", "not a bare \"usage\"")
-	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"version"}, {"jobs", "help"}, {"keys", "help"}, {"projections", "help"}} {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"version"}, {"jobs", "help"}, {"keys", "help"}, {"projections", "help"},
+		{"agents", "help"}} {
 		code, out, errOut := runMain(t, env, args...)
 		require.Equal(t, 0, code, "%v: %s%s", args, out, errOut)
 		requireNoSecret(t, strings.Join(args, " "), out, errOut)
 	}
-	_, out, _ := runMain(t, env, "jobs", "-h")
+	_, out, _ := runMain(t, env, "agents", "-h")
+	require.Contains(t, out, "agentreach agents drain AGENT_ID", "agents -h names its subcommands")
+	_, _, errOut = runMain(t, env, "dig", "-h")
+	require.Contains(t, errOut, "agentreach dig AGENT_ID", "dig -h says it takes an agent id")
+	_, out, _ = runMain(t, env, "jobs", "-h")
 	require.Contains(t, out, "agentreach jobs submit --capability C")
 	require.Contains(t, out, "exits 3 when the job ends in another status than SUCCESS")
 }

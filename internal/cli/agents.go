@@ -121,15 +121,40 @@ func NextLeaseChange(state string, lastHeartbeat time.Time, ttl time.Duration, n
 	return to + " " + Until(at, now) + " without a heartbeat"
 }
 
+const agentsHelp = `agentreach agents: list agents, and an operator's actions on one (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
+
+  agentreach agents [--namespace NS] [--capability C] [--state S]
+  agentreach agents drain AGENT_ID [--reason R]   no new work; what it holds finishes, then OFFLINE
+  agentreach agents down AGENT_ID [--reason R]    confirm it down: no traffic until up or a new registration
+  agentreach agents up AGENT_ID [--reason R]      end its probe window, or lift a down or a drain
+  agentreach agents update AGENT_ID [--weight N] [--rollout-percent N] [--max-concurrent N] [--aliases a,b]
+  agentreach dig AGENT_ID                         everything about one agent
+
+An agent id registered in several namespaces is named with --namespace.
+Every command takes --server, --key and --json (the service's answer, as
+the API gives it). "agentreach agents COMMAND -h" lists a command's flags.
+
+`
+
+// usageWith makes fs print text, then its flags, as its usage.
+func usageWith(fs *Flags, text string) *Flags {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), text); fs.PrintDefaults() }
+	return fs
+}
+
 // Agents lists agents: agentreach agents [--namespace] [--capability] [--state] [--json].
 func Agents(ctx context.Context, env Env, args []string) error {
 	if len(args) > 0 {
-		switch args[0] {
-		case "drain", "down", "up", "update":
+		switch {
+		case IsHelp(args[0]):
+			fmt.Fprint(env.Stdout, agentsHelp)
+			return nil
+		case args[0] == "drain", args[0] == "down", args[0] == "up", args[0] == "update":
 			return Operate(ctx, env, args[0], args[1:])
 		}
 	}
 	fs, c := APIFlags(env, "agents")
+	usageWith(fs, agentsHelp)
 	q := url.Values{}
 	ns := fs.String("namespace", "", "only this namespace")
 	capability := fs.String("capability", "", "only agents with this capability")
@@ -185,6 +210,7 @@ func Agents(ctx context.Context, env Env, args []string) error {
 // Dig shows one agent in depth: agentreach dig AGENT_ID [--namespace NS] [--json].
 func Dig(ctx context.Context, env Env, args []string) error {
 	fs, c := APIFlags(env, "dig")
+	usageWith(fs, "agentreach dig AGENT_ID [--namespace NS] [--json]: everything about one agent (state, lease, breaker, route hits, recent outcomes)\n\n")
 	ns := fs.String("namespace", "", "the agent's namespace, when its id is in several")
 	pos, err := fs.ParsePositional(args)
 	if err != nil {

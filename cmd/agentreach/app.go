@@ -55,6 +55,7 @@ type App struct {
 	listener  net.Listener
 
 	migrated     atomic.Bool
+	schemaReady  chan struct{} // closed once migrated is set
 	riverStarted atomic.Bool
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
@@ -62,8 +63,12 @@ type App struct {
 
 // NewApp returns an App that Start will bring up.
 func NewApp(cfg Config, logger *slog.Logger) *App {
-	return &App{cfg: cfg, logger: logger}
+	return &App{cfg: cfg, logger: logger, schemaReady: make(chan struct{})}
 }
+
+// SchemaReady is closed once the schema is current: from then on the API
+// answers (/readyz is 200 while the database does).
+func (a *App) SchemaReady() <-chan struct{} { return a.schemaReady }
 
 // Start listens at once (so /healthz answers and /readyz says why it is not
 // ready), then migrates in the background, retrying until the database
@@ -209,6 +214,7 @@ func (a *App) background(ctx context.Context) {
 		}
 	}
 	a.migrated.Store(true)
+	close(a.schemaReady)
 	a.logger.Info("schema is current")
 	a.goRun(func() { a.store.RunNotifier(ctx, a.logger) })
 	a.goRun(func() { a.store.RunListener(ctx, a.logger) })

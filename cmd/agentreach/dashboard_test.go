@@ -195,6 +195,8 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Contains(t, second, "HTTP 200")
 	require.Regexp(t, `\+\d+(\.\d+)? (ms|s)`, second, "the time since the step before")
 	require.Contains(t, text(`section[data-group="submitted"]`), "SUBMITTED")
+	require.Contains(t, text(`section[data-group="submitted"] h3`), "· 1 event", "one event, not \"1 events\"")
+	require.NotContains(t, text(`section[data-group="submitted"] h3`), "1 events")
 	var rawOpen int
 	eval(`document.querySelectorAll('#timeline details.raw[open]').length`, &rawOpen)
 	require.Zero(t, rawOpen, "the raw events are folded")

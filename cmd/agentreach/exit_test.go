@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -107,17 +110,28 @@ func TestHelpAndUsageExitStatuses(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{nil, {"frobnicate"}, {"jobs", "frobnicate"}, {"keys", "frobnicate"}, {"projections", "frobnicate"},
-		{"jobs", "get"}, {"dig"}, {"serve", "--rate-limit", "lots"}} {
+		{"agents", "frobnicate"}, {"jobs", "get"}, {"dig"}, {"dig", "a", "b"}, {"serve", "--rate-limit", "lots"}} {
 		code, out, errOut := runMain(t, env, args...)
 		require.Equal(t, 2, code, "%v: %s%s", args, out, errOut)
 		requireNoSecret(t, strings.Join(args, " "), out, errOut)
+		if len(args) > 0 && args[len(args)-1] == "frobnicate" {
+			require.Equal(t, 1, strings.Count(errOut, `unknown `), "%v says it once", args)
+			require.Contains(t, errOut, `command "frobnicate"`, "%v names the word", args)
+		}
 	}
-	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"version"}, {"jobs", "help"}, {"keys", "help"}, {"projections", "help"}} {
+	_, _, errOut := runMain(t, env)
+	require.Contains(t, errOut, "agentreach: usage: agentreach COMMAND [flags]", "not a bare \"usage\"")
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"version"}, {"jobs", "help"}, {"keys", "help"}, {"projections", "help"},
+		{"agents", "help"}} {
 		code, out, errOut := runMain(t, env, args...)
 		require.Equal(t, 0, code, "%v: %s%s", args, out, errOut)
 		requireNoSecret(t, strings.Join(args, " "), out, errOut)
 	}
-	_, out, _ := runMain(t, env, "jobs", "-h")
+	_, out, _ := runMain(t, env, "agents", "-h")
+	require.Contains(t, out, "agentreach agents drain AGENT_ID", "agents -h names its subcommands")
+	_, _, errOut = runMain(t, env, "dig", "-h")
+	require.Contains(t, errOut, "agentreach dig AGENT_ID", "dig -h says it takes an agent id")
+	_, out, _ = runMain(t, env, "jobs", "-h")
 	require.Contains(t, out, "agentreach jobs submit --capability C")
 	require.Contains(t, out, "exits 3 when the job ends in another status than SUCCESS")
 }
@@ -134,6 +148,9 @@ func TestErrorsPrintNoSecret(t *testing.T) {
 		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
 		require.NotEmpty(t, errOut)
 		requireNoSecret(t, strings.Join(args, " "), out, errOut)
+		if args[0] == "projections" {
+			require.NotContains(t, errOut, "agentreach migrate", "a database that does not answer is not one to migrate")
+		}
 	}
 	for _, dsn := range []string{
 		"postgres://u:" + secretPassword + "@127.0.0.1:5432/db",
@@ -162,6 +179,7 @@ func TestProjectionsRebuildNamesItsDatabase(t *testing.T) {
 	require.Contains(t, help, "-json")
 	require.NotContains(t, help, "-rate-limit", "only its own flags")
 	require.NotContains(t, help, "-admin-key")
+	require.Contains(t, help, "  -database-url value\n", "no word of its usage taken for the value's name")
 
 	dsn := newDatabase(t)
 	code, _, errOut = runMain(t, map[string]string{"DATABASE_URL": dsn}, "migrate")
@@ -210,6 +228,53 @@ func TestDigWithoutAttempts(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "0 attempted, 0 delivered, 0 succeeded, 0 failed, 0 timed out (reach n/a, success n/a)")
 	require.NotContains(t, out, "0.0%")
+}
+
+// TestCLINamespaces: an agent id in two namespaces is named by dig and the
+// operator's actions with --namespace (the API's 409 says which flag), and
+// jobs submit and list take --namespace too.
+func TestCLINamespaces(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	a := newTestAgent(t, base, "ns-twin", "ns.work", 50, answer("SUCCESS", ""))
+	postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":"ns-twin","namespace":"ns-other","capabilities":["ns.work"],"endpoint":%q,"ttl_seconds":20}`,
+		a.srv.URL+"/deliver"), http.StatusCreated, nil)
+	env := map[string]string{"AGENTREACH_URL": base}
+	for _, args := range [][]string{{"dig", "ns-twin"}, {"agents", "down", "ns-twin"}} {
+		code, out, errOut := runMain(t, env, args...)
+		require.Equal(t, 1, code, "%v: %s%s", args, out, errOut)
+		require.Contains(t, errOut, "conflict (HTTP 409)", args)
+		require.Contains(t, errOut, "--namespace NS", "%v names the flag", args)
+	}
+	code, out, errOut := runMain(t, env, "dig", "ns-twin", "--namespace", "ns-other")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "ns-twin (namespace ns-other)")
+	require.Contains(t, out, "no attempts yet: no error rate", "the breaker's rate of nothing is no figure")
+
+	waitFor(t, 20*time.Second, "ns-other/ns-twin HEALTHY", func() bool {
+		var st struct{ State string }
+		getJSON(t, base+"/v1/agents/ns-twin?namespace=ns-other", http.StatusOK, &st)
+		return st.State == "HEALTHY"
+	})
+	code, out, errOut = runMain(t, env, "jobs", "submit", "--namespace", "ns-other", "--capability", "ns.work", "--wait", "--json")
+	require.Equal(t, 0, code, errOut)
+	var job struct {
+		JobID     string `json:"job_id"`
+		Namespace string `json:"namespace"`
+		Status    string `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &job), out)
+	require.Equal(t, "ns-other", job.Namespace)
+	require.Equal(t, "SUCCESS", job.Status)
+	require.NotEmpty(t, job.JobID)
+	waitProjected(t, svc) // jobs list reads the jobs read model
+	code, out, errOut = runMain(t, env, "jobs", "list", "--namespace", "ns-other", "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, job.JobID)
+	code, out, errOut = runMain(t, env, "jobs", "list", "--namespace", "default", "--json")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, job.JobID)
 }
 
 // TestMockAgentNeedsAKey: against a service with authentication on,

@@ -103,7 +103,7 @@ func (m *Main) URL() string { return m.app.URL() }
 func (m *Main) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(m.Stderr, usage)
-		return errUsage
+		return fmt.Errorf("%w: agentreach COMMAND [flags]", errUsage)
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
@@ -141,8 +141,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	default:
-		fmt.Fprintf(m.Stderr, "unknown command %q\n\n%s", cmd, usage)
-		return errUsage
+		fmt.Fprint(m.Stderr, usage)
+		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
 }
 
@@ -385,8 +385,15 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err := m.app.Start(ctx); err != nil {
 		return err
 	}
-	fmt.Fprint(m.Stdout, devBanner(m.app.URL(), db, dataDir, keyNote))
-	close(m.started)
+	// The banner says dev is running once it is: the schema current, so
+	// the commands it points to answer at once (until then the log says
+	// why the database is not ready).
+	select {
+	case <-m.app.SchemaReady():
+		fmt.Fprint(m.Stdout, devBanner(m.app.URL(), db, dataDir, keyNote))
+		close(m.started)
+	case <-ctx.Done():
+	}
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -86,7 +87,9 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 	var dsn string
 	fs := m.newFlagSet("projections")
 	cli.SecretVar(fs, &dsn, "database-url", m.Getenv("DATABASE_URL"),
-		"the database the service uses (env DATABASE_URL; required: `agentreach dev` prints its URL as Database)")
+		// No backquotes here: the flag package takes a quoted word of the
+		// usage for the name of the flag's value.
+		"the database the service uses (env DATABASE_URL; required: agentreach dev prints its URL as Database)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	chosen, err := cli.ParseProjections(fs, args)
 	if err != nil {
@@ -102,7 +105,10 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	if err := arsql.Check(ctx, pool); err != nil {
-		return fmt.Errorf("database at %s: %w (is it the service's? `agentreach migrate` brings a new one up to date)", redact(dsn), err)
+		if errors.Is(err, arsql.ErrNotMigrated) {
+			return fmt.Errorf("database at %s: %w (is it the service's? `agentreach migrate` brings a new one up to date)", redact(dsn), err)
+		}
+		return fmt.Errorf("database at %s: %w", redact(dsn), err)
 	}
 	env := m.cliEnv()
 	rep, err := cli.RebuildProjections(ctx, env, pool, env.Logger(), chosen)

@@ -640,7 +640,7 @@ function timeline(events, job) {
         el("details", { class: "raw" }, el("summary", {}, "raw event"), el("pre", {}, JSON.stringify({ data, metadata: e.metadata }, null, 1))));
     });
     out.push(el("section", { class: "group", "data-group": g.key },
-      el("h3", {}, ...title, el("span", { class: "muted" }, " · " + g.events.length + " events" + (g.events.length > 1 ? " over " + span(took).slice(1) : ""))),
+      el("h3", {}, ...title, el("span", { class: "muted" }, " · " + g.events.length + (g.events.length === 1 ? " event" : " events") + (g.events.length > 1 ? " over " + span(took).slice(1) : ""))),
       g.attempt ? answerOf(g) : null, el("ol", { class: "timeline" }, items)));
   }
   return out;

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -119,21 +121,50 @@ func NextLeaseChange(state string, lastHeartbeat time.Time, ttl time.Duration, n
 	return to + " " + Until(at, now) + " without a heartbeat"
 }
 
+const agentsHelp = `agentreach agents: list agents, and an operator's actions on one (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
+
+  agentreach agents [--namespace NS] [--capability C] [--state S]
+  agentreach agents drain AGENT_ID [--reason R]   no new work; what it holds finishes, then OFFLINE
+  agentreach agents down AGENT_ID [--reason R]    confirm it down: no traffic until up or a new registration
+  agentreach agents up AGENT_ID [--reason R]      end its probe window, or lift a down or a drain
+  agentreach agents update AGENT_ID [--weight N] [--rollout-percent N] [--max-concurrent N] [--aliases a,b]
+  agentreach dig AGENT_ID                         everything about one agent
+
+An agent id registered in several namespaces is named with --namespace.
+Every command takes --server, --key and --json (the service's answer, as
+the API gives it). "agentreach agents COMMAND -h" lists a command's flags.
+
+`
+
+// usageWith makes fs print text, then its flags, as its usage.
+func usageWith(fs *Flags, text string) *Flags {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), text); fs.PrintDefaults() }
+	return fs
+}
+
 // Agents lists agents: agentreach agents [--namespace] [--capability] [--state] [--json].
 func Agents(ctx context.Context, env Env, args []string) error {
 	if len(args) > 0 {
-		switch args[0] {
-		case "drain", "down", "up", "update":
+		switch {
+		case IsHelp(args[0]):
+			fmt.Fprint(env.Stdout, agentsHelp)
+			return nil
+		case args[0] == "drain", args[0] == "down", args[0] == "up", args[0] == "update":
 			return Operate(ctx, env, args[0], args[1:])
 		}
 	}
 	fs, c := APIFlags(env, "agents")
+	usageWith(fs, agentsHelp)
 	q := url.Values{}
 	ns := fs.String("namespace", "", "only this namespace")
 	capability := fs.String("capability", "", "only agents with this capability")
 	state := fs.String("state", "", "only agents in this state")
 	if err := ParseFlags(fs.FlagSet, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 { // not a list with a word the flag package stopped at
+		return fmt.Errorf("%w: unknown agents command %q: agentreach agents [--namespace NS] [--capability C] [--state S], "+
+			"or agents drain|down|up|update AGENT_ID", ErrUsage, fs.Arg(0))
 	}
 	for k, v := range map[string]string{"namespace": *ns, "capability": *capability, "state": *state} {
 		if v != "" {
@@ -176,19 +207,25 @@ func Agents(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
-// Dig shows one agent in depth: agentreach dig AGENT_ID [--json].
+// Dig shows one agent in depth: agentreach dig AGENT_ID [--namespace NS] [--json].
 func Dig(ctx context.Context, env Env, args []string) error {
 	fs, c := APIFlags(env, "dig")
+	usageWith(fs, "agentreach dig AGENT_ID [--namespace NS] [--json]: everything about one agent (state, lease, breaker, route hits, recent outcomes)\n\n")
+	ns := fs.String("namespace", "", "the agent's namespace, when its id is in several")
 	pos, err := fs.ParsePositional(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("%w: agentreach dig AGENT_ID [--json] [--server URL]", ErrUsage)
+		return fmt.Errorf("%w: agentreach dig AGENT_ID [--namespace NS] [--json] [--server URL]", ErrUsage)
+	}
+	q := url.Values{}
+	if *ns != "" {
+		q.Set("namespace", *ns)
 	}
 	var raw json.RawMessage
-	if err := c.Get(ctx, "/v1/agents/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
-		return err
+	if err := c.Get(ctx, "/v1/agents/"+url.PathEscape(pos[0]), q, &raw); err != nil {
+		return namespaceHint(err)
 	}
 	if fs.JSON {
 		return PrintRaw(env.Stdout, raw)
@@ -237,7 +274,10 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		row("aliases", "%s", strings.Join(a.Aliases, ", "))
 	}
 	row("load", "%d in flight (max %s)", a.InFlight, maxText(a.MaxConcurrent))
-	breaker := fmt.Sprintf("%s, %.0f%% errors over %d attempts", a.Breaker.State, 100*a.Breaker.ErrorRate, a.Breaker.Attempts)
+	breaker := a.Breaker.State + ", no attempts yet: no error rate" // n/a, not 0 %
+	if a.Breaker.Attempts > 0 {
+		breaker = fmt.Sprintf("%s, %.0f%% errors over %d attempts", a.Breaker.State, 100*a.Breaker.ErrorRate, a.Breaker.Attempts)
+	}
 	if a.Breaker.RetryAt != nil {
 		breaker += ", probe at " + a.Breaker.RetryAt.Format(time.RFC3339)
 	}
@@ -252,6 +292,16 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		row("context", "%s", b)
 	}
 	return tw.Flush()
+}
+
+// namespaceHint adds to the API's answer that an agent id is in several
+// namespaces the flag that names one (the API says "?namespace=").
+func namespaceHint(err error) error {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict && apiErr.Field == "namespace" {
+		return fmt.Errorf("%w (on the command line: --namespace NS)", err)
+	}
+	return err
 }
 
 // rate shows a share of n attempts, "n/a" when there were none: a rate of

@@ -109,7 +109,10 @@ const (
 			{"agent_id":"a1","score":120.5,"terms":[{"name":"exact_capability","value":100},{"name":"weight","value":20.5},{"name":"load","value":0}]},
 			{"agent_id":"a2","score":90,"terms":[{"name":"exact_capability","value":100},{"name":"suspect","value":-25},{"name":"weight","value":15}]}],
 			"rejected":[{"agent_id":"a3","reason":"state DOWN"}]}},"recorded_at":"2026-01-02T03:04:05.010Z"},
-		{"version":3,"type":"ROUTED","data":{"attempt":2,"agent_id":"","route":{"chosen":"","candidates":[],"rejected":[]}},"recorded_at":"2026-01-02T03:04:06Z"}]}`
+		{"version":3,"type":"ATTEMPT_FAILED","data":{"error":"warming up,\n try again","reason":"http_503","attempt":1,"agent_id":"a1",
+			"retry_at":"2026-01-02T03:04:05.100Z","latency_ms":2.061,"http_status":503},"recorded_at":"2026-01-02T03:04:05.020Z"},
+		{"version":4,"type":"ROUTED","data":{"attempt":2,"agent_id":"","route":{"chosen":"","candidates":[],"rejected":[]}},"recorded_at":"2026-01-02T03:04:06Z"},
+		{"version":5,"type":"DELIVERED","data":{"async":true,"attempt":3,"agent_id":"a2","latency_ms":4.6,"http_status":202},"recorded_at":"2026-01-02T03:04:07Z"}]}`
 )
 
 // fakeAPI answers the jobs routes with fixed jobs and records requests.
@@ -211,6 +214,9 @@ func TestJobs(t *testing.T) {
 	require.Regexp(t, `(?m)^\s+a2\s+90\.0\s+exact_capability \+100\.0, suspect -25\.0, weight \+15\.0$`, out)
 	require.Regexp(t, `(?m)^\s+a3\s+-\s+ruled out: state DOWN$`, out)
 	require.Contains(t, out, "attempt 2 to no agent\n       no candidate: no agent of namespace default offers c\n")
+	// What the agent answered each attempt, on its line.
+	require.Contains(t, out, "ATTEMPT_FAILED      attempt 1 at a1: HTTP 503 in 2.06 ms: warming up, try again [http_503], retry at 03:04:05.100\n")
+	require.Contains(t, out, "DELIVERED           attempt 3 at a2: HTTP 202 in 4.60 ms, accepted: the result comes later\n")
 	out, _, err = run("cancel", "j1", "--reason", "changed my mind")
 	require.NoError(t, err)
 	require.Equal(t, "j1 SUCCESS\n", out)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/agentreach/agentreach/sdk/client"
 )
@@ -50,6 +51,10 @@ func printEvents(w io.Writer, evs []client.Event) error {
 			_ = json.Unmarshal(e.Data, &d)
 			namespace, capability = d.Namespace, d.Capability
 		}
+		if e.Type == "DELIVERED" || e.Type == "ATTEMPT_FAILED" {
+			fmt.Fprintf(w, "%3d  %-12s  %-18s  %s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), e.Type, answerLine(e.Data))
+			continue
+		}
 		if e.Type != "ROUTED" {
 			fmt.Fprintf(w, "%3d  %-12s  %-18s  %s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), e.Type, shorten(string(e.Data), 100))
 			continue
@@ -68,6 +73,53 @@ func printEvents(w io.Writer, evs []client.Event) error {
 		}
 	}
 	return nil
+}
+
+// answerData is what the CLI reads of a DELIVERED or ATTEMPT_FAILED event:
+// what the agent answered the attempt.
+type answerData struct {
+	Attempt    int        `json:"attempt"`
+	AgentID    string     `json:"agent_id"`
+	HTTPStatus int        `json:"http_status"`
+	LatencyMS  *float64   `json:"latency_ms"`
+	Async      bool       `json:"async"`
+	Error      string     `json:"error"`
+	Reason     string     `json:"reason"`
+	RetryAt    *time.Time `json:"retry_at"`
+}
+
+// answerLine says what the agent answered an attempt: its HTTP status and
+// latency, the first bytes of the error, the reason and when it is retried
+// ("attempt 1 at a1: HTTP 503 in 2.06 ms: warming up [http_503], retry at
+// 03:04:05.100"); an event it cannot read is shown raw.
+func answerLine(data json.RawMessage) string {
+	var d answerData
+	if err := json.Unmarshal(data, &d); err != nil || d.Attempt == 0 {
+		return shorten(string(data), 100)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "attempt %d at %s:", d.Attempt, d.AgentID)
+	if d.HTTPStatus > 0 {
+		fmt.Fprintf(&b, " HTTP %d", d.HTTPStatus)
+	} else {
+		b.WriteString(" no HTTP answer")
+	}
+	if d.LatencyMS != nil {
+		fmt.Fprintf(&b, " in %.2f ms", *d.LatencyMS)
+	}
+	if d.Async {
+		b.WriteString(", accepted: the result comes later")
+	}
+	if msg := strings.Join(strings.Fields(d.Error), " "); msg != "" {
+		b.WriteString(": " + shorten(msg, 80))
+	}
+	if d.Reason != "" {
+		b.WriteString(" [" + d.Reason + "]")
+	}
+	if d.RetryAt != nil {
+		b.WriteString(", retry at " + d.RetryAt.Format("15:04:05.000"))
+	}
+	return b.String()
 }
 
 // printRoute writes one attempt's routing explanation, indented under its

@@ -14,10 +14,10 @@ import (
 
 const jobsHelp = `agentreach jobs: submit and follow jobs (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
 
-  agentreach jobs submit --capability C --payload JSON [--hint H] [--priority high|normal|low]
+  agentreach jobs submit --capability C --payload JSON [--namespace NS] [--hint H] [--priority high|normal|low]
                          [--callback-url URL] [--timeout 30s] [--max-attempts N] [--idempotency-key K] [--wait]
   agentreach jobs get JOB_ID
-  agentreach jobs list [--status S] [--capability C] [--agent A] [--limit N]
+  agentreach jobs list [--namespace NS] [--status S] [--capability C] [--agent A] [--limit N]
   agentreach jobs events JOB_ID
   agentreach jobs cancel JOB_ID [--reason R]
   agentreach jobs replay JOB_ID
@@ -101,6 +101,7 @@ func (j *jobsCommand) jobID() (string, error) {
 func (j *jobsCommand) submit(ctx context.Context) error {
 	fs := j.fs
 	capability := fs.String("capability", "", "the capability (required)")
+	namespace := fs.String("namespace", "", "the job's namespace (default: the key's, or default for a key of every namespace)")
 	payload := fs.String("payload", "{}", "the payload, JSON")
 	hint := fs.String("hint", "", "free text for routing")
 	priority := fs.String("priority", "", "high, normal or low")
@@ -120,7 +121,7 @@ func (j *jobsCommand) submit(ctx context.Context) error {
 	}
 	var sub client.Submitted
 	err := j.c.call(func(sc *client.Client) (err error) {
-		sub, err = sc.Submit(ctx, client.SubmitRequest{Capability: *capability, Payload: json.RawMessage(*payload), Hint: *hint,
+		sub, err = sc.Submit(ctx, client.SubmitRequest{Namespace: *namespace, Capability: *capability, Payload: json.RawMessage(*payload), Hint: *hint,
 			Priority: client.Priority(*priority), CallbackURL: *callback, MaxAttempts: *maxAttempts, TimeoutMS: timeout.Milliseconds(),
 			IdempotencyKey: *key})
 		return err
@@ -175,6 +176,7 @@ func (j *jobsCommand) get(ctx context.Context) error {
 
 func (j *jobsCommand) list(ctx context.Context) error {
 	fs := j.fs
+	namespace := fs.String("namespace", "", "only this namespace")
 	status := fs.String("status", "", "only this status")
 	capability := fs.String("capability", "", "only this capability")
 	agent := fs.String("agent", "", "only jobs of this agent")
@@ -183,7 +185,7 @@ func (j *jobsCommand) list(ctx context.Context) error {
 		return err
 	}
 	q := url.Values{}
-	for k, v := range map[string]string{"status": *status, "capability": *capability, "agent_id": *agent} {
+	for k, v := range map[string]string{"namespace": *namespace, "status": *status, "capability": *capability, "agent_id": *agent} {
 		if v != "" {
 			q.Set(k, v)
 		}

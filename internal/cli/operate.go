@@ -14,6 +14,7 @@ import (
 //	agentreach agents update AGENT_ID [--weight N] [--rollout-percent N] [--max-concurrent N] [--aliases a,b]
 func Operate(ctx context.Context, env Env, action string, args []string) error {
 	fs, c := APIFlags(env, "agents "+action)
+	usageWith(fs, agentsHelp)
 	ns := fs.String("namespace", "", "the agent's namespace, when its id is in several")
 	reason := fs.String("reason", "", "why, recorded with the action")
 	weight := fs.Int("weight", 0, "update: routing weight, 1-100")
@@ -57,7 +58,7 @@ func Operate(ctx context.Context, env Env, action string, args []string) error {
 	}
 	var raw json.RawMessage
 	if err := c.Do(ctx, method, path, body, &raw); err != nil {
-		return err
+		return namespaceHint(err)
 	}
 	if fs.JSON {
 		return PrintRaw(env.Stdout, raw)

@@ -19,10 +19,11 @@ import (
 
 const projectionsHelp = `agentreach projections rebuild [NAME...] --database-url URL [--json]
 
-Rebuilds read models from position 0 of the event log: every projection, or
-the ones named (%s). Shows progress, then the events folded, the rows of
-each read model and the time taken. Readers see the read model refill while
-it runs; the log itself is only read.
+Rebuilds read models from position 0 of the event log: every projection,
+or the ones named (%s).
+Shows progress, then the events folded, the rows of each read model and
+the time taken. Readers see the read model refill while it runs; the log
+itself is only read.
 
 It acts on the database the service uses, named by --database-url or
 DATABASE_URL (` + "`agentreach dev`" + ` prints it as Database); it never guesses one.
@@ -52,6 +53,9 @@ func ParseProjections(fs *flag.FlagSet, args []string) ([]eventstore.Projection,
 	}
 	if len(args) == 0 || args[0] != "rebuild" {
 		fs.Usage()
+		if len(args) > 0 {
+			return nil, fmt.Errorf("%w: unknown projections command %q: agentreach projections rebuild [NAME...]", ErrUsage, args[0])
+		}
 		return nil, fmt.Errorf("%w: agentreach projections rebuild [NAME...]", ErrUsage)
 	}
 	named, err := (&Flags{FlagSet: fs}).ParsePositional(args[1:])

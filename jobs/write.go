@@ -21,7 +21,7 @@ import (
 
 var (
 	qCountSlotsOfAgents = queries.Must("CountSlotsOfAgents")
-	qLockJobTimer       = queries.Must("LockJobTimer")
+	qLockJobTimers      = queries.Must("LockJobTimers")
 	qTransactionTime    = queries.Must("TransactionTime")
 )
 
@@ -275,6 +275,12 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 		}
 		b, owners = &pgx.Batch{}, nil
 	}
+	ids := make([]string, len(ws))
+	for i, w := range ws {
+		ids[i] = w.l.JobID
+	}
+	b.Queue(qLockJobTimers, ids) // ws is in job order
+	owners = append(owners, nil)
 	var inserts []river.InsertManyParams
 	var inserted []*write // whose callback each insert is (nil: a poll)
 	for _, w := range ws {
@@ -385,7 +391,6 @@ func (s *Service) queueRiverWrites(ctx context.Context, tx pgx.Tx, ws []*write, 
 // deleted first.
 func (s *Service) queueWrite(b *pgx.Batch, w *write) error {
 	l := w.l
-	b.Queue(qLockJobTimer, l.JobID)
 	if c := w.slot; c != nil {
 		b.Queue(qTakeAgentSlot, l.JobID, c.agent.Namespace, c.agent.ID, c.attempt)
 	}

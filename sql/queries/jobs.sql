@@ -86,11 +86,11 @@ SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500
 -- Takes a job's timer for this sweeper; no row when it is gone or another sweeper holds it.
 SELECT attempt, phase, due_at, river_job_id, waiting_since FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED;
 
--- name: LockJobTimer
--- Takes a job's timer row, if it has one, before a shared write appends to
--- the job: the deadline sweep takes the row first and appends after, so
--- the same order keeps the two from deadlocking.
-SELECT 1 FROM job_timers WHERE job_id = $1 FOR UPDATE;
+-- name: LockJobTimers
+-- Takes the timer rows of a shared write's jobs, in job order, before it
+-- appends to them: the deadline sweep takes a job's row first and appends
+-- after, so the same order keeps the two from deadlocking.
+SELECT 1 FROM job_timers WHERE job_id = ANY($1::uuid[]) ORDER BY job_id FOR UPDATE;
 
 -- name: PostponeJobTimer
 -- Moves a job's timer to $2: its River job is still alive.

@@ -61,12 +61,8 @@ func (p *Projector) Step(ctx context.Context, proj Projection) (int, error) {
 		if err := proj.Apply(ctx, tx, batch); err != nil {
 			return fmt.Errorf("projection %s at position %d: %w", proj.Name(), batch[0].Position, err)
 		}
-		last := batch[len(batch)-1]
-		_, err = tx.Exec(ctx, `UPDATE projection_checkpoints
-			SET tx_id = $2::text::xid8, position = $3, events = events + $4, updated_at = now()
-			WHERE name = $1`, proj.Name(), strconv.FormatUint(last.TxID, 10), last.Position, len(batch))
 		n = len(batch)
-		return err
+		return moveCheckpoint(ctx, tx, proj.Name(), batch)
 	})
 	return n, err
 }
@@ -85,23 +81,119 @@ func lockCheckpoint(ctx context.Context, tx pgx.Tx, name string) (Cursor, error)
 	return cur, nil
 }
 
-// CatchUp steps every projection until none has anything left to fold, and
-// returns how many events were folded in all.
+// stepAll folds at most one batch into every projection in one
+// transaction. The checkpoints are taken in name order (so two processes
+// take turns, and a Step holding one of them waits for none), and the
+// projections that stand at the same place, as they all do once caught up,
+// share one read of the log.
+func (p *Projector) stepAll(ctx context.Context) (int, error) {
+	names := make([]string, len(p.projections))
+	for i, proj := range p.projections {
+		names[i] = proj.Name()
+	}
+	n := 0
+	err := pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
+		n = 0
+		curs, err := lockCheckpoints(ctx, tx, names)
+		if err != nil {
+			return err
+		}
+		read := map[Cursor][]Record{}
+		for _, proj := range p.projections {
+			cur := curs[proj.Name()]
+			batch, ok := read[cur]
+			if !ok {
+				if batch, err = p.store.ReadAll(ctx, tx, cur, p.BatchSize); err != nil {
+					return err
+				}
+				read[cur] = batch
+			}
+			if len(batch) == 0 {
+				continue
+			}
+			if err := proj.Apply(ctx, tx, batch); err != nil {
+				return fmt.Errorf("projection %s at position %d: %w", proj.Name(), batch[0].Position, err)
+			}
+			if err := moveCheckpoint(ctx, tx, proj.Name(), batch); err != nil {
+				return err
+			}
+			n += len(batch)
+		}
+		return nil
+	})
+	return n, err
+}
+
+func lockCheckpoints(ctx context.Context, tx pgx.Tx, names []string) (map[string]Cursor, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO projection_checkpoints (name) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, names); err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT name, tx_id::text, position FROM projection_checkpoints
+		WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE`, names)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	curs := make(map[string]Cursor, len(names))
+	var name, txid string
+	var pos int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &txid, &pos}, func() error {
+		id, _ := strconv.ParseUint(txid, 10, 64)
+		curs[name] = Cursor{TxID: id, Position: pos}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: %w", err)
+	}
+	return curs, nil
+}
+
+// moveCheckpoint records that the projection called name folded batch.
+func moveCheckpoint(ctx context.Context, tx pgx.Tx, name string, batch []Record) error {
+	last := batch[len(batch)-1]
+	_, err := tx.Exec(ctx, `UPDATE projection_checkpoints
+		SET tx_id = $2::text::xid8, position = $3, events = events + $4, updated_at = now()
+		WHERE name = $1`, name, strconv.FormatUint(last.TxID, 10), last.Position, len(batch))
+	return err
+}
+
+// CatchUp folds into every projection until none has anything left, and
+// returns how many events were folded in all. The projections are stepped
+// together (stepAll); should that fail, each is stepped on its own, so one
+// projection's failure holds back none of the others.
 func (p *Projector) CatchUp(ctx context.Context) (int, error) {
 	total := 0
+	for {
+		n, err := p.stepAll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return total, err
+			}
+			// Each on its own, below, says which failed and why.
+			p.logger.DebugContext(ctx, "projections stepped together failed; stepping each on its own", "err", err)
+			break
+		}
+		total += n
+		if n == 0 {
+			return total, nil
+		}
+	}
+	var first error
 	for _, proj := range p.projections {
 		for {
 			n, err := p.Step(ctx, proj)
-			if err != nil {
-				return total, err
-			}
 			total += n
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				break
+			}
 			if n == 0 {
 				break
 			}
 		}
 	}
-	return total, nil
+	return total, first
 }
 
 // Rebuild empties proj's read model and folds the whole log into it again,

@@ -1,0 +1,122 @@
+package eventstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// folding is a projection that writes the position of every event it folds
+// into test_folded, under its name; it fails while failing is set.
+type folding struct {
+	name    string
+	failing atomic.Bool
+}
+
+func (f *folding) Name() string { return f.name }
+
+func (f *folding) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) error {
+	if f.failing.Load() {
+		return errors.New("poisoned")
+	}
+	for _, r := range batch {
+		if _, err := tx.Exec(ctx, `INSERT INTO test_folded (name, position) VALUES ($1, $2)`, f.name, r.Position); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *folding) Reset(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `DELETE FROM test_folded WHERE name = $1`, f.name)
+	return err
+}
+
+// catchUp steps p until every projection named has folded want (the log
+// is readable only below the cluster's oldest open transaction, which other
+// tests may hold back for a moment), and answers CatchUp's last error.
+func catchUp(t *testing.T, p *eventstore.Projector, s *eventstore.Store, want []int64, names ...string) error {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := p.CatchUp(context.Background())
+		done := true
+		for _, n := range names {
+			done = done && slices.Equal(want, folded(t, s, n))
+		}
+		if done {
+			return err
+		}
+		require.True(t, time.Now().Before(deadline), "not caught up: %v", err)
+		time.Sleep(10 * time.Millisecond) // poll interval while waiting on the condition
+	}
+}
+
+func folded(t *testing.T, s *eventstore.Store, name string) []int64 {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `SELECT position FROM test_folded WHERE name = $1 ORDER BY position`, name)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	return out
+}
+
+// TestProjectorCatchUp: projections folded together each see every event
+// once, in order, also when they stand at different places (one rebuilt,
+// one caught up); one that fails holds back none of the others, and folds
+// what it missed once it works again.
+func TestProjectorCatchUp(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.Pool().Exec(ctx, `CREATE TABLE test_folded (name text, position bigint, UNIQUE (name, position))`)
+	require.NoError(t, err)
+	a, b, c := &folding{name: "a"}, &folding{name: "b"}, &folding{name: "c"}
+	p := eventstore.NewProjector(s, slog.New(slog.NewTextHandler(io.Discard, nil)), a, b, c)
+	p.BatchSize = 7 // several batches
+
+	var all []int64
+	appendSome := func(n int) {
+		for i := range n {
+			recs, err := s.Append(ctx, fmt.Sprintf("job:%d-%d", len(all), i), eventstore.NoStream, ev("A", i), ev("B", i))
+			require.NoError(t, err)
+			for _, r := range recs {
+				all = append(all, r.Position)
+			}
+		}
+	}
+	appendSome(10)
+	require.NoError(t, catchUp(t, p, s, all, "a", "b", "c"))
+	n, err := p.CatchUp(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "each event folded once")
+
+	// b is rebuilt from the start while a and c stand at the end.
+	tx, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, b.Reset(ctx, tx))
+	_, err = tx.Exec(ctx, `UPDATE projection_checkpoints SET tx_id = '0', position = 0 WHERE name = 'b'`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	appendSome(5)
+	require.NoError(t, catchUp(t, p, s, all, "a", "b", "c"))
+
+	// a fails: b and c go on, and a catches up once it works again.
+	a.failing.Store(true)
+	before := len(all)
+	appendSome(4)
+	require.ErrorContains(t, catchUp(t, p, s, all, "b", "c"), "poisoned")
+	require.Equal(t, all[:before], folded(t, s, "a"))
+	a.failing.Store(false)
+	require.NoError(t, catchUp(t, p, s, all, "a", "b", "c"))
+}

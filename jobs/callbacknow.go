@@ -83,18 +83,9 @@ func (s *Service) sendCallbackNow(ctx context.Context, l *Loaded, cause string) 
 		s.callbackByRiver(ctx, l, []domain.Event{domain.NewEvent(domain.EventCallbackFailed, co, md)})
 		return
 	}
-	err = s.writeRetrying(ctx, func(retry bool) (*write, error) {
-		if retry {
-			var err error
-			if l, err = s.Load(ctx, nil, l.JobID); err != nil {
-				return nil, err
-			}
-		}
-		if l.CallbackAcked {
-			return nil, nil
-		}
+	err = s.writeUnlessAcked(ctx, l, func(l *Loaded) *write {
 		return &write{l: l, fx: domain.Effects{ClearTimer: true}, evs: []domain.Event{
-			domain.NewEvent(domain.EventCallbackSent, domain.CallbackOutcome{Attempt: 0, StatusCode: code}, md)}}, nil
+			domain.NewEvent(domain.EventCallbackSent, domain.CallbackOutcome{Attempt: 0, StatusCode: code}, md)}}
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.logger.WarnContext(ctx, "record a callback's acknowledgement (the callback timer sends it again)", "job_id", l.JobID, "err", err)
@@ -105,7 +96,16 @@ func (s *Service) sendCallbackNow(ctx context.Context, l *Loaded, cause string) 
 // evs (what came of an attempt, if any): River sends it and retries it.
 // Should that fail, the callback timer brings it back after the grace.
 func (s *Service) callbackByRiver(ctx context.Context, l *Loaded, evs []domain.Event) {
-	err := s.writeRetrying(ctx, func(retry bool) (*write, error) {
+	err := s.writeUnlessAcked(ctx, l, func(l *Loaded) *write { return &write{l: l, evs: evs, callbackByRiver: true} })
+	if err != nil && !errors.Is(err, context.Canceled) {
+		s.logger.WarnContext(ctx, "hand a callback to River (the callback timer brings it back)", "job_id", l.JobID, "err", err)
+	}
+}
+
+// writeUnlessAcked writes what decide makes of l, reloading l after a
+// conflict, unless the job's callback is acknowledged by then.
+func (s *Service) writeUnlessAcked(ctx context.Context, l *Loaded, decide func(*Loaded) *write) error {
+	return s.writeRetrying(ctx, func(retry bool) (*write, error) {
 		if retry {
 			var err error
 			if l, err = s.Load(ctx, nil, l.JobID); err != nil {
@@ -115,9 +115,6 @@ func (s *Service) callbackByRiver(ctx context.Context, l *Loaded, evs []domain.E
 		if l.CallbackAcked {
 			return nil, nil
 		}
-		return &write{l: l, evs: evs, callbackByRiver: true}, nil
+		return decide(l), nil
 	})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		s.logger.WarnContext(ctx, "hand a callback to River (the callback timer brings it back)", "job_id", l.JobID, "err", err)
-	}
 }

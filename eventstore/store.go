@@ -156,41 +156,82 @@ func encode(stream string, evs []domain.Event) (types, datas, metas []string, er
 	return types, datas, metas, nil
 }
 
-// appendAtSQL appends at explicit versions: the unique (stream_id,
-// version) refuses an append behind the stream's end, and the EXISTS one
-// past it, so no gap can open.
-const appendAtSQL = `
+// appendsSQL appends to many streams at explicit versions in one
+// statement ($1..$6 are parallel arrays, an element an event: its stream,
+// the version its append expects, its own version, type, data and
+// metadata). An event whose version is taken (an append behind its
+// stream's end, or a second append to one stream) is left out, as is every
+// event of an append past its stream's end; RETURNING says which went in.
+const appendsSQL = `
 INSERT INTO events (stream_id, version, type, data, metadata)
-SELECT $1, $2 + u.ord, u.t, u.d::jsonb, u.m::jsonb
-FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(t, d, m, ord)
-WHERE $2 = 0 OR EXISTS (SELECT 1 FROM events WHERE stream_id = $1 AND version = $2)
-ORDER BY u.ord`
+SELECT u.s, u.v, u.t, u.d::jsonb, u.m::jsonb
+FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(s, base, v, t, d, m, ord)
+WHERE u.base = 0 OR EXISTS (SELECT 1 FROM events e WHERE e.stream_id = u.s AND e.version = u.base)
+ORDER BY u.ord
+ON CONFLICT ON CONSTRAINT events_stream_version_key DO NOTHING
+RETURNING stream_id, version`
 
-// QueueAppend queues on b the append of evs to stream at version expected
-// (NoStream or a version the caller read; not Any), for callers that send
-// many statements in one round trip: the dispatch side's shared
-// transactions. When b's results are read, a stale expected version is a
-// *ConflictError wrapping ErrConflict. It aborts the rest of b, or (for a
-// version the stream never reached) none of evs is written; either way the
-// caller rolls its transaction back, reloads and decides again.
-func (s *Store) QueueAppend(b *pgx.Batch, stream string, expected int, evs ...domain.Event) error {
-	if expected < 0 {
-		return fmt.Errorf("append to stream %s: a queued append needs the expected version", stream)
+// StreamAppend is one stream's share of QueueAppends: evs at the version
+// Expected (NoStream or a version the caller read).
+type StreamAppend struct {
+	Stream   string
+	Expected int
+	Events   []domain.Event
+}
+
+// QueueAppends queues on b, as one statement, the appends (QueueAppend's,
+// many at a time). When b's results are read, appends whose expected
+// version is stale or never reached (or that follow another append to the
+// same stream at the same version) are reported in stale, by index, and
+// make the statement's result a *ConflictError naming the first: some of
+// the others may be written, so the caller rolls its transaction back,
+// and runs it again without them.
+func (s *Store) QueueAppends(b *pgx.Batch, appends []StreamAppend, stale *[]int) error {
+	var streams, types, datas, metas []string
+	var bases, versions []int32
+	for _, a := range appends {
+		if a.Expected < 0 {
+			return fmt.Errorf("append to stream %s: a queued append needs the expected version", a.Stream)
+		}
+		t, d, m, err := encode(a.Stream, a.Events)
+		if err != nil {
+			return err
+		}
+		for i := range a.Events {
+			streams, bases, versions = append(streams, a.Stream), append(bases, int32(a.Expected)), append(versions, int32(a.Expected+i+1))
+		}
+		types, datas, metas = append(types, t...), append(datas, d...), append(metas, m...)
 	}
-	if len(evs) == 0 {
+	if len(streams) == 0 {
 		return nil
 	}
-	types, datas, metas, err := encode(stream, evs)
-	if err != nil {
-		return err
-	}
-	b.Queue(appendAtSQL, stream, expected, types, datas, metas).Fn = func(br pgx.BatchResults) error {
-		tag, err := br.Exec()
+	b.Queue(appendsSQL, streams, bases, versions, types, datas, metas).Fn = func(br pgx.BatchResults) error {
+		rows, err := br.Query()
 		if err != nil {
-			return translate(stream, expected, err)
+			return fmt.Errorf("append to %d streams: %w", len(appends), err)
 		}
-		if tag.RowsAffected() != int64(len(evs)) {
-			return &ConflictError{Stream: stream, Expected: expected}
+		type key struct {
+			stream  string
+			version int
+		}
+		in := map[key]bool{}
+		var k key
+		if _, err := pgx.ForEachRow(rows, []any{&k.stream, &k.version}, func() error { in[k] = true; return nil }); err != nil {
+			return fmt.Errorf("append to %d streams: %w", len(appends), err)
+		}
+		for i, a := range appends { // the first append to claim a version has it
+			whole := true
+			for v := a.Expected + 1; v <= a.Expected+len(a.Events); v++ {
+				whole = whole && in[key{a.Stream, v}]
+				delete(in, key{a.Stream, v})
+			}
+			if !whole {
+				*stale = append(*stale, i)
+			}
+		}
+		if len(*stale) > 0 {
+			a := appends[(*stale)[0]]
+			return &ConflictError{Stream: a.Stream, Expected: a.Expected}
 		}
 		return nil
 	}

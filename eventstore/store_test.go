@@ -70,41 +70,58 @@ func TestAppendAndReadStream(t *testing.T) {
 // TestConcurrentAppendsToOneStream races 50 writers for each version of one
 // stream: each version is won exactly once, versions are gap-free, and every
 // loser gets the conflict error.
-// A queued append writes at the version it names, and any other version
-// (behind the stream's end, past it, or no stream for one that exists)
-// is a conflict that writes nothing.
-func TestQueueAppend(t *testing.T) {
+// Queued appends write each stream at the version they name, many streams
+// in one statement; any other version (behind the stream's end, past it, no
+// stream for one that exists, or a second append at one version) is
+// reported by index as a conflict, and the transaction writes nothing.
+func TestQueueAppends(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
-	send := func(stream string, expected int, evs ...domain.Event) error {
-		return pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+	send := func(appends ...eventstore.StreamAppend) ([]int, error) {
+		var stale []int
+		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
 			b := &pgx.Batch{}
-			if err := s.QueueAppend(b, stream, expected, evs...); err != nil {
+			if err := s.QueueAppends(b, appends, &stale); err != nil {
 				return err
 			}
 			return tx.SendBatch(ctx, b).Close()
 		})
+		return stale, err
 	}
-	require.NoError(t, send("job:q", eventstore.NoStream, ev("A", 1), ev("B", 2)))
-	require.NoError(t, send("job:q", 2, ev("C", 3)))
+	at := func(stream string, expected int, evs ...domain.Event) eventstore.StreamAppend {
+		return eventstore.StreamAppend{Stream: stream, Expected: expected, Events: evs}
+	}
+	stale, err := send(at("job:q", eventstore.NoStream, ev("A", 1), ev("B", 2)), at("job:r", eventstore.NoStream, ev("A", 1)))
+	require.NoError(t, err)
+	require.Empty(t, stale)
+	_, err = send(at("job:q", 2, ev("C", 3)), at("job:r", 1, ev("B", 2), ev("C", 3)))
+	require.NoError(t, err)
 	for _, expected := range []int{1, 2, 7, eventstore.NoStream} {
-		err := send("job:q", expected, ev("X", 0), ev("Y", 0))
+		stale, err := send(at("job:r", 3, ev("D", 4)), at("job:q", expected, ev("X", 0), ev("Y", 0)))
 		require.ErrorIs(t, err, eventstore.ErrConflict, "expected %d", expected)
 		var ce *eventstore.ConflictError
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, eventstore.ConflictError{Stream: "job:q", Expected: expected}, *ce)
+		require.Equal(t, []int{1}, stale, "only job:q's append is stale")
 	}
-	got, err := s.ReadStream(ctx, nil, "job:q")
-	require.NoError(t, err)
-	require.Len(t, got, 3)
-	for i, r := range got {
-		require.Equal(t, i+1, r.Version)
-		if i > 0 {
-			require.Less(t, got[i-1].Position, r.Position, "positions follow versions")
+	stale, err = send(at("job:q", 3, ev("D", 4)), at("job:q", 3, ev("E", 4)))
+	require.ErrorIs(t, err, eventstore.ErrConflict)
+	require.Equal(t, []int{1}, stale, "the first append at a version has it")
+	for stream, want := range map[string][]domain.EventType{"job:q": {"A", "B", "C"}, "job:r": {"A", "B", "C"}} {
+		got, err := s.ReadStream(ctx, nil, stream)
+		require.NoError(t, err)
+		var types []domain.EventType
+		for i, r := range got {
+			require.Equal(t, i+1, r.Version)
+			if i > 0 {
+				require.Less(t, got[i-1].Position, r.Position, "positions follow versions")
+			}
+			types = append(types, r.Type)
 		}
+		require.Equal(t, want, types, "%s: nothing of a refused transaction", stream)
 	}
-	require.Equal(t, []domain.EventType{"A", "B", "C"}, []domain.EventType{got[0].Type, got[1].Type, got[2].Type})
-	require.Error(t, s.QueueAppend(&pgx.Batch{}, "job:q", eventstore.Any, ev("Z", 0)), "a queued append names its version")
+	require.Error(t, s.QueueAppends(&pgx.Batch{}, []eventstore.StreamAppend{at("job:q", eventstore.Any, ev("Z", 0))}, &stale),
+		"a queued append names its version")
 }
 
 func TestConcurrentAppendsToOneStream(t *testing.T) {

@@ -31,13 +31,15 @@ var (
 // fold they were decided on and the writes of their effects. Concurrent
 // writes share one transaction (as submits do, groupcommit.go), and each
 // transaction sends its statements a few round trips at a time, whatever
-// the number of writes (pgx batches): BEGIN and every write's own
-// statements in one, River's inserts (callbacks, A2A polls) for all of
-// them in one, the timers that name those River jobs and the inbox
+// the number of writes (pgx batches): BEGIN, the jobs' timer rows taken,
+// every write's events in one statement and the writes' other statements
+// in the same round trip, River's inserts (callbacks, A2A polls) for all
+// of them in one, the timers that name those River jobs and the inbox
 // notifications in one, then COMMIT.
 //
 // One write's failure never fails another's: a statement that fails
-// belongs to one write, so the transaction is rolled back and run again
+// belongs to one write (the events' statement names the writes whose
+// version was stale), so the transaction is rolled back and run again
 // without it, and that write alone gets the error (a conflict: its caller
 // reloads and decides again). An error no write caused (a lost
 // connection) fails them all, as it would have failed each alone; their
@@ -281,37 +283,19 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 	}
 	b.Queue(qLockJobTimers, ids) // ws is in job order
 	owners = append(owners, nil)
-	var inserts []river.InsertManyParams
-	var inserted []*write // whose callback each insert is (nil: a poll)
-	for _, w := range ws {
-		if w.err != nil {
-			continue
-		}
-		start := len(b.QueuedQueries)
-		if err := s.queueWrite(b, w); err != nil {
-			return w, err
-		}
-		for range len(b.QueuedQueries) - start {
-			owners = append(owners, w)
-		}
-		if w.fx.Poll > 0 {
-			inserts = append(inserts, river.InsertManyParams{Args: A2APollArgs{JobID: w.l.JobID, Attempt: w.fx.Poll}})
-			inserted = append(inserted, nil)
-		}
-		if w.riverCallback() {
-			inserts = append(inserts, river.InsertManyParams{Args: CallbackArgs{JobID: w.l.JobID}})
-			inserted = append(inserted, w)
-		}
+	q, err := s.queueWrites(b, ws, owners)
+	if err != nil {
+		return nil, err
 	}
 	if len(b.QueuedQueries) > 0 {
 		if failed, err := send(b); err != nil {
-			return owners[failed], err
+			return q.culprit(failed), err
 		}
 	}
 	if tx == nil {
 		return nil, nil // nothing was left to write
 	}
-	if err := s.queueRiverWrites(ctx, tx, ws, inserts, inserted, send); err != nil {
+	if err := s.queueRiverWrites(ctx, tx, ws, q.inserts, q.inserted, send); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -321,6 +305,65 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 		w.at = at
 	}
 	return nil, nil
+}
+
+// queuedWrites is what queueWrites put on a batch: the write each
+// statement belongs to, and River's inserts, which are made afterwards.
+type queuedWrites struct {
+	owners    []*write // the write of each statement (nil: all of them)
+	appendsAt int      // the events' statement, or -1
+	appenders []*write // the write of each of its appends
+	stale     []int    // the appends it found stale, once read
+	inserts   []river.InsertManyParams
+	inserted  []*write // whose callback each insert is (nil: a poll)
+}
+
+// culprit is the write to leave out when statement failed failed.
+func (q *queuedWrites) culprit(failed int) *write {
+	if failed == q.appendsAt && len(q.stale) > 0 {
+		return q.appenders[q.stale[0]]
+	}
+	return q.owners[failed]
+}
+
+// queueWrites queues on b (whose statements so far owners names) the
+// writes of ws still to be made: their events in one statement, then each
+// one's other statements.
+func (s *Service) queueWrites(b *pgx.Batch, ws []*write, owners []*write) (*queuedWrites, error) {
+	q := &queuedWrites{owners: owners, appendsAt: -1}
+	var appends []eventstore.StreamAppend
+	for _, w := range ws {
+		if w.err == nil && len(w.evs) > 0 {
+			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.l.JobID), Expected: w.l.Version, Events: w.evs})
+			q.appenders = append(q.appenders, w)
+		}
+	}
+	if err := s.store.QueueAppends(b, appends, &q.stale); err != nil {
+		return nil, err
+	}
+	if len(appends) > 0 {
+		q.appendsAt = len(b.QueuedQueries) - 1
+		q.owners = append(q.owners, nil)
+	}
+	for _, w := range ws {
+		if w.err != nil {
+			continue
+		}
+		start := len(b.QueuedQueries)
+		s.queueWrite(b, w)
+		for range len(b.QueuedQueries) - start {
+			q.owners = append(q.owners, w)
+		}
+		if w.fx.Poll > 0 {
+			q.inserts = append(q.inserts, river.InsertManyParams{Args: A2APollArgs{JobID: w.l.JobID, Attempt: w.fx.Poll}})
+			q.inserted = append(q.inserted, nil)
+		}
+		if w.riverCallback() {
+			q.inserts = append(q.inserts, river.InsertManyParams{Args: CallbackArgs{JobID: w.l.JobID}})
+			q.inserted = append(q.inserted, w)
+		}
+	}
+	return q, nil
 }
 
 // queueSlotCount queues, under every limited agent's advisory lock (taken
@@ -385,17 +428,14 @@ func (s *Service) queueRiverWrites(ctx context.Context, tx pgx.Tx, ws []*write, 
 	return nil
 }
 
-// queueWrite queues w's statements on b, as appendTx runs them: its slot,
-// its events at the fold's version, and the writes of their effects but
-// River's inserts. A timer replaced in the same transaction is not
-// deleted first.
-func (s *Service) queueWrite(b *pgx.Batch, w *write) error {
+// queueWrite queues w's statements on b, as appendTx runs them, but its
+// events (writeTx appends every write's in one statement) and River's
+// inserts: its slot and the writes of its effects. A timer replaced in the
+// same transaction is not deleted first.
+func (s *Service) queueWrite(b *pgx.Batch, w *write) {
 	l := w.l
 	if c := w.slot; c != nil {
 		b.Queue(qTakeAgentSlot, l.JobID, c.agent.Namespace, c.agent.ID, c.attempt)
-	}
-	if err := s.store.QueueAppend(b, domain.JobStream(l.JobID), l.Version, w.evs...); err != nil { // none: nothing queued
-		return err
 	}
 	fx := w.fx
 	if l.SlotHolder != "" && w.after.SlotHolder == "" {
@@ -417,7 +457,6 @@ func (s *Service) queueWrite(b *pgx.Batch, w *write) error {
 	if w.callsBack() {
 		queueTimer(b, l.JobID, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
 	}
-	return nil
 }
 
 // callbackTimer is the timer that watches a callback: due after the

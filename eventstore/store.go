@@ -179,8 +179,8 @@ type StreamAppend struct {
 	Events   []domain.Event
 }
 
-// QueueAppends queues on b, as one statement, the appends (QueueAppend's,
-// many at a time). When b's results are read, appends whose expected
+// QueueAppends queues on b, as one statement, the appends of many streams
+// at the versions they name. When b's results are read, appends whose expected
 // version is stale or never reached (or that follow another append to the
 // same stream at the same version) are reported in stale, by index, and
 // make the statement's result a *ConflictError naming the first: some of

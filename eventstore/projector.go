@@ -93,7 +93,6 @@ func (p *Projector) stepAll(ctx context.Context) (int, error) {
 	}
 	n := 0
 	err := pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
-		n = 0
 		curs, err := lockCheckpoints(ctx, tx, names)
 		if err != nil {
 			return err

@@ -48,6 +48,25 @@ func serveProcess(t *testing.T, dsn, addr string, extra ...string) (*exec.Cmd, s
 // TestCrashConsistency SIGKILLs the service while jobs are in flight,
 // starts it again on the same database, and checks that every accepted job
 // reaches a terminal state with a valid event sequence.
+// submitAccepted posts a job and answers its id when the service accepted
+// it (202), "" when it answered anything else, and an error when it did
+// not answer.
+func submitAccepted(client *http.Client, base, body string) (string, error) {
+	resp, err := client.Post(base+"/v1/jobs", "application/json", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		JobID string `json:"job_id"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode != http.StatusAccepted {
+		return "", nil
+	}
+	return out.JobID, nil
+}
+
 func TestCrashConsistency(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
@@ -88,20 +107,15 @@ func TestCrashConsistency(t *testing.T) {
 	go func() {
 		defer close(submitted)
 		for i := 0; ctx.Err() == nil && i < 400; i++ {
-			resp, err := http.Post(base+"/v1/jobs", "application/json", strings.NewReader(
-				fmt.Sprintf(`{"capability":"t.crash","payload":{"i":%d},"timeout_ms":3000,"max_attempts":6,"backoff_base_ms":200}`, i)))
+			id, err := submitAccepted(http.DefaultClient, base,
+				fmt.Sprintf(`{"capability":"t.crash","payload":{"i":%d},"timeout_ms":3000,"max_attempts":6,"backoff_base_ms":200}`, i))
 			if err != nil {
 				time.Sleep(20 * time.Millisecond) // the service is down: a caller retries later
 				continue
 			}
-			var out struct {
-				JobID string `json:"job_id"`
-			}
-			_ = json.NewDecoder(resp.Body).Decode(&out)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusAccepted {
+			if id != "" {
 				mu.Lock()
-				accepted = append(accepted, out.JobID)
+				accepted = append(accepted, id)
 				mu.Unlock()
 			}
 			time.Sleep(10 * time.Millisecond) // a steady stream of submits
@@ -320,19 +334,14 @@ func TestSharedWritesSurviveSIGKILL(t *testing.T) {
 		submitters.Go(func() {
 			client := &http.Client{Timeout: 5 * time.Second}
 			for ctx.Err() == nil {
-				resp, err := client.Post(base+"/v1/jobs", "application/json", strings.NewReader(body))
+				id, err := submitAccepted(client, base, body)
 				if err != nil {
 					time.Sleep(20 * time.Millisecond) // the service is down: a caller retries later
 					continue
 				}
-				var out struct {
-					JobID string `json:"job_id"`
-				}
-				_ = json.NewDecoder(resp.Body).Decode(&out)
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusAccepted {
+				if id != "" {
 					mu.Lock()
-					accepted = append(accepted, out.JobID)
+					accepted = append(accepted, id)
 					mu.Unlock()
 				}
 			}

@@ -43,57 +43,72 @@ func (w *dispatchWorker) Timeout(*river.Job[DispatchArgs]) time.Duration {
 	return w.s.cfg.InlineWait + 30*time.Second
 }
 
-// Work makes one attempt: route, record ROUTED, deliver without holding a
-// transaction, then record the outcome and complete the River job in one
-// transaction. A dispatch whose attempt already started, or whose job
-// moved on, does nothing.
+// Work makes one attempt of a job from River's dispatch job (a retry, a
+// redispatch, a submit that did not start directly): it loads the job's
+// stream and dispatches.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
-	s := w.s
-	l, err := s.Load(ctx, nil, job.Args.JobID)
+	l, err := w.s.Load(ctx, nil, job.Args.JobID)
 	if errors.Is(err, ErrNotFound) {
 		return river.JobCancel(err)
 	}
 	if err != nil {
 		return err
 	}
+	return w.s.dispatch(ctx, l, dispatchRun{args: job.Args, job: job, cause: fmt.Sprintf("river:%d", job.ID)})
+}
+
+// dispatchRun is one dispatch of an attempt: by River's dispatch job, or
+// directly in the process that committed the submit (direct.go), with no
+// River job.
+type dispatchRun struct {
+	args DispatchArgs
+	job  *river.Job[DispatchArgs] // nil for a direct dispatch
+	// cause is what the events record as their causation.
+	cause string
+}
+
+// dispatch makes one attempt on the fold l: route, record ROUTED, deliver
+// without holding a transaction, then record the outcome. A dispatch
+// whose attempt already started, or whose job moved on, does nothing.
+func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) error {
 	ctx = telemetry.JobContext(ctx, l.TraceID)
 	ctx, span := s.tracer.Start(ctx, "dispatch", trace.WithAttributes(attribute.String("job_id", l.JobID),
-		attribute.Int("attempt", job.Args.Attempt), attribute.String("capability", l.Capability)))
+		attribute.Int("attempt", run.args.Attempt), attribute.String("capability", l.Capability)))
 	defer span.End()
-	attempt := job.Args.Attempt
+	attempt := run.args.Attempt
 	if attempt != l.Attempts+1 || (l.Status != domain.StatusSubmitted && l.Status != domain.StatusTimeout) ||
 		(l.Attempts > 0 && l.lastIsRouted(l.Attempts)) {
 		return nil // stale: this attempt started already, or the job moved on
 	}
-	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: fmt.Sprintf("river:%d", job.ID)}
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.cause}
 	if l.Priority == domain.PriorityLow && s.holdLow(ctx, l.Namespace) {
-		return s.holdBack(ctx, job, l) // the namespace's queue is above its high watermark
+		return s.holdBack(ctx, run, l) // the namespace's queue is above its high watermark
 	}
 	route, agent := s.route(l)
-	if agent == nil && domain.RouteWait(route.AllAtCapacity, job.Args.WaitingSince, s.now(), l.RouteWait(s.cfg.RouteWait)) {
-		return s.waitForAgent(ctx, job, l, route.AllAtCapacity)
+	if agent == nil && domain.RouteWait(route.AllAtCapacity, run.args.WaitingSince, s.now(), l.RouteWait(s.cfg.RouteWait)) {
+		return s.waitForAgent(ctx, run, l, route.AllAtCapacity)
 	}
 	routeJSON, _ := json.Marshal(route)
 	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: attempt, AgentID: route.Chosen, Route: routeJSON}, md)
 	if agent == nil {
-		return s.noAgent(ctx, job, l, routed, md)
+		return s.noAgent(ctx, run, l, routed, md)
 	}
 	if agent.Pull() {
 		err := s.toInbox(ctx, l, agent, routed)
 		if errors.Is(err, errNoSlot) {
-			return s.waitForAgent(ctx, job, l, true)
+			return s.waitForAgent(ctx, run, l, true)
 		}
 		return err
 	}
 	deadline, err := s.recordRouted(ctx, l, agent, routed)
 	if errors.Is(err, errNoSlot) {
-		return s.waitForAgent(ctx, job, l, true) // another process took the last slot first
+		return s.waitForAgent(ctx, run, l, true) // another process took the last slot first
 	}
 	if err != nil {
 		return err // River retries; the next run reloads and sees whether the attempt started
 	}
 	out, latency := s.deliverMeasured(ctx, agent, l, attempt, deadline)
-	recorded, err := s.recordDelivery(ctx, job, l, out, deadline, latency, md)
+	recorded, err := s.recordDelivery(ctx, run.args, l, out, deadline, latency, md)
 	if err == nil && recorded != nil && recorded.callsBack() {
 		s.callBackNow(ctx, recorded.l, md.CausationID) // the job ended here: its caller is called back from this fold
 	}
@@ -120,46 +135,54 @@ func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
 // or restarting, none registered yet) within the job's route_wait_ms: the
 // deadline sweep brings the same attempt back when the timer is due. A wait
 // for an agent remembers when it began; a wait for a slot has no bound.
-func (s *Service) waitForAgent(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, atCapacity bool) error {
+func (s *Service) waitForAgent(ctx context.Context, run dispatchRun, l *Loaded, atCapacity bool) error {
 	now := s.now().UTC()
 	wait := s.cfg.CapacityWait
 	if p := s.registry.Snapshot().Policy(l.Namespace); p.Version > 0 {
 		wait = p.CapacityWait() // the namespace's own routing policy
 	}
-	t := domain.Timer{Attempt: job.Args.Attempt, Phase: domain.PhaseRetry, Due: now.Add(wait)}
+	t := domain.Timer{Attempt: run.args.Attempt, Phase: domain.PhaseRetry, Due: now.Add(wait)}
 	if !atCapacity {
-		t.WaitingSince = job.Args.WaitingSince
+		t.WaitingSince = run.args.WaitingSince
 		if t.WaitingSince.IsZero() {
 			t.WaitingSince = now
 		}
 		t.Due = now.Add(domain.RouteWaitInterval(now.Sub(t.WaitingSince), wait))
 	}
-	return s.waitOn(ctx, job, l, t)
+	return s.waitOn(ctx, run, l, t)
 }
 
 // holdBack makes a low job of a namespace above its high watermark wait,
 // spending no attempt, and look again after pressureEvery.
-func (s *Service) holdBack(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded) error {
-	return s.waitOn(ctx, job, l, domain.Timer{Attempt: job.Args.Attempt, Phase: domain.PhaseRetry, Due: s.now().UTC().Add(pressureEvery),
-		WaitingSince: job.Args.WaitingSince})
+func (s *Service) holdBack(ctx context.Context, run dispatchRun, l *Loaded) error {
+	return s.waitOn(ctx, run, l, domain.Timer{Attempt: run.args.Attempt, Phase: domain.PhaseRetry, Due: s.now().UTC().Add(pressureEvery),
+		WaitingSince: run.args.WaitingSince})
 }
 
 // waitOn sets the attempt's retry timer t and completes the River job.
-func (s *Service) waitOn(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, t domain.Timer) error {
+func (s *Service) waitOn(ctx context.Context, run dispatchRun, l *Loaded, t domain.Timer) error {
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
 		if err := s.setTimerTx(ctx, tx, l.JobID, t); err != nil {
 			return err
 		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		return run.completeTx(ctx, tx)
 	})
+}
+
+// completeTx completes the run's River job in tx (a direct run has none).
+func (run dispatchRun) completeTx(ctx context.Context, tx pgx.Tx) error {
+	if run.job == nil {
+		return nil
+	}
+	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, run.job)
+	return err
 }
 
 // noAgent records an attempt routed to no agent: ROUTED, then its failure
 // (a retry after backoff, or the dead letter), with the River job.
-func (s *Service) noAgent(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, routed domain.Event, md domain.Metadata) error {
+func (s *Service) noAgent(ctx context.Context, run dispatchRun, l *Loaded, routed domain.Event, md domain.Metadata) error {
 	reason := fmt.Sprintf("no routable agent offers %s in namespace %s", l.Capability, l.Namespace)
-	attempt, now := job.Args.Attempt, s.now().UTC()
+	attempt, now := run.args.Attempt, s.now().UTC()
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
 		after := *l
 		if err := after.Apply(routed); err != nil {
@@ -171,8 +194,7 @@ func (s *Service) noAgent(ctx context.Context, job *river.Job[DispatchArgs], l *
 		if err := s.appendTx(ctx, tx, l, fx, append([]domain.Event{routed}, evs...)...); err != nil {
 			return err
 		}
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
-		return err
+		return run.completeTx(ctx, tx)
 	})
 }
 
@@ -216,15 +238,15 @@ func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l 
 // should this process die first, River runs it again and it finds its
 // attempt recorded (stale) and does nothing. A job that ends here is
 // called back by this dispatcher (callBackNow).
-func (s *Service) recordDelivery(ctx context.Context, job *river.Job[DispatchArgs], l *Loaded, out domain.Observation,
+func (s *Service) recordDelivery(ctx context.Context, args DispatchArgs, l *Loaded, out domain.Observation,
 	deadline time.Time, latency time.Duration, md domain.Metadata) (*write, error) {
-	attempt := job.Args.Attempt
+	attempt := args.Attempt
 	var last *write
 	err := s.writeRetrying(ctx, func(retry bool) (*write, error) {
 		last = nil
 		cur := l
 		if retry {
-			loaded, err := s.Load(ctx, nil, job.Args.JobID)
+			loaded, err := s.Load(ctx, nil, args.JobID)
 			if err != nil {
 				return nil, err
 			}

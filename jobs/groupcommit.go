@@ -40,6 +40,9 @@ type batchItem struct {
 type batchResult struct {
 	res SubmitResult
 	err error
+	// direct is the fold of a submit that holds a direct dispatcher
+	// (direct.go), started once the transaction committed.
+	direct *Loaded
 }
 
 type batcher struct {
@@ -129,6 +132,16 @@ func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
 		}
 		return s.bulkSubmitTx(ctx, tx, batch, bulk, patterns, results)
 	})
+	for i := range results {
+		if d := results[i].direct; d != nil {
+			if err == nil && results[i].err == nil {
+				s.startDirect(d)
+			} else {
+				s.releaseDirect()
+			}
+			results[i].direct = nil
+		}
+	}
 	if err != nil && len(batch) > 1 && memberFault(err) {
 		// One member's data failed the shared transaction (the edge
 		// refuses what it knows PostgreSQL cannot store, but a batch must
@@ -178,14 +191,15 @@ func (s *Service) submitInSavepoint(ctx context.Context, tx pgx.Tx, it *batchIte
 }
 
 // bulkSubmitTx writes the plain submissions batch[idx...] with a handful of
-// statements, whatever their number.
+// statements, whatever their number. A submission that gets a direct
+// dispatcher has no River job: its queued timer names none.
 func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchItem, idx []int, patterns approvalPatterns, results []batchResult) error {
 	if len(idx) == 0 {
 		return nil
 	}
 	streams := make([]eventstore.NewStream, 0, len(idx))
 	var params []river.InsertManyParams
-	var dispatched []int
+	var dispatched, direct []int
 	now := s.now()
 	timers := timerRows{}
 	for _, i := range idx {
@@ -193,12 +207,19 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		evs, res := s.submittedEvents(it.sub, it.md, patterns)
 		streams = append(streams, eventstore.NewStream{Stream: domain.JobStream(it.sub.JobID), Events: evs})
 		results[i] = batchResult{res: res}
-		if res.Status == domain.StatusAwaitingApproval {
+		switch {
+		case res.Status == domain.StatusAwaitingApproval:
 			timers.add(it.sub.JobID, 1, domain.PhaseApproval, now.Add(s.cfg.ApprovalTimeout), nil)
-			continue
+		case s.reserveDirect():
+			direct = append(direct, i)
+			timers.add(it.sub.JobID, 1, domain.PhaseQueued, now.Add(s.cfg.LostAfter), nil)
+		default:
+			params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: it.sub.JobID, Attempt: 1}, InsertOpts: dispatchOpts(it.sub.Priority)})
+			dispatched = append(dispatched, i)
 		}
-		params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: it.sub.JobID, Attempt: 1}, InsertOpts: dispatchOpts(it.sub.Priority)})
-		dispatched = append(dispatched, i)
+	}
+	if err := s.directFolds(ctx, tx, batch, direct, streams, results); err != nil {
+		return err
 	}
 	if err := s.store.AppendNewTx(ctx, tx, streams); err != nil {
 		return err
@@ -217,6 +238,34 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		}
 	}
 	return timers.insert(ctx, tx)
+}
+
+// directFolds gives each submission batch[direct...] (its stream among
+// streams) the fold its dispatcher starts from, as of tx's time. The
+// reservation is in results[i].direct from here on: commit starts or
+// releases it.
+func (s *Service) directFolds(ctx context.Context, tx pgx.Tx, batch []*batchItem, direct []int, streams []eventstore.NewStream, results []batchResult) error {
+	if len(direct) == 0 {
+		return nil
+	}
+	var at time.Time
+	err := tx.QueryRow(ctx, qTransactionTime).Scan(&at)
+	byStream := make(map[string][]domain.Event, len(streams))
+	for _, st := range streams {
+		byStream[st.Stream] = st.Events
+	}
+	for _, i := range direct {
+		id := batch[i].sub.JobID
+		l, ferr := submittedFold(id, byStream[domain.JobStream(id)], at)
+		if ferr != nil && err == nil {
+			err = ferr
+		}
+		results[i].direct = l
+		if l == nil {
+			s.releaseDirect()
+		}
+	}
+	return err
 }
 
 // timerRows collects timers for one INSERT.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -191,6 +192,7 @@ type Service struct {
 	writer       *writer
 	sending      chan struct{}
 	inbox        inbox // this process's waiting claims of pull agents
+	direct       atomic.Pointer[directDispatch]
 }
 
 // NewService returns a Service. Call SetClient before use.

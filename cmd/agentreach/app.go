@@ -243,6 +243,9 @@ func (a *App) background(ctx context.Context) {
 		}
 	}
 	a.riverStarted.Store(true)
+	if a.cfg.DirectDispatchers > 0 && a.cfg.GroupCommitWindow > 0 {
+		a.jobs.StartDirectDispatch(ctx, a.cfg.DirectDispatchers)
+	}
 	a.goRun(func() { a.sweeper.Run(ctx) })
 }
 
@@ -280,6 +283,9 @@ func (a *App) Close(ctx context.Context) error {
 	var err error
 	if a.server != nil {
 		err = a.server.Shutdown(ctx)
+	}
+	if a.jobs != nil {
+		a.jobs.StopDirectDispatch(ctx)
 	}
 	if a.riverStarted.Load() {
 		if rerr := a.river.Stop(ctx); rerr != nil {

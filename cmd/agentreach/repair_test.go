@@ -111,21 +111,35 @@ func TestWatchdogRequeuesStuckWork(t *testing.T) {
 	waitJob(t, base, cb, func(j jobJSON) bool { return j.Callback.Acknowledged }, 20*time.Second)
 
 	// A dispatch that "died" before routing: only the watchdog can move
-	// the job.
+	// the job. (A submit with an Idempotency-Key is dispatched by River.)
 	newTestAgent(t, base, "wd", "t.wd", 50, answer("SUCCESS", ""))
 	require.NoError(t, svc.m.app.river.QueuePause(ctx, "dispatch_low", nil))
-	stuck := submitOK(t, base, `{"capability":"t.wd","payload":{},"priority":"low"}`)
+	stuck := submitOK(t, base, `{"capability":"t.wd","payload":{},"priority":"low"}`, "Idempotency-Key", "wd-1")
 	rid, phase = timerJob(stuck)
 	require.Equal(t, "queued", phase)
 	strand("dispatch_low", rid)
 	require.Equal(t, "SUCCESS", waitTerminal(t, base, stuck, 20*time.Second).Status)
 
-	var requeued, redispatched int
+	// A direct dispatch whose process "died" right after the submit
+	// committed: its queued timer names no River job, and the watchdog
+	// enqueues the attempt in River.
+	svc.m.app.jobs.HoldDirectDispatch(true)
+	lost := submitOK(t, base, `{"capability":"t.wd","payload":{}}`)
+	svc.m.app.jobs.HoldDirectDispatch(false)
+	rid, phase = timerJob(lost)
+	require.Equal(t, "queued", phase)
+	require.Zero(t, rid, "a direct dispatch has no River job")
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, lost, 20*time.Second).Status)
+
+	var requeued, redispatched, redispatchedDirect int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'callbacks_requeued' ? $1),
-		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'redispatched' ? $2)`, cb, stuck).Scan(&requeued, &redispatched))
+		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'redispatched' ? $2),
+		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'redispatched' ? $3)`, cb, stuck, lost).
+		Scan(&requeued, &redispatched, &redispatchedDirect))
 	require.Equal(t, 1, requeued)
 	require.Equal(t, 1, redispatched)
+	require.Equal(t, 1, redispatchedDirect)
 }
 
 // TestListJobs pages through jobs newest first with filters.

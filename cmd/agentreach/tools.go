@@ -171,8 +171,11 @@ func (p *inProcess) DropDispatchBacklog(ctx context.Context) error {
 	return p.m.app.jobs.DropDispatchBacklog(ctx)
 }
 
-// SetDispatchPaused pauses or resumes the dispatch queues.
+// SetDispatchPaused pauses or resumes the dispatch queues, and holds or
+// resumes direct dispatch (what a submit writes while held waits for the
+// sweep, or for DropDispatchBacklog).
 func (p *inProcess) SetDispatchPaused(ctx context.Context, paused bool) error {
+	p.m.app.jobs.HoldDirectDispatch(paused)
 	set := p.m.app.river.QueueResume
 	if paused {
 		set = p.m.app.river.QueuePause

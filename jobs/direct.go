@@ -1,0 +1,171 @@
+package jobs
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// Direct dispatch. A plain submit's first attempt starts in the process
+// that committed it, as soon as the commit returns: the dispatcher gets the
+// fold the submit wrote (no read of the stream) and no River job is
+// inserted, fetched or completed for it. The durable promise is the
+// attempt's queued timer, written in the submit's transaction as for a
+// River dispatch but naming no River job: should the process die before
+// the attempt's ROUTED is recorded, the deadline sweep finds the timer due
+// after LostAfter and enqueues the attempt in River.
+//
+// Everything else goes through River's dispatch queues, with their
+// priority lanes, as before: a retry, a redispatch, a job released from
+// approval, a submit with an Idempotency-Key or a parent, a submit while
+// every direct dispatcher is busy, and a direct dispatch that failed on
+// the database (it hands its attempt to River, if it has not started).
+
+// DefaultDirectDispatchers is how many direct dispatches may be under way
+// at once in one process.
+const DefaultDirectDispatchers = 128
+
+type directDispatch struct {
+	s     *Service
+	slots chan struct{} // one taken per direct dispatch, from the submit to its end
+	// held: handoffs are dropped (the bench's paused dispatch): their
+	// timers remain, for the sweep or DropDispatchBacklog.
+	held atomic.Bool
+
+	mu      sync.Mutex
+	on      bool // false once stopping: what is handed over then goes to River
+	running sync.WaitGroup
+	ctx     context.Context
+}
+
+// StartDirectDispatch turns direct dispatch on, with at most n dispatches
+// under way at once (n ≤ 0: DefaultDirectDispatchers). The service calls
+// it once River runs; StopDirectDispatch ends it.
+func (s *Service) StartDirectDispatch(ctx context.Context, n int) {
+	if n <= 0 {
+		n = DefaultDirectDispatchers
+	}
+	s.direct.Store(&directDispatch{s: s, slots: make(chan struct{}, n), on: true, ctx: context.WithoutCancel(ctx)})
+}
+
+// StopDirectDispatch stops taking submits directly and waits (within ctx)
+// for the direct dispatches under way, as River's Stop waits for its
+// workers.
+func (s *Service) StopDirectDispatch(ctx context.Context) {
+	d := s.direct.Load()
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.on = false
+	d.mu.Unlock()
+	done := make(chan struct{})
+	go func() { d.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done(): // their timers answer for what is cut short
+	}
+}
+
+// HoldDirectDispatch holds (true) or resumes direct handoffs: while held,
+// a submit still writes its queued timer but nothing dispatches it (for a
+// benchmark that measures submits alone; the sweep would find it later).
+func (s *Service) HoldDirectDispatch(held bool) {
+	if d := s.direct.Load(); d != nil {
+		d.held.Store(held)
+	}
+}
+
+// reserveDirect takes a direct dispatcher for a submit about to be
+// written; false when there is none (direct dispatch off, or all busy).
+func (s *Service) reserveDirect() bool {
+	d := s.direct.Load()
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	on := d.on
+	d.mu.Unlock()
+	if !on {
+		return false
+	}
+	select {
+	case d.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// releaseDirect gives back a reservation whose submit was not committed.
+func (s *Service) releaseDirect() { <-s.direct.Load().slots }
+
+// startDirect dispatches the first attempt of the committed job l, which
+// holds a reservation.
+func (s *Service) startDirect(l *Loaded) {
+	d := s.direct.Load()
+	if d.held.Load() {
+		<-d.slots
+		return
+	}
+	d.mu.Lock()
+	if !d.on {
+		d.mu.Unlock()
+		<-d.slots
+		s.handToRiver(d.ctx, l.JobID) // stopping: River takes it
+		return
+	}
+	d.running.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.running.Done()
+		defer func() { <-d.slots }()
+		ctx, cancel := context.WithTimeout(d.ctx, s.cfg.InlineWait+30*time.Second) // as the dispatch job's Timeout
+		defer cancel()
+		if err := s.dispatch(ctx, l, dispatchRun{args: DispatchArgs{JobID: l.JobID, Attempt: 1}, cause: "direct"}); err != nil {
+			s.logger.DebugContext(ctx, "direct dispatch failed; River takes the attempt", "job_id", l.JobID, "err", err)
+			s.handToRiver(ctx, l.JobID)
+		}
+	}()
+}
+
+// handToRiver enqueues the first attempt of job id in River, unless it has
+// started (or the job moved on): what a direct dispatch could not do, River
+// does, with its retries. Should this fail too, the attempt's timer
+// answers for it.
+func (s *Service) handToRiver(ctx context.Context, id string) {
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		l, err := s.Load(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if l.Attempts != 0 || l.Status != domain.StatusSubmitted {
+			return nil
+		}
+		return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority, time.Time{})
+	})
+	if err != nil {
+		s.logger.WarnContext(ctx, "hand a direct dispatch to River; its timer will", "job_id", id, "err", err)
+	}
+}
+
+// submittedFold is the fold of a job whose stream is evs, appended by a
+// transaction that began at at: what Load would read once it committed.
+func submittedFold(jobID string, evs []domain.Event, at time.Time) (*Loaded, error) {
+	l := &Loaded{TraceID: evs[0].Metadata.TraceID, SubmittedAt: at, UpdatedAt: at}
+	stream := domain.JobStream(jobID)
+	for i, e := range evs {
+		if err := l.Apply(e); err != nil {
+			return nil, err
+		}
+		l.Records = append(l.Records, eventstore.Record{StreamID: stream, Version: i + 1, Type: e.Type, Data: e.Data,
+			Metadata: e.Metadata, RecordedAt: at})
+	}
+	return l, nil
+}

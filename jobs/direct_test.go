@@ -1,0 +1,93 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/internal/harness"
+)
+
+// TestDirectDispatch: a group-committed submit with a direct dispatcher
+// free is dispatched by this process with no River job (here it waits for
+// an agent: its timer turns from queued to retry); with every dispatcher
+// busy, or once direct dispatch stopped, a submit goes to River; an
+// attempt handed to River is enqueued only if it has not started.
+func TestDirectDispatch(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.StartGroupCommit(ctx, time.Millisecond, 1)
+	s.StartDirectDispatch(ctx, 1)
+	submit := func() string {
+		res, err := s.Submit(ctx, domain.Submitted{Capability: "none.yet", Payload: json.RawMessage(`{"n":1}`)}, domain.Metadata{Actor: "test", TraceID: "t"})
+		require.NoError(t, err)
+		return res.JobID
+	}
+	riverJobs := func(id string) (n int) {
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'job_id' = $2`,
+			DispatchArgs{}.Kind(), id).Scan(&n))
+		return n
+	}
+	phase := func(id string) (p string) {
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT phase FROM job_timers WHERE job_id = $1`, id).Scan(&p))
+		return p
+	}
+
+	direct := submit()
+	ok, err := harness.Until(ctx, 10*time.Second, 5*time.Millisecond, func() (bool, error) { return phase(direct) == "retry", nil })
+	require.NoError(t, err)
+	require.True(t, ok, "the direct dispatcher found no agent and waits for one")
+	require.Zero(t, riverJobs(direct), "a direct dispatch has no River job")
+
+	require.True(t, s.reserveDirect(), "the one dispatcher is free again")
+	busy := submit()
+	s.releaseDirect()
+	require.Equal(t, 1, riverJobs(busy), "with every dispatcher busy, River dispatches")
+	require.Equal(t, "queued", phase(busy))
+
+	s.StopDirectDispatch(ctx)
+	require.False(t, s.reserveDirect())
+	stopped := submit()
+	require.Equal(t, 1, riverJobs(stopped), "once stopped, River dispatches")
+
+	s.handToRiver(ctx, direct)
+	require.Equal(t, 1, riverJobs(direct), "an attempt not started is handed to River")
+	l, err := s.Load(ctx, nil, direct)
+	require.NoError(t, err)
+	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: "a"}, domain.Metadata{Actor: "test"})
+	require.NoError(t, s.store.InTx(ctx, func(tx pgx.Tx) error { return s.appendTx(ctx, tx, l, domain.Effects{}, routed) }))
+	s.handToRiver(ctx, direct)
+	require.Equal(t, 1, riverJobs(direct), "an attempt that started is not")
+}
+
+// TestSubmittedFold: the fold a direct dispatcher starts from is the one
+// Load reads once the submit committed.
+func TestSubmittedFold(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	ctx := context.Background()
+	res, err := s.Submit(ctx, domain.Submitted{Capability: "doc.parse", Payload: json.RawMessage(`{"a": [1, 2]}`), Priority: domain.PriorityHigh,
+		CallbackURL: "http://127.0.0.1:9/cb"}, domain.Metadata{Actor: "test", TraceID: "0123456789abcdef0123456789abcdef"})
+	require.NoError(t, err)
+	loaded, err := s.Load(ctx, nil, res.JobID)
+	require.NoError(t, err)
+	var evs []domain.Event
+	for _, r := range loaded.Records {
+		evs = append(evs, r.Event())
+	}
+	fold, err := submittedFold(res.JobID, evs, loaded.SubmittedAt)
+	require.NoError(t, err)
+	require.Equal(t, loaded.Job, fold.Job)
+	require.Equal(t, loaded.TraceID, fold.TraceID)
+	require.Equal(t, loaded.SubmittedAt, fold.SubmittedAt)
+	require.Equal(t, loaded.UpdatedAt, fold.UpdatedAt)
+	require.Equal(t, len(loaded.Records), len(fold.Records))
+	require.Equal(t, loaded.Records[0].Type, fold.Records[0].Type)
+}

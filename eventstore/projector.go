@@ -34,11 +34,17 @@ type Projector struct {
 	// PollInterval bounds how stale a projection gets when a notification
 	// is lost (default 1 s).
 	PollInterval time.Duration
+	// Gather is how long Run waits after a cycle that folded events before
+	// the next (default 100 ms): while commits keep coming, the events of
+	// that time are folded together, so a job whose whole life falls within
+	// it is written to its read model once, not once an event.
+	Gather time.Duration
 }
 
 // NewProjector returns a projector for projections over store's log.
 func NewProjector(store *Store, logger *slog.Logger, projections ...Projection) *Projector {
-	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 500, PollInterval: time.Second}
+	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 1000, PollInterval: time.Second,
+		Gather: 100 * time.Millisecond}
 }
 
 // Projections returns the projections the projector keeps.
@@ -259,8 +265,17 @@ func (p *Projector) Run(ctx context.Context) error {
 // step catches every projection up and says how long to wait for the next
 // notification before looking again.
 func (p *Projector) step(ctx context.Context) (time.Duration, error) {
-	if _, err := p.CatchUp(ctx); err != nil {
+	start := time.Now()
+	n, err := p.CatchUp(ctx)
+	if err != nil {
 		return 0, err
+	}
+	if wait := p.Gather - time.Since(start); n > 0 && wait > 0 {
+		select { // gather what commits meanwhile; its notifications wait
+		case <-ctx.Done():
+			return 0, nil
+		case <-time.After(wait):
+		}
 	}
 	// Events committed but not yet readable (an older transaction anywhere
 	// in the cluster holds the horizon back) bring no new notification:

@@ -110,7 +110,15 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 	out, latency := s.deliverMeasured(ctx, agent, l, attempt, deadline)
 	recorded, err := s.recordDelivery(ctx, run.args, l, out, deadline, latency, md)
 	if err == nil && recorded != nil && recorded.callsBack() {
-		s.callBackNow(ctx, recorded.l, md.CausationID) // the job ended here: its caller is called back from this fold
+		// The job ended here: its caller is called back from this fold, by
+		// a direct dispatcher itself (its slot bounds the callbacks too).
+		if run.job == nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			s.sendCallbackNow(cctx, recorded.l, md.CausationID)
+		} else {
+			s.callBackNow(ctx, recorded.l, md.CausationID)
+		}
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -193,6 +194,8 @@ type Service struct {
 	sending      chan struct{}
 	inbox        inbox // this process's waiting claims of pull agents
 	direct       atomic.Pointer[directDispatch]
+	secretsMu    sync.Mutex
+	secrets      map[string]cachedSecrets // namespace → its callback secrets, for secretsFor
 }
 
 // NewService returns a Service. Call SetClient before use.
@@ -212,6 +215,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		now: time.Now, pressureSeen: map[lane]bool{}}
 	s.a2a = &a2aclient.Client{HTTP: s.http}
 	s.sending = make(chan struct{}, callbacksNow)
+	s.secrets = map[string]cachedSecrets{}
 	s.initTelemetry()
 	return s
 }
@@ -590,6 +594,36 @@ func (s *Service) CallbackSecrets(ctx context.Context, namespace string) ([]stri
 	if s.cfg.CallbackSecret != "" {
 		return []string{s.cfg.CallbackSecret}, nil
 	}
+	now := s.now()
+	s.secretsMu.Lock()
+	c, ok := s.secrets[namespace]
+	s.secretsMu.Unlock()
+	if ok && now.Before(c.until) {
+		return c.secrets, nil
+	}
+	out, err := s.loadCallbackSecrets(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	s.secretsMu.Lock()
+	s.secrets[namespace] = cachedSecrets{secrets: out, until: now.Add(secretsFor)}
+	s.secretsMu.Unlock()
+	return out, nil
+}
+
+// secretsFor is how long a process signs with the callback secrets it
+// read: a rotation by another process reaches its callbacks within it
+// (the rotated-out secret keeps signing for SecretOverlap anyway).
+const secretsFor = time.Second
+
+type cachedSecrets struct {
+	secrets []string
+	until   time.Time
+}
+
+// loadCallbackSecrets reads (creating it on first use) namespace's
+// callback secret, and the previous one during a rotation's overlap.
+func (s *Service) loadCallbackSecrets(ctx context.Context, namespace string) ([]string, error) {
 	var secret string
 	var prev *string
 	var prevUntil *time.Time
@@ -633,6 +667,9 @@ func (s *Service) RotateCallbackSecret(ctx context.Context, namespace string, md
 			domain.SecretRotated{Namespace: namespace, Secret: "callbacks", PreviousValidUntil: until}, md))
 		return err
 	})
+	s.secretsMu.Lock()
+	delete(s.secrets, namespace) // this process signs with the new one at once
+	s.secretsMu.Unlock()
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("rotate callback secret of %s: %w", namespace, err)
 	}

@@ -44,7 +44,7 @@ type Projector struct {
 // NewProjector returns a projector for projections over store's log.
 func NewProjector(store *Store, logger *slog.Logger, projections ...Projection) *Projector {
 	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 1000, PollInterval: time.Second,
-		Gather: 100 * time.Millisecond}
+		Gather: 300 * time.Millisecond}
 }
 
 // Projections returns the projections the projector keeps.
@@ -92,13 +92,12 @@ func lockCheckpoint(ctx context.Context, tx pgx.Tx, name string) (Cursor, error)
 // take turns, and a Step holding one of them waits for none), and the
 // projections that stand at the same place, as they all do once caught up,
 // share one read of the log.
-func (p *Projector) stepAll(ctx context.Context) (int, error) {
+func (p *Projector) stepAll(ctx context.Context) (n int, full bool, err error) {
 	names := make([]string, len(p.projections))
 	for i, proj := range p.projections {
 		names[i] = proj.Name()
 	}
-	n := 0
-	err := pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
 		curs, err := lockCheckpoints(ctx, tx, names)
 		if err != nil {
 			return err
@@ -123,10 +122,11 @@ func (p *Projector) stepAll(ctx context.Context) (int, error) {
 				return err
 			}
 			n += len(batch)
+			full = full || len(batch) == p.BatchSize
 		}
 		return nil
 	})
-	return n, err
+	return n, full, err
 }
 
 func lockCheckpoints(ctx context.Context, tx pgx.Tx, names []string) (map[string]Cursor, error) {
@@ -161,14 +161,16 @@ func moveCheckpoint(ctx context.Context, tx pgx.Tx, name string, batch []Record)
 	return err
 }
 
-// CatchUp folds into every projection until none has anything left, and
-// returns how many events were folded in all. The projections are stepped
-// together (stepAll); should that fail, each is stepped on its own, so one
-// projection's failure holds back none of the others.
+// CatchUp folds into every projection until none has anything left (a
+// read of the log comes back short of a batch: what commits meanwhile is
+// the next cycle's), and returns how many events were folded in all. The
+// projections are stepped together (stepAll); should that fail, each is
+// stepped on its own, so one projection's failure holds back none of the
+// others.
 func (p *Projector) CatchUp(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := p.stepAll(ctx)
+		n, full, err := p.stepAll(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return total, err
@@ -178,7 +180,7 @@ func (p *Projector) CatchUp(ctx context.Context) (int, error) {
 			break
 		}
 		total += n
-		if n == 0 {
+		if !full {
 			return total, nil
 		}
 	}

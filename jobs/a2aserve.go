@@ -30,13 +30,14 @@ import (
 // the pushes of a job's task when it ends.
 
 var (
-	qInsertPushConfig = queries.Must("A2AInsertPushConfig")
-	qPushConfigs      = queries.Must("A2APushConfigs")
-	qDeletePushConfig = queries.Must("A2ADeletePushConfig")
-	qClaimPushConfigs = queries.Must("A2AClaimPushConfigs")
-	qPushDelivered    = queries.Must("A2APushDelivered")
-	qPushFailed       = queries.Must("A2APushFailed")
-	qPushesPending    = queries.Must("A2APushesPending")
+	qInsertPushConfig       = queries.Must("A2AInsertPushConfig")
+	qPushConfigs            = queries.Must("A2APushConfigs")
+	qLegacyPushConfigsExist = queries.Must("LegacyPushConfigsExist")
+	qDeletePushConfig       = queries.Must("A2ADeletePushConfig")
+	qClaimPushConfigs       = queries.Must("A2AClaimPushConfigs")
+	qPushDelivered          = queries.Must("A2APushDelivered")
+	qPushFailed             = queries.Must("A2APushFailed")
+	qPushesPending          = queries.Must("A2APushesPending")
 )
 
 // ErrPushConfig: the job takes no push configs: it was submitted over
@@ -269,8 +270,33 @@ func (s *Service) usesA2APushes(ctx context.Context, l *Loaded) (bool, error) {
 	if isA2ACallback(l.CallbackURL) {
 		return true, nil
 	}
+	if legacy, err := s.legacyPushes(ctx); err != nil || !legacy {
+		return false, err
+	}
 	configs, err := s.PushConfigs(ctx, l.JobID)
 	return len(configs) > 0, err
+}
+
+// legacyPushesFor is how long legacyPushes trusts what it read.
+const legacyPushesFor = time.Minute
+
+// legacyPushes reports whether any job whose callback_url is not the A2A
+// marker may have push configs waiting (an A2A job submitted by a release
+// before the marker, which carries its first config's URL): read once a
+// legacyPushesFor, so that other jobs' callbacks need no query of their
+// own. Jobs submitted over A2A since are marked, so once none is left
+// there will be none.
+func (s *Service) legacyPushes(ctx context.Context) (bool, error) {
+	s.legacyMu.Lock()
+	defer s.legacyMu.Unlock()
+	if now := s.now(); now.Before(s.legacyUntil) {
+		return s.legacy, nil
+	}
+	if err := s.pool.QueryRow(ctx, qLegacyPushConfigsExist, a2aCallback).Scan(&s.legacy); err != nil {
+		return false, fmt.Errorf("legacy push configs: %w", err)
+	}
+	s.legacyUntil = s.now().Add(legacyPushesFor)
+	return s.legacy, nil
 }
 
 // deliverA2APushes is one run of the callback of a job whose callback is

@@ -196,6 +196,9 @@ type Service struct {
 	direct       atomic.Pointer[directDispatch]
 	secretsMu    sync.Mutex
 	secrets      map[string]cachedSecrets // namespace → its callback secrets, for secretsFor
+	legacyMu     sync.Mutex
+	legacy       bool      // legacyPushes' answer,
+	legacyUntil  time.Time // good until then
 }
 
 // NewService returns a Service. Call SetClient before use.

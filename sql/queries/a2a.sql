@@ -86,3 +86,8 @@ WHERE agent_id = $1 AND namespace = $7;
 UPDATE agents SET capabilities = $2, aliases = $3, version = $4, endpoint = $5,
     metadata = $6, stream_version = $7
 WHERE agent_id = $1 AND namespace = $8;
+
+-- name: LegacyPushConfigsExist
+-- Whether a push config waits to be posted for a job whose callback_url is not the A2A marker ($1): an A2A job submitted by a release before the marker. A config whose job is not in the read model yet counts too.
+SELECT EXISTS (SELECT 1 FROM a2a_push_configs c LEFT JOIN jobs j ON j.job_id = c.job_id
+    WHERE c.delivered_at IS NULL AND (j.job_id IS NULL OR j.callback_url IS NULL OR NOT j.callback_url LIKE '%' || $1));

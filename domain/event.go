@@ -200,6 +200,9 @@ type Event struct {
 	Type     EventType
 	Data     json.RawMessage
 	Metadata Metadata
+	// value is what NewEvent encoded as Data: folding an event made in
+	// this process reads it instead of decoding Data again (applyAs).
+	value any
 }
 
 // NewEvent builds an Event, encoding data as JSON. Data must be encodable
@@ -217,7 +220,7 @@ func NewEvent(t EventType, data any, md Metadata) Event {
 		if err != nil {
 			panic("domain: event data of " + string(t) + " is not JSON: " + err.Error())
 		}
-		raw = b
+		return Event{Type: t, Data: b, Metadata: md, value: d}
 	}
 	return Event{Type: t, Data: raw, Metadata: md}
 }

@@ -396,6 +396,11 @@ func (j *Job) applyData(e Event) error {
 	}
 	switch e.Type {
 	case EventSubmitted:
+		if d, ok := e.value.(Submitted); ok {
+			d.Resolution = nil // not in Data: INTENT_RESOLVED brings it
+			j.Submitted = d
+			return nil
+		}
 		return json.Unmarshal(e.Data, &j.Submitted)
 	case EventIntentResolved:
 		if j.Attempts > 0 || j.Resolution != nil {
@@ -442,6 +447,10 @@ func (j *Job) applyData(e Event) error {
 
 // applyAs decodes e's payload as a T and hands it to apply.
 func applyAs[T any](e Event, apply func(T)) error {
+	if d, ok := e.value.(T); ok { // made here: Data is its encoding
+		apply(d)
+		return nil
+	}
 	var d T
 	if err := json.Unmarshal(e.Data, &d); err != nil {
 		return err

@@ -63,9 +63,14 @@ func listenOnce(ctx context.Context, pool *pgxpool.Pool, channel string,
 	}
 }
 
+// notifyGap is the least time between two NOTIFYs of one Notify: under
+// load, the commits of that time share one (each is a transaction).
+const notifyGap = 5 * time.Millisecond
+
 // Notify sends one NOTIFY on channel for every receive from pokes until ctx
-// ends; pokes that arrive while one is being sent collapse into the next.
-// Readers also poll, so a lost notification only delays them.
+// ends; pokes that arrive while one is being sent, or within notifyGap of
+// it, collapse into the next. Readers also poll, so a lost notification
+// only delays them.
 func Notify(ctx context.Context, pool *pgxpool.Pool, channel string, pokes <-chan struct{}, logger *slog.Logger) {
 	for {
 		select {
@@ -73,13 +78,15 @@ func Notify(ctx context.Context, pool *pgxpool.Pool, channel string, pokes <-cha
 			return
 		case <-pokes:
 		}
+		pause := notifyGap
 		if _, err := pool.Exec(ctx, `SELECT pg_notify($1, '')`, channel); err != nil && ctx.Err() == nil {
 			logger.Warn("notify listeners", "channel", channel, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
+			pause = 100 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
 		}
 	}
 }

@@ -2,24 +2,33 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/telemetry"
+	"github.com/agentreach/agentreach/registry"
 )
 
 // Direct dispatch. A plain submit's first attempt starts in the process
 // that committed it, as soon as the commit returns: the dispatcher gets the
 // fold the submit wrote (no read of the stream) and no River job is
-// inserted, fetched or completed for it. The durable promise is the
+// inserted, fetched or completed for it. Most often the submit routes the
+// attempt itself (routeAtSubmit): its ROUTED is appended with SUBMITTED,
+// in the same transaction, with the routed timer and the agent's slot, and
+// the dispatcher only delivers. Otherwise the durable promise is the
 // attempt's queued timer, written in the submit's transaction as for a
 // River dispatch but naming no River job: should the process die before
 // the attempt's ROUTED is recorded, the deadline sweep finds the timer due
-// after LostAfter and enqueues the attempt in River.
+// after LostAfter and enqueues the attempt in River; a routed attempt with
+// no outcome is declared lost by its routed timer, as any.
 //
 // Everything else goes through River's dispatch queues, with their
 // priority lanes, as before: a retry, a redispatch, a job released from
@@ -106,9 +115,19 @@ func (s *Service) reserveDirect() bool {
 // releaseDirect gives back a reservation whose submit was not committed.
 func (s *Service) releaseDirect() { <-s.direct.Load().slots }
 
-// startDirect dispatches the first attempt of the committed job l, which
-// holds a reservation.
-func (s *Service) startDirect(l *Loaded) {
+// directStart is what a direct dispatcher starts from: the committed
+// fold l and, when the submit routed it (routeAtSubmit), the agent its
+// first attempt goes to and the attempt's deadline.
+type directStart struct {
+	l        *Loaded
+	agent    *registry.Agent
+	deadline time.Time
+}
+
+// startDirect dispatches the first attempt of the committed job st.l,
+// which holds a reservation: it delivers an attempt routed at submit, and
+// routes one that was not.
+func (s *Service) startDirect(st directStart) {
 	d := s.direct.Load()
 	if d.held.Load() {
 		<-d.slots
@@ -118,7 +137,7 @@ func (s *Service) startDirect(l *Loaded) {
 	if !d.on {
 		d.mu.Unlock()
 		<-d.slots
-		s.handToRiver(d.ctx, l.JobID) // stopping: River takes it
+		s.handToRiver(d.ctx, st.l.JobID) // stopping: River takes what has not started, the routed timer the rest
 		return
 	}
 	d.running.Add(1)
@@ -128,11 +147,48 @@ func (s *Service) startDirect(l *Loaded) {
 		defer func() { <-d.slots }()
 		ctx, cancel := context.WithTimeout(d.ctx, s.cfg.InlineWait+30*time.Second) // as the dispatch job's Timeout
 		defer cancel()
-		if err := s.dispatch(ctx, l, dispatchRun{args: DispatchArgs{JobID: l.JobID, Attempt: 1}, cause: "direct"}); err != nil {
-			s.logger.DebugContext(ctx, "direct dispatch failed; River takes the attempt", "job_id", l.JobID, "err", err)
-			s.handToRiver(ctx, l.JobID)
+		run := dispatchRun{args: DispatchArgs{JobID: st.l.JobID, Attempt: 1}, cause: "direct"}
+		var err error
+		if st.agent != nil {
+			err = s.deliverRouted(ctx, run, st)
+		} else {
+			err = s.dispatch(ctx, st.l, run)
+		}
+		if err != nil {
+			s.logger.DebugContext(ctx, "direct dispatch failed; River takes the attempt", "job_id", st.l.JobID, "err", err)
+			s.handToRiver(ctx, st.l.JobID)
 		}
 	}()
+}
+
+// routeAtSubmit routes the first attempt of the job l being submitted, as
+// of at, when nothing needs the dispatcher's care: the chosen agent is a
+// push agent with no max_concurrent (its slot needs no count) and the job
+// is not low (held back under pressure). It returns ROUTED, the agent and
+// the attempt's deadline, or a nil agent.
+func (s *Service) routeAtSubmit(l *Loaded, at time.Time) (domain.Event, *registry.Agent, time.Time) {
+	if l.Priority == domain.PriorityLow {
+		return domain.Event{}, nil, time.Time{}
+	}
+	route, agent := s.route(l)
+	if agent == nil || agent.Pull() || agent.MaxConcurrent > 0 {
+		return domain.Event{}, nil, time.Time{}
+	}
+	routeJSON, _ := json.Marshal(route)
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: "direct"}
+	return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: route.Chosen, Route: routeJSON}, md), agent, at.Add(l.Timeout())
+}
+
+// deliverRouted delivers the first attempt the submit routed and records
+// its outcome, as dispatch does after ROUTED.
+func (s *Service) deliverRouted(ctx context.Context, run dispatchRun, st directStart) error {
+	l := st.l
+	ctx = telemetry.JobContext(ctx, l.TraceID)
+	ctx, span := s.tracer.Start(ctx, "dispatch", trace.WithAttributes(attribute.String("job_id", l.JobID),
+		attribute.Int("attempt", 1), attribute.String("capability", l.Capability)))
+	defer span.End()
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.cause}
+	return s.deliverAndRecord(ctx, run, l, st.agent, st.deadline, md)
 }
 
 // handToRiver enqueues the first attempt of job id in River, unless it has

@@ -107,7 +107,13 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 	if err != nil {
 		return err // River retries; the next run reloads and sees whether the attempt started
 	}
-	out, latency := s.deliverMeasured(ctx, agent, l, attempt, deadline)
+	return s.deliverAndRecord(ctx, run, l, agent, deadline, md)
+}
+
+// deliverAndRecord delivers the attempt routed on l (its fold after ROUTED)
+// to agent and records the outcome; a job that ends here is called back.
+func (s *Service) deliverAndRecord(ctx context.Context, run dispatchRun, l *Loaded, agent *registry.Agent, deadline time.Time, md domain.Metadata) error {
+	out, latency := s.deliverMeasured(ctx, agent, l, run.args.Attempt, deadline)
 	recorded, err := s.recordDelivery(ctx, run.args, l, out, deadline, latency, md)
 	if err == nil && recorded != nil && recorded.callsBack() {
 		// The job ended here: its caller is called back from this fold, by

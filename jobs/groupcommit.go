@@ -16,7 +16,10 @@ import (
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
-var qInsertJobTimers = queries.Must("InsertJobTimers")
+var (
+	qInsertJobTimers = queries.Must("InsertJobTimers")
+	qTakeAgentSlots  = queries.Must("TakeAgentSlots")
+)
 
 // Group commit: concurrent submits share one transaction, so durable
 // submits per second are not bounded by the database's commits per second.
@@ -40,9 +43,10 @@ type batchItem struct {
 type batchResult struct {
 	res SubmitResult
 	err error
-	// direct is the fold of a submit that holds a direct dispatcher
-	// (direct.go), started once the transaction committed.
-	direct *Loaded
+	// reserved: the submit holds a direct dispatcher (direct.go), which
+	// starts on direct once the transaction committed.
+	reserved bool
+	direct   directStart
 }
 
 type batcher struct {
@@ -133,13 +137,13 @@ func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
 		return s.bulkSubmitTx(ctx, tx, batch, bulk, patterns, results)
 	})
 	for i := range results {
-		if d := results[i].direct; d != nil {
-			if err == nil && results[i].err == nil {
-				s.startDirect(d)
+		if r := &results[i]; r.reserved {
+			if err == nil && r.err == nil && r.direct.l != nil {
+				s.startDirect(r.direct)
 			} else {
 				s.releaseDirect()
 			}
-			results[i].direct = nil
+			r.reserved, r.direct = false, directStart{}
 		}
 	}
 	if err != nil && len(batch) > 1 && memberFault(err) {
@@ -192,7 +196,7 @@ func (s *Service) submitInSavepoint(ctx context.Context, tx pgx.Tx, it *batchIte
 
 // bulkSubmitTx writes the plain submissions batch[idx...] with a handful of
 // statements, whatever their number. A submission that gets a direct
-// dispatcher has no River job: its queued timer names none.
+// dispatcher has no River job (directStarts).
 func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchItem, idx []int, patterns approvalPatterns, results []batchResult) error {
 	if len(idx) == 0 {
 		return nil
@@ -211,14 +215,15 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		case res.Status == domain.StatusAwaitingApproval:
 			timers.add(it.sub.JobID, 1, domain.PhaseApproval, now.Add(s.cfg.ApprovalTimeout), nil)
 		case s.reserveDirect():
-			direct = append(direct, i)
-			timers.add(it.sub.JobID, 1, domain.PhaseQueued, now.Add(s.cfg.LostAfter), nil)
+			results[i].reserved = true
+			direct = append(direct, len(streams)-1)
 		default:
 			params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: it.sub.JobID, Attempt: 1}, InsertOpts: dispatchOpts(it.sub.Priority)})
 			dispatched = append(dispatched, i)
 		}
 	}
-	if err := s.directFolds(ctx, tx, batch, direct, streams, results); err != nil {
+	var slots slotRows
+	if err := s.directStarts(ctx, tx, idx, direct, streams, results, &timers, &slots); err != nil {
 		return err
 	}
 	if err := s.store.AppendNewTx(ctx, tx, streams); err != nil {
@@ -237,35 +242,53 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 			timers.add(batch[i].sub.JobID, 1, domain.PhaseQueued, now.Add(s.cfg.LostAfter), &id)
 		}
 	}
-	return timers.insert(ctx, tx)
+	if err := timers.insert(ctx, tx); err != nil {
+		return err
+	}
+	return slots.insert(ctx, tx)
 }
 
-// directFolds gives each submission batch[direct...] (its stream among
-// streams) the fold its dispatcher starts from, as of tx's time. The
-// reservation is in results[i].direct from here on: commit starts or
-// releases it.
-func (s *Service) directFolds(ctx context.Context, tx pgx.Tx, batch []*batchItem, direct []int, streams []eventstore.NewStream, results []batchResult) error {
+// directStarts readies the submissions streams[direct...] (of batch[idx[k]]
+// for streams[k]) for their direct dispatchers, as of tx's time: each gets
+// the fold its dispatcher starts from and, routed at once when it can be
+// (routeAtSubmit), its ROUTED in the same append as its SUBMITTED, with the
+// routed timer and the agent's slot; one that cannot be waits on the
+// queued timer for its dispatcher to route it.
+func (s *Service) directStarts(ctx context.Context, tx pgx.Tx, idx, direct []int, streams []eventstore.NewStream, results []batchResult,
+	timers *timerRows, slots *slotRows) error {
 	if len(direct) == 0 {
 		return nil
 	}
 	var at time.Time
-	err := tx.QueryRow(ctx, qTransactionTime).Scan(&at)
-	byStream := make(map[string][]domain.Event, len(streams))
-	for _, st := range streams {
-		byStream[st.Stream] = st.Events
+	if err := tx.QueryRow(ctx, qTransactionTime).Scan(&at); err != nil {
+		return err
 	}
-	for _, i := range direct {
-		id := batch[i].sub.JobID
-		l, ferr := submittedFold(id, byStream[domain.JobStream(id)], at)
-		if ferr != nil && err == nil {
-			err = ferr
+	for _, k := range direct {
+		st := &streams[k]
+		r := &results[idx[k]]
+		id := r.res.JobID
+		l, err := submittedFold(id, st.Events, at)
+		if err != nil {
+			return err
 		}
-		results[i].direct = l
-		if l == nil {
-			s.releaseDirect()
+		r.direct = directStart{l: l}
+		routed, agent, deadline := s.routeAtSubmit(l, at)
+		if agent == nil {
+			timers.add(id, 1, domain.PhaseQueued, at.Add(s.cfg.LostAfter), nil)
+			continue
 		}
+		if err := l.Apply(routed); err != nil {
+			return err
+		}
+		st.Events = append(st.Events, routed)
+		l.Records = append(l.Records, eventstore.Record{StreamID: st.Stream, Version: len(st.Events), Type: routed.Type, Data: routed.Data,
+			Metadata: routed.Metadata, RecordedAt: at})
+		l.RoutedAt = at
+		r.direct.agent, r.direct.deadline = agent, deadline
+		timers.addAgent(id, 1, domain.PhaseRouted, deadline.Add(s.cfg.LostAfter), agent.AgentID)
+		slots.add(id, l.Namespace, agent.AgentID, 1)
 	}
-	return err
+	return nil
 }
 
 // timerRows collects timers for one INSERT.
@@ -275,6 +298,7 @@ type timerRows struct {
 	phases   []string
 	dues     []time.Time
 	riverIDs []*int64
+	agentIDs []string
 }
 
 func (t *timerRows) add(jobID string, attempt int, phase domain.TimerPhase, due time.Time, riverID *int64) {
@@ -283,15 +307,45 @@ func (t *timerRows) add(jobID string, attempt int, phase domain.TimerPhase, due 
 	t.phases = append(t.phases, string(phase))
 	t.dues = append(t.dues, due)
 	t.riverIDs = append(t.riverIDs, riverID)
+	t.agentIDs = append(t.agentIDs, "")
+}
+
+// addAgent adds the timer of an attempt routed to agentID.
+func (t *timerRows) addAgent(jobID string, attempt int, phase domain.TimerPhase, due time.Time, agentID string) {
+	t.add(jobID, attempt, phase, due, nil)
+	t.agentIDs[len(t.agentIDs)-1] = agentID
 }
 
 func (t *timerRows) insert(ctx context.Context, tx pgx.Tx) error {
 	if len(t.jobIDs) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, qInsertJobTimers, t.jobIDs, t.attempts, t.phases, t.dues, t.riverIDs)
+	_, err := tx.Exec(ctx, qInsertJobTimers, t.jobIDs, t.attempts, t.phases, t.dues, t.riverIDs, t.agentIDs)
 	if err != nil {
 		return fmt.Errorf("set timers: %w", err)
+	}
+	return nil
+}
+
+// slotRows collects agent slots for one INSERT.
+type slotRows struct {
+	jobIDs, namespaces, agentIDs []string
+	attempts                     []int32
+}
+
+func (r *slotRows) add(jobID, namespace, agentID string, attempt int) {
+	r.jobIDs = append(r.jobIDs, jobID)
+	r.namespaces = append(r.namespaces, namespace)
+	r.agentIDs = append(r.agentIDs, agentID)
+	r.attempts = append(r.attempts, int32(attempt))
+}
+
+func (r *slotRows) insert(ctx context.Context, tx pgx.Tx) error {
+	if len(r.jobIDs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, qTakeAgentSlots, r.jobIDs, r.namespaces, r.agentIDs, r.attempts); err != nil {
+		return fmt.Errorf("take slots: %w", err)
 	}
 	return nil
 }

@@ -120,26 +120,36 @@ func TestWatchdogRequeuesStuckWork(t *testing.T) {
 	strand("dispatch_low", rid)
 	require.Equal(t, "SUCCESS", waitTerminal(t, base, stuck, 20*time.Second).Status)
 
-	// A direct dispatch whose process "died" right after the submit
-	// committed: its queued timer names no River job, and the watchdog
-	// enqueues the attempt in River.
+	// Direct dispatches whose process "died" right after the submit
+	// committed. A low job is not routed at submit: its queued timer names
+	// no River job, and the watchdog enqueues the attempt in River. A
+	// normal one was routed with its submit: its routed timer declares the
+	// attempt lost after its deadline, and it is retried.
 	svc.m.app.jobs.HoldDirectDispatch(true)
-	lost := submitOK(t, base, `{"capability":"t.wd","payload":{}}`)
+	queued := submitOK(t, base, `{"capability":"t.wd","payload":{},"priority":"low"}`)
+	routed := submitOK(t, base, `{"capability":"t.wd","payload":{},"timeout_ms":200,"backoff_base_ms":100}`)
 	svc.m.app.jobs.HoldDirectDispatch(false)
-	rid, phase = timerJob(lost)
+	rid, phase = timerJob(queued)
 	require.Equal(t, "queued", phase)
 	require.Zero(t, rid, "a direct dispatch has no River job")
-	require.Equal(t, "SUCCESS", waitTerminal(t, base, lost, 20*time.Second).Status)
+	_, phase = timerJob(routed)
+	require.Equal(t, "routed", phase)
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, queued, 20*time.Second).Status)
+	j := waitTerminal(t, base, routed, 20*time.Second)
+	require.Equal(t, "SUCCESS", j.Status)
+	require.Equal(t, 2, j.Attempts, "the lost attempt was retried")
 
-	var requeued, redispatched, redispatchedDirect int
+	var requeued, redispatched, redispatchedDirect, lost int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'callbacks_requeued' ? $1),
 		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'redispatched' ? $2),
-		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'redispatched' ? $3)`, cb, stuck, lost).
-		Scan(&requeued, &redispatched, &redispatchedDirect))
+		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'redispatched' ? $3),
+		(SELECT count(*) FROM events WHERE stream_id = 'sweep:deadline' AND data->'lost' ? $4)`, cb, stuck, queued, routed).
+		Scan(&requeued, &redispatched, &redispatchedDirect, &lost))
 	require.Equal(t, 1, requeued)
 	require.Equal(t, 1, redispatched)
 	require.Equal(t, 1, redispatchedDirect)
+	require.Equal(t, 1, lost)
 }
 
 // TestListJobs pages through jobs newest first with filters.

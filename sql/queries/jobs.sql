@@ -75,8 +75,8 @@ ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = exclud
 
 -- name: InsertJobTimers
 -- The timers of a group commit's plain submits, in one statement.
-INSERT INTO job_timers (job_id, attempt, phase, due_at, river_job_id)
-SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::bigint[]);
+INSERT INTO job_timers (job_id, attempt, phase, due_at, river_job_id, agent_id)
+SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[]);
 
 -- name: DueJobTimers
 -- The jobs whose timers are due at $1, oldest first, for the deadline sweep.
@@ -147,6 +147,11 @@ SELECT now();
 INSERT INTO agent_slots (job_id, namespace, agent_id, attempt) VALUES ($1, $2, $3, $4)
 ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = excluded.agent_id,
     attempt = excluded.attempt, taken_at = now();
+
+-- name: TakeAgentSlots
+-- The slots of the first attempts a group commit routed, in one statement.
+INSERT INTO agent_slots (job_id, namespace, agent_id, attempt)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[]);
 
 -- name: ReleaseAgentSlot
 -- The job's attempt ended: its slot is given back.

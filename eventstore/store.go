@@ -283,7 +283,11 @@ func (s *Store) Committed() {
 // recordColumns are a Record's columns. The transaction id is read as text
 // under another name: an output column named tx_id would make ORDER BY
 // tx_id sort the text ("1001" before "999").
-const recordColumns = `position, tx_id::text AS tx_id_text, stream_id, version, type, data, metadata, recorded_at`
+// The metadata's fields are read as text, so that no JSON is decoded for
+// them.
+const recordColumns = `position, tx_id::text AS tx_id_text, stream_id, version, type, data,
+	coalesce(metadata->>'trace_id', '') AS trace_id, coalesce(metadata->>'actor', '') AS actor,
+	coalesce(metadata->>'causation_id', '') AS causation_id, recorded_at`
 
 func scanRecords(rows pgx.Rows) ([]Record, error) {
 	defer rows.Close()
@@ -291,15 +295,14 @@ func scanRecords(rows pgx.Rows) ([]Record, error) {
 	for rows.Next() {
 		var r Record
 		var txid, typ string
-		var md []byte
-		if err := rows.Scan(&r.Position, &txid, &r.StreamID, &r.Version, &typ, &r.Data, &md, &r.RecordedAt); err != nil {
+		var data []byte // as stored: a json.RawMessage would be decoded (validated) again
+		md := &r.Metadata
+		if err := rows.Scan(&r.Position, &txid, &r.StreamID, &r.Version, &typ, &data, &md.TraceID, &md.Actor, &md.CausationID, &r.RecordedAt); err != nil {
 			return nil, err
 		}
+		r.Data = data
 		r.TxID, _ = strconv.ParseUint(txid, 10, 64)
 		r.Type = domain.EventType(typ)
-		if err := json.Unmarshal(md, &r.Metadata); err != nil {
-			return nil, fmt.Errorf("event %d: decode metadata: %w", r.Position, err)
-		}
 		out = append(out, r)
 	}
 	return out, rows.Err()

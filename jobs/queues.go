@@ -13,6 +13,7 @@ import (
 var (
 	qRiverQueueDepths = queries.Must("RiverQueueDepths")
 	qDropAllJobTimers = queries.Must("DropAllJobTimers")
+	qDropAllSlots     = queries.Must("DropAllAgentSlots")
 )
 
 // QueueDepths counts, per River queue, the jobs waiting to run (available,
@@ -41,8 +42,8 @@ func (s *Service) QueueDepths(ctx context.Context) (map[string]int64, error) {
 	return depth, rows.Err()
 }
 
-// DropDispatchBacklog deletes every dispatch waiting in River and every
-// timer: for benchmarks that measure submits alone and then the end to end
+// DropDispatchBacklog deletes every dispatch waiting in River, every
+// timer and every agent slot: for benchmarks that measure submits alone and then the end to end
 // path on a clean queue. It loses the work it drops; never call it on a
 // service that serves callers.
 func (s *Service) DropDispatchBacklog(ctx context.Context) error {
@@ -58,6 +59,9 @@ func (s *Service) DropDispatchBacklog(ctx context.Context) error {
 	}
 	if _, err := s.pool.Exec(ctx, qDropAllJobTimers); err != nil {
 		return fmt.Errorf("drop timers: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, qDropAllSlots); err != nil {
+		return fmt.Errorf("drop slots: %w", err)
 	}
 	return nil
 }

@@ -120,6 +120,10 @@ SELECT queue, count(*) FROM river_job WHERE state = ANY($1::river_job_state[]) G
 -- Drops every timer, with the dispatch backlog, for benchmarks.
 DELETE FROM job_timers;
 
+-- name: DropAllAgentSlots
+-- Drops every agent slot (the dropped backlog's attempts routed at submit hold some), for benchmarks.
+DELETE FROM agent_slots;
+
 -- name: VerifyDumpTable :template
 -- Every row of a read model's table (%s, a sanitised identifier) as text, sorted, to compare with its rebuild.
 SELECT t::text FROM %s t ORDER BY 1;

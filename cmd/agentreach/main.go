@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,17 +56,7 @@ Usage:
 Run "agentreach COMMAND -h" for a command's flags.
 `
 
-// defaultGCPercent is the Go collector's target unless GOGC is set: the
-// service's live heap is small and its garbage many small short-lived
-// values (requests, events, rows), so collecting at three times the live
-// heap instead of twice halves the collector's share of the CPU for tens
-// of MB of memory (measured: peak RSS 80 → 120 MB under the bench's load).
-const defaultGCPercent = 300
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := NewMain()

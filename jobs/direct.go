@@ -31,10 +31,11 @@ import (
 // no outcome is declared lost by its routed timer, as any.
 //
 // Everything else goes through River's dispatch queues, with their
-// priority lanes, as before: a retry, a redispatch, a job released from
-// approval, a submit with an Idempotency-Key or a parent, a submit while
-// every direct dispatcher is busy, and a direct dispatch that failed on
-// the database (it hands its attempt to River, if it has not started).
+// priority lanes, as before: a low job (its lane bounds it), a retry, a
+// redispatch, a job released from approval, a submit with an
+// Idempotency-Key or a parent, a submit while every direct dispatcher is
+// busy, and a direct dispatch that failed on the database (it hands its
+// attempt to River, if it has not started).
 
 // DefaultDirectDispatchers is how many direct dispatches may be under way
 // at once in one process.
@@ -48,7 +49,7 @@ type directDispatch struct {
 	held atomic.Bool
 
 	mu      sync.Mutex
-	on      bool // false once stopping: what is handed over then goes to River
+	on      bool // false once stopping: no more reservations
 	running sync.WaitGroup
 	ctx     context.Context
 }
@@ -64,8 +65,8 @@ func (s *Service) StartDirectDispatch(ctx context.Context, n int) {
 }
 
 // StopDirectDispatch stops taking submits directly and waits (within ctx)
-// for the direct dispatches under way, as River's Stop waits for its
-// workers.
+// for the direct dispatches under way, and those reserved by a submit
+// still committing, as River's Stop waits for its workers.
 func (s *Service) StopDirectDispatch(ctx context.Context) {
 	d := s.direct.Load()
 	if d == nil {
@@ -99,13 +100,13 @@ func (s *Service) reserveDirect() bool {
 		return false
 	}
 	d.mu.Lock()
-	on := d.on
-	d.mu.Unlock()
-	if !on {
+	defer d.mu.Unlock()
+	if !d.on {
 		return false
 	}
 	select {
 	case d.slots <- struct{}{}:
+		d.running.Add(1) // StopDirectDispatch waits for it, started or not
 		return true
 	default:
 		return false
@@ -113,7 +114,11 @@ func (s *Service) reserveDirect() bool {
 }
 
 // releaseDirect gives back a reservation whose submit was not committed.
-func (s *Service) releaseDirect() { <-s.direct.Load().slots }
+func (s *Service) releaseDirect() {
+	d := s.direct.Load()
+	<-d.slots
+	d.running.Done()
+}
 
 // directStart is what a direct dispatcher starts from: the committed
 // fold l and, when the submit routed it (routeAtSubmit), the agent its
@@ -130,21 +135,11 @@ type directStart struct {
 func (s *Service) startDirect(st directStart) {
 	d := s.direct.Load()
 	if d.held.Load() {
-		<-d.slots
+		s.releaseDirect()
 		return
 	}
-	d.mu.Lock()
-	if !d.on {
-		d.mu.Unlock()
-		<-d.slots
-		s.handToRiver(d.ctx, st.l.JobID) // stopping: River takes what has not started, the routed timer the rest
-		return
-	}
-	d.running.Add(1)
-	d.mu.Unlock()
-	go func() {
-		defer d.running.Done()
-		defer func() { <-d.slots }()
+	go func() { // StopDirectDispatch waits for it: the reservation counts as running
+		defer s.releaseDirect()
 		ctx, cancel := context.WithTimeout(d.ctx, s.cfg.InlineWait+30*time.Second) // as the dispatch job's Timeout
 		defer cancel()
 		run := dispatchRun{args: DispatchArgs{JobID: st.l.JobID, Attempt: 1}, cause: "direct"}
@@ -156,27 +151,27 @@ func (s *Service) startDirect(st directStart) {
 		}
 		if err != nil {
 			s.logger.DebugContext(ctx, "direct dispatch failed; River takes the attempt", "job_id", st.l.JobID, "err", err)
-			s.handToRiver(ctx, st.l.JobID)
+			hctx, cancel := context.WithTimeout(d.ctx, 10*time.Second) // the dispatch's own may be spent
+			defer cancel()
+			s.handToRiver(hctx, st.l.JobID)
 		}
 	}()
 }
 
-// routeAtSubmit routes the first attempt of the job l being submitted, as
-// of at, when nothing needs the dispatcher's care: the chosen agent is a
-// push agent with no max_concurrent (its slot needs no count) and the job
-// is not low (held back under pressure). It returns ROUTED, the agent and
-// the attempt's deadline, or a nil agent.
-func (s *Service) routeAtSubmit(l *Loaded, at time.Time) (domain.Event, *registry.Agent, time.Time) {
-	if l.Priority == domain.PriorityLow {
-		return domain.Event{}, nil, time.Time{}
-	}
+// routeAtSubmit routes the first attempt of the job l being submitted when
+// nothing needs the dispatcher's care: the chosen agent is a push agent
+// with no max_concurrent (its slot needs no count). It returns ROUTED, the
+// agent and the attempt's deadline, or a nil agent.
+func (s *Service) routeAtSubmit(l *Loaded) (domain.Event, *registry.Agent, time.Time) {
 	route, agent := s.route(l)
 	if agent == nil || agent.Pull() || agent.MaxConcurrent > 0 {
 		return domain.Event{}, nil, time.Time{}
 	}
 	routeJSON, _ := json.Marshal(route)
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: "direct"}
-	return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: route.Chosen, Route: routeJSON}, md), agent, at.Add(l.Timeout())
+	// The deadline is on the process's clock, as the delivery's timeout
+	// and recordRouted's.
+	return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: route.Chosen, Route: routeJSON}, md), agent, s.now().UTC().Add(l.Timeout())
 }
 
 // deliverRouted delivers the first attempt the submit routed and records

@@ -46,7 +46,9 @@ func TestDirectDispatch(t *testing.T) {
 	require.True(t, ok, "the direct dispatcher found no agent and waits for one")
 	require.Zero(t, riverJobs(direct), "a direct dispatch has no River job")
 
-	require.True(t, s.reserveDirect(), "the one dispatcher is free again")
+	ok, err = harness.Until(ctx, 10*time.Second, time.Millisecond, func() (bool, error) { return s.reserveDirect(), nil })
+	require.NoError(t, err)
+	require.True(t, ok, "the one dispatcher is free again")
 	busy := submit()
 	s.releaseDirect()
 	require.Equal(t, 1, riverJobs(busy), "with every dispatcher busy, River dispatches")
@@ -56,6 +58,9 @@ func TestDirectDispatch(t *testing.T) {
 	require.False(t, s.reserveDirect())
 	stopped := submit()
 	require.Equal(t, 1, riverJobs(stopped), "once stopped, River dispatches")
+	low, err := s.Submit(ctx, domain.Submitted{Capability: "none.yet", Payload: json.RawMessage(`{}`), Priority: domain.PriorityLow}, domain.Metadata{Actor: "test"})
+	require.NoError(t, err)
+	require.Equal(t, 1, riverJobs(low.JobID), "low work waits in its lane")
 
 	s.handToRiver(ctx, direct)
 	require.Equal(t, 1, riverJobs(direct), "an attempt not started is handed to River")

@@ -214,7 +214,7 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		switch {
 		case res.Status == domain.StatusAwaitingApproval:
 			timers.add(it.sub.JobID, 1, domain.PhaseApproval, now.Add(s.cfg.ApprovalTimeout), nil)
-		case s.reserveDirect():
+		case it.sub.Priority != domain.PriorityLow && s.reserveDirect(): // low work waits in its own lane
 			results[i].reserved = true
 			direct = append(direct, len(streams)-1)
 		default:
@@ -272,9 +272,9 @@ func (s *Service) directStarts(ctx context.Context, tx pgx.Tx, idx, direct []int
 			return err
 		}
 		r.direct = directStart{l: l}
-		routed, agent, deadline := s.routeAtSubmit(l, at)
+		routed, agent, deadline := s.routeAtSubmit(l)
 		if agent == nil {
-			timers.add(id, 1, domain.PhaseQueued, at.Add(s.cfg.LostAfter), nil)
+			timers.add(id, 1, domain.PhaseQueued, s.now().Add(s.cfg.LostAfter), nil)
 			continue
 		}
 		if err := l.Apply(routed); err != nil {

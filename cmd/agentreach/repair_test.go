@@ -121,14 +121,15 @@ func TestWatchdogRequeuesStuckWork(t *testing.T) {
 	require.Equal(t, "SUCCESS", waitTerminal(t, base, stuck, 20*time.Second).Status)
 
 	// Direct dispatches whose process "died" right after the submit
-	// committed. A low job is not routed at submit: its queued timer names
-	// no River job, and the watchdog enqueues the attempt in River. A
-	// normal one was routed with its submit: its routed timer declares the
-	// attempt lost after its deadline, and it is retried.
+	// committed. A job no agent offers yet is not routed at submit: its
+	// queued timer names no River job, and the watchdog enqueues the
+	// attempt in River. One routed with its submit: its routed timer
+	// declares the attempt lost after its deadline, and it is retried.
 	svc.m.app.jobs.HoldDirectDispatch(true)
-	queued := submitOK(t, base, `{"capability":"t.wd","payload":{},"priority":"low"}`)
+	queued := submitOK(t, base, `{"capability":"t.wd2","payload":{}}`)
 	routed := submitOK(t, base, `{"capability":"t.wd","payload":{},"timeout_ms":200,"backoff_base_ms":100}`)
 	svc.m.app.jobs.HoldDirectDispatch(false)
+	newTestAgent(t, base, "wd2", "t.wd2", 50, answer("SUCCESS", ""))
 	rid, phase = timerJob(queued)
 	require.Equal(t, "queued", phase)
 	require.Zero(t, rid, "a direct dispatch has no River job")

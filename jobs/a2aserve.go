@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
@@ -355,7 +354,7 @@ func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackA
 	if err != nil {
 		return err
 	}
-	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", pending == 0)))
+	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", pending == 0)))
 	switch {
 	case pending == 0:
 		return nil

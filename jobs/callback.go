@@ -17,7 +17,6 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -87,7 +86,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	ok := postErr == nil && code/100 == 2
-	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", ok)))
+	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", ok)))
 	// Written in a transaction shared with concurrent writes (write.go),
 	// at the version of the fold read above; reloaded on a conflict.
 	err = s.writeRetrying(ctx, func(retry bool) (*write, error) {

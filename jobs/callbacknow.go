@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/domain"
@@ -74,7 +73,7 @@ func (s *Service) sendCallbackNow(ctx context.Context, l *Loaded, cause string) 
 		return
 	}
 	ok := postErr == nil && code/100 == 2
-	s.metrics.callbacks.Add(ctx, 1, metric.WithAttributes(attribute.Bool("acknowledged", ok)))
+	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", ok)))
 	if !ok {
 		co := domain.CallbackOutcome{Attempt: 0, StatusCode: code}
 		if postErr != nil {

@@ -23,7 +23,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -233,8 +232,8 @@ func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l 
 	start := time.Now()
 	out := s.deliver(ctx, agent, l, attempt, deadline)
 	latency := time.Since(start)
-	outcomeAttr := metric.WithAttributes(attribute.String("outcome", string(out.Kind)))
-	s.metrics.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(out.Kind)), attribute.String("reason", out.Reason)))
+	outcomeAttr := withAttrs(attribute.String("outcome", string(out.Kind)))
+	s.metrics.deliveries.Add(ctx, 1, withAttrs(attribute.String("outcome", string(out.Kind)), attribute.String("reason", out.Reason)))
 	s.metrics.duration.Record(ctx, latency.Seconds(), outcomeAttr)
 	s.logger.DebugContext(ctx, "delivery", "job_id", l.JobID, "trace_id", l.TraceID, "agent_id", agent.AgentID,
 		"attempt", attempt, "outcome", out.Kind, "reason", out.Reason, "latency_ms", latency.Milliseconds())

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -175,7 +174,7 @@ func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]
 		return nil, err
 	}
 	for range out {
-		s.metrics.deliveries.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(domain.ObservedAccepted)),
+		s.metrics.deliveries.Add(ctx, 1, withAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
 			attribute.String("reason", "claimed")))
 	}
 	return out, nil

@@ -21,7 +21,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	a2aclient "github.com/agentreach/agentreach/a2a/client"
@@ -347,7 +346,7 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 		return SubmitResult{}, err
 	}
 	if !res.Existing {
-		s.metrics.submitted.Add(ctx, 1, metric.WithAttributes(attribute.String("namespace", sub.Namespace),
+		s.metrics.submitted.Add(ctx, 1, withAttrs(attribute.String("namespace", sub.Namespace),
 			attribute.String("priority", string(sub.Priority))))
 	}
 	return res, nil

@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"strings"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -48,6 +50,28 @@ func (s *Service) initTelemetry() {
 
 func (s *Service) countFinished(ctx context.Context, before, after domain.JobStatus) {
 	if !before.Terminal() && after.Terminal() {
-		s.metrics.finished.Add(ctx, 1, metric.WithAttributes(attribute.String("status", string(after))))
+		s.metrics.finished.Add(ctx, 1, withAttrs(attribute.String("status", string(after))))
 	}
+}
+
+// measureOpts are metric attribute options by their key=value pairs: an
+// attribute set is built once, not at every measurement (a set sorts and
+// copies its attributes).
+var measureOpts sync.Map // string → metric.MeasurementOption
+
+// withAttrs is metric.WithAttributes(kv...), built once per distinct kv.
+func withAttrs(kv ...attribute.KeyValue) metric.MeasurementOption {
+	var key strings.Builder
+	for _, a := range kv {
+		key.WriteString(string(a.Key))
+		key.WriteByte('=')
+		key.WriteString(a.Value.Emit())
+		key.WriteByte(0)
+	}
+	if o, ok := measureOpts.Load(key.String()); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o := metric.WithAttributes(kv...)
+	measureOpts.Store(key.String(), o)
+	return o
 }

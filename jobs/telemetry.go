@@ -65,7 +65,7 @@ func withAttrs(kv ...attribute.KeyValue) metric.MeasurementOption {
 	for _, a := range kv {
 		key.WriteString(string(a.Key))
 		key.WriteByte('=')
-		key.WriteString(a.Value.Emit())
+		key.WriteString(a.Value.String())
 		key.WriteByte(0)
 	}
 	if o, ok := measureOpts.Load(key.String()); ok {

@@ -183,9 +183,21 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 	attempt := l.Attempts
 	ctx = telemetry.JobContext(ctx, l.TraceID)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	t, err := s.a2a.SendMessage(rctx, a2aclient.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt,
+	send := a2aclient.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt,
 		Capability: l.Capability, Payload: payload, TaskID: l.RemoteTaskID, MessageID: uuid.Must(uuid.NewV7()).String(),
-		Header: s.a2aHeader(rctx, l, attempt)})
+		Header: s.a2aHeader(rctx, l, attempt)}
+	t, err := s.a2a.SendMessage(rctx, send)
+	// An agent that answers an internal error did not take the message: one
+	// still closing the turn that asked for input (an SDK's "execution
+	// already in progress") takes it a moment later. The same message id
+	// goes again, a few times, within the bound.
+	for wait := 25 * time.Millisecond; isInternalRPCError(err) && wait <= 400*time.Millisecond; wait *= 2 {
+		select {
+		case <-rctx.Done():
+		case <-time.After(wait):
+			t, err = s.a2a.SendMessage(rctx, send)
+		}
+	}
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("input for job %s to agent %s: %v: %w", id, a.AgentID, err, ErrAgentUnavailable) //nolint:errorlint // as above
@@ -208,6 +220,13 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 		return nil, err
 	}
 	return s.Load(ctx, nil, id)
+}
+
+// isInternalRPCError reports whether err is an agent's JSON-RPC internal
+// error answer.
+func isInternalRPCError(err error) bool {
+	var rpc *a2aclient.RPCError
+	return errors.As(err, &rpc) && rpc.Code == a2aclient.CodeInternal
 }
 
 // ReportA2APush records a push notification an A2A agent sent about

@@ -17,6 +17,7 @@ import (
 // JSON-RPC and A2A error codes that change what Agent-Reach does.
 const (
 	CodeMethodNotFound       = -32601
+	CodeInternal             = -32603
 	CodeTaskNotFound         = -32001
 	CodePushNotSupported     = -32003
 	CodeUnsupportedOperation = -32004

@@ -299,7 +299,17 @@ func newSecuredAgent(t *testing.T, base, key, id, ns, capability string, status 
 	for {
 		_, out := call(t, http.MethodGet, base+"/v1/agents/"+id, "Bearer "+key, "")
 		_, routed := call(t, http.MethodGet, base+"/v1/route?namespace="+ns+"&capability="+capability, "Bearer "+key, "")
-		if strings.Contains(out, `"state":"HEALTHY"`) && strings.Contains(routed, `"agent_id":"`+id+`"`) {
+		var route struct {
+			Candidates []struct {
+				AgentID string `json:"agent_id"`
+			} `json:"candidates"`
+		}
+		_ = jsonUnmarshal(routed, &route)
+		candidate := false // a candidate, not one of the rejected: the routing snapshot has it healthy
+		for _, c := range route.Candidates {
+			candidate = candidate || c.AgentID == id
+		}
+		if strings.Contains(out, `"state":"HEALTHY"`) && candidate {
 			return a
 		}
 		require.True(t, time.Now().Before(deadline), "agent %s not healthy: %s", id, out)

@@ -250,7 +250,7 @@ func TestReregisteredAgentWaitsForProbe(t *testing.T) {
 // snapshot follows the registry within about a second) and returns it.
 func waitRoute(t *testing.T, base, capability string, ok func(routeJSON) bool) routeJSON {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second) // generous: the whole suite runs in parallel on two cores
 	for {
 		rj := route(t, base, capability)
 		if ok(rj) {
@@ -265,7 +265,7 @@ func waitRoute(t *testing.T, base, capability string, ok func(routeJSON) bool) r
 // reads is refreshed just after the state change commits.
 func waitChosen(t *testing.T, base, capability, agent string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for route(t, base, capability).Chosen != agent {
 		require.True(t, time.Now().Before(deadline), "routing never picked %s", agent)
 		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition

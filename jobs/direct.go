@@ -8,12 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
-	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -178,9 +175,7 @@ func (s *Service) routeAtSubmit(l *Loaded) (domain.Event, *registry.Agent, time.
 // its outcome, as dispatch does after ROUTED.
 func (s *Service) deliverRouted(ctx context.Context, run dispatchRun, st directStart) error {
 	l := st.l
-	ctx = telemetry.JobContext(ctx, l.TraceID)
-	ctx, span := s.tracer.Start(ctx, "dispatch", trace.WithAttributes(attribute.String("job_id", l.JobID),
-		attribute.Int("attempt", 1), attribute.String("capability", l.Capability)))
+	ctx, span := s.dispatchSpan(ctx, l, 1)
 	defer span.End()
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.cause}
 	return s.deliverAndRecord(ctx, run, l, st.agent, st.deadline, md)
@@ -211,12 +206,21 @@ func (s *Service) handToRiver(ctx context.Context, id string) {
 func submittedFold(jobID string, evs []domain.Event, at time.Time) (*Loaded, error) {
 	l := &Loaded{TraceID: evs[0].Metadata.TraceID, SubmittedAt: at, UpdatedAt: at}
 	stream := domain.JobStream(jobID)
-	for i, e := range evs {
-		if err := l.Apply(e); err != nil {
+	for _, e := range evs {
+		if err := l.applyNew(stream, e, at); err != nil {
 			return nil, err
 		}
-		l.Records = append(l.Records, eventstore.Record{StreamID: stream, Version: i + 1, Type: e.Type, Data: e.Data,
-			Metadata: e.Metadata, RecordedAt: at})
 	}
 	return l, nil
+}
+
+// applyNew folds e, the next event of l's stream appended at at, and
+// keeps its record, as Load would read it.
+func (l *Loaded) applyNew(stream string, e domain.Event, at time.Time) error {
+	if err := l.Apply(e); err != nil {
+		return err
+	}
+	l.Records = append(l.Records, eventstore.Record{StreamID: stream, Version: len(l.Records) + 1, Type: e.Type, Data: e.Data,
+		Metadata: e.Metadata, RecordedAt: at})
+	return nil
 }

@@ -70,9 +70,7 @@ type dispatchRun struct {
 // without holding a transaction, then record the outcome. A dispatch
 // whose attempt already started, or whose job moved on, does nothing.
 func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) error {
-	ctx = telemetry.JobContext(ctx, l.TraceID)
-	ctx, span := s.tracer.Start(ctx, "dispatch", trace.WithAttributes(attribute.String("job_id", l.JobID),
-		attribute.Int("attempt", run.args.Attempt), attribute.String("capability", l.Capability)))
+	ctx, span := s.dispatchSpan(ctx, l, run.args.Attempt)
 	defer span.End()
 	attempt := run.args.Attempt
 	if attempt != l.Attempts+1 || (l.Status != domain.StatusSubmitted && l.Status != domain.StatusTimeout) ||
@@ -104,9 +102,17 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 		return s.waitForAgent(ctx, run, l, true) // another process took the last slot first
 	}
 	if err != nil {
-		return err // River retries; the next run reloads and sees whether the attempt started
+		return err // River retries (a direct run hands the attempt to River); the next run reloads and sees whether it started
 	}
 	return s.deliverAndRecord(ctx, run, l, agent, deadline, md)
+}
+
+// dispatchSpan is the context and span of one dispatch of attempt of l,
+// with the job's trace id for the logs.
+func (s *Service) dispatchSpan(ctx context.Context, l *Loaded, attempt int) (context.Context, trace.Span) {
+	ctx = telemetry.JobContext(ctx, l.TraceID)
+	return s.tracer.Start(ctx, "dispatch", trace.WithAttributes(attribute.String("job_id", l.JobID),
+		attribute.Int("attempt", attempt), attribute.String("capability", l.Capability)))
 }
 
 // deliverAndRecord delivers the attempt routed on l (its fold after ROUTED)
@@ -246,11 +252,12 @@ func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l 
 // happened since ROUTED, so it decides on the fold it holds and lets the
 // expected version catch anything else; on a conflict it reloads, and if
 // the job moved on meanwhile (a result through result_url, a lost
-// attempt, a cancel) it records a late answer as RESULT_DUPLICATE. The
-// River job is completed by River's batched completer once Work returns:
-// should this process die first, River runs it again and it finds its
-// attempt recorded (stale) and does nothing. A job that ends here is
-// called back by this dispatcher (callBackNow).
+// attempt, a cancel) it records a late answer as RESULT_DUPLICATE. A River
+// dispatch job is completed by River's batched completer once Work
+// returns: should this process die first, River runs it again and it
+// finds its attempt recorded (stale) and does nothing; a direct run has
+// only the attempt's timer. A job that ends here is called back by this
+// dispatcher (deliverAndRecord).
 func (s *Service) recordDelivery(ctx context.Context, args DispatchArgs, l *Loaded, out domain.Observation,
 	deadline time.Time, latency time.Duration, md domain.Metadata) (*write, error) {
 	attempt := args.Attempt

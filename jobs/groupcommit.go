@@ -277,12 +277,10 @@ func (s *Service) directStarts(ctx context.Context, tx pgx.Tx, idx, direct []int
 			timers.add(id, 1, domain.PhaseQueued, s.now().Add(s.cfg.LostAfter), nil)
 			continue
 		}
-		if err := l.Apply(routed); err != nil {
+		if err := l.applyNew(st.Stream, routed, at); err != nil {
 			return err
 		}
 		st.Events = append(st.Events, routed)
-		l.Records = append(l.Records, eventstore.Record{StreamID: st.Stream, Version: len(st.Events), Type: routed.Type, Data: routed.Data,
-			Metadata: routed.Metadata, RecordedAt: at})
 		l.RoutedAt = at
 		r.direct.agent, r.direct.deadline = agent, deadline
 		timers.addAgent(id, 1, domain.PhaseRouted, deadline.Add(s.cfg.LostAfter), agent.AgentID)

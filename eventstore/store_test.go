@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -365,4 +366,29 @@ func streams(recs []eventstore.Record) []string {
 		out[i] = r.StreamID
 	}
 	return out
+}
+
+// TestSharedAppendPlanProbesTheIndex pins the plan a connection caches for
+// the shared append while the log is still empty: it must probe the
+// (stream_id, version) index a row, never scan or hash the log, or every
+// later append reads the whole log as it grows.
+func TestSharedAppendPlanProbesTheIndex(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	conn, err := s.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+
+	_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "PREPARE shared_append AS "+eventstore.AppendsSQL)
+	require.NoError(t, err)
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE shared_append('{job:a}', '{1}', '{2}', '{A}', '{"{}"}', '{"{}"}')`)
+	require.NoError(t, err)
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	text := strings.Join(plan, "\n")
+	require.Contains(t, text, "Index Only Scan using events_stream_version_key", text)
+	require.NotContains(t, text, "Seq Scan on events", text)
+	require.NotContains(t, text, "hashed SubPlan", text)
 }

@@ -23,6 +23,12 @@ var (
 	qCountSlotsOfAgents = queries.Must("CountSlotsOfAgents")
 	qLockJobTimers      = queries.Must("LockJobTimers")
 	qTransactionTime    = queries.Must("TransactionTime")
+
+	qTakeAgentSlotsReplacing = queries.Must("TakeAgentSlotsReplacing")
+	qReleaseAgentSlots       = queries.Must("ReleaseAgentSlots")
+	qClearJobTimers          = queries.Must("ClearJobTimers")
+	qSetJobTimers            = queries.Must("SetJobTimers")
+	qRecordAgentAttempts     = queries.Must("RecordAgentAttempts")
 )
 
 // Shared transactions on the dispatch side. A delivery's outcome, an
@@ -216,17 +222,20 @@ func (s *Service) commitWrites(ctx context.Context, ws []*write) {
 	// One order for every transaction's row locks (job by job), so two
 	// shared transactions never wait on each other in a circle.
 	slices.SortStableFunc(pending, func(a, b *write) int { return cmp.Compare(a.l.JobID, b.l.JobID) })
+	alone := false // each write's own statements, not one of each kind for all
 	for transient := 0; len(pending) > 0; {
 		for _, w := range pending {
 			w.err = nil
 		}
-		culprit, err := s.writeTx(ctx, pending)
+		culprit, err := s.writeTx(ctx, pending, alone)
 		switch {
 		case err == nil:
 			s.store.Committed()
 			return
 		case transientTxError(err) && transient < 3:
 			transient++
+		case culprit == nil && !alone && len(pending) > 1 && statementError(err):
+			alone = true // a statement of several writes failed: find whose
 		case culprit != nil && len(pending) > 1:
 			culprit.err = err
 			pending = slices.DeleteFunc(pending, func(w *write) bool { return w == culprit })
@@ -239,6 +248,13 @@ func (s *Service) commitWrites(ctx context.Context, ws []*write) {
 	}
 }
 
+// statementError reports whether err is PostgreSQL refusing a statement
+// (not a lost connection, not a transaction it gave up on).
+func statementError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "40")
+}
+
 // transientTxError reports whether err is PostgreSQL giving up on a
 // transaction that may well succeed when run again (class 40: a deadlock,
 // a serialization failure).
@@ -249,8 +265,10 @@ func transientTxError(err error) bool {
 
 // writeTx writes ws in one transaction and commits it. A write refused a
 // slot gets errNoSlot and is left out. On an error it answers the write
-// whose statement failed, if one did.
-func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err error) {
+// whose statement failed, if one did: with alone, each write's effects are
+// statements of its own, so a failure names its write; without, one
+// statement of each kind serves them all.
+func (s *Service) writeTx(ctx context.Context, ws []*write, alone bool) (culprit *write, err error) {
 	var tx pgx.Tx
 	// send sends b: the first batch begins the transaction.
 	send := func(b *pgx.Batch) (int, error) {
@@ -283,7 +301,7 @@ func (s *Service) writeTx(ctx context.Context, ws []*write) (culprit *write, err
 	}
 	b.Queue(qLockJobTimers, ids) // ws is in job order
 	owners = append(owners, nil)
-	q, err := s.queueWrites(b, ws, owners)
+	q, err := s.queueWrites(b, ws, owners, alone)
 	if err != nil {
 		return nil, err
 	}
@@ -327,9 +345,10 @@ func (q *queuedWrites) culprit(failed int) *write {
 }
 
 // queueWrites queues on b (whose statements so far owners names) the
-// writes of ws still to be made: their events in one statement, then each
-// one's other statements.
-func (s *Service) queueWrites(b *pgx.Batch, ws []*write, owners []*write) (*queuedWrites, error) {
+// writes of ws still to be made: their events in one statement, then the
+// writes of their effects, each write's own (alone) or one statement of
+// each kind for all.
+func (s *Service) queueWrites(b *pgx.Batch, ws []*write, owners []*write, alone bool) (*queuedWrites, error) {
 	q := &queuedWrites{owners: owners, appendsAt: -1}
 	var appends []eventstore.StreamAppend
 	for _, w := range ws {
@@ -345,14 +364,21 @@ func (s *Service) queueWrites(b *pgx.Batch, ws []*write, owners []*write) (*queu
 		q.appendsAt = len(b.QueuedQueries) - 1
 		q.owners = append(q.owners, nil)
 	}
+	var all effectRows
 	for _, w := range ws {
 		if w.err != nil {
 			continue
 		}
-		start := len(b.QueuedQueries)
-		s.queueWrite(b, w)
-		for range len(b.QueuedQueries) - start {
-			q.owners = append(q.owners, w)
+		if alone {
+			var own effectRows
+			s.addEffects(&own, w)
+			start := len(b.QueuedQueries)
+			own.queue(b)
+			for range len(b.QueuedQueries) - start {
+				q.owners = append(q.owners, w)
+			}
+		} else {
+			s.addEffects(&all, w)
 		}
 		if w.fx.Poll > 0 {
 			q.inserts = append(q.inserts, river.InsertManyParams{Args: A2APollArgs{JobID: w.l.JobID, Attempt: w.fx.Poll}})
@@ -362,6 +388,11 @@ func (s *Service) queueWrites(b *pgx.Batch, ws []*write, owners []*write) (*queu
 			q.inserts = append(q.inserts, river.InsertManyParams{Args: CallbackArgs{JobID: w.l.JobID}})
 			q.inserted = append(q.inserted, w)
 		}
+	}
+	start := len(b.QueuedQueries)
+	all.queue(b)
+	for range len(b.QueuedQueries) - start {
+		q.owners = append(q.owners, nil)
 	}
 	return q, nil
 }
@@ -407,11 +438,13 @@ func (s *Service) queueRiverWrites(ctx context.Context, tx pgx.Tx, ws []*write, 
 		if err != nil {
 			return fmt.Errorf("enqueue callbacks and polls: %w", err)
 		}
+		var timers effectRows
 		for i, w := range inserted {
 			if w != nil {
-				queueTimer(b, w.l.JobID, s.callbackTimer(res[i].Job.ID))
+				timers.timers.set(w.l.JobID, s.callbackTimer(res[i].Job.ID))
 			}
 		}
+		timers.queue(b)
 	}
 	notified := map[string]bool{}
 	for _, w := range ws {
@@ -428,46 +461,137 @@ func (s *Service) queueRiverWrites(ctx context.Context, tx pgx.Tx, ws []*write, 
 	return nil
 }
 
-// queueWrite queues w's statements on b, as appendTx runs them, but its
-// events (writeTx appends every write's in one statement) and River's
-// inserts: its slot and the writes of its effects. A timer replaced in the
-// same transaction is not deleted first.
-func (s *Service) queueWrite(b *pgx.Batch, w *write) {
+// addEffects adds to r the writes of w's effects, as appendTx makes them
+// (but its events, which writeTx appends for every write in one
+// statement, and River's inserts): its slot taken or given back, its timer
+// cleared or set, its agent's attempt sample. A timer replaced in the same
+// transaction is not deleted first.
+func (s *Service) addEffects(r *effectRows, w *write) {
 	l := w.l
 	if c := w.slot; c != nil {
-		b.Queue(qTakeAgentSlot, l.JobID, c.agent.Namespace, c.agent.ID, c.attempt)
+		r.take.set(l.JobID, c.agent.Namespace, c.agent.ID, c.attempt)
 	}
 	fx := w.fx
 	if l.SlotHolder != "" && w.after.SlotHolder == "" {
-		b.Queue(qReleaseAgentSlot, l.JobID)
+		r.release = append(r.release, l.JobID)
 	}
 	replaced := fx.Timer != nil || fx.Dispatch != nil || w.callback() || w.callbackByRiver
 	if fx.ClearTimer && !replaced {
-		b.Queue(qClearJobTimer, l.JobID)
+		r.clear = append(r.clear, l.JobID)
 	}
 	if fx.Timer != nil {
-		queueTimer(b, l.JobID, *fx.Timer)
+		r.timers.set(l.JobID, *fx.Timer)
 	}
 	if smp := fx.Sample; smp != nil && smp.AgentID != "" {
-		b.Queue(qRecordAgentAttempt, l.Namespace, smp.AgentID, smp.At, smp.OK)
+		r.samples.add(l.Namespace, smp.AgentID, smp.At, smp.OK)
 	}
 	if d := fx.Dispatch; d != nil {
-		queueTimer(b, l.JobID, domain.Timer{Attempt: d.Attempt, Phase: domain.PhaseRetry, Due: d.At})
+		r.timers.set(l.JobID, domain.Timer{Attempt: d.Attempt, Phase: domain.PhaseRetry, Due: d.At})
 	}
 	if w.callsBack() {
-		queueTimer(b, l.JobID, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
+		r.timers.set(l.JobID, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
 	}
+}
+
+// effectRows are the rows of writes' effects, a statement of each kind:
+// slots taken, slots given back, timers cleared, timers set and attempt
+// samples, in the order appendTx writes them. A job's slot and timer are
+// the last set.
+type effectRows struct {
+	take           slotSet
+	release, clear []string
+	timers         timerSet
+	samples        sampleRows
+}
+
+// queue queues r's statements on b.
+func (r *effectRows) queue(b *pgx.Batch) {
+	if len(r.take.jobIDs) > 0 {
+		b.Queue(qTakeAgentSlotsReplacing, r.take.jobIDs, r.take.namespaces, r.take.agentIDs, r.take.attempts)
+	}
+	if len(r.release) > 0 {
+		b.Queue(qReleaseAgentSlots, r.release)
+	}
+	if len(r.clear) > 0 {
+		b.Queue(qClearJobTimers, r.clear)
+	}
+	if t := &r.timers; len(t.jobIDs) > 0 {
+		b.Queue(qSetJobTimers, t.jobIDs, t.attempts, t.agentIDs, t.phases, t.dues, t.riverIDs, t.since, t.namespaces)
+	}
+	if m := &r.samples; len(m.agentIDs) > 0 {
+		b.Queue(qRecordAgentAttempts, m.namespaces, m.agentIDs, m.ats, m.oks)
+	}
+}
+
+// slotSet is slots to take, a job's last.
+type slotSet struct {
+	slotRows
+	at map[string]int
+}
+
+func (r *slotSet) set(jobID, namespace, agentID string, attempt int) {
+	if i, ok := r.at[jobID]; ok {
+		r.namespaces[i], r.agentIDs[i], r.attempts[i] = namespace, agentID, int32(attempt)
+		return
+	}
+	if r.at == nil {
+		r.at = map[string]int{}
+	}
+	r.at[jobID] = len(r.jobIDs)
+	r.add(jobID, namespace, agentID, attempt)
+}
+
+// timerSet is timers to set (SetJobTimers' arrays), a job's last.
+type timerSet struct {
+	jobIDs, agentIDs, phases, namespaces []string
+	attempts                             []int32
+	dues                                 []time.Time
+	riverIDs                             []*int64
+	since                                []*time.Time
+	at                                   map[string]int
+}
+
+func (r *timerSet) set(jobID string, t domain.Timer) {
+	var rj *int64
+	if t.RiverJobID != 0 {
+		rj = &t.RiverJobID
+	}
+	var since *time.Time
+	if !t.WaitingSince.IsZero() {
+		since = &t.WaitingSince
+	}
+	i, ok := r.at[jobID]
+	if !ok {
+		if r.at == nil {
+			r.at = map[string]int{}
+		}
+		i = len(r.jobIDs)
+		r.at[jobID] = i
+		r.jobIDs = append(r.jobIDs, jobID)
+		r.agentIDs, r.phases, r.namespaces = append(r.agentIDs, ""), append(r.phases, ""), append(r.namespaces, "")
+		r.attempts, r.dues = append(r.attempts, 0), append(r.dues, time.Time{})
+		r.riverIDs, r.since = append(r.riverIDs, nil), append(r.since, nil)
+	}
+	r.attempts[i], r.agentIDs[i], r.phases[i], r.dues[i] = int32(t.Attempt), t.AgentID, string(t.Phase), t.Due
+	r.riverIDs[i], r.since[i], r.namespaces[i] = rj, since, t.Namespace
+}
+
+// sampleRows are attempt samples to record (RecordAgentAttempts' arrays).
+type sampleRows struct {
+	namespaces, agentIDs []string
+	ats                  []time.Time
+	oks                  []bool
+}
+
+func (r *sampleRows) add(namespace, agentID string, at time.Time, ok bool) {
+	r.namespaces, r.agentIDs = append(r.namespaces, namespace), append(r.agentIDs, agentID)
+	r.ats, r.oks = append(r.ats, at), append(r.oks, ok)
 }
 
 // callbackTimer is the timer that watches a callback: due after the
 // callback grace, naming its River job (0: none yet).
 func (s *Service) callbackTimer(riverJobID int64) domain.Timer {
 	return domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: riverJobID}
-}
-
-// queueTimer queues setting a job's timer (setTimerTx's statement).
-func queueTimer(b *pgx.Batch, jobID string, t domain.Timer) {
-	b.Queue(qSetJobTimer, timerArgs(jobID, t)...)
 }
 
 // sendBatch sends b, on tx or (when b begins a transaction) on a

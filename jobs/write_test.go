@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,5 +44,38 @@ func TestSharedWriteLeavesOutOnlyTheStale(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 2, l.Version, id)
 		require.Equal(t, agent, l.AgentID, id)
+	}
+}
+
+// TestSharedWriteLeavesOutTheWriteWhoseEffectFails: the writes' effects go
+// out as one statement of each kind; when one write's row makes such a
+// statement fail, the writes run again each with statements of its own,
+// and only that write fails: the others are written with their effects.
+func TestSharedWriteLeavesOutTheWriteWhoseEffectFails(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	ctx := context.Background()
+	due := s.now().Add(time.Hour)
+	mk := func(l *Loaded, phase domain.TimerPhase) *write {
+		w := &write{l: l, evs: []domain.Event{routedEvent(l, "one")}, after: l.Job}
+		require.NoError(t, w.after.Apply(w.evs[0]))
+		w.fx.Timer = &domain.Timer{Attempt: 1, Phase: phase, Due: due, AgentID: "one"}
+		return w
+	}
+	a, bad, b := submitOne(t, s), submitOne(t, s), submitOne(t, s)
+	ws := []*write{mk(a, domain.PhaseRouted), mk(bad, "no-such-phase"), mk(b, domain.PhaseRouted)}
+	s.commitWrites(ctx, ws)
+	require.NoError(t, ws[0].err)
+	require.Error(t, ws[1].err)
+	require.NoError(t, ws[2].err)
+	for id, version := range map[string]int{a.JobID: 2, b.JobID: 2, bad.JobID: 1} {
+		l, err := s.Load(ctx, nil, id)
+		require.NoError(t, err)
+		require.Equal(t, version, l.Version, id)
+	}
+	for _, id := range []string{a.JobID, b.JobID} {
+		var phase string
+		require.NoError(t, s.pool.QueryRow(ctx, "SELECT phase FROM job_timers WHERE job_id = $1", id).Scan(&phase))
+		require.Equal(t, string(domain.PhaseRouted), phase, id)
 	}
 }

@@ -184,3 +184,31 @@ SELECT namespace, agent_id, count(*)::int FROM job_timers WHERE phase = 'inbox' 
 SELECT job_id::text, attempts FROM jobs
 WHERE namespace = $1 AND agent_id = $2 AND status = 'CANCELLED' AND finished_at > $3
 ORDER BY finished_at DESC LIMIT 100;
+
+-- name: SetJobTimers
+-- Sets the timers of a shared transaction's writes in one statement (SetJobTimer's, a job a row).
+INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace)
+SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::timestamptz[], $8::text[])
+ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
+    phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id,
+    waiting_since = excluded.waiting_since, namespace = excluded.namespace;
+
+-- name: ClearJobTimers
+-- Drops the timers of a shared transaction's writes that leave nothing to watch.
+DELETE FROM job_timers WHERE job_id = ANY($1::uuid[]);
+
+-- name: RecordAgentAttempts
+-- The attempts' outcomes of a shared transaction's writes, in one statement.
+INSERT INTO agent_attempts (namespace, agent_id, at, ok)
+SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bool[]);
+
+-- name: TakeAgentSlotsReplacing
+-- The slots a shared transaction's writes take (TakeAgentSlot's, a job a row).
+INSERT INTO agent_slots (job_id, namespace, agent_id, attempt)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[])
+ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = excluded.agent_id,
+    attempt = excluded.attempt, taken_at = now();
+
+-- name: ReleaseAgentSlots
+-- The slots of a shared transaction's writes whose attempts ended.
+DELETE FROM agent_slots WHERE job_id = ANY($1::uuid[]);

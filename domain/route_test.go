@@ -625,3 +625,51 @@ func TestRouteProtocolVersions(t *testing.T) {
 	require.Equal(t, []string{"v03", "v1"}, chosen("1.0", "0.3.*"))
 	require.Empty(t, chosen("2.0"))
 }
+
+// A ROUTED event keeps each candidate's non-zero terms, in their order, and
+// everything else of the decision; the decision itself is left whole.
+func TestRouteRecordedDropsZeroTerms(t *testing.T) {
+	t.Parallel()
+	term := func(kv ...any) []domain.ScoreTerm {
+		var out []domain.ScoreTerm
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, domain.ScoreTerm{Name: kv[i].(string), Value: kv[i+1].(float64)})
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		in   domain.RouteResult
+		want domain.RouteResult
+	}{
+		{"no candidate", domain.RouteResult{Candidates: []domain.RouteCandidate{},
+			Rejected: []domain.RouteRejection{{AgentID: "a", Reason: domain.RouteRejectExcluded}}},
+			domain.RouteResult{Candidates: []domain.RouteCandidate{},
+				Rejected: []domain.RouteRejection{{AgentID: "a", Reason: domain.RouteRejectExcluded}}}},
+		{"zeros dropped, signs and order kept", domain.RouteResult{Chosen: "a", Canary: true, PolicyVersion: 3,
+			Candidates: []domain.RouteCandidate{
+				{AgentID: "a", Score: 107.5, Terms: term("exact_capability", 100.0, "alias_hit", 0.0, "weight", 10.0, "load", -2.5, "flapping", 0.0)},
+				{AgentID: "b", Score: 0, Terms: term("exact_capability", 0.0, "alias_hit", 0.0)},
+			}},
+			domain.RouteResult{Chosen: "a", Canary: true, PolicyVersion: 3,
+				Candidates: []domain.RouteCandidate{
+					{AgentID: "a", Score: 107.5, Terms: term("exact_capability", 100.0, "weight", 10.0, "load", -2.5)},
+					{AgentID: "b", Score: 0, Terms: []domain.ScoreTerm{}},
+				}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before, err := json.Marshal(c.in)
+			require.NoError(t, err)
+			got := c.in.Recorded()
+			require.Equal(t, c.want, got)
+			after, err := json.Marshal(c.in)
+			require.NoError(t, err)
+			require.JSONEq(t, string(before), string(after), "the decision itself is not changed")
+			// A stored candidate's terms encode as a list, never null.
+			b, err := json.Marshal(got)
+			require.NoError(t, err)
+			require.NotContains(t, string(b), `"terms":null`)
+		})
+	}
+}

@@ -164,7 +164,7 @@ func (s *Service) routeAtSubmit(l *Loaded) (domain.Event, *registry.Agent, time.
 	if agent == nil || agent.Pull() || agent.MaxConcurrent > 0 {
 		return domain.Event{}, nil, time.Time{}
 	}
-	routeJSON, _ := json.Marshal(route)
+	routeJSON, _ := json.Marshal(route.Recorded())
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: "direct"}
 	// The deadline is on the process's clock, as the delivery's timeout
 	// and recordRouted's.

@@ -85,7 +85,7 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 	if agent == nil && domain.RouteWait(route.AllAtCapacity, run.args.WaitingSince, s.now(), l.RouteWait(s.cfg.RouteWait)) {
 		return s.waitForAgent(ctx, run, l, route.AllAtCapacity)
 	}
-	routeJSON, _ := json.Marshal(route)
+	routeJSON, _ := json.Marshal(route.Recorded())
 	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: attempt, AgentID: route.Chosen, Route: routeJSON}, md)
 	if agent == nil {
 		return s.noAgent(ctx, run, l, routed, md)

@@ -337,10 +337,11 @@ type NewStream struct {
 	Events []domain.Event
 }
 
-// AppendNewTx creates many streams in one statement, each with its events
-// from version 1: the bulk path of group commit. A stream that already
-// exists fails the statement with a *ConflictError (roll tx back).
-func (s *Store) AppendNewTx(ctx context.Context, tx pgx.Tx, streams []NewStream) error {
+// QueueAppendNew queues on b the creation of many streams in one
+// statement, each with its events from version 1: the bulk path of group
+// commit. A stream that already exists fails the statement with a
+// *ConflictError (roll the transaction back).
+func (s *Store) QueueAppendNew(b *pgx.Batch, streams []NewStream) error {
 	var ids, types, datas, metas []string
 	var versions []int32
 	for _, st := range streams {
@@ -360,11 +361,13 @@ func (s *Store) AppendNewTx(ctx context.Context, tx pgx.Tx, streams []NewStream)
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO events (stream_id, version, type, data, metadata)
+	b.Queue(`INSERT INTO events (stream_id, version, type, data, metadata)
 		SELECT id, v, t, d::jsonb, m::jsonb FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]) AS u(id, v, t, d, m)`,
-		ids, versions, types, datas, metas)
-	if err != nil {
-		return translate(ids[0], NoStream, err)
+		ids, versions, types, datas, metas).Fn = func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return translate(ids[0], NoStream, err)
+		}
+		return nil
 	}
 	return nil
 }

@@ -32,6 +32,20 @@ func (s *Service) loadApprovalPatterns(ctx context.Context, q eventstore.Querier
 	if err != nil {
 		return nil, fmt.Errorf("approval policy: %w", err)
 	}
+	return scanApprovalPatterns(rows)
+}
+
+// queueApprovalPatterns queues on b reading the policies of namespaces
+// (and of "*") into *out.
+func queueApprovalPatterns(b *pgx.Batch, namespaces []string, out *approvalPatterns) {
+	b.Queue(qApprovalPatternsOf, namespaces).Query(func(rows pgx.Rows) error {
+		var err error
+		*out, err = scanApprovalPatterns(rows)
+		return err
+	})
+}
+
+func scanApprovalPatterns(rows pgx.Rows) (approvalPatterns, error) {
 	out := approvalPatterns{}
 	var ns, p string
 	if _, err := pgx.ForEachRow(rows, []any{&ns, &p}, func() error {

@@ -113,29 +113,7 @@ func (b *batcher) run(ctx context.Context) {
 func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
 	s := b.s
 	results := make([]batchResult, len(batch))
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		namespaces := map[string]bool{}
-		for _, it := range batch {
-			namespaces[it.sub.Namespace] = true
-		}
-		nsList := make([]string, 0, len(namespaces))
-		for ns := range namespaces {
-			nsList = append(nsList, ns)
-		}
-		patterns, err := s.loadApprovalPatterns(ctx, tx, nsList)
-		if err != nil {
-			return err
-		}
-		var bulk []int
-		for i, it := range batch {
-			if it.sub.IdempotencyKey == "" && it.sub.ParentJobID == "" {
-				bulk = append(bulk, i)
-				continue
-			}
-			results[i] = s.submitInSavepoint(ctx, tx, it, patterns)
-		}
-		return s.bulkSubmitTx(ctx, tx, batch, bulk, patterns, results)
-	})
+	err := s.groupTx(ctx, batch, results)
 	for i := range results {
 		if r := &results[i]; r.reserved {
 			if err == nil && r.err == nil && r.direct.l != nil {
@@ -168,6 +146,51 @@ func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
 	}
 }
 
+// groupTx writes batch in one transaction, a few round trips whatever its
+// size: BEGIN with the approval policies and the transaction's time; the
+// submissions with an Idempotency-Key or a parent, each in a savepoint;
+// River's inserts, if any; the plain submissions' events, timers and
+// slots; COMMIT.
+func (s *Service) groupTx(ctx context.Context, batch []*batchItem, results []batchResult) error {
+	namespaces := map[string]bool{}
+	for _, it := range batch {
+		namespaces[it.sub.Namespace] = true
+	}
+	nsList := make([]string, 0, len(namespaces))
+	for ns := range namespaces {
+		nsList = append(nsList, ns)
+	}
+	first := &pgx.Batch{}
+	first.BeginTx(pgx.TxOptions{})
+	var patterns approvalPatterns
+	queueApprovalPatterns(first, nsList, &patterns)
+	var at time.Time
+	first.Queue(qTransactionTime).QueryRow(func(row pgx.Row) error { return row.Scan(&at) })
+	tx, _, err := sendBatch(ctx, s.pool, nil, first)
+	if tx != nil {
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	}
+	if err != nil {
+		return err
+	}
+	var bulk []int
+	for i, it := range batch {
+		if it.sub.IdempotencyKey == "" && it.sub.ParentJobID == "" {
+			bulk = append(bulk, i)
+			continue
+		}
+		results[i] = s.submitInSavepoint(ctx, tx, it, patterns)
+	}
+	if err := s.bulkSubmitTx(ctx, tx, batch, bulk, patterns, at, results); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	s.store.Committed()
+	return nil
+}
+
 // memberFault reports whether a shared transaction failed on data (SQLSTATE
 // class 22, data exception, or 23, integrity constraint), which one member
 // alone may have caused, rather than on the database itself.
@@ -194,10 +217,12 @@ func (s *Service) submitInSavepoint(ctx context.Context, tx pgx.Tx, it *batchIte
 	return batchResult{res: res}
 }
 
-// bulkSubmitTx writes the plain submissions batch[idx...] with a handful of
-// statements, whatever their number. A submission that gets a direct
+// bulkSubmitTx writes the plain submissions batch[idx...] in tx (begun at
+// at) with a handful of statements in one round trip (two with River's
+// inserts), whatever their number. A submission that gets a direct
 // dispatcher has no River job (directStarts).
-func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchItem, idx []int, patterns approvalPatterns, results []batchResult) error {
+func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchItem, idx []int, patterns approvalPatterns, at time.Time,
+	results []batchResult) error {
 	if len(idx) == 0 {
 		return nil
 	}
@@ -223,10 +248,7 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		}
 	}
 	var slots slotRows
-	if err := s.directStarts(ctx, tx, idx, direct, streams, results, &timers, &slots); err != nil {
-		return err
-	}
-	if err := s.store.AppendNewTx(ctx, tx, streams); err != nil {
+	if err := s.directStarts(idx, direct, streams, results, at, &timers, &slots); err != nil {
 		return err
 	}
 	if len(params) > 0 {
@@ -242,10 +264,16 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 			timers.add(batch[i].sub.JobID, 1, domain.PhaseQueued, now.Add(s.cfg.LostAfter), &id)
 		}
 	}
-	if err := timers.insert(ctx, tx); err != nil {
+	b := &pgx.Batch{}
+	if err := s.store.QueueAppendNew(b, streams); err != nil {
 		return err
 	}
-	return slots.insert(ctx, tx)
+	timers.queue(b)
+	slots.queue(b)
+	if _, _, err := sendBatch(ctx, s.pool, tx, b); err != nil {
+		return fmt.Errorf("write submissions: %w", err)
+	}
+	return nil
 }
 
 // directStarts readies the submissions streams[direct...] (of batch[idx[k]]
@@ -254,15 +282,8 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 // (routeAtSubmit), its ROUTED in the same append as its SUBMITTED, with the
 // routed timer and the agent's slot; one that cannot be waits on the
 // queued timer for its dispatcher to route it.
-func (s *Service) directStarts(ctx context.Context, tx pgx.Tx, idx, direct []int, streams []eventstore.NewStream, results []batchResult,
+func (s *Service) directStarts(idx, direct []int, streams []eventstore.NewStream, results []batchResult, at time.Time,
 	timers *timerRows, slots *slotRows) error {
-	if len(direct) == 0 {
-		return nil
-	}
-	var at time.Time
-	if err := tx.QueryRow(ctx, qTransactionTime).Scan(&at); err != nil {
-		return err
-	}
 	for _, k := range direct {
 		st := &streams[k]
 		r := &results[idx[k]]
@@ -314,15 +335,10 @@ func (t *timerRows) addAgent(jobID string, attempt int, phase domain.TimerPhase,
 	t.agentIDs[len(t.agentIDs)-1] = agentID
 }
 
-func (t *timerRows) insert(ctx context.Context, tx pgx.Tx) error {
-	if len(t.jobIDs) == 0 {
-		return nil
+func (t *timerRows) queue(b *pgx.Batch) {
+	if len(t.jobIDs) > 0 {
+		b.Queue(qInsertJobTimers, t.jobIDs, t.attempts, t.phases, t.dues, t.riverIDs, t.agentIDs)
 	}
-	_, err := tx.Exec(ctx, qInsertJobTimers, t.jobIDs, t.attempts, t.phases, t.dues, t.riverIDs, t.agentIDs)
-	if err != nil {
-		return fmt.Errorf("set timers: %w", err)
-	}
-	return nil
 }
 
 // slotRows collects agent slots for one INSERT.
@@ -338,12 +354,8 @@ func (r *slotRows) add(jobID, namespace, agentID string, attempt int) {
 	r.attempts = append(r.attempts, int32(attempt))
 }
 
-func (r *slotRows) insert(ctx context.Context, tx pgx.Tx) error {
-	if len(r.jobIDs) == 0 {
-		return nil
+func (r *slotRows) queue(b *pgx.Batch) {
+	if len(r.jobIDs) > 0 {
+		b.Queue(qTakeAgentSlots, r.jobIDs, r.namespaces, r.agentIDs, r.attempts)
 	}
-	if _, err := tx.Exec(ctx, qTakeAgentSlots, r.jobIDs, r.namespaces, r.agentIDs, r.attempts); err != nil {
-		return fmt.Errorf("take slots: %w", err)
-	}
-	return nil
 }

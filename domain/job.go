@@ -408,7 +408,18 @@ func (j *Job) applyData(e Event) error {
 		}
 		return applyAs(e, func(d IntentResolution) { j.Resolution = &d })
 	case EventRouted:
-		return applyAs(e, j.onRouted)
+		if d, ok := e.value.(Routed); ok {
+			j.onRouted(d)
+			return nil
+		}
+		// The fold needs the attempt and its agent, not the route's
+		// explanation: it is skipped, not kept.
+		return applyAs(e, func(d struct {
+			Attempt int    `json:"attempt"`
+			AgentID string `json:"agent_id"`
+		}) {
+			j.onRouted(Routed{Attempt: d.Attempt, AgentID: d.AgentID})
+		})
 	case EventDelivered:
 		return applyAs(e, func(d Delivered) {
 			j.Delivered, j.Deadline, j.RemoteTaskID, j.Claimed = true, d.Deadline, d.RemoteTaskID, d.Claimed

@@ -29,13 +29,15 @@ type Projector struct {
 	logger      *slog.Logger
 	projections []Projection
 
-	// BatchSize is how many events one transaction folds (default 500).
+	// BatchSize is how many events one transaction folds (default 5,000:
+	// a job whose events fall in two batches has its read model written
+	// twice, and a job's events lie a few hundred apart under load).
 	BatchSize int
 	// PollInterval bounds how stale a projection gets when a notification
 	// is lost (default 1 s).
 	PollInterval time.Duration
 	// Gather is how long Run waits after a cycle that folded events before
-	// the next (default 100 ms): while commits keep coming, the events of
+	// the next (default 300 ms): while commits keep coming, the events of
 	// that time are folded together, so a job whose whole life falls within
 	// it is written to its read model once, not once an event.
 	Gather time.Duration
@@ -43,7 +45,7 @@ type Projector struct {
 
 // NewProjector returns a projector for projections over store's log.
 func NewProjector(store *Store, logger *slog.Logger, projections ...Projection) *Projector {
-	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 1000, PollInterval: time.Second,
+	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 5000, PollInterval: time.Second,
 		Gather: 300 * time.Millisecond}
 }
 

@@ -151,9 +151,9 @@ func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record, rece
 		}
 		switch {
 		case r.Type == domain.EventSubmitted:
-			var s domain.Submitted
-			if err := json.Unmarshal(r.Data, &s); err != nil {
-				return nil, fmt.Errorf("event %d: %w", r.Position, err)
+			s, err := originOf(r)
+			if err != nil {
+				return nil, err
 			}
 			jobs[r.StreamID] = s
 			recent.put(r.StreamID, s)
@@ -177,14 +177,27 @@ func submittedOf(ctx context.Context, tx pgx.Tx, batch []eventstore.Record, rece
 		return nil, err
 	}
 	for stream, r := range firsts {
-		var sub domain.Submitted
-		if err := json.Unmarshal(r.Data, &sub); err != nil {
-			return nil, fmt.Errorf("event %d: %w", r.Position, err)
+		sub, err := originOf(r)
+		if err != nil {
+			return nil, err
 		}
-		jobs[stream] = domain.Submitted{Namespace: sub.Namespace, Capability: sub.Capability}
+		jobs[stream] = sub
 		recent.put(stream, sub)
 	}
 	return jobs, nil
+}
+
+// originOf reads the namespace and capability of the SUBMITTED r, and
+// nothing else of it (not the payload).
+func originOf(r eventstore.Record) (domain.Submitted, error) {
+	var o struct {
+		Namespace  string `json:"namespace"`
+		Capability string `json:"capability"`
+	}
+	if err := json.Unmarshal(r.Data, &o); err != nil {
+		return domain.Submitted{}, fmt.Errorf("event %d: %w", r.Position, err)
+	}
+	return domain.Submitted{Namespace: o.Namespace, Capability: o.Capability}, nil
 }
 
 // accumulate counts the batch's attempt events into minute and hour rows,

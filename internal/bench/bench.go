@@ -65,6 +65,9 @@ type options struct {
 	// mutexProfile and blockProfile, like cpuProfile, profile the
 	// end-to-end phase.
 	mutexProfile, blockProfile string
+	// memProfile is where the allocations up to the end of the
+	// end-to-end phase are written.
+	memProfile string
 	// only names the measurements to run (phaseNames); empty runs all.
 	only string
 	// rate is the open loop's offered load in jobs/s; 0 is half the
@@ -101,6 +104,7 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the end-to-end phase to this file")
 	fs.StringVar(&o.mutexProfile, "mutexprofile", "", "write a mutex contention profile of the end-to-end phase to this file")
 	fs.StringVar(&o.blockProfile, "blockprofile", "", "write a blocking profile of the end-to-end phase to this file")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write the allocations up to the end of the end-to-end phase to this file")
 	fs.StringVar(&o.only, "only", "", "run only these measurements, comma-separated, of: "+strings.Join(phaseNames, ", "))
 	fs.Float64Var(&o.rate, "rate", 0, "the open loop's offered load in jobs/s (default: half the measured end-to-end peak)")
 	fs.DurationVar(&o.openFor, "open-for", 10*time.Second, "how long the open loop offers its load")
@@ -322,7 +326,7 @@ func (r *run) endToEnd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stopProfiles, err := startProfiles(r.o.cpuProfile, r.o.mutexProfile, r.o.blockProfile)
+	stopProfiles, err := startProfiles(r.o.cpuProfile, r.o.mutexProfile, r.o.blockProfile, r.o.memProfile)
 	if err != nil {
 		return err
 	}
@@ -449,8 +453,8 @@ func startCPUProfile(path string) (func(), error) {
 
 // startProfiles profiles the CPU, mutex contention and blocking into the
 // paths given (an empty path, no profile) until the returned function is
-// called, which writes them.
-func startProfiles(cpu, mutex, block string) (func() error, error) {
+// called, which writes them and the allocations so far (allocs).
+func startProfiles(cpu, mutex, block, allocs string) (func() error, error) {
 	stopCPU, err := startCPUProfile(cpu)
 	if err != nil {
 		return nil, err
@@ -464,7 +468,7 @@ func startProfiles(cpu, mutex, block string) (func() error, error) {
 	return func() error {
 		stopCPU()
 		var errs []error
-		for _, p := range []struct{ name, path string }{{"mutex", mutex}, {"block", block}} {
+		for _, p := range []struct{ name, path string }{{"mutex", mutex}, {"block", block}, {"allocs", allocs}} {
 			if p.path != "" {
 				errs = append(errs, writeProfile(p.name, p.path))
 			}

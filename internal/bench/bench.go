@@ -172,6 +172,9 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 		if !o.runs(step.phase) {
 			continue
 		}
+		if err := r.settle(ctx); err != nil {
+			return err
+		}
 		if err := step.run(ctx); err != nil {
 			return err
 		}
@@ -181,6 +184,30 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 		r.progress("the service stopped with: %v", err)
 	}
 	return r.report()
+}
+
+// settle readies the database for the next measurement, so that none
+// pays for the one before: the projections have folded the log, and the
+// tables are vacuumed and analysed and their pages written out, as pgbench
+// does before it runs.
+func (r *run) settle(ctx context.Context) error {
+	ok, err := harness.Until(ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
+		var behind bool
+		err := r.pool.QueryRow(ctx, qBenchProjectionsBehind).Scan(&behind)
+		return !behind, err
+	})
+	if err != nil {
+		return fmt.Errorf("settle: %w", err)
+	}
+	if !ok {
+		return errors.New("settle: the projections did not catch up with the log in 2 minutes")
+	}
+	for _, stmt := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
+		if _, err := r.pool.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("settle: %s: %w", stmt, err)
+		}
+	}
+	return nil
 }
 
 func (r *run) progress(format string, a ...any) {

@@ -150,8 +150,8 @@ func TestCPUProfile(t *testing.T) {
 func TestProfiles(t *testing.T) {
 	// Not parallel: one CPU profile per process at a time.
 	dir := t.TempDir()
-	paths := []string{filepath.Join(dir, "cpu"), filepath.Join(dir, "mutex"), filepath.Join(dir, "block")}
-	stop, err := startProfiles(paths[0], paths[1], paths[2])
+	paths := []string{filepath.Join(dir, "cpu"), filepath.Join(dir, "mutex"), filepath.Join(dir, "block"), filepath.Join(dir, "allocs")}
+	stop, err := startProfiles(paths[0], paths[1], paths[2], paths[3])
 	require.NoError(t, err)
 	require.NoError(t, stop())
 	for _, p := range paths {
@@ -159,7 +159,7 @@ func TestProfiles(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, info.Size(), p)
 	}
-	stop, err = startProfiles("", "", "")
+	stop, err = startProfiles("", "", "", "")
 	require.NoError(t, err)
 	require.NoError(t, stop())
 }

@@ -33,7 +33,10 @@ import (
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
-var qBenchCommits = queries.Must("BenchCommits")
+var (
+	qBenchCommits           = queries.Must("BenchCommits")
+	qBenchProjectionsBehind = queries.Must("BenchProjectionsBehind")
+)
 
 // result is the bench's table: a row per measure.
 type result struct {

@@ -42,3 +42,10 @@ SELECT xact_commit FROM pg_stat_database WHERE datname = current_database();
 -- The backends connected to the current database, whose CPU time the bench
 -- reads from /proc.
 SELECT pid FROM pg_stat_activity WHERE datname = current_database();
+
+-- name: BenchProjectionsBehind
+-- Whether a projection has events of the log still to fold: the bench
+-- waits for none before a measurement.
+SELECT EXISTS (SELECT 1 FROM projection_checkpoints c
+    WHERE EXISTS (SELECT 1 FROM (SELECT 1 FROM events e WHERE (e.tx_id, e.position) > (c.tx_id, c.position)
+                                 ORDER BY e.tx_id, e.position LIMIT 1) AS next));

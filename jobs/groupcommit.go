@@ -337,7 +337,7 @@ func (t *timerRows) addAgent(jobID string, attempt int, phase domain.TimerPhase,
 
 func (t *timerRows) queue(b *pgx.Batch) {
 	if len(t.jobIDs) > 0 {
-		b.Queue(qInsertJobTimers, t.jobIDs, t.attempts, t.phases, t.dues, t.riverIDs, t.agentIDs)
+		b.Queue(qInsertJobTimers, eventstore.UUIDs(t.jobIDs), t.attempts, t.phases, t.dues, t.riverIDs, t.agentIDs)
 	}
 }
 
@@ -356,6 +356,6 @@ func (r *slotRows) add(jobID, namespace, agentID string, attempt int) {
 
 func (r *slotRows) queue(b *pgx.Batch) {
 	if len(r.jobIDs) > 0 {
-		b.Queue(qTakeAgentSlots, r.jobIDs, r.namespaces, r.agentIDs, r.attempts)
+		b.Queue(qTakeAgentSlots, eventstore.UUIDs(r.jobIDs), r.namespaces, r.agentIDs, r.attempts)
 	}
 }

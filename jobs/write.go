@@ -299,7 +299,7 @@ func (s *Service) writeTx(ctx context.Context, ws []*write, alone bool) (culprit
 	for i, w := range ws {
 		ids[i] = w.l.JobID
 	}
-	b.Queue(qLockJobTimers, ids) // ws is in job order
+	b.Queue(qLockJobTimers, eventstore.UUIDs(ids)) // ws is in job order
 	owners = append(owners, nil)
 	q, err := s.queueWrites(b, ws, owners, alone)
 	if err != nil {
@@ -507,16 +507,16 @@ type effectRows struct {
 // queue queues r's statements on b.
 func (r *effectRows) queue(b *pgx.Batch) {
 	if len(r.take.jobIDs) > 0 {
-		b.Queue(qTakeAgentSlotsReplacing, r.take.jobIDs, r.take.namespaces, r.take.agentIDs, r.take.attempts)
+		b.Queue(qTakeAgentSlotsReplacing, eventstore.UUIDs(r.take.jobIDs), r.take.namespaces, r.take.agentIDs, r.take.attempts)
 	}
 	if len(r.release) > 0 {
-		b.Queue(qReleaseAgentSlots, r.release)
+		b.Queue(qReleaseAgentSlots, eventstore.UUIDs(r.release))
 	}
 	if len(r.clear) > 0 {
-		b.Queue(qClearJobTimers, r.clear)
+		b.Queue(qClearJobTimers, eventstore.UUIDs(r.clear))
 	}
 	if t := &r.timers; len(t.jobIDs) > 0 {
-		b.Queue(qSetJobTimers, t.jobIDs, t.attempts, t.agentIDs, t.phases, t.dues, t.riverIDs, t.since, t.namespaces)
+		b.Queue(qSetJobTimers, eventstore.UUIDs(t.jobIDs), t.attempts, t.agentIDs, t.phases, t.dues, t.riverIDs, t.since, t.namespaces)
 	}
 	if m := &r.samples; len(m.agentIDs) > 0 {
 		b.Queue(qRecordAgentAttempts, m.namespaces, m.agentIDs, m.ats, m.oks)

@@ -95,7 +95,7 @@ func upsertJobRows(ctx context.Context, tx pgx.Tx, rows map[string]*jobRow) erro
 	for id, row := range rows {
 		c.add(id, row)
 	}
-	_, err := tx.Exec(ctx, qUpsertJobRows, c.ids, c.namespaces, c.capabilities, c.statuses, c.agents, c.attempts, c.maxAttempts,
+	_, err := tx.Exec(ctx, qUpsertJobRows, eventstore.UUIDs(c.ids), c.namespaces, c.capabilities, c.statuses, c.agents, c.attempts, c.maxAttempts,
 		c.priorities, c.bizCodes, c.errors, c.traces, c.parents, c.roots, c.versions,
 		c.submitted, c.updated, c.finished, c.callbacks, c.done, c.replays)
 	if err != nil {
@@ -139,7 +139,7 @@ func (c *jobColumns) add(id string, row *jobRow) {
 }
 
 func loadJobRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*jobRow, error) {
-	rows, err := tx.Query(ctx, qLoadJobRows, ids)
+	rows, err := tx.Query(ctx, qLoadJobRows, eventstore.UUIDs(ids))
 	if err != nil {
 		return nil, fmt.Errorf("load jobs: %w", err)
 	}

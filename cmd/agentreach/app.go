@@ -163,7 +163,7 @@ func (a *App) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel
 	if a.cfg.GroupCommitWindow > 0 {
-		a.jobs.StartGroupCommit(runCtx, a.cfg.GroupCommitWindow, 4)
+		a.jobs.StartGroupCommit(runCtx, a.cfg.GroupCommitWindow, a.cfg.CommitWorkers)
 	}
 	a.goRun(func() {
 		if err := a.server.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {

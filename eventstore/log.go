@@ -29,6 +29,14 @@ type Cursor struct {
 // transactions that have all finished: an event that commits later is
 // still after the cursor and is read then, exactly once.
 func (s *Store) ReadAll(ctx context.Context, q Querier, after Cursor, limit int) ([]Record, error) {
+	recs, _, err := s.readAllWithin(ctx, q, after, limit, 0)
+	return recs, err
+}
+
+// readAllWithin is ReadAll that also stops once the events' data reach
+// maxBytes (0: no bound; at least one event is read), and reports whether
+// it stopped there.
+func (s *Store) readAllWithin(ctx context.Context, q Querier, after Cursor, limit, maxBytes int) ([]Record, bool, error) {
 	if q == nil {
 		q = s.pool
 	}
@@ -43,13 +51,13 @@ func (s *Store) ReadAll(ctx context.Context, q Querier, after Cursor, limit int)
 		ORDER BY tx_id, position
 		LIMIT $3`, strconv.FormatUint(after.TxID, 10), after.Position, limit)
 	if err != nil {
-		return nil, fmt.Errorf("read log after %d: %w", after.Position, err)
+		return nil, false, fmt.Errorf("read log after %d: %w", after.Position, err)
 	}
-	recs, err := scanRecords(rows)
+	recs, capped, err := scanRecordsWithin(rows, maxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read log after %d: %w", after.Position, err)
+		return nil, false, fmt.Errorf("read log after %d: %w", after.Position, err)
 	}
-	return recs, nil
+	return recs, capped, nil
 }
 
 // CursorAt returns the cursor just after the event at position, so that

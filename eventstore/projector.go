@@ -33,6 +33,10 @@ type Projector struct {
 	// a job whose events fall in two batches has its read model written
 	// twice, and a job's events lie a few hundred apart under load).
 	BatchSize int
+	// BatchBytes ends a batch early once its events' data reach it
+	// (default 16 MiB; at least one event), so that a backlog of large
+	// payloads is folded in bounded memory.
+	BatchBytes int
 	// PollInterval bounds how stale a projection gets when a notification
 	// is lost (default 1 s).
 	PollInterval time.Duration
@@ -45,7 +49,7 @@ type Projector struct {
 
 // NewProjector returns a projector for projections over store's log.
 func NewProjector(store *Store, logger *slog.Logger, projections ...Projection) *Projector {
-	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 5000, PollInterval: time.Second,
+	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 5000, BatchBytes: 16 << 20, PollInterval: time.Second,
 		Gather: 300 * time.Millisecond}
 }
 
@@ -62,7 +66,7 @@ func (p *Projector) Step(ctx context.Context, proj Projection) (int, error) {
 		if err != nil {
 			return err
 		}
-		batch, err := p.store.ReadAll(ctx, tx, cur, p.BatchSize)
+		batch, _, err := p.store.readAllWithin(ctx, tx, cur, p.BatchSize, p.BatchBytes)
 		if err != nil || len(batch) == 0 {
 			return err
 		}
@@ -104,16 +108,21 @@ func (p *Projector) stepAll(ctx context.Context) (n int, full bool, err error) {
 		if err != nil {
 			return err
 		}
-		read := map[Cursor][]Record{}
+		type read struct {
+			batch  []Record
+			capped bool
+		}
+		reads := map[Cursor]read{}
 		for _, proj := range p.projections {
 			cur := curs[proj.Name()]
-			batch, ok := read[cur]
+			rd, ok := reads[cur]
 			if !ok {
-				if batch, err = p.store.ReadAll(ctx, tx, cur, p.BatchSize); err != nil {
+				if rd.batch, rd.capped, err = p.store.readAllWithin(ctx, tx, cur, p.BatchSize, p.BatchBytes); err != nil {
 					return err
 				}
-				read[cur] = batch
+				reads[cur] = rd
 			}
+			batch := rd.batch
 			if len(batch) == 0 {
 				continue
 			}
@@ -124,7 +133,7 @@ func (p *Projector) stepAll(ctx context.Context) (n int, full bool, err error) {
 				return err
 			}
 			n += len(batch)
-			full = full || len(batch) == p.BatchSize
+			full = full || len(batch) == p.BatchSize || rd.capped
 		}
 		return nil
 	})

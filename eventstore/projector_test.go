@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 )
 
@@ -119,4 +121,50 @@ func TestProjectorCatchUp(t *testing.T) {
 	require.Equal(t, all[:before], folded(t, s, "a"))
 	a.failing.Store(false)
 	require.NoError(t, catchUp(t, p, s, all, "a", "b", "c"))
+}
+
+// sizing is a projection that records the size of each batch it folds.
+type sizing struct {
+	folding
+	batches []int
+}
+
+func (z *sizing) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) error {
+	z.batches = append(z.batches, len(batch))
+	return z.folding.Apply(ctx, tx, batch)
+}
+
+// TestProjectorBoundsBatchBytes: a batch ends once its events' data reach
+// BatchBytes, so large payloads are folded a few at a time, each once, and
+// an event larger than the bound alone is still folded.
+func TestProjectorBoundsBatchBytes(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.Pool().Exec(ctx, `CREATE TABLE test_folded (name text, position bigint, UNIQUE (name, position))`)
+	require.NoError(t, err)
+	z := &sizing{folding: folding{name: "z"}}
+	p := eventstore.NewProjector(s, slog.New(slog.NewTextHandler(io.Discard, nil)), z)
+	p.BatchBytes = 2500
+	big := func(n int) domain.Event {
+		return domain.NewEvent("BIG", map[string]string{"blob": strings.Repeat("x", n)}, domain.Metadata{})
+	}
+	var all []int64
+	for i, size := range []int{1000, 1000, 1000, 1000, 1000, 1000, 1000, 5000, 1000} {
+		recs, err := s.Append(ctx, fmt.Sprintf("job:big-%d", i), eventstore.NoStream, big(size))
+		require.NoError(t, err)
+		all = append(all, recs[0].Position)
+	}
+	require.NoError(t, catchUp(t, p, s, all, "z"))
+	require.Equal(t, len(all), sumInts(z.batches))
+	for _, n := range z.batches {
+		require.LessOrEqual(t, n, 3, "a batch stops once 2,500 bytes are read: %v", z.batches)
+	}
+}
+
+func sumInts(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
 }

@@ -296,22 +296,35 @@ const recordColumns = `position, tx_id::text AS tx_id_text, stream_id, version, 
 	coalesce(metadata->>'causation_id', '') AS causation_id, recorded_at`
 
 func scanRecords(rows pgx.Rows) ([]Record, error) {
+	out, _, err := scanRecordsWithin(rows, 0)
+	return out, err
+}
+
+// scanRecordsWithin reads rows until their data reach maxBytes (0: no
+// bound), at least one, and reports whether it stopped there: the rest
+// are read off the connection and dropped.
+func scanRecordsWithin(rows pgx.Rows, maxBytes int) ([]Record, bool, error) {
 	defer rows.Close()
 	var out []Record
+	size := 0
 	for rows.Next() {
+		if maxBytes > 0 && size >= maxBytes {
+			return out, true, nil
+		}
 		var r Record
 		var txid, typ string
 		var data []byte // as stored: a json.RawMessage would be decoded (validated) again
 		md := &r.Metadata
 		if err := rows.Scan(&r.Position, &txid, &r.StreamID, &r.Version, &typ, &data, &md.TraceID, &md.Actor, &md.CausationID, &r.RecordedAt); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		r.Data = data
 		r.TxID, _ = strconv.ParseUint(txid, 10, 64)
 		r.Type = domain.EventType(typ)
 		out = append(out, r)
+		size += len(data)
 	}
-	return out, rows.Err()
+	return out, false, rows.Err()
 }
 
 // ReadStream returns a stream's events in version order; an unknown stream

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/internal/telemetry"
 )
@@ -49,6 +50,14 @@ func TestJobSpansRecordedOnlyWhenExported(t *testing.T) {
 			require.Equal(t, c.recorded, root.IsRecording())
 			root.End()
 			require.True(t, root.SpanContext().TraceID().IsValid(), "a root still has a trace id")
+
+			// A request whose caller did not sample its trace is not
+			// recorded either way.
+			unsampled := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, Remote: true}))
+			_, req := tracer.Start(unsampled, "/v1/jobs")
+			require.False(t, req.IsRecording(), "the caller's decision stands")
+			req.End()
 			if c.exporter != nil {
 				require.Len(t, c.exporter.GetSpans(), 2)
 			}

@@ -80,16 +80,16 @@ func Setup(ctx context.Context, o Options) (*Telemetry, error) {
 		t.ExporterLabel = "custom"
 	}
 	// Spans are recorded only when they leave the process. Without an
-	// exporter a trace this process starts, and a job's work (JobContext),
-	// is not sampled: its spans still have ids (logs, events and
+	// exporter no span is sampled: spans still have ids (logs, events and
 	// traceparent carry the trace id), but nothing is kept of them
-	// (recording them was 8 % of the allocations under load). A request
-	// in a caller's sampled trace is recorded as the caller asked.
-	root := sdktrace.NeverSample()
+	// (recording them was 8 % of the allocations under load). With one, a
+	// caller's traceparent decides for its request, and a job's work
+	// (JobContext) is sampled.
+	sampler := sdktrace.NeverSample()
 	if exp != nil {
-		root = sdktrace.AlwaysSample()
+		sampler = sdktrace.ParentBased(sdktrace.AlwaysSample())
 	}
-	topts = append(topts, sdktrace.WithSampler(sdktrace.ParentBased(root, sdktrace.WithRemoteParentNotSampled(root))))
+	topts = append(topts, sdktrace.WithSampler(sampler))
 	if exp != nil {
 		if o.SpanExporter != nil {
 			topts = append(topts, sdktrace.WithSyncer(exp))
@@ -161,8 +161,8 @@ func (h LogHandler) WithGroup(name string) slog.Handler { return LogHandler{h.Ha
 // the job's trace id, so that spans started from it and the traceparent
 // headers sent from it belong to the job's trace, whichever path (worker,
 // sweep, result) acts on the job. If ctx already carries that trace it is
-// returned as it is. The stand-in parent says nothing of sampling: the
-// spans started from it are sampled when traces are exported (Setup).
+// returned as it is. The stand-in parent is sampled: the spans started
+// from it are recorded when traces are exported (Setup).
 func JobContext(ctx context.Context, traceID string) context.Context {
 	tid, err := trace.TraceIDFromHex(traceID)
 	if err != nil {
@@ -173,7 +173,7 @@ func JobContext(ctx context.Context, traceID string) context.Context {
 	}
 	var sid trace.SpanID
 	copy(sid[:], tid[8:]) // a stable stand-in parent: the job's root
-	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, Remote: true})
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
 

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentreach/agentreach/internal/cli"
@@ -203,7 +204,13 @@ func (r *run) settle(ctx context.Context) error {
 		return errors.New("settle: the projections did not catch up with the log in 2 minutes")
 	}
 	for _, stmt := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
-		if _, err := r.pool.Exec(ctx, stmt); err != nil {
+		_, err := r.pool.Exec(ctx, stmt)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+			r.progress("settle: %s needs a privilege the bench's role lacks; measuring without it", stmt)
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("settle: %s: %w", stmt, err)
 		}
 	}

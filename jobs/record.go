@@ -18,7 +18,6 @@ var (
 	qRecordAgentAttempt = queries.Must("RecordAgentAttempt")
 	qSetJobTimer        = queries.Must("SetJobTimer")
 	qLockAgentSlots     = queries.Must("LockAgentSlots")
-	qTakeAgentSlot      = queries.Must("TakeAgentSlot")
 	qReleaseAgentSlot   = queries.Must("ReleaseAgentSlot")
 )
 

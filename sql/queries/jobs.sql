@@ -146,12 +146,6 @@ GROUP BY s.namespace, s.agent_id;
 -- When the transaction began: what its events record as recorded_at.
 SELECT now();
 
--- name: TakeAgentSlot
--- The job's latest attempt holds a slot of its agent; a job holds at most one.
-INSERT INTO agent_slots (job_id, namespace, agent_id, attempt) VALUES ($1, $2, $3, $4)
-ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = excluded.agent_id,
-    attempt = excluded.attempt, taken_at = now();
-
 -- name: TakeAgentSlots
 -- The slots of the first attempts a group commit routed, in one statement.
 INSERT INTO agent_slots (job_id, namespace, agent_id, attempt)
@@ -203,7 +197,7 @@ INSERT INTO agent_attempts (namespace, agent_id, at, ok)
 SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bool[]);
 
 -- name: TakeAgentSlotsReplacing
--- The slots a shared transaction's writes take (TakeAgentSlot's, a job a row).
+-- The slots a shared transaction's writes take: a job's latest attempt holds a slot of its agent, a job at most one.
 INSERT INTO agent_slots (job_id, namespace, agent_id, attempt)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[])
 ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = excluded.agent_id,

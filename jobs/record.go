@@ -87,15 +87,20 @@ func (s *Service) setTimerTx(ctx context.Context, tx pgx.Tx, jobID string, t dom
 
 // timerArgs are SetJobTimer's arguments for a job's timer t.
 func timerArgs(jobID string, t domain.Timer) []any {
-	var rj *int64
-	if t.RiverJobID != 0 {
-		rj = &t.RiverJobID
-	}
-	var since *time.Time
-	if !t.WaitingSince.IsZero() {
-		since = &t.WaitingSince
-	}
+	rj, since := timerNulls(t)
 	return []any{jobID, t.Attempt, t.AgentID, t.Phase, t.Due, rj, since, t.Namespace}
+}
+
+// timerNulls are t's River job id and waiting time as the timer row's
+// nullable columns (nil: none).
+func timerNulls(t domain.Timer) (riverJobID *int64, waitingSince *time.Time) {
+	if t.RiverJobID != 0 {
+		riverJobID = &t.RiverJobID
+	}
+	if !t.WaitingSince.IsZero() {
+		waitingSince = &t.WaitingSince
+	}
+	return riverJobID, waitingSince
 }
 
 // enqueueDispatchTx inserts the River job of an attempt and the queued

@@ -552,14 +552,7 @@ type timerSet struct {
 }
 
 func (r *timerSet) set(jobID string, t domain.Timer) {
-	var rj *int64
-	if t.RiverJobID != 0 {
-		rj = &t.RiverJobID
-	}
-	var since *time.Time
-	if !t.WaitingSince.IsZero() {
-		since = &t.WaitingSince
-	}
+	rj, since := timerNulls(t)
 	i, ok := r.at[jobID]
 	if !ok {
 		if r.at == nil {

@@ -140,12 +140,16 @@ func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
 		// refuses what it knows PostgreSQL cannot store, but a batch must
 		// never fail for another's sake): nothing of it committed, so each
 		// member is written again alone, within a bound, and only an
-		// offender fails. An outage is not retried member by member.
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		for _, it := range batch {
-			b.commit(rctx, []*batchItem{it})
-		}
+		// offender fails. An outage is not retried member by member. The
+		// members are written beside the worker, which goes on with the
+		// submits that wait (with one worker, they would wait for all).
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			for _, it := range batch {
+				b.commit(rctx, []*batchItem{it})
+			}
+		}()
 		return
 	}
 	for i, it := range batch {

@@ -64,7 +64,7 @@ type batcher struct {
 // the pool while its transaction runs). Fewer and larger transactions cost
 // the database less than many small concurrent ones: on two cores, one
 // worker each did 1,124 jobs/s end to end where two did 997 and four 892
-// (the same binary, alternate runs), the backends spending 0.57 ms a job
+// (builds differing only in it, alternate runs), the backends spending 0.57 ms a job
 // instead of 0.73 and 0.92. A lone submit still commits at once.
 func DefaultCommitWorkers() int { return min(max(runtime.GOMAXPROCS(0)/2, 1), 4) }
 

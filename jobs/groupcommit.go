@@ -245,7 +245,7 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 	var params []river.InsertManyParams
 	var dispatched, direct []int
 	now := s.now()
-	timers := timerRows{}
+	var timers timerSet
 	for _, i := range idx {
 		it := batch[i]
 		evs, res := s.submittedEvents(it.sub, it.md, patterns)
@@ -253,7 +253,7 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		results[i] = batchResult{res: res}
 		switch {
 		case res.Status == domain.StatusAwaitingApproval:
-			timers.add(it.sub.JobID, 1, domain.PhaseApproval, now.Add(s.cfg.ApprovalTimeout), nil)
+			timers.set(it.sub.JobID, domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: now.Add(s.cfg.ApprovalTimeout)})
 		case it.sub.Priority != domain.PriorityLow && s.reserveDirect(): // low work waits in its own lane
 			results[i].reserved = true
 			direct = append(direct, len(streams)-1)
@@ -276,14 +276,14 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 		}
 		for k, i := range dispatched {
 			id := inserted[k].Job.ID
-			timers.add(batch[i].sub.JobID, 1, domain.PhaseQueued, now.Add(s.cfg.LostAfter), &id)
+			timers.set(batch[i].sub.JobID, domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: now.Add(s.cfg.LostAfter), RiverJobID: id})
 		}
 	}
 	b := &pgx.Batch{}
 	if err := s.store.QueueAppendNew(b, streams); err != nil {
 		return err
 	}
-	timers.queue(b)
+	timers.queueNew(b)
 	slots.queue(b)
 	if _, _, err := sendBatch(ctx, s.pool, tx, b); err != nil {
 		return fmt.Errorf("write submissions: %w", err)
@@ -298,7 +298,7 @@ func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchIte
 // routed timer and the agent's slot; one that cannot be waits on the
 // queued timer for its dispatcher to route it.
 func (s *Service) directStarts(idx, direct []int, streams []eventstore.NewStream, results []batchResult, at time.Time,
-	timers *timerRows, slots *slotRows) error {
+	timers *timerSet, slots *slotRows) error {
 	for _, k := range direct {
 		st := &streams[k]
 		r := &results[idx[k]]
@@ -310,7 +310,7 @@ func (s *Service) directStarts(idx, direct []int, streams []eventstore.NewStream
 		r.direct = directStart{l: l}
 		routed, agent, deadline := s.routeAtSubmit(l)
 		if agent == nil {
-			timers.add(id, 1, domain.PhaseQueued, s.now().Add(s.cfg.LostAfter), nil)
+			timers.set(id, domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter)})
 			continue
 		}
 		if err := l.applyNew(st.Stream, routed, at); err != nil {
@@ -319,41 +319,10 @@ func (s *Service) directStarts(idx, direct []int, streams []eventstore.NewStream
 		st.Events = append(st.Events, routed)
 		l.RoutedAt = at
 		r.direct.agent, r.direct.deadline = agent, deadline
-		timers.addAgent(id, 1, domain.PhaseRouted, deadline.Add(s.cfg.LostAfter), agent.AgentID)
+		timers.set(id, domain.Timer{Attempt: 1, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter), AgentID: agent.AgentID})
 		slots.add(id, l.Namespace, agent.AgentID, 1)
 	}
 	return nil
-}
-
-// timerRows collects timers for one INSERT.
-type timerRows struct {
-	jobIDs   []string
-	attempts []int32
-	phases   []string
-	dues     []time.Time
-	riverIDs []*int64
-	agentIDs []string
-}
-
-func (t *timerRows) add(jobID string, attempt int, phase domain.TimerPhase, due time.Time, riverID *int64) {
-	t.jobIDs = append(t.jobIDs, jobID)
-	t.attempts = append(t.attempts, int32(attempt))
-	t.phases = append(t.phases, string(phase))
-	t.dues = append(t.dues, due)
-	t.riverIDs = append(t.riverIDs, riverID)
-	t.agentIDs = append(t.agentIDs, "")
-}
-
-// addAgent adds the timer of an attempt routed to agentID.
-func (t *timerRows) addAgent(jobID string, attempt int, phase domain.TimerPhase, due time.Time, agentID string) {
-	t.add(jobID, attempt, phase, due, nil)
-	t.agentIDs[len(t.agentIDs)-1] = agentID
-}
-
-func (t *timerRows) queue(b *pgx.Batch) {
-	if len(t.jobIDs) > 0 {
-		b.Queue(qInsertJobTimers, eventstore.UUIDs(t.jobIDs), t.attempts, t.phases, t.dues, t.riverIDs, t.agentIDs)
-	}
 }
 
 // slotRows collects agent slots for one INSERT.

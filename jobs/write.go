@@ -438,10 +438,10 @@ func (s *Service) queueRiverWrites(ctx context.Context, tx pgx.Tx, ws []*write, 
 		if err != nil {
 			return fmt.Errorf("enqueue callbacks and polls: %w", err)
 		}
-		var timers effectRows
+		var timers timerSet
 		for i, w := range inserted {
 			if w != nil {
-				timers.timers.set(w.l.JobID, s.callbackTimer(res[i].Job.ID))
+				timers.set(w.l.JobID, s.callbackTimer(res[i].Job.ID))
 			}
 		}
 		timers.queue(b)
@@ -515,9 +515,7 @@ func (r *effectRows) queue(b *pgx.Batch) {
 	if len(r.clear) > 0 {
 		b.Queue(qClearJobTimers, eventstore.UUIDs(r.clear))
 	}
-	if t := &r.timers; len(t.jobIDs) > 0 {
-		b.Queue(qSetJobTimers, eventstore.UUIDs(t.jobIDs), t.attempts, t.agentIDs, t.phases, t.dues, t.riverIDs, t.since, t.namespaces)
-	}
+	r.timers.queue(b)
 	if m := &r.samples; len(m.agentIDs) > 0 {
 		b.Queue(qRecordAgentAttempts, m.namespaces, m.agentIDs, m.ats, m.oks)
 	}
@@ -567,6 +565,18 @@ func (r *timerSet) set(jobID string, t domain.Timer) {
 	}
 	r.attempts[i], r.agentIDs[i], r.phases[i], r.dues[i] = int32(t.Attempt), t.AgentID, string(t.Phase), t.Due
 	r.riverIDs[i], r.since[i], r.namespaces[i] = rj, since, t.Namespace
+}
+
+// queue queues setting r's timers, each replacing the one its job had.
+func (r *timerSet) queue(b *pgx.Batch) { r.queueAs(b, qSetJobTimers) }
+
+// queueNew queues inserting r's timers, of jobs that have none yet.
+func (r *timerSet) queueNew(b *pgx.Batch) { r.queueAs(b, qInsertJobTimers) }
+
+func (r *timerSet) queueAs(b *pgx.Batch, query string) {
+	if len(r.jobIDs) > 0 {
+		b.Queue(query, eventstore.UUIDs(r.jobIDs), r.attempts, r.agentIDs, r.phases, r.dues, r.riverIDs, r.since, r.namespaces)
+	}
 }
 
 // sampleRows are attempt samples to record (RecordAgentAttempts' arrays).

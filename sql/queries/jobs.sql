@@ -74,9 +74,9 @@ ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = exclud
     waiting_since = excluded.waiting_since, namespace = excluded.namespace;
 
 -- name: InsertJobTimers
--- The timers of a group commit's plain submits, in one statement.
-INSERT INTO job_timers (job_id, attempt, phase, due_at, river_job_id, agent_id)
-SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::timestamptz[], $5::bigint[], $6::text[]);
+-- The timers of a group commit's plain submits (new jobs: nothing to replace), in one statement; SetJobTimers' columns.
+INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace)
+SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::timestamptz[], $8::text[]);
 
 -- name: DueJobTimers
 -- The jobs whose timers are due at $1, oldest first, for the deadline sweep.

@@ -214,6 +214,28 @@ func (p *Projector) CatchUp(ctx context.Context) (int, error) {
 	return total, first
 }
 
+// Settle catches every projection up to the whole committed log: it folds
+// until nothing is left, waiting while committed events sit behind a
+// transaction that holds the horizon back, until ctx ends. Run it when no
+// writer is running, to compare a read model with its rebuild at the same
+// place in the log.
+func (p *Projector) Settle(ctx context.Context) error {
+	for {
+		if _, err := p.CatchUp(ctx); err != nil {
+			return err
+		}
+		behind, err := p.behind(ctx)
+		if err != nil || !behind {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
 // Rebuild empties proj's read model and folds the whole log into it again,
 // calling progress (if not nil) after each batch with the events folded so
 // far and the log's size. Readers of the read model see it refill.

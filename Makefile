@@ -16,9 +16,12 @@ build: ## build bin/agentreach
 run: build ## zero-setup dev server: finds or starts PostgreSQL, migrates, serves on 127.0.0.1:8080
 	./bin/agentreach dev
 
-# Free connections the suite needs on the test server (pgtest.PoolMaxConns per
-# service, a few services at once); checked before anything is built.
-TEST_CONNS ?= 40
+# The suite's connection budget on the test server: checked free before
+# anything is built, and held to for the whole run (each test reserves its
+# connections from it, internal/pgtest/budget.go, and waits while the
+# running tests hold too many).
+TEST_CONNS ?= 45
+export PGTEST_CONNS := $(TEST_CONNS)
 
 preflight: ## one line on what is missing when the test server is unreachable or full
 	@$(GO) build -o bin/preflight ./internal/pgtest/preflight && ./bin/preflight -need $(TEST_CONNS)

@@ -61,7 +61,8 @@ func newConcurrencyAgent(t *testing.T, work time.Duration) *concurrencyAgent {
 // all three at once, never has the agent hold more than two.
 func TestCapacityHoldsAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.NewDatabase(t)
+	// Three processes of at most 6 connections, and each one's listener.
+	dsn := pgtest.NewDatabase(t, pgtest.Conns(3*7+3))
 	var bases []string
 	for range 3 {
 		// A small pool each: the suite shares the server's 100 connections.

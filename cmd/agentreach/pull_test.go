@@ -326,7 +326,8 @@ func TestPullRelease(t *testing.T) {
 // every attempt is claimed exactly once and every job succeeds once.
 func TestPullClaimedOnceAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.NewDatabase(t)
+	// Three processes of at most 6 connections, and each one's listener.
+	dsn := pgtest.NewDatabase(t, pgtest.Conns(3*7+3))
 	var bases []string
 	for range 3 {
 		_, base, _ := serveProcess(t, dsn, deadAddr(t), "--max-conns", "6")

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
@@ -63,6 +64,7 @@ func skipWithoutLocal(t *testing.T) {
 	if err := ping(context.Background(), dsn(DefaultLocalUser, DefaultLocalAddr, "postgres"), 2*time.Second); err != nil {
 		t.Skipf("no PostgreSQL answering on %s as %s: %v", DefaultLocalAddr, DefaultLocalUser, err)
 	}
+	pgtest.Reserve(t, 8) // the connections these tests open on the test server
 }
 
 // queryDB connects to dsn and returns current_database().

@@ -20,6 +20,7 @@ import (
 
 func TestScratchDatabase(t *testing.T) {
 	t.Parallel()
+	pgtest.Reserve(t, 3)
 	name := "agentreach_harness_test_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	ctx, cancel := context.WithCancel(t.Context())
 	dsn, drop, err := ScratchDatabase(ctx, pgtest.AdminURL(), name)

@@ -133,19 +133,33 @@ func testURL(db string) string {
 }
 
 // NewDatabase creates a migrated database for one test and drops it when the
-// test ends. It returns the database's URL.
-func NewDatabase(t testing.TB) string {
+// test ends. It returns the database's URL. It first reserves the test's
+// connections (DefaultConns, or Conns) from the suite's budget, waiting
+// while other tests hold too many.
+func NewDatabase(t testing.TB, opts ...Option) string {
 	t.Helper()
+	reserve(t, opts)
 	tmpl, err := ensureTemplate(context.Background())
 	require.NoError(t, err, "pgtest: template database (is PostgreSQL running on 127.0.0.1:5432?)")
 	return createDatabase(t, tmpl)
 }
 
 // NewEmptyDatabase creates an empty (unmigrated) database for one test, for
-// tests of migration itself, and drops it at the end.
-func NewEmptyDatabase(t testing.TB) string {
+// tests of migration itself, and drops it at the end; it reserves
+// connections as NewDatabase does.
+func NewEmptyDatabase(t testing.TB, opts ...Option) string {
 	t.Helper()
+	reserve(t, opts)
 	return createDatabase(t, "")
+}
+
+func reserve(t testing.TB, opts []Option) {
+	t.Helper()
+	o := options{conns: DefaultConns}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	Reserve(t, o.conns)
 }
 
 // createDatabase creates a database for one test, a copy of template tmpl

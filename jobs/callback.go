@@ -10,7 +10,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/telemetry"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // CallbackBody is what the caller's callback_url receives (API.md).
@@ -143,16 +143,8 @@ func (s *Service) postCallback(ctx context.Context, l *Loaded, secrets []string,
 		}
 		keys = append(keys, key)
 	}
-	id := "msg_" + l.JobID
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
 	h := http.Header{}
-	h.Set("webhook-id", id)
-	h.Set("webhook-timestamp", ts)
-	sigs := make([]string, len(keys))
-	for i, key := range keys {
-		sigs[i] = "v1," + Sign(key, id, ts, body)
-	}
-	h.Set("webhook-signature", strings.Join(sigs, " "))
+	webhook.SetHeaders(h, "msg_"+l.JobID, time.Now(), body, keys...)
 	return s.postToCaller(ctx, l, l.CallbackURL, body, h)
 }
 

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // CancelNoticesKey is the registration metadata key by which an HTTP agent
@@ -33,18 +33,10 @@ func (s *Service) cancelNotice(ctx context.Context, a *registry.Agent, l *Loaded
 		if err != nil {
 			return
 		}
-		msgID := l.JobID + "." + strconv.Itoa(l.Attempts) + ".cancel"
-		ts := strconv.FormatInt(s.now().Unix(), 10)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Reach-Cancel", "1")
 		req.Header.Set("X-Reach-Job-Id", l.JobID)
-		req.Header.Set("webhook-id", msgID)
-		req.Header.Set("webhook-timestamp", ts)
-		var sigs []string
-		for _, key := range a.SigningKeys(s.now()) {
-			sigs = append(sigs, "v1,"+Sign(key, msgID, ts, body))
-		}
-		req.Header.Set("webhook-signature", strings.Join(sigs, " "))
+		webhook.SetHeaders(req.Header, l.JobID+"."+strconv.Itoa(l.Attempts)+".cancel", s.now(), body, a.SigningKeys(s.now())...)
 		resp, err := s.http.Do(req)
 		if err != nil {
 			s.logger.InfoContext(ctx, "cancel notice to the agent", "job_id", l.JobID, "agent_id", a.AgentID, "err", err)

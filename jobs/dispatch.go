@@ -3,9 +3,6 @@ package jobs
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +26,7 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 type dispatchWorker struct {
@@ -287,27 +285,13 @@ func (s *Service) recordDelivery(ctx context.Context, args DispatchArgs, l *Load
 	return last, err
 }
 
-// Envelope is what an agent receives for one attempt (API.md).
-type Envelope struct {
-	JobID      string          `json:"job_id"`
-	TraceID    string          `json:"trace_id"`
-	Capability string          `json:"capability"`
-	Payload    json.RawMessage `json:"payload"`
-	Attempt    int             `json:"attempt"`
-	Deadline   time.Time       `json:"deadline"`
-	ResultURL  string          `json:"result_url"`
-}
-
-// maxAgentAnswer bounds an agent's inline answer.
-const maxAgentAnswer = 16 << 20
-
 // deliver POSTs the envelope to the agent and classifies what happened. It
 // waits for an answer until the attempt's deadline.
 func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) (obs domain.Observation) {
 	if a.Protocol == domain.ProtocolA2A {
 		return s.deliverA2A(ctx, a, l, attempt, deadline)
 	}
-	body, _ := json.Marshal(Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
+	body, _ := json.Marshal(webhook.Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
 		Attempt: attempt, Deadline: deadline, ResultURL: s.resultURL(l.JobID)})
 	ctx, wait, wrote, end := s.deliveryCtx(ctx, "deliver", a, l, attempt, deadline)
 	defer end()
@@ -315,19 +299,11 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 	if err != nil {
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_endpoint", ErrText: err.Error()}
 	}
-	msgID := l.JobID + "." + strconv.Itoa(attempt)
-	ts := strconv.FormatInt(s.now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header)) // traceparent
 	req.Header.Set("X-Reach-Job-Id", l.JobID)
 	req.Header.Set("X-Reach-Attempt", strconv.Itoa(attempt))
-	req.Header.Set("webhook-id", msgID)
-	req.Header.Set("webhook-timestamp", ts)
-	var sigs []string
-	for _, key := range a.SigningKeys(s.now()) {
-		sigs = append(sigs, "v1,"+Sign(key, msgID, ts, body))
-	}
-	req.Header.Set("webhook-signature", strings.Join(sigs, " "))
+	webhook.SetHeaders(req.Header, l.JobID+"."+strconv.Itoa(attempt), s.now(), body, a.SigningKeys(s.now())...)
 
 	resp, err := s.http.Do(req)
 	if err != nil {
@@ -342,7 +318,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: classifyNetErr(ctx, err), ErrText: err.Error()}
 	}
 	defer resp.Body.Close()
-	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer+1))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, webhook.MaxAnswerBytes+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return domain.Observation{Kind: domain.ObservedHung, Reason: "timeout", ErrText: "answer not complete by the deadline"}
@@ -352,14 +328,9 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 	defer func() { noteAnswer(&obs, resp.StatusCode, answer) }() // what the agent answered, for the timeline
 	switch resp.StatusCode {
 	case http.StatusOK:
-		var r struct {
-			Status  string          `json:"status"`
-			Result  json.RawMessage `json:"result"`
-			BizCode string          `json:"biz_code"`
-		}
-		if len(answer) > maxAgentAnswer || json.Unmarshal(answer, &r) != nil || (r.Status != "SUCCESS" && r.Status != "FAILED") {
-			return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response",
-				ErrText: `a 200 answer must be JSON {"status": "SUCCESS"|"FAILED", "result": ..., "biz_code": ...} of at most 16 MiB`}
+		r, err := webhook.ParseAnswer(answer)
+		if err != nil {
+			return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response", ErrText: err.Error()}
 		}
 		if at, bad := domain.UnstorableJSON(answer); bad || len(r.BizCode) > 128 {
 			return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response",
@@ -433,13 +404,4 @@ func truncate(s string, n int) string {
 		s += "…"
 	}
 	return s
-}
-
-// Sign is the Standard Webhooks signature of a message: base64 of
-// HMAC-SHA256 over "id.timestamp.body".
-func Sign(key []byte, id, ts string, body []byte) string {
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id + "." + ts + "."))
-	mac.Write(body)
-	return base64.StdEncoding.EncodeToString(mac.Sum(nil))
 }

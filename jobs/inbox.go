@@ -14,6 +14,7 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql/queries"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // Pull agents. The router chooses a pull agent as it chooses any agent;
@@ -112,7 +113,7 @@ func (s *Service) toInbox(ctx context.Context, l *Loaded, agent *registry.Agent,
 // from now. No delivery is ever claimed twice: the inbox rows are taken
 // FOR UPDATE SKIP LOCKED and DELIVERED is appended at the job's version.
 // An empty answer means nothing came (or the caller went away).
-func (s *Service) Claim(ctx context.Context, a *registry.Agent, max int, wait time.Duration) ([]Envelope, error) {
+func (s *Service) Claim(ctx context.Context, a *registry.Agent, max int, wait time.Duration) ([]webhook.Envelope, error) {
 	wake, stop := s.inbox.wait(a.Key())
 	defer stop()
 	until := time.Now().Add(wait)
@@ -123,13 +124,13 @@ func (s *Service) Claim(ctx context.Context, a *registry.Agent, max int, wait ti
 		}
 		left := time.Until(until)
 		if left <= 0 {
-			return []Envelope{}, nil
+			return []webhook.Envelope{}, nil
 		}
 		t := time.NewTimer(min(left, claimPoll))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return []Envelope{}, nil
+			return []webhook.Envelope{}, nil
 		case <-wake:
 		case <-t.C:
 		}
@@ -139,8 +140,8 @@ func (s *Service) Claim(ctx context.Context, a *registry.Agent, max int, wait ti
 
 // claimOnce claims what waits in a's inbox now, in one transaction; a job
 // that moved on meanwhile (a cancel, a re-route) is skipped.
-func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]Envelope, error) {
-	var out []Envelope
+func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]webhook.Envelope, error) {
+	var out []webhook.Envelope
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
 		rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, max)
@@ -183,31 +184,31 @@ func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]
 // claimTx delivers one attempt of a's inbox, in a savepoint of tx so a job
 // that moved on (errNotInInbox, or a conflict with a concurrent writer)
 // leaves the others claimed.
-func (s *Service) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id string, attempt int) (Envelope, error) {
+func (s *Service) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id string, attempt int) (webhook.Envelope, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return Envelope{}, err
+		return webhook.Envelope{}, err
 	}
 	defer func() { _ = sp.Rollback(ctx) }()
 	l, err := s.Load(ctx, sp, id)
 	if err != nil {
-		return Envelope{}, err
+		return webhook.Envelope{}, err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
 	evs, fx, deadline, ok := domain.Claim(&l.Job, attempt, a.AgentID, l.lastIsRouted(attempt), l.RoutedAt, s.now().UTC(), md)
 	if !ok {
-		return Envelope{}, errNotInInbox
+		return webhook.Envelope{}, errNotInInbox
 	}
 	if err := s.appendTx(ctx, sp, l, fx, evs...); err != nil {
 		if errors.Is(err, eventstore.ErrConflict) {
-			return Envelope{}, errNotInInbox
+			return webhook.Envelope{}, errNotInInbox
 		}
-		return Envelope{}, err
+		return webhook.Envelope{}, err
 	}
 	if err := sp.Commit(ctx); err != nil {
-		return Envelope{}, err
+		return webhook.Envelope{}, err
 	}
-	return Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload, Attempt: attempt,
+	return webhook.Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload, Attempt: attempt,
 		Deadline: deadline, ResultURL: s.resultURL(l.JobID)}, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/sdk"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // fakeReach is an httptest fake of Agent-Reach's HTTP API for one pull
@@ -80,8 +81,8 @@ func newFakeReach(t *testing.T, maxConcurrent int) *fakeReach {
 
 // delivery is a delivery of job id, attempt 1, due in a minute.
 func (f *fakeReach) delivery(id string) sdk.Delivery {
-	return sdk.Delivery{JobID: id, Attempt: 1, Capability: "t.pull", Payload: json.RawMessage(`{}`),
-		Deadline: time.Now().Add(time.Minute).UTC(), ResultURL: f.srv.URL + "/results/" + id}
+	return sdk.Delivery{Envelope: webhook.Envelope{JobID: id, Attempt: 1, Capability: "t.pull", Payload: json.RawMessage(`{}`),
+		Deadline: time.Now().Add(time.Minute).UTC(), ResultURL: f.srv.URL + "/results/" + id}}
 }
 
 func (f *fakeReach) enqueue(ds ...sdk.Delivery) {

@@ -3,10 +3,7 @@ package sdk
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	crand "crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,11 +13,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // Registration is what the agent tells the registry about itself. Endpoint
@@ -45,15 +43,10 @@ type Registration struct {
 	Metadata       map[string]any `json:"metadata,omitempty"`
 }
 
-// Delivery is one attempt of a job, as Agent-Reach sends it.
+// Delivery is one attempt of a job, as Agent-Reach sends it: the
+// envelope of the push protocol (package webhook), and how it came.
 type Delivery struct {
-	JobID      string          `json:"job_id"`
-	TraceID    string          `json:"trace_id"`
-	Capability string          `json:"capability"`
-	Payload    json.RawMessage `json:"payload"`
-	Attempt    int             `json:"attempt"`
-	Deadline   time.Time       `json:"deadline"`
-	ResultURL  string          `json:"result_url"`
+	webhook.Envelope
 	// Traceparent is the W3C trace context the delivery came with; Report
 	// sends it back, so the result stays in the job's trace.
 	Traceparent string `json:"-"`
@@ -593,27 +586,10 @@ func VerifyDelivery(token string, h http.Header, body []byte, now time.Time) err
 	if token == "" {
 		return fmt.Errorf("%w: the agent is not registered yet", ErrBadSignature)
 	}
-	id, ts := h.Get("webhook-id"), h.Get("webhook-timestamp")
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || id == "" {
-		return fmt.Errorf("%w: missing webhook-id or webhook-timestamp", ErrBadSignature)
+	if err := webhook.Verify(webhook.AgentKey(token), h, body, now, 5*time.Minute); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadSignature, err)
 	}
-	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
-		return fmt.Errorf("%w: timestamp outside five minutes", ErrBadSignature)
-	}
-	key := sha256.Sum256([]byte(token))
-	mac := hmac.New(sha256.New, key[:])
-	mac.Write([]byte(id + "." + ts + "."))
-	mac.Write(body)
-	want := mac.Sum(nil)
-	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
-		v, b64, ok := strings.Cut(sig, ",")
-		got, err := base64.StdEncoding.DecodeString(b64)
-		if ok && v == "v1" && err == nil && hmac.Equal(got, want) {
-			return nil
-		}
-	}
-	return ErrBadSignature
+	return nil
 }
 
 // traceparent is the delivery's trace context, or one made from its trace

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/sdk"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // sign signs like Agent-Reach does: HMAC-SHA256 keyed with sha256(token)
@@ -72,9 +73,9 @@ func TestReportCarriesTheTrace(t *testing.T) {
 	defer srv.Close()
 	agent := sdk.New(sdk.Config{ServerURL: srv.URL}, sdk.Registration{AgentID: "a"}, nil)
 	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-	require.NoError(t, agent.Report(context.Background(), sdk.Delivery{JobID: "j", ResultURL: srv.URL, Traceparent: tp}, sdk.Success(nil)))
+	require.NoError(t, agent.Report(context.Background(), sdk.Delivery{Envelope: webhook.Envelope{JobID: "j", ResultURL: srv.URL}, Traceparent: tp}, sdk.Success(nil)))
 	require.Equal(t, tp, <-got)
-	require.NoError(t, agent.Report(context.Background(), sdk.Delivery{JobID: "j", ResultURL: srv.URL, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}, sdk.Success(nil)))
+	require.NoError(t, agent.Report(context.Background(), sdk.Delivery{Envelope: webhook.Envelope{JobID: "j", ResultURL: srv.URL, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}}, sdk.Success(nil)))
 	made := <-got
 	require.Regexp(t, `^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$`, made)
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/sdk"
 	"github.com/agentreach/agentreach/sdk/client"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // TestGoClientEndToEnd drives sdk/client against the real service: a
@@ -136,7 +136,7 @@ func TestGoClientEndToEnd(t *testing.T) {
 }
 
 // envelopeOf answers the envelope of job id that agent a received.
-func envelopeOf(t *testing.T, a *testAgent, id string) jobs.Envelope {
+func envelopeOf(t *testing.T, a *testAgent, id string) webhook.Envelope {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // serveProcess runs `agentreach serve` as a child process on addr, with
@@ -75,12 +76,12 @@ func TestCrashConsistency(t *testing.T) {
 
 	// An inline agent that takes a moment, and an async one whose result
 	// post is retried until the service answers again.
-	newTestAgent(t, base, "slow", "t.crash", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+	newTestAgent(t, base, "slow", "t.crash", 50, func(w http.ResponseWriter, env webhook.Envelope) {
 		time.Sleep(150 * time.Millisecond) // the agent's simulated work
 		answer("SUCCESS", "")(w, env)
 	})
 	var asyncAgent *testAgent
-	asyncAgent = newTestAgent(t, base, "async", "t.crash", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+	asyncAgent = newTestAgent(t, base, "async", "t.crash", 50, func(w http.ResponseWriter, env webhook.Envelope) {
 		w.WriteHeader(http.StatusAccepted)
 		go func() {
 			for i := 0; i < 100 && time.Now().Before(env.Deadline); i++ {
@@ -308,7 +309,7 @@ func TestSharedWritesSurviveSIGKILL(t *testing.T) {
 			if r.Method == http.MethodGet {
 				return // a probe
 			}
-			var env jobs.Envelope
+			var env webhook.Envelope
 			_ = json.NewDecoder(r.Body).Decode(&env)
 			if maxConcurrent > 0 {
 				n := inFlight.Add(1)

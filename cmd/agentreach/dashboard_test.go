@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // findChromium returns Debian's Chromium, or "".
@@ -82,7 +82,7 @@ func newDashboardFleet(t *testing.T, svc *running, api string) dashboardFleet {
 	newTestAgent(t, api, "dash-flaky", "doc.ocr", 50, statusOnly(http.StatusServiceUnavailable))
 	newTestAgent(t, api, "dash-translate", "text.translate", 50, answer("SUCCESS", ""))
 	var calls atomic.Int32
-	newTestAgent(t, api, "dash-wobbly", "doc.wobbly", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+	newTestAgent(t, api, "dash-wobbly", "doc.wobbly", 50, func(w http.ResponseWriter, env webhook.Envelope) {
 		if calls.Add(1) == 1 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "warming up, try again")

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/internal/cli"
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // testAgent is an agent written against the wire protocol, with a handler
@@ -29,12 +29,12 @@ import (
 type testAgent struct {
 	id, token string
 	srv       *httptest.Server
-	envelopes chan jobs.Envelope
-	handle    func(w http.ResponseWriter, env jobs.Envelope)
+	envelopes chan webhook.Envelope
+	handle    func(w http.ResponseWriter, env webhook.Envelope)
 	hits      atomic.Int32
 }
 
-func newTestAgent(t *testing.T, base, id, capability string, weight int, handle func(w http.ResponseWriter, env jobs.Envelope)) *testAgent {
+func newTestAgent(t *testing.T, base, id, capability string, weight int, handle func(w http.ResponseWriter, env webhook.Envelope)) *testAgent {
 	t.Helper()
 	return newTestAgentFull(t, base, id, capability, weight, handle, nil)
 }
@@ -46,9 +46,9 @@ func newTestAgentWithHeaders(t *testing.T, base, id, capability string, headers 
 	return newTestAgentFull(t, base, id, capability, 50, answer("SUCCESS", ""), headers)
 }
 
-func newTestAgentFull(t *testing.T, base, id, capability string, weight int, handle func(w http.ResponseWriter, env jobs.Envelope), headers func(http.Header)) *testAgent {
+func newTestAgentFull(t *testing.T, base, id, capability string, weight int, handle func(w http.ResponseWriter, env webhook.Envelope), headers func(http.Header)) *testAgent {
 	t.Helper()
-	a := &testAgent{id: id, envelopes: make(chan jobs.Envelope, 1000), handle: handle}
+	a := &testAgent{id: id, envelopes: make(chan webhook.Envelope, 1000), handle: handle}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			w.WriteHeader(http.StatusOK)
@@ -57,7 +57,7 @@ func newTestAgentFull(t *testing.T, base, id, capability string, weight int, han
 		if headers != nil {
 			headers(r.Header)
 		}
-		var env jobs.Envelope
+		var env webhook.Envelope
 		if err := json.NewDecoder(r.Body).Decode(&env); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
@@ -101,19 +101,19 @@ func newTestAgentFull(t *testing.T, base, id, capability string, weight int, han
 	return a
 }
 
-func answer(status, bizCode string) func(http.ResponseWriter, jobs.Envelope) {
-	return func(w http.ResponseWriter, env jobs.Envelope) {
+func answer(status, bizCode string) func(http.ResponseWriter, webhook.Envelope) {
+	return func(w http.ResponseWriter, env webhook.Envelope) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "biz_code": bizCode,
 			"result": map[string]any{"job_id": env.JobID, "attempt": env.Attempt}})
 	}
 }
 
-func statusOnly(code int) func(http.ResponseWriter, jobs.Envelope) {
-	return func(w http.ResponseWriter, _ jobs.Envelope) { w.WriteHeader(code) }
+func statusOnly(code int) func(http.ResponseWriter, webhook.Envelope) {
+	return func(w http.ResponseWriter, _ webhook.Envelope) { w.WriteHeader(code) }
 }
 
-func hang(w http.ResponseWriter, env jobs.Envelope) {
+func hang(w http.ResponseWriter, env webhook.Envelope) {
 	time.Sleep(time.Until(env.Deadline) + 500*time.Millisecond) // the agent's own hang, past the deadline
 }
 
@@ -233,7 +233,7 @@ func TestDeliveryOutcomes(t *testing.T) {
 	newTestAgent(t, base, "inline", "t.inline", 50, answer("SUCCESS", ""))
 	newTestAgent(t, base, "failing", "t.fail", 50, answer("FAILED", "bad_input"))
 	var asyncAgent *testAgent
-	asyncAgent = newTestAgent(t, base, "async", "t.async", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+	asyncAgent = newTestAgent(t, base, "async", "t.async", 50, func(w http.ResponseWriter, env webhook.Envelope) {
 		w.WriteHeader(http.StatusAccepted)
 		go func() {
 			body := fmt.Sprintf(`{"status":"SUCCESS","result":{"later":true},"attempt":%d}`, env.Attempt)
@@ -283,11 +283,11 @@ func TestDeliveryRecordsTheAnswer(t *testing.T) {
 	t.Parallel()
 	svc, _ := service(t)
 	base := svc.m.URL()
-	newTestAgent(t, base, "says-503", "t.503", 50, func(w http.ResponseWriter, _ jobs.Envelope) {
+	newTestAgent(t, base, "says-503", "t.503", 50, func(w http.ResponseWriter, _ webhook.Envelope) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, "upstream is gone "+strings.Repeat("x", 400))
 	})
-	newTestAgent(t, base, "says-nonsense", "t.nonsense", 50, func(w http.ResponseWriter, _ jobs.Envelope) {
+	newTestAgent(t, base, "says-nonsense", "t.nonsense", 50, func(w http.ResponseWriter, _ webhook.Envelope) {
 		_, _ = io.WriteString(w, "<html>not a result</html>")
 	})
 	newTestAgent(t, base, "says-ok", "t.ok", 50, answer("SUCCESS", ""))
@@ -410,7 +410,7 @@ func TestHangingAgentTimesOut(t *testing.T) {
 		types(jobEvents(t, base, id)))
 }
 
-func postResult(t *testing.T, a *testAgent, env jobs.Envelope, status string) (int, string) {
+func postResult(t *testing.T, a *testAgent, env webhook.Envelope, status string) (int, string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"status":%q,"result":{"from":"test"},"attempt":%d}`, status, env.Attempt)
 	req, _ := http.NewRequest(http.MethodPost, env.ResultURL, strings.NewReader(body))

@@ -17,7 +17,7 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/harness"
 	"github.com/agentreach/agentreach/internal/pgtest"
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // concurrencyAgent is an inline agent that records how many deliveries it
@@ -48,7 +48,7 @@ func newConcurrencyAgent(t *testing.T, work time.Duration) *concurrencyAgent {
 		time.Sleep(work) // the agent's simulated work, while it holds the slot
 		a.now.Add(-1)
 		a.served.Add(1)
-		var env jobs.Envelope
+		var env webhook.Envelope
 		_ = json.NewDecoder(r.Body).Decode(&env)
 		answer("SUCCESS", "")(w, env)
 	}))

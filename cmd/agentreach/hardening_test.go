@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // TestUnstorableTextIsRefused: NUL, lone surrogates and bytes that are not
@@ -375,7 +375,7 @@ func TestAgentAnswersThatCannotBeStored(t *testing.T) {
 	t.Parallel()
 	svc, _ := service(t)
 	base := svc.m.URL()
-	newTestAgent(t, base, "nul-agent", "t.nul", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+	newTestAgent(t, base, "nul-agent", "t.nul", 50, func(w http.ResponseWriter, env webhook.Envelope) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"SUCCESS","result":{"k":"a\u0000b","n":1e200000}}`))
 	})

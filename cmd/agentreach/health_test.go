@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // waitProjected waits until every projection has folded the whole log.
@@ -48,7 +48,7 @@ func scriptedMix(t *testing.T, base string) []string {
 	t.Helper()
 	var n atomic.Int64
 	newTestAgent(t, base, "fast", "t.mix", 50, answer("SUCCESS", ""))
-	newTestAgent(t, base, "varied", "t.varied", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+	newTestAgent(t, base, "varied", "t.varied", 50, func(w http.ResponseWriter, env webhook.Envelope) {
 		time.Sleep(time.Duration(n.Add(1)%7) * 7 * time.Millisecond) // spread the latencies
 		answer("SUCCESS", "")(w, env)
 	})
@@ -222,7 +222,7 @@ func TestHealthAlertsOncePerCrossing(t *testing.T) {
 	base := svc.m.URL()
 	ctx := context.Background()
 	var healthy atomic.Bool
-	newTestAgent(t, base, "sick", "t.sick", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+	newTestAgent(t, base, "sick", "t.sick", 50, func(w http.ResponseWriter, env webhook.Envelope) {
 		if healthy.Load() {
 			answer("SUCCESS", "")(w, env)
 			return

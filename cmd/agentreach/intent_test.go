@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // intentAgent registers an agent that answers every delivery with SUCCESS,
@@ -24,7 +24,7 @@ func intentAgent(t *testing.T, base, auth, id, capability, info string) {
 		if r.Method == http.MethodGet {
 			return // the probe
 		}
-		var env jobs.Envelope
+		var env webhook.Envelope
 		_ = json.NewDecoder(r.Body).Decode(&env)
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"status": "SUCCESS", "result": map[string]any{"by": id, "capability": env.Capability}})

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/httpapi"
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // The credential kinds of docs/security.md's matrix, in its column order.
@@ -276,7 +276,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"GET /v1/jobs/{job_id}/events": func() matrixCall { return matrixCall{"GET", "/v1/jobs/" + pending() + "/events", ""} },
 		"POST /v1/jobs/{job_id}/result": func() matrixCall {
 			id := submit(longJob)
-			var env jobs.Envelope
+			var env webhook.Envelope
 			for env = <-holder.envelopes; env.JobID != id; env = <-holder.envelopes {
 			}
 			agentToken = holder.token

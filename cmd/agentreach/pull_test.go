@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // pullAgent is a pull agent driven by the test over the HTTP API.
@@ -31,7 +32,7 @@ func registerPull(t *testing.T, base, id, capability, extra string) *pullAgent {
 
 // claim answers the deliveries of one claim, or an error for a status
 // other than 200 (safe on any goroutine).
-func (p *pullAgent) claim(max, waitMS int) ([]jobs.Envelope, error) {
+func (p *pullAgent) claim(max, waitMS int) ([]webhook.Envelope, error) {
 	req, _ := http.NewRequest(http.MethodPost, p.base+"/v1/agents/"+p.id+"/claim",
 		strings.NewReader(fmt.Sprintf(`{"max":%d,"wait_ms":%d}`, max, waitMS)))
 	req.Header.Set("Authorization", "Bearer "+p.token)
@@ -42,7 +43,7 @@ func (p *pullAgent) claim(max, waitMS int) ([]jobs.Envelope, error) {
 	}
 	defer resp.Body.Close()
 	var out struct {
-		Deliveries []jobs.Envelope `json:"deliveries"`
+		Deliveries []webhook.Envelope `json:"deliveries"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("claim of %s answered %d (%v)", p.id, resp.StatusCode, err)
@@ -50,7 +51,7 @@ func (p *pullAgent) claim(max, waitMS int) ([]jobs.Envelope, error) {
 	return out.Deliveries, nil
 }
 
-func (p *pullAgent) mustClaim(t *testing.T, max, waitMS int) []jobs.Envelope {
+func (p *pullAgent) mustClaim(t *testing.T, max, waitMS int) []webhook.Envelope {
 	t.Helper()
 	out, err := p.claim(max, waitMS)
 	require.NoError(t, err)
@@ -59,7 +60,7 @@ func (p *pullAgent) mustClaim(t *testing.T, max, waitMS int) []jobs.Envelope {
 }
 
 // claimOne long-polls until a delivery comes, within a deadline.
-func (p *pullAgent) claimOne(t *testing.T, within time.Duration) jobs.Envelope {
+func (p *pullAgent) claimOne(t *testing.T, within time.Duration) webhook.Envelope {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
@@ -68,10 +69,10 @@ func (p *pullAgent) claimOne(t *testing.T, within time.Duration) jobs.Envelope {
 		}
 	}
 	require.FailNow(t, "no delivery came", "agent %s within %s", p.id, within)
-	return jobs.Envelope{}
+	return webhook.Envelope{}
 }
 
-func (p *pullAgent) report(t *testing.T, env jobs.Envelope, status string) {
+func (p *pullAgent) report(t *testing.T, env webhook.Envelope, status string) {
 	t.Helper()
 	code, body := call(t, http.MethodPost, env.ResultURL, "Bearer "+p.token,
 		fmt.Sprintf(`{"status":%q,"result":{"by":%q},"attempt":%d}`, status, p.id, env.Attempt))
@@ -171,13 +172,13 @@ func TestPullAgent(t *testing.T) {
 	require.Nil(t, listPullAgents(t, base)["pusher"].InboxDepth, "a push agent has no inbox")
 
 	// A claim waiting when the job comes gets it.
-	got := make(chan []jobs.Envelope, 1)
+	got := make(chan []webhook.Envelope, 1)
 	go func() {
 		out, _ := p.claim(5, 30000)
 		got <- out
 	}()
 	id := submitOK(t, base, `{"capability":"p.cap","payload":{"n":1},"timeout_ms":30000}`)
-	var envs []jobs.Envelope
+	var envs []webhook.Envelope
 	select {
 	case envs = <-got:
 	case <-time.After(40 * time.Second):

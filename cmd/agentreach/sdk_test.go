@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/sdk"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // TestSDKAgent: an agent built on the SDK verifies the delivery signature,
@@ -64,7 +64,7 @@ func TestPriorityLanes(t *testing.T) {
 	svc, _ := service(t)
 	base := svc.m.URL()
 	release := make(chan struct{})
-	newTestAgent(t, base, "slow", "t.slow", 50, func(w http.ResponseWriter, env jobs.Envelope) {
+	newTestAgent(t, base, "slow", "t.slow", 50, func(w http.ResponseWriter, env webhook.Envelope) {
 		<-release // the low flood holds its workers until the test ends
 		answer("SUCCESS", "")(w, env)
 	})

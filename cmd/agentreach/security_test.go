@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/internal/cli"
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 const testAdminKey = "ark_test_admin_0123456789abcdef"
@@ -275,7 +275,7 @@ type endpointCase struct {
 // sends no heartbeats and stays HEALTHY through a long test.
 func newSecuredAgent(t *testing.T, base, key, id, ns, capability string, status int) *testAgent {
 	t.Helper()
-	a := &testAgent{id: id, envelopes: make(chan jobs.Envelope, 100)}
+	a := &testAgent{id: id, envelopes: make(chan webhook.Envelope, 100)}
 	handle := answer("SUCCESS", "")
 	if status == http.StatusAccepted {
 		handle = statusOnly(http.StatusAccepted)
@@ -284,7 +284,7 @@ func newSecuredAgent(t *testing.T, base, key, id, ns, capability string, status 
 		if r.Method == http.MethodGet {
 			return
 		}
-		var env jobs.Envelope
+		var env webhook.Envelope
 		_ = jsonDecode(r.Body, &env)
 		a.envelopes <- env
 		handle(w, env)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentreach/agentreach/internal/harness"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // behaviours are the fleet's: 8 push agents, 5 good (inline or
@@ -139,7 +140,7 @@ func (a *agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		return
 	}
-	var env jobs.Envelope
+	var env webhook.Envelope
 	_ = json.NewDecoder(r.Body).Decode(&env)
 	switch a.behaviour {
 	case "refuse":
@@ -174,7 +175,7 @@ func hangUp(w http.ResponseWriter) {
 
 // report posts an accepted delivery's SUCCESS to its result URL, retrying
 // while the service is down, until the attempt's deadline.
-func (a *agent) report(env jobs.Envelope) {
+func (a *agent) report(env webhook.Envelope) {
 	body := fmt.Sprintf(`{"status":"SUCCESS","result":{"async":true},"attempt":%d}`, env.Attempt)
 	for try := 0; try < 50 && time.Now().Before(env.Deadline); try++ {
 		req, err := harness.NewRequest(a.life, http.MethodPost, env.ResultURL, body)

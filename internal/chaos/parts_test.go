@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 func TestPick(t *testing.T) {
@@ -66,7 +66,7 @@ func TestLockedBuffer(t *testing.T) {
 
 // deliver posts an envelope to the agent and returns the answer's status
 // and body.
-func deliver(t *testing.T, a *agent, env jobs.Envelope) (int, string, error) {
+func deliver(t *testing.T, a *agent, env webhook.Envelope) (int, string, error) {
 	t.Helper()
 	b, err := json.Marshal(env)
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ func testAgent(t *testing.T, behaviour string) *agent {
 
 func TestAgentBehaviours(t *testing.T) {
 	t.Parallel()
-	env := jobs.Envelope{JobID: "j", Attempt: 1, Deadline: time.Now().Add(200 * time.Millisecond)}
+	env := webhook.Envelope{JobID: "j", Attempt: 1, Deadline: time.Now().Add(200 * time.Millisecond)}
 
 	status, body, err := deliver(t, testAgent(t, "inline"), env)
 	require.NoError(t, err)
@@ -141,7 +141,7 @@ func TestAgentAsyncReports(t *testing.T) {
 	t.Cleanup(results.Close)
 	a := testAgent(t, "async")
 	a.tok.Store("tok")
-	status, _, err := deliver(t, a, jobs.Envelope{Attempt: 3, Deadline: time.Now().Add(10 * time.Second), ResultURL: results.URL})
+	status, _, err := deliver(t, a, webhook.Envelope{Attempt: 3, Deadline: time.Now().Add(10 * time.Second), ResultURL: results.URL})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, status)
 	select {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentreach/agentreach/internal/harness"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // The behaviours of pull agents: registered with no endpoint, they claim
@@ -78,7 +79,7 @@ func (a *agent) claimLoop(ctx context.Context, server func(try int) string) {
 // claim asks base for up to pullClaim deliveries, waiting up to pullWaitMS
 // for the first, and returns them with the answer's status (0: none, or
 // cut off mid-answer; whatever that claim took times out at its deadline).
-func (a *agent) claim(ctx context.Context, base, tok string) ([]jobs.Envelope, int) {
+func (a *agent) claim(ctx context.Context, base, tok string) ([]webhook.Envelope, int) {
 	req, err := harness.NewRequest(ctx, http.MethodPost, base+"/v1/agents/"+a.id+"/claim",
 		fmt.Sprintf(`{"max":%d,"wait_ms":%d}`, pullClaim, pullWaitMS))
 	if err != nil {
@@ -94,7 +95,7 @@ func (a *agent) claim(ctx context.Context, base, tok string) ([]jobs.Envelope, i
 		return nil, resp.StatusCode
 	}
 	var out struct {
-		Deliveries []jobs.Envelope `json:"deliveries"`
+		Deliveries []webhook.Envelope `json:"deliveries"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return nil, 0
@@ -103,7 +104,7 @@ func (a *agent) claim(ctx context.Context, base, tok string) ([]jobs.Envelope, i
 }
 
 // handle does what the agent's behaviour says with one claim's deliveries.
-func (a *agent) handle(ctx context.Context, envs []jobs.Envelope, server func(try int) string) {
+func (a *agent) handle(ctx context.Context, envs []webhook.Envelope, server func(try int) string) {
 	switch a.behaviour {
 	case pullAsync:
 		for _, env := range envs {
@@ -114,7 +115,7 @@ func (a *agent) handle(ctx context.Context, envs []jobs.Envelope, server func(tr
 			}()
 		}
 	case pullFlaky:
-		var failed, unstarted []jobs.Envelope
+		var failed, unstarted []webhook.Envelope
 		for _, env := range envs {
 			switch rand.IntN(3) {
 			case 0:
@@ -135,7 +136,7 @@ func (a *agent) handle(ctx context.Context, envs []jobs.Envelope, server func(tr
 }
 
 // result reports env's SUCCESS to its result URL's path on a live service.
-func (a *agent) result(server func(try int) string, env jobs.Envelope) {
+func (a *agent) result(server func(try int) string, env webhook.Envelope) {
 	u, err := url.Parse(env.ResultURL)
 	if err != nil {
 		return
@@ -144,7 +145,7 @@ func (a *agent) result(server func(try int) string, env jobs.Envelope) {
 }
 
 // release gives envs back: failed with errText, or unstarted without.
-func (a *agent) release(server func(try int) string, envs []jobs.Envelope, errText string) {
+func (a *agent) release(server func(try int) string, envs []webhook.Envelope, errText string) {
 	if len(envs) == 0 {
 		return
 	}
@@ -191,7 +192,7 @@ func (a *agent) send(server func(try int) string, path, body string, until time.
 // claim loop and heartbeats stop. What it claimed must time out at its
 // deadline and be retried elsewhere, and what waits in its inbox must be
 // routed again as not claimed.
-func (a *agent) die(envs []jobs.Envelope) {
+func (a *agent) die(envs []webhook.Envelope) {
 	a.mu.Lock()
 	for _, env := range envs {
 		a.held = append(a.held, jobs.Held{JobID: env.JobID, Attempt: env.Attempt})

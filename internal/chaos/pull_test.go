@@ -15,12 +15,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // claimAnswer is what the fake service answers one claim.
 type claimAnswer struct {
 	status int
-	envs   []jobs.Envelope
+	envs   []webhook.Envelope
 }
 
 // pullAPI is a fake service for one pull agent: it registers it (a new
@@ -96,8 +97,8 @@ func (p *pullAPI) claimsSeen() []string {
 
 // envelope is attempt of job id, its result URL on a host that answers
 // nothing: a pull agent reports through a live service instead.
-func envelope(id string, attempt int) jobs.Envelope {
-	return jobs.Envelope{JobID: id, Attempt: attempt, Deadline: time.Now().Add(10 * time.Second),
+func envelope(id string, attempt int) webhook.Envelope {
+	return webhook.Envelope{JobID: id, Attempt: attempt, Deadline: time.Now().Add(10 * time.Second),
 		ResultURL: "http://127.0.0.1:1/v1/jobs/" + id + "/result"}
 }
 
@@ -132,9 +133,9 @@ func startPuller(t *testing.T, b string, api *pullAPI) (a *agent, done chan stru
 func TestPullAgentClaimsAndReports(t *testing.T) {
 	t.Parallel()
 	api := newPullAPI(t)
-	api.claims <- claimAnswer{status: http.StatusOK, envs: []jobs.Envelope{envelope("j1", 1), envelope("j2", 3)}}
+	api.claims <- claimAnswer{status: http.StatusOK, envs: []webhook.Envelope{envelope("j1", 1), envelope("j2", 3)}}
 	api.claims <- claimAnswer{status: http.StatusNotFound}
-	api.claims <- claimAnswer{status: http.StatusOK, envs: []jobs.Envelope{envelope("j3", 1)}}
+	api.claims <- claimAnswer{status: http.StatusOK, envs: []webhook.Envelope{envelope("j3", 1)}}
 	api.claims <- claimAnswer{status: http.StatusUnauthorized}
 	startPuller(t, pullInline, api)
 	require.Eventually(t, func() bool { return len(api.callsLike("POST /v1/agents ")) == 3 && len(api.claimsSeen()) >= 5 },
@@ -163,7 +164,7 @@ func TestPullFlakyAgent(t *testing.T) {
 	api := newPullAPI(t)
 	const claims = 16
 	for c := range claims {
-		var envs []jobs.Envelope
+		var envs []webhook.Envelope
 		for i := range pullClaim {
 			envs = append(envs, envelope(fmt.Sprintf("j%d-%d", c, i), 1))
 		}
@@ -206,7 +207,7 @@ func TestPullFlakyAgent(t *testing.T) {
 func TestPullAsyncAgent(t *testing.T) {
 	t.Parallel()
 	api := newPullAPI(t)
-	api.claims <- claimAnswer{status: http.StatusOK, envs: []jobs.Envelope{envelope("a", 1), envelope("b", 1), envelope("c", 2)}}
+	api.claims <- claimAnswer{status: http.StatusOK, envs: []webhook.Envelope{envelope("a", 1), envelope("b", 1), envelope("c", 2)}}
 	startPuller(t, pullAsync, api)
 	require.Eventually(t, func() bool { return len(api.callsLike("POST /v1/jobs/")) == 3 }, 10*time.Second, 5*time.Millisecond)
 	require.ElementsMatch(t, []string{
@@ -222,7 +223,7 @@ func TestPullAsyncAgent(t *testing.T) {
 func TestPullAgentDiesHoldingWork(t *testing.T) {
 	t.Parallel()
 	api := newPullAPI(t)
-	api.claims <- claimAnswer{status: http.StatusOK, envs: []jobs.Envelope{envelope("before", 1)}}
+	api.claims <- claimAnswer{status: http.StatusOK, envs: []webhook.Envelope{envelope("before", 1)}}
 	a, done := startPuller(t, pullDies, api)
 	require.Eventually(t, func() bool { return len(api.callsLike("POST /v1/jobs/before/result")) == 1 }, 10*time.Second, 5*time.Millisecond)
 	require.Empty(t, a.heldAtDeath())
@@ -232,7 +233,7 @@ func TestPullAgentDiesHoldingWork(t *testing.T) {
 	require.Eventually(t, func() bool { return len(api.claimsSeen()) > n+1 }, 10*time.Second, 5*time.Millisecond,
 		"a claim that brings nothing does not kill it")
 	require.False(t, a.dead.Load())
-	api.claims <- claimAnswer{status: http.StatusOK, envs: []jobs.Envelope{envelope("x", 2), envelope("y", 1)}}
+	api.claims <- claimAnswer{status: http.StatusOK, envs: []webhook.Envelope{envelope("x", 2), envelope("y", 1)}}
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

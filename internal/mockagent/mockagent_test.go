@@ -16,11 +16,12 @@ import (
 
 	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/sdk"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 func TestHandlers(t *testing.T) {
 	t.Parallel()
-	d := sdk.Delivery{JobID: "j1", Attempt: 2}
+	d := sdk.Delivery{Envelope: webhook.Envelope{JobID: "j1", Attempt: 2}}
 	want := sdk.Success(map[string]any{"agent_id": "m", "job_id": "j1", "attempt": 2})
 	for _, b := range []string{"success", "refuse", "async"} {
 		h, err := mockHandler(b, false, 0, 0, "m")
@@ -59,7 +60,7 @@ func TestHandlers(t *testing.T) {
 // in push mode.
 func TestPullHandlers(t *testing.T) {
 	t.Parallel()
-	d := sdk.Delivery{JobID: "j1", Attempt: 2}
+	d := sdk.Delivery{Envelope: webhook.Envelope{JobID: "j1", Attempt: 2}}
 	for b, want := range map[string]error{"5xx": errMock5xx, "refuse": sdk.ErrRefused, "success": nil, "async": nil} {
 		h, err := mockHandler(b, true, 0, 0, "m")
 		require.NoError(t, err)
@@ -203,7 +204,7 @@ func fakePullServer(t *testing.T) (url string, regs <-chan map[string]any, outco
 			<-r.Context().Done()
 			return
 		}
-		d := sdk.Delivery{JobID: "j1", Attempt: 1, Payload: json.RawMessage(`{}`), Deadline: time.Now().Add(time.Minute), ResultURL: srv.URL + "/results/j1"}
+		d := sdk.Delivery{Envelope: webhook.Envelope{JobID: "j1", Attempt: 1, Payload: json.RawMessage(`{}`), Deadline: time.Now().Add(time.Minute), ResultURL: srv.URL + "/results/j1"}}
 		_ = json.NewEncoder(w).Encode(map[string]any{"deliveries": []sdk.Delivery{d}})
 	})
 	mux.HandleFunc("POST /results/{job}", func(w http.ResponseWriter, r *http.Request) {

@@ -1,15 +1,14 @@
 package client
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // CallbackTolerance is how far a callback's webhook-timestamp may be from
@@ -42,31 +41,8 @@ func VerifyCallback(secret string, header http.Header, body []byte, now time.Tim
 	if err != nil || len(key) == 0 {
 		return fmt.Errorf("%w: callback secret is not whsec_<base64>", ErrInvalidArgument)
 	}
-	id, ts, sigs := header.Get("webhook-id"), header.Get("webhook-timestamp"), header.Get("webhook-signature")
-	if id == "" || ts == "" || sigs == "" {
-		return fmt.Errorf("%w: webhook-id, webhook-timestamp or webhook-signature missing", ErrBadSignature)
+	if err := webhook.Verify(key, header, body, now, CallbackTolerance); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadSignature, err)
 	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: webhook-timestamp %q is not unix seconds", ErrBadSignature, ts)
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > CallbackTolerance || d < -CallbackTolerance {
-		return fmt.Errorf("%w: timestamp %s is %s from now (tolerance %s)", ErrBadSignature,
-			time.Unix(sec, 0).UTC().Format(time.RFC3339), d.Round(time.Second), CallbackTolerance)
-	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(id + "." + ts + "."))
-	mac.Write(body)
-	want := mac.Sum(nil)
-	for _, s := range strings.Fields(sigs) {
-		v, sig, ok := strings.Cut(s, ",")
-		if !ok || v != "v1" {
-			continue
-		}
-		got, err := base64.StdEncoding.DecodeString(sig)
-		if err == nil && hmac.Equal(got, want) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%w: no v1 signature matches the secret", ErrBadSignature)
+	return nil
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/sdk/client"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // signed is a callback as Agent-Reach's callback worker signs it (with
@@ -25,7 +25,7 @@ func signed(body []byte, ts time.Time, keys ...[]byte) http.Header {
 		if i > 0 {
 			sig += " "
 		}
-		sig += "v1," + jobs.Sign(k, id, stamp, body)
+		sig += "v1," + webhook.Sign(k, id, stamp, body)
 	}
 	h.Set("webhook-signature", sig)
 	return h

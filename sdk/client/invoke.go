@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // InvokeOptions shape a direct invocation; zero fields take the defaults.
@@ -72,28 +74,6 @@ type Attempt struct {
 	Err error
 }
 
-// envelope is what an agent receives, the shape of a brokered delivery.
-type envelope struct {
-	JobID      string          `json:"job_id"`
-	Attempt    int             `json:"attempt"`
-	TraceID    string          `json:"trace_id"`
-	Capability string          `json:"capability"`
-	Payload    json.RawMessage `json:"payload"`
-	Deadline   time.Time       `json:"deadline"`
-	ResultURL  string          `json:"result_url"`
-}
-
-// agentAnswer is an agent's inline answer.
-type agentAnswer struct {
-	Status  Status          `json:"status"`
-	Result  json.RawMessage `json:"result"`
-	BizCode string          `json:"biz_code"`
-}
-
-// maxAgentAnswer bounds an agent's answer, as Agent-Reach's own delivery
-// does.
-const maxAgentAnswer = 16 << 20
-
 // errGrantRefused: the agent refused the invocation grant (401 or 403),
 // most likely an expired grant of a stale list.
 var errGrantRefused = errors.New("the agent refused the grant")
@@ -146,7 +126,7 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 		if (cand.Protocol != "" && cand.Protocol != "http") || cand.Endpoint == "" {
 			continue
 		}
-		env := envelope{JobID: out.InvocationID, Attempt: len(out.Attempts) + 1, TraceID: traceID, Capability: capability,
+		env := webhook.Envelope{JobID: out.InvocationID, Attempt: len(out.Attempts) + 1, TraceID: traceID, Capability: capability,
 			Payload: body, ResultURL: ""}
 		att, ans := c.call(ctx, cand, env, timeout, flags)
 		out.Attempts = append(out.Attempts, att)
@@ -154,7 +134,7 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 			return out, fmt.Errorf("invoke %s: %w", capability, ctx.Err())
 		}
 		if reportable && !errors.Is(att.Err, errGrantRefused) {
-			r := Report{Namespace: cand.Namespace, AgentID: cand.AgentID, Capability: capability, Reached: att.Reached, OK: ans != nil && ans.Status == StatusSuccess,
+			r := Report{Namespace: cand.Namespace, AgentID: cand.AgentID, Capability: capability, Reached: att.Reached, OK: ans != nil && ans.Status == webhook.StatusSuccess,
 				LatencyMS: float64(att.Latency.Microseconds()) / 1000, At: c.cfg.now().UTC()}
 			if ans != nil {
 				r.BizCode = ans.BizCode
@@ -162,7 +142,7 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 			c.reports.add(r)
 		}
 		if ans != nil {
-			out.Status, out.Result, out.BizCode = ans.Status, ans.Result, ans.BizCode
+			out.Status, out.Result, out.BizCode = Status(ans.Status), ans.Result, ans.BizCode
 			out.AgentID, out.Namespace, out.Latency = cand.AgentID, cand.Namespace, att.Latency
 			return out, nil
 		}
@@ -179,7 +159,7 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 
 // call POSTs env to cand within timeout and classifies what happened; the
 // answer is non-nil when the agent answered a result.
-func (c *Client) call(ctx context.Context, cand Candidate, env envelope, timeout time.Duration, flags string) (Attempt, *agentAnswer) {
+func (c *Client) call(ctx context.Context, cand Candidate, env webhook.Envelope, timeout time.Duration, flags string) (Attempt, *webhook.Answer) {
 	att := Attempt{AgentID: cand.AgentID, Namespace: cand.Namespace, Endpoint: cand.Endpoint}
 	start := time.Now() // before the timeout starts, so a timed-out call's latency is at least the timeout
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -206,7 +186,7 @@ func (c *Client) call(ctx context.Context, cand Candidate, env envelope, timeout
 		return att, nil
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAgentAnswer))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, webhook.MaxAnswerBytes+1))
 	att.Latency, att.StatusCode = time.Since(start), resp.StatusCode
 	switch {
 	case err != nil:
@@ -216,8 +196,8 @@ func (c *Client) call(ctx context.Context, cand Candidate, env envelope, timeout
 	case resp.StatusCode != http.StatusOK:
 		att.Err = fmt.Errorf("answered HTTP %d: %s", resp.StatusCode, shorten(raw, 200))
 	default:
-		var ans agentAnswer
-		if err := json.Unmarshal(raw, &ans); err != nil || (ans.Status != StatusSuccess && ans.Status != StatusFailed) {
+		ans, err := webhook.ParseAnswer(raw)
+		if err != nil {
 			att.Err = fmt.Errorf("answered 200 without a SUCCESS or FAILED result: %s", shorten(raw, 200))
 			return att, nil
 		}

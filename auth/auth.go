@@ -46,9 +46,6 @@ var (
 	ErrExpired    = domain.NewError(domain.ErrUnauthenticated, "API key expired")
 )
 
-// ErrNotFound is returned for an unknown key id.
-var ErrNotFound = domain.NewError(domain.ErrNotFound, "key not found")
-
 // Scopes.
 const (
 	ScopeAdmin       = "admin"
@@ -327,14 +324,14 @@ func (s *Store) Create(ctx context.Context, req NewKey, by *Principal, md domain
 }
 
 // Revoke ends a key at once (in this process; within two seconds in the
-// others). by must see the key's namespace; otherwise it is ErrNotFound.
+// others). by must see the key's namespace; otherwise it is domain.ErrNotFound.
 func (s *Store) Revoke(ctx context.Context, keyID string, by *Principal, md domain.Metadata) error {
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		var ns string
 		var revoked *time.Time
 		err := tx.QueryRow(ctx, qLockAPIKey, keyID).Scan(&ns, &revoked)
 		if errors.Is(err, pgx.ErrNoRows) || err == nil && !by.Sees(ns) {
-			return fmt.Errorf("key %s: %w", keyID, ErrNotFound)
+			return fmt.Errorf("key %s: %w", keyID, domain.ErrNotFound)
 		}
 		if err != nil || revoked != nil {
 			return err

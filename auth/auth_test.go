@@ -75,7 +75,7 @@ func TestAuthenticateAndRevoke(t *testing.T) {
 	require.False(t, p.Has(ScopeJobsRead))
 
 	other := &Principal{KeyID: "b-admin", Namespace: "b", Scopes: []string{ScopeAdmin}}
-	require.ErrorIs(t, s.Revoke(ctx, info.KeyID, other, domain.Metadata{}), ErrNotFound, "another namespace's admin cannot see the key")
+	require.ErrorIs(t, s.Revoke(ctx, info.KeyID, other, domain.Metadata{}), domain.ErrNotFound, "another namespace's admin cannot see the key")
 	require.NoError(t, s.Revoke(ctx, info.KeyID, root, domain.Metadata{}))
 	_, err = s.Authenticate(ctx, key)
 	require.ErrorIs(t, err, ErrRevoked)

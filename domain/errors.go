@@ -23,10 +23,21 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 )
 
-// KindError is an error of a kind with a message of its own.
+// KindError is an error of a kind with a message of its own. What the API
+// answers for it travels with it: an API code when the kind's own is too
+// coarse (overloaded, not_pull), the request field at fault, and the
+// message to show when the error's text, with the context wrapped around
+// it, names what a caller must not see.
 type KindError struct {
 	Kind    error
 	Message string
+	// Code is the API error code when it is not the kind's (empty: the
+	// kind's); the API's one table gives its HTTP status and JSON-RPC code.
+	Code string
+	// Field is the request field at fault, if any.
+	Field string
+	// Public, when set, is what the API shows instead of the error's text.
+	Public string
 }
 
 // NewError returns an error of kind with message msg: errors.Is(err, kind)

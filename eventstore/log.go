@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
 )
 
 // Cursor is a place in the global log: the (transaction id, position) of
@@ -62,7 +64,7 @@ func (s *Store) readAllWithin(ctx context.Context, q Querier, after Cursor, limi
 
 // CursorAt returns the cursor just after the event at position, so that
 // clients can resume with the position of the last event they received.
-// Position 0 is the start of the log; an unknown position is ErrNotFound.
+// Position 0 is the start of the log; an unknown position is domain.ErrNotFound.
 func (s *Store) CursorAt(ctx context.Context, position int64) (Cursor, error) {
 	if position == 0 {
 		return Cursor{}, nil
@@ -70,7 +72,7 @@ func (s *Store) CursorAt(ctx context.Context, position int64) (Cursor, error) {
 	var txid string
 	err := s.pool.QueryRow(ctx, `SELECT tx_id::text FROM events WHERE position = $1`, position).Scan(&txid)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, ErrNotFound)
+		return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, domain.ErrNotFound)
 	}
 	if err != nil {
 		return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, err)

@@ -26,10 +26,8 @@ const (
 
 // ErrConflict is returned (wrapped in a *ConflictError) when a stream's
 // version is not the one the appender expected.
-var ErrConflict = domain.NewError(domain.ErrConflict, "stream version conflict")
-
-// ErrNotFound is returned when a stream or position does not exist.
-var ErrNotFound = domain.NewError(domain.ErrNotFound, "not found")
+var ErrConflict error = &domain.KindError{Kind: domain.ErrConflict, Message: "stream version conflict",
+	Public: "concurrent change, try again"}
 
 // ConflictError says which stream was appended to with which stale version.
 type ConflictError struct {

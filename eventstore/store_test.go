@@ -298,7 +298,7 @@ func TestReadAllWaitsForOpenTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, streams(got[3:]), streams(rest))
 	_, err = s.CursorAt(ctx, 999999)
-	require.ErrorIs(t, err, eventstore.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 func TestReadAllBatchesInOrder(t *testing.T) {

@@ -99,7 +99,7 @@ func (s *Server) a2aPush(c *gin.Context) {
 // (rpcCode) with its message; an internal error's text is for the log only.
 func rpcError(err error) error {
 	switch {
-	case errors.Is(err, jobs.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		return a2a.ErrTaskNotFound
 	case errors.Is(err, jobs.ErrPushConfig):
 		return fmt.Errorf("%w: %w", a2a.ErrUnsupportedOperation, err)

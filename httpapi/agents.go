@@ -450,9 +450,9 @@ func (s *Server) loadAgent(c *gin.Context) (*registry.Agent, bool) {
 	}
 	a, err := s.deps.Registry.Find(c.Request.Context(), ns, c.Param("agent_id"))
 	if err == nil && !principal(c).Sees(a.Namespace) {
-		err = registry.ErrNotFound
+		err = domain.ErrNotFound
 	}
-	if errors.Is(err, registry.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		// An operator asks about an agent; "register it" is what the
 		// agent's own routes answer, not advice for whoever asks here.
 		err = NotFound("no agent %q in the namespaces of this key", c.Param("agent_id"))

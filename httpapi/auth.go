@@ -111,7 +111,8 @@ func (s *Server) agentRate(c *gin.Context) {
 	}
 	c.Next()
 	for _, e := range c.Errors {
-		if errors.Is(e.Err, registry.ErrUnauthenticated) || errors.Is(e.Err, registry.ErrNotFound) {
+		var noAgent *registry.NoAgentError
+		if errors.Is(e.Err, registry.ErrUnauthenticated) || errors.As(e.Err, &noAgent) {
 			s.deps.FailLimiter.Allow(addr) // a token that did not authenticate
 			break
 		}

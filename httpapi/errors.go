@@ -13,9 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/eventstore"
-	"github.com/agentreach/agentreach/jobs"
-	"github.com/agentreach/agentreach/registry"
 )
 
 // Code is a stable, machine-readable error code of the API.
@@ -42,23 +39,40 @@ const (
 	CodeAmbiguousIntent Code = "ambiguous_intent"
 )
 
-// statusOf is the one place where error codes meet HTTP statuses.
-var statusOf = map[Code]int{
-	CodeInvalidArgument:  http.StatusBadRequest,
-	CodeUnauthenticated:  http.StatusUnauthorized,
-	CodePermissionDenied: http.StatusForbidden,
-	CodeNotFound:         http.StatusNotFound,
-	CodeConflict:         http.StatusConflict,
-	CodePayloadTooLarge:  http.StatusRequestEntityTooLarge,
-	CodeFanoutExceeded:   http.StatusUnprocessableEntity,
-	CodeRateLimited:      http.StatusTooManyRequests,
-	CodeOverloaded:       http.StatusTooManyRequests,
-	CodeUnavailable:      http.StatusServiceUnavailable,
-	CodeHeadersTooLarge:  http.StatusRequestHeaderFieldsTooLarge,
-	CodeInternal:         http.StatusInternalServerError,
-	CodeNotPull:          http.StatusConflict,
-	CodeAmbiguousIntent:  http.StatusUnprocessableEntity,
+// codes is the one table of the API's error codes: each one's HTTP status,
+// JSON-RPC code and Retry-After, and the error kind it stands for (nil: a
+// code of its own, which a KindError names, or the API's own checks).
+var codes = []struct {
+	code       Code
+	status     int
+	rpc        int
+	kind       error
+	retryAfter int
+}{
+	{CodeInvalidArgument, http.StatusBadRequest, -32602, domain.ErrInvalid, 0},
+	{CodeUnauthenticated, http.StatusUnauthorized, -32600, domain.ErrUnauthenticated, 0},
+	{CodePermissionDenied, http.StatusForbidden, -32600, domain.ErrForbidden, 0},
+	{CodeNotFound, http.StatusNotFound, -32001, domain.ErrNotFound, 0},
+	{CodeConflict, http.StatusConflict, -32600, domain.ErrConflict, 0},
+	{CodeUnavailable, http.StatusServiceUnavailable, -32603, domain.ErrUnavailable, 2},
+	{CodePayloadTooLarge, http.StatusRequestEntityTooLarge, -32600, nil, 0},
+	{CodeFanoutExceeded, http.StatusUnprocessableEntity, -32600, nil, 0},
+	{CodeRateLimited, http.StatusTooManyRequests, -32600, nil, 0},
+	{CodeOverloaded, http.StatusTooManyRequests, -32600, nil, 5},
+	{CodeHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge, -32600, nil, 0},
+	{CodeInternal, http.StatusInternalServerError, -32603, nil, 0},
+	{CodeNotPull, http.StatusConflict, -32600, nil, 0},
+	{CodeAmbiguousIntent, http.StatusUnprocessableEntity, -32600, nil, 0},
 }
+
+// statusOf is the HTTP status of each code, from codes.
+var statusOf = func() map[Code]int {
+	m := make(map[Code]int, len(codes))
+	for _, c := range codes {
+		m[c.code] = c.status
+	}
+	return m
+}()
 
 // Error is an API error: a code, a message for people and, for bad input,
 // the field at fault.
@@ -99,27 +113,13 @@ type errorDetail struct {
 	Suggestions []intentCandidateJSON `json:"suggestions,omitempty"`
 }
 
-// kinds is the one table where error kinds meet the API's codes: each
-// kind's code (and so its HTTP status) and its JSON-RPC code.
-var kinds = []struct {
-	kind error
-	code Code
-	rpc  int
-}{
-	{domain.ErrInvalid, CodeInvalidArgument, -32602},
-	{domain.ErrUnauthenticated, CodeUnauthenticated, -32600},
-	{domain.ErrForbidden, CodePermissionDenied, -32600},
-	{domain.ErrNotFound, CodeNotFound, -32001},
-	{domain.ErrConflict, CodeConflict, -32600},
-	{domain.ErrUnavailable, CodeUnavailable, -32603},
-}
-
 // toAPIError classifies any error: API errors as they are, the few errors
 // with codes of their own, then by kind (the kinds table); a database
 // outage is unavailable; anything else is internal (its text is logged, not
 // shown).
 func toAPIError(err error) *Error {
 	var apiErr *Error
+	var kindErr *domain.KindError
 	var fieldErr *domain.FieldError
 	var maxErr *http.MaxBytesError
 	var ambiguous *domain.AmbiguousIntentError
@@ -133,31 +133,18 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Field + " " + fieldErr.Message}
 	case errors.As(err, &maxErr):
 		return &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}
-	case errors.Is(err, jobs.ErrOverloaded):
-		return &Error{Code: CodeOverloaded, Message: err.Error(), RetryAfter: 5}
-	case errors.Is(err, jobs.ErrFanout):
-		return &Error{Code: CodeFanoutExceeded, Field: "parent_job_id", Message: err.Error()}
-	case errors.Is(err, registry.ErrNotPull):
-		return &Error{Code: CodeNotPull, Message: err.Error()}
-	case errors.Is(err, registry.ErrAmbiguous):
-		return &Error{Code: CodeConflict, Field: "namespace", Message: "this agent id is in several namespaces: name one with ?namespace="}
-	case errors.Is(err, registry.ErrUnauthenticated):
-		return &Error{Code: CodeUnauthenticated, Message: "agent token missing or invalid (Authorization: Bearer <token>)"}
-	case errors.Is(err, registry.ErrNotFound) && !errors.Is(err, registry.ErrGone):
-		return &Error{Code: CodeNotFound, Message: err.Error() + ": register it"}
-	case errors.Is(err, jobs.ErrForbidden):
-		return &Error{Code: CodePermissionDenied, Message: "this token does not belong to the agent of that attempt"}
-	case errors.Is(err, eventstore.ErrConflict):
-		return &Error{Code: CodeConflict, Message: "concurrent change, try again"}
-	}
-	for _, k := range kinds {
-		if errors.Is(err, k.kind) {
-			e := &Error{Code: k.code, Message: err.Error()}
-			if k.code == CodeUnavailable {
-				e.RetryAfter = 2
-			}
-			return e
+	case errors.As(err, &kindErr):
+		e := &Error{Code: Code(kindErr.Code), Field: kindErr.Field, Message: err.Error()}
+		if e.Code == "" {
+			e.Code = codeOf(kindErr.Kind)
 		}
+		if kindErr.Public != "" {
+			e.Message = kindErr.Public
+		}
+		return withRetry(e)
+	}
+	if c := codeOf(err); c != CodeInternal {
+		return withRetry(&Error{Code: c, Message: err.Error()})
 	}
 	if databaseUnavailable(err) {
 		return &Error{Code: CodeUnavailable, Message: "the database is unavailable: try again shortly", RetryAfter: 2}
@@ -165,18 +152,35 @@ func toAPIError(err error) *Error {
 	return &Error{Code: CodeInternal, Message: "internal error"}
 }
 
-// rpcCode is the JSON-RPC code of an API error code, by the same table:
-// the codes of their own (too large, rate limited) are invalid requests.
-func rpcCode(c Code) int {
-	for _, k := range kinds {
-		if k.code == c {
-			return k.rpc
+// codeOf is the code of err's kind, by the codes table; internal when it
+// is of none.
+func codeOf(err error) Code {
+	for _, c := range codes {
+		if c.kind != nil && errors.Is(err, c.kind) {
+			return c.code
 		}
 	}
-	if c == CodeInternal {
-		return -32603
+	return CodeInternal
+}
+
+// withRetry sets the code's Retry-After on e.
+func withRetry(e *Error) *Error {
+	for _, c := range codes {
+		if c.code == e.Code && e.RetryAfter == 0 {
+			e.RetryAfter = c.retryAfter
+		}
 	}
-	return -32600
+	return e
+}
+
+// rpcCode is the JSON-RPC code of an API error code, by the same table.
+func rpcCode(code Code) int {
+	for _, c := range codes {
+		if c.code == code {
+			return c.rpc
+		}
+	}
+	return -32603
 }
 
 // databaseUnavailable tells an outage (no connection, the server shutting

@@ -10,11 +10,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/a2a/card"
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/sql"
 )
 
 // TestErrorKinds: every package's errors reach the API by their kind, with
@@ -28,10 +30,8 @@ func TestErrorKinds(t *testing.T) {
 		code   Code
 		rpc    error
 	}{
-		{wrap(jobs.ErrNotFound), 404, CodeNotFound, a2a.ErrTaskNotFound},
-		{wrap(registry.ErrNotFound), 404, CodeNotFound, a2a.ErrTaskNotFound},
-		{wrap(eventstore.ErrNotFound), 404, CodeNotFound, a2a.ErrTaskNotFound},
-		{wrap(auth.ErrNotFound), 404, CodeNotFound, a2a.ErrTaskNotFound},
+		{wrap(domain.ErrNotFound), 404, CodeNotFound, a2a.ErrTaskNotFound},
+		{wrap(card.ErrNoCard), 404, CodeNotFound, a2a.ErrTaskNotFound},
 		{wrap(registry.ErrGone), 404, CodeNotFound, a2a.ErrTaskNotFound},
 		{wrap(domain.ErrIllegalTransition), 409, CodeConflict, a2a.ErrInvalidRequest},
 		{wrap(domain.ErrIllegalAgentTransition), 409, CodeConflict, a2a.ErrInvalidRequest},
@@ -44,6 +44,9 @@ func TestErrorKinds(t *testing.T) {
 		{wrap(jobs.ErrForbidden), 403, CodePermissionDenied, a2a.ErrInvalidRequest},
 		{wrap(jobs.ErrAgentUnavailable), 503, CodeUnavailable, a2a.ErrInternalError},
 		{wrap(jobs.ErrFanout), 422, CodeFanoutExceeded, a2a.ErrInvalidRequest},
+		{wrap(jobs.ErrOverloaded), 429, CodeOverloaded, a2a.ErrInvalidRequest},
+		{wrap(registry.ErrNotPull), 409, CodeNotPull, a2a.ErrInvalidRequest},
+		{wrap(sql.ErrNotMigrated), 503, CodeUnavailable, a2a.ErrInternalError},
 		{wrap(&pgconn.PgError{Code: "57P01"}), 503, CodeUnavailable, a2a.ErrInternalError},
 		{wrap(&pgconn.PgError{Code: "22P05"}), 500, CodeInternal, a2a.ErrInternalError},
 		{errors.New("something else"), 500, CodeInternal, a2a.ErrInternalError},
@@ -65,9 +68,21 @@ func TestErrorKinds(t *testing.T) {
 	require.NotContains(t, toAPIError(fmt.Errorf("attempt 1 of job x belongs to agent secret-id: %w", jobs.ErrForbidden)).Message, "secret-id")
 	// An agent's network error wrapped in a kind keeps its kind.
 	require.Equal(t, CodeUnavailable, toAPIError(fmt.Errorf("%w: %w", jobs.ErrAgentUnavailable, &net.OpError{Op: "dial"})).Code)
-	// Every code has a status.
-	for _, k := range kinds {
-		require.Contains(t, statusOf, k.code)
+	// The code, field and message travel on the kind error.
+	e := toAPIError(wrap(jobs.ErrFanout))
+	require.Equal(t, "parent_job_id", e.Field)
+	require.Equal(t, 5, toAPIError(wrap(jobs.ErrOverloaded)).RetryAfter)
+	require.Equal(t, 2, toAPIError(wrap(jobs.ErrAgentUnavailable)).RetryAfter)
+	e = toAPIError(wrap(registry.ErrAmbiguous))
+	require.Equal(t, "namespace", e.Field)
+	require.Contains(t, e.Message, "?namespace=")
+	// One row a code, each with a status and a JSON-RPC code.
+	seen := map[Code]bool{}
+	for _, c := range codes {
+		require.False(t, seen[c.code], "code %s twice", c.code)
+		seen[c.code] = true
+		require.NotZero(t, c.status)
+		require.NotZero(t, c.rpc)
 	}
 }
 

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -174,7 +175,7 @@ func toJobResponse(l *jobs.Loaded) jobResponse {
 func (s *Server) loadJob(c *gin.Context) (*jobs.Loaded, bool) {
 	l, err := s.deps.Jobs.Load(c.Request.Context(), nil, c.Param("job_id"))
 	if err == nil && !principal(c).Sees(l.Namespace) {
-		err = jobs.ErrNotFound
+		err = fmt.Errorf("job %s: %w", c.Param("job_id"), domain.ErrNotFound) // as if there were none
 	}
 	if err != nil {
 		_ = c.Error(err)

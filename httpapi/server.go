@@ -303,7 +303,7 @@ func (r rawJSON) MarshalJSON() ([]byte, error) {
 // log; a position that names no event is the client's mistake.
 func (s *Server) cursorAt(ctx context.Context, after int64) (eventstore.Cursor, error) {
 	cur, err := s.deps.Store.CursorAt(ctx, after)
-	if errors.Is(err, eventstore.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return cur, Invalid("after", "after must be the position of an event you received, or 0")
 	}
 	return cur, err

@@ -26,9 +26,6 @@ var (
 	qPruneIntentAnswers   = queries.Must("PruneIntentAnswers")
 )
 
-// ErrNotFound: no such capability in the namespace's catalogue.
-var ErrNotFound = domain.NewError(domain.ErrNotFound, "capability not in the catalogue")
-
 // Catalogue is a namespace's catalogue at one version, indexed for the
 // lexical resolver. It is shared and must not be changed.
 type Catalogue struct {
@@ -150,7 +147,7 @@ func (s *Service) loadCatalogue(ctx context.Context, ns string) (*Catalogue, err
 }
 
 // Entry returns the catalogue entry of capability name in namespace ns
-// (ErrNotFound if there is none) and the catalogue's version.
+// (domain.ErrNotFound if there is none) and the catalogue's version.
 func (s *Service) Entry(ctx context.Context, ns, name string) (domain.CatalogueEntry, int64, error) {
 	cat, err := s.Catalogue(ctx, ns)
 	if err != nil {
@@ -158,7 +155,7 @@ func (s *Service) Entry(ctx context.Context, ns, name string) (domain.CatalogueE
 	}
 	e, ok := cat.Entry(name)
 	if !ok {
-		return e, cat.Version, fmt.Errorf("capability %q in %s: %w", name, ns, ErrNotFound)
+		return e, cat.Version, fmt.Errorf("capability %q in %s: %w", name, ns, domain.ErrNotFound)
 	}
 	return e, cat.Version, nil
 }
@@ -169,7 +166,7 @@ func (s *Service) Entry(ctx context.Context, ns, name string) (domain.CatalogueE
 // a doc equal to the one held changes nothing. It returns the entry and
 // the catalogue's version after the change; a bad name or doc is a
 // *domain.FieldError, removing the doc of a capability nobody offers
-// leaves nothing to return (ErrNotFound).
+// leaves nothing to return (domain.ErrNotFound).
 func (s *Service) Describe(ctx context.Context, ns, name string, doc domain.CapabilityDoc, md domain.Metadata) (domain.CatalogueEntry, int64, error) {
 	if !domain.ValidCapability(name) {
 		return domain.CatalogueEntry{}, 0, &domain.FieldError{Field: "name", Message: "must be a capability, e.g. parcel.track"}

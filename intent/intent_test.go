@@ -301,7 +301,7 @@ func TestCatalogueVersions(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, e.Agents, "an operator may describe a capability no agent offers yet")
 	_, _, err = b.svc.Describe(b.ctx, "shop", "parcel.insure", domain.CapabilityDoc{}, md)
-	require.ErrorIs(t, err, intent.ErrNotFound, "an empty doc removes it, and nothing is left")
+	require.ErrorIs(t, err, domain.ErrNotFound, "an empty doc removes it, and nothing is left")
 	_, _, err = b.svc.Describe(b.ctx, "shop", "not a name", domain.CapabilityDoc{Title: "x"}, md)
 	var fe *domain.FieldError
 	require.ErrorAs(t, err, &fe)
@@ -327,7 +327,7 @@ func TestCatalogueVersions(t *testing.T) {
 	require.NoError(t, b.reg.Deregister(b.ctx, domain.AgentKey{Namespace: "shop", ID: "weather"}, md))
 	require.Greater(t, version(), before, "a deregistration is a new version")
 	_, _, err = b.svc.Entry(b.ctx, "shop", "weather.forecast")
-	require.ErrorIs(t, err, intent.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 // TestEmbeddingResolver: what the lexical resolver cannot tell, the

@@ -234,7 +234,7 @@ func isInternalRPCError(err error) bool {
 // token the bearer token Agent-Reach gave the agent for the attempt. An
 // update that changes nothing (a repeat, WORKING while working) is
 // accepted and writes nothing; a terminal one for an attempt already
-// decided is recorded as RESULT_DUPLICATE. Errors: ErrNotFound for an
+// decided is recorded as RESULT_DUPLICATE. Errors: domain.ErrNotFound for an
 // unknown job or attempt, ErrPushToken, and a *domain.FieldError for a
 // body that is no task.
 func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, token string, body []byte) (Recorded, error) {
@@ -252,7 +252,7 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 	// nothing of which jobs exist to whoever lacks the attempt's token.
 	denied := fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
 	l, err := s.Load(ctx, nil, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return "", denied
 	}
 	if err != nil {
@@ -371,7 +371,7 @@ func watchEvery(age time.Duration) time.Duration {
 func (w *a2aPollWorker) poll(ctx context.Context, job *river.Job[A2APollArgs]) (look, error) {
 	s := w.s
 	l, err := s.Load(ctx, nil, job.Args.JobID)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return look{over: true}, river.JobCancel(err)
 	}
 	if err != nil {

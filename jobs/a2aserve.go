@@ -131,7 +131,7 @@ func (s *Service) checkPushConfig(ctx context.Context, p server.PushConfig) erro
 	return registry.CheckURLs(ctx, s.cfg.Guard, map[string]string{"url": p.URL})
 }
 
-// Job loads a job; ErrNotFound if there is none.
+// Job loads a job; domain.ErrNotFound if there is none.
 func (a *A2A) Job(ctx context.Context, id string) (*server.Job, error) {
 	return asJobOrErr(a.s.Load(ctx, nil, id))
 }

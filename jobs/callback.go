@@ -58,7 +58,7 @@ func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { retur
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
 	s := w.s
 	l, err := s.Load(ctx, nil, job.Args.JobID)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return river.JobCancel(err)
 	}
 	if err != nil {

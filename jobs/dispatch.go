@@ -45,7 +45,7 @@ func (w *dispatchWorker) Timeout(*river.Job[DispatchArgs]) time.Duration {
 // stream and dispatches.
 func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs]) error {
 	l, err := w.s.Load(ctx, nil, job.Args.JobID)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return river.JobCancel(err)
 	}
 	if err != nil {

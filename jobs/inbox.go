@@ -272,7 +272,7 @@ func (s *Service) release(ctx context.Context, a *registry.Agent, h Held, errTex
 	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
 		released = false
 		l, err := s.Load(ctx, tx, h.JobID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, domain.ErrNotFound) {
 			return nil
 		}
 		if err != nil {

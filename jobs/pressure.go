@@ -18,7 +18,8 @@ var qQueueDepthByLane = queries.Must("QueueDepthByLane")
 
 // ErrOverloaded: the lane's queue is at its hard limit; the submit is
 // refused and nothing is written (429 overloaded, Retry-After).
-var ErrOverloaded = domain.NewError(domain.ErrUnavailable, "overloaded: too many jobs wait in this namespace and lane, try again later")
+var ErrOverloaded error = &domain.KindError{Kind: domain.ErrUnavailable, Code: "overloaded",
+	Message: "overloaded: too many jobs wait in this namespace and lane, try again later"}
 
 // pressureEvery is how old the queue depths a process judges by may be.
 const pressureEvery = time.Second

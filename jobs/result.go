@@ -52,7 +52,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 	}
 	l, err := s.Load(ctx, nil, id)
 	if err == nil && l.Namespace != caller.Namespace {
-		err = fmt.Errorf("job %s: %w", id, ErrNotFound)
+		err = fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
 	}
 	if err != nil {
 		return "", nil, err

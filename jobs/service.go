@@ -42,16 +42,16 @@ var (
 
 // Errors the service returns; callers match them with errors.Is.
 var (
-	// ErrNotFound: no such job (or not in the caller's namespace).
-	ErrNotFound = domain.NewError(domain.ErrNotFound, "job not found")
 	// ErrConflict: the request contradicts the job's state or an earlier
 	// request (a reused Idempotency-Key with another body, cancelling a
 	// finished job, replaying one that is not dead-lettered).
 	ErrConflict = domain.NewError(domain.ErrConflict, "conflict")
 	// ErrFanout: the job's root already has the most descendants allowed.
-	ErrFanout = domain.NewError(domain.ErrInvalid, "fan-out limit exceeded")
-	// ErrForbidden: an agent reported on a job attempt that is not its own.
-	ErrForbidden = domain.NewError(domain.ErrForbidden, "not this agent's job")
+	ErrFanout error = &domain.KindError{Kind: domain.ErrInvalid, Code: "fanout_exceeded", Field: "parent_job_id", Message: "fan-out limit exceeded"}
+	// ErrForbidden: an agent reported on a job attempt that is not its own
+	// (the API names neither the job's agent nor the attempt).
+	ErrForbidden error = &domain.KindError{Kind: domain.ErrForbidden, Message: "not this agent's job",
+		Public: "this token does not belong to the agent of that attempt"}
 )
 
 // Config tunes delivery.
@@ -281,17 +281,17 @@ type Loaded struct {
 	Records  []eventstore.Record
 }
 
-// Load folds a job's stream; ErrNotFound if it has none.
+// Load folds a job's stream; domain.ErrNotFound if it has none.
 func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*Loaded, error) {
 	if _, err := uuid.Parse(id); err != nil {
-		return nil, fmt.Errorf("job %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("job %q: %w", id, domain.ErrNotFound)
 	}
 	recs, err := s.store.ReadStream(ctx, q, domain.JobStream(id))
 	if err != nil {
 		return nil, err
 	}
 	if len(recs) == 0 {
-		return nil, fmt.Errorf("job %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
 	}
 	l := &Loaded{Records: recs, TraceID: recs[0].Metadata.TraceID, SubmittedAt: recs[0].RecordedAt}
 	for _, r := range recs {
@@ -460,7 +460,7 @@ func (s *Service) claimKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted,
 // job against it: more than MaxFanout descendants is ErrFanout.
 func (s *Service) countDescendant(ctx context.Context, tx pgx.Tx, sub *domain.Submitted) error {
 	parent, err := s.Load(ctx, tx, sub.ParentJobID)
-	if errors.Is(err, ErrNotFound) || err == nil && parent.Namespace != sub.Namespace {
+	if errors.Is(err, domain.ErrNotFound) || err == nil && parent.Namespace != sub.Namespace {
 		return &domain.FieldError{Field: "parent_job_id", Message: "no such job in namespace " + sub.Namespace}
 	}
 	if err != nil {

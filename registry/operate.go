@@ -39,7 +39,7 @@ func (r *Registry) Update(ctx context.Context, k domain.AgentKey, p domain.Agent
 			return err
 		}
 		if a.Deregistered {
-			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
+			return noAgent(k)
 		}
 		out = a
 		next, u, err := domain.ApplyPatch(a.AgentRegistration, p)
@@ -72,7 +72,8 @@ func (r *Registry) Update(ctx context.Context, k domain.AgentKey, p domain.Agent
 }
 
 // ErrNotPull: a claim or release from an agent that is not in pull mode.
-var ErrNotPull = domain.NewError(domain.ErrConflict, "the agent is a push agent: it is delivered to, it does not claim (register with mode pull)")
+var ErrNotPull error = &domain.KindError{Kind: domain.ErrConflict, Code: "not_pull",
+	Message: "the agent is a push agent: it is delivered to, it does not claim (register with mode pull)"}
 
 // PullAgent authenticates a pull agent's claim or release by its token: a
 // push agent is ErrNotPull, an OFFLINE one ErrGone (register again).

@@ -58,7 +58,7 @@ func TestOperatorActions(t *testing.T) {
 	_, err = b.r.Operate(b.ctx, key("op"), domain.SignalUp, "", md)
 	require.ErrorIs(t, err, ErrNotNow)
 	_, err = b.r.Operate(b.ctx, key("nobody"), domain.SignalUp, "", md)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	recs, err := b.r.store.ReadStream(b.ctx, nil, domain.AgentStream(key("op")))
 	require.NoError(t, err)

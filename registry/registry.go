@@ -43,15 +43,33 @@ var (
 
 // Errors the registry returns; callers match them with errors.Is.
 var (
-	// ErrNotFound: no such agent, or it was deregistered.
-	ErrNotFound = domain.NewError(domain.ErrNotFound, "agent not found")
 	// ErrUnauthenticated: the agent token is missing or wrong.
-	ErrUnauthenticated = domain.NewError(domain.ErrUnauthenticated, "agent token missing or invalid")
+	ErrUnauthenticated error = &domain.KindError{Kind: domain.ErrUnauthenticated, Message: "agent token missing or invalid",
+		Public: "agent token missing or invalid (Authorization: Bearer <token>)"}
 	// ErrAmbiguous: an agent id asked for in every namespace is in several.
-	ErrAmbiguous = domain.NewError(domain.ErrConflict, "agent id is in several namespaces: name one")
-	// ErrGone: the agent is OFFLINE and must register again.
+	ErrAmbiguous error = &domain.KindError{Kind: domain.ErrConflict, Field: "namespace", Message: "agent id is in several namespaces: name one",
+		Public: "this agent id is in several namespaces: name one with ?namespace="}
+	// ErrGone: the agent is OFFLINE and must register again (of the kind
+	// domain.ErrNotFound).
 	ErrGone = domain.NewError(domain.ErrNotFound, "agent is offline: register again")
 )
+
+// NoAgentError is the answer for an agent id or token that no registered
+// agent holds, of the kind domain.ErrNotFound. The API tells the agent to
+// register again, unless the question was an operator's (httpapi's
+// loadAgent answers those).
+type NoAgentError struct{ kind *domain.KindError }
+
+func noAgent(agent any) error { return noAgentMsg(fmt.Sprintf("agent %s not found", agent)) }
+
+func noAgentMsg(msg string) error {
+	return &NoAgentError{&domain.KindError{Kind: domain.ErrNotFound, Message: msg, Public: msg + ": register it"}}
+}
+
+func (e *NoAgentError) Error() string { return e.kind.Message }
+
+// Unwrap makes errors.Is see the kind (and the API its message).
+func (e *NoAgentError) Unwrap() error { return e.kind }
 
 // NotifyChannel is the PostgreSQL channel on which registry changes are
 // announced, so every process refreshes its snapshot.
@@ -282,7 +300,7 @@ func (r *Registry) load(ctx context.Context, q eventstore.Querier, k domain.Agen
 	}
 	a, err := scanAgent(q.QueryRow(ctx, query, k.Namespace, k.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("agent %s: %w", k, ErrNotFound)
+		return nil, noAgent(k)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load agent %s: %w", k, err)
@@ -290,14 +308,14 @@ func (r *Registry) load(ctx context.Context, q eventstore.Querier, k domain.Agen
 	return a, nil
 }
 
-// Get returns an agent; a deregistered one is ErrNotFound.
+// Get returns an agent; a deregistered one is domain.ErrNotFound.
 func (r *Registry) Get(ctx context.Context, k domain.AgentKey) (*Agent, error) {
 	a, err := r.load(ctx, r.pool, k, false)
 	if err != nil {
 		return nil, err
 	}
 	if a.Deregistered {
-		return nil, fmt.Errorf("agent %s: %w", k, ErrNotFound)
+		return nil, noAgent(k)
 	}
 	r.heartbeats.overlay(a)
 	return a, nil
@@ -315,7 +333,7 @@ func (r *Registry) Find(ctx context.Context, ns, id string) (*Agent, error) {
 	case err != nil:
 		return nil, err
 	case len(found) == 0:
-		return nil, fmt.Errorf("agent %s: %w", id, ErrNotFound)
+		return nil, noAgent(id)
 	case len(found) > 1:
 		return nil, fmt.Errorf("agent %s: %w", id, ErrAmbiguous)
 	}
@@ -375,7 +393,7 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 	var out *Agent
 	err := r.store.InTx(ctx, func(tx pgx.Tx) error {
 		prev, err := r.load(ctx, tx, reg.Key(), true)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, domain.ErrNotFound) {
 			return err
 		}
 		version, from := 0, domain.AgentState("")
@@ -481,7 +499,7 @@ func CheckURLs(ctx context.Context, guard *netguard.Policy, urls map[string]stri
 // (of whatever namespace the token's agent is in: the token is the
 // agent's identity). A token of another agent, or one past its rotation
 // overlap, or one a re-registration replaced, is ErrUnauthenticated; a
-// token no agent holds, or one of a deregistered agent, is ErrNotFound
+// token no agent holds, or one of a deregistered agent, is domain.ErrNotFound
 // ("register again"). The answer depends on the token alone, whatever id
 // was asked for, so it says nothing of other namespaces' ids.
 func (r *Registry) Authenticate(ctx context.Context, id, token string) (*Agent, error) {
@@ -504,7 +522,7 @@ func (r *Registry) KnownToken(token string) bool {
 
 // AgentByToken returns the agent a token belongs to (its current token, or
 // its previous one during a rotation's overlap): ErrUnauthenticated for
-// no token, ErrNotFound when no registered agent holds it.
+// no token, domain.ErrNotFound when no registered agent holds it.
 func (r *Registry) AgentByToken(ctx context.Context, token string) (*Agent, error) {
 	if !strings.HasPrefix(token, "art_") {
 		return nil, ErrUnauthenticated
@@ -524,7 +542,7 @@ func (r *Registry) AgentByToken(ctx context.Context, token string) (*Agent, erro
 			if replaced {
 				return nil, fmt.Errorf("this token was replaced by a newer registration of its agent: %w", ErrUnauthenticated)
 			}
-			return nil, fmt.Errorf("no agent holds this token: %w", ErrNotFound)
+			return nil, noAgentMsg("no agent holds this token")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("authenticate agent: %w", err)
@@ -532,7 +550,7 @@ func (r *Registry) AgentByToken(ctx context.Context, token string) (*Agent, erro
 	}
 	switch {
 	case a.Deregistered:
-		return nil, fmt.Errorf("agent %s: %w", a.AgentID, ErrNotFound)
+		return nil, noAgent(a.AgentID)
 	case !a.tokenValid(token, now):
 		return nil, fmt.Errorf("agent %s: %w", a.AgentID, ErrUnauthenticated)
 	}
@@ -555,7 +573,7 @@ func (r *Registry) RotateToken(ctx context.Context, k domain.AgentKey, presented
 			return err
 		}
 		if a.Deregistered {
-			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
+			return noAgent(k)
 		}
 		if presented != "" && !tokenMatches(presented, a.tokenHash) {
 			return fmt.Errorf("agent %s: only the current token may rotate: %w", k, ErrUnauthenticated)
@@ -576,7 +594,7 @@ func (r *Registry) RotateToken(ctx context.Context, k domain.AgentKey, presented
 }
 
 // Heartbeat renews an agent's lease. inFlight is what the agent reports it
-// holds (nil: unchanged). It answers ErrNotFound for an unknown agent and
+// holds (nil: unchanged). It answers domain.ErrNotFound for an unknown agent and
 // ErrGone for an OFFLINE one, both of which mean "register again". The write
 // is buffered (see Config.HeartbeatFlush); a change of context is written at
 // once, as an event, because the router reads it.
@@ -653,7 +671,7 @@ func (r *Registry) Deregister(ctx context.Context, k domain.AgentKey, md domain.
 			return err
 		}
 		if a.Deregistered {
-			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
+			return noAgent(k)
 		}
 		evs := []domain.Event{domain.NewEvent(domain.EventAgentDeregistered, domain.AgentDeregistered{AgentID: k.ID}, md)}
 		if a.State != domain.AgentOffline {
@@ -682,7 +700,7 @@ func (r *Registry) signal(ctx context.Context, k domain.AgentKey, instance strin
 }
 
 // applySignal is signal; strict (an operator's action) answers a
-// deregistered agent with ErrNotFound and a state that refuses the signal
+// deregistered agent with domain.ErrNotFound and a state that refuses the signal
 // with ErrNotNow, where signal drops both as stale facts.
 func (r *Registry) applySignal(ctx context.Context, k domain.AgentKey, instance string, sig domain.AgentSignal, reason string,
 	md domain.Metadata, strict bool) (*Agent, error) {
@@ -696,7 +714,7 @@ func (r *Registry) applySignal(ctx context.Context, k domain.AgentKey, instance 
 		out = a
 		switch {
 		case a.Deregistered && strict:
-			return fmt.Errorf("agent %s: %w", k, ErrNotFound)
+			return noAgent(k)
 		case a.Deregistered, instance != "" && a.InstanceID != instance:
 			return nil
 		}

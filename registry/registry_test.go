@@ -315,9 +315,9 @@ func TestHeartbeatAuthAndOffline(t *testing.T) {
 	// The token is the agent's identity: one no agent holds means
 	// "register again", whatever the id.
 	_, err := b.r.Heartbeat(b.ctx, "h1", "art_wrong", nil, nil, domain.Metadata{})
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 	_, err = b.r.Heartbeat(b.ctx, "nobody", "art_wrong", nil, nil, domain.Metadata{})
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 	_, err = b.r.Heartbeat(b.ctx, "nobody", token, nil, nil, domain.Metadata{})
 	require.ErrorIs(t, err, ErrUnauthenticated, "h1's token does not speak for another id")
 	_, err = b.r.Heartbeat(b.ctx, "h1", "", nil, nil, domain.Metadata{})
@@ -345,8 +345,8 @@ func TestHeartbeatAuthAndOffline(t *testing.T) {
 
 	require.NoError(t, b.r.Deregister(b.ctx, key("h1"), domain.Metadata{}))
 	_, err = b.r.Get(b.ctx, key("h1"))
-	require.ErrorIs(t, err, ErrNotFound)
-	require.ErrorIs(t, b.r.Deregister(b.ctx, key("h1"), domain.Metadata{}), ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
+	require.ErrorIs(t, b.r.Deregister(b.ctx, key("h1"), domain.Metadata{}), domain.ErrNotFound)
 }
 
 func TestBreakerFromAttempts(t *testing.T) {
@@ -453,7 +453,7 @@ func TestRegistrationSSRFGuard(t *testing.T) {
 	require.ErrorAs(t, err, &fe)
 	require.Equal(t, "health_url", fe.Field)
 	_, err = b.r.Get(b.ctx, key("ssrf"))
-	require.ErrorIs(t, err, ErrNotFound, "nothing was written")
+	require.ErrorIs(t, err, domain.ErrNotFound, "nothing was written")
 }
 
 // TestProbeRedirectsBounded: a health URL that redirects for ever is

@@ -64,7 +64,7 @@ func (w *probeWorker) Timeout(*river.Job[ProbeArgs]) time.Duration { return 2 * 
 
 func (w *probeWorker) Work(ctx context.Context, job *river.Job[ProbeArgs]) error {
 	a, err := w.r.load(ctx, w.r.pool, domain.AgentKey{Namespace: job.Args.Namespace, ID: job.Args.AgentID}, false)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return nil
 	}
 	if err != nil {

@@ -56,11 +56,11 @@ func (f Fetched) KeptETag() string {
 	return f.ETag
 }
 
-// ErrNotFound is a card URL that answered 404.
-var ErrNotFound = domain.NewError(domain.ErrNotFound, "agent card not found")
+// ErrNoCard is a card URL that answered 404.
+var ErrNoCard = domain.NewError(domain.ErrNotFound, "agent card not found")
 
 // Fetch GETs the card at u, sending etag as If-None-Match when it is set.
-// It returns ErrNotFound for a 404 and a wrapped ErrCard for a card that
+// It returns ErrNoCard for a 404 and a wrapped ErrCard for a card that
 // does not decode.
 func Fetch(ctx context.Context, client *http.Client, u, etag string) (Fetched, error) {
 	f := Fetched{URL: u}
@@ -87,7 +87,7 @@ func Fetch(ctx context.Context, client *http.Client, u, etag string) (Fetched, e
 		}
 		return f, nil
 	case resp.StatusCode == http.StatusNotFound:
-		return f, fmt.Errorf("GET %s: %w", u, ErrNotFound)
+		return f, fmt.Errorf("GET %s: %w", u, ErrNoCard)
 	case resp.StatusCode != http.StatusOK:
 		return f, fmt.Errorf("fetch agent card %s: HTTP %d", u, resp.StatusCode)
 	}
@@ -111,7 +111,7 @@ func FetchFirst(ctx context.Context, client *http.Client, u string) (Fetched, er
 	var f Fetched
 	for _, cu := range urls {
 		f, err = Fetch(ctx, client, cu, "")
-		if !errors.Is(err, ErrNotFound) {
+		if !errors.Is(err, ErrNoCard) {
 			break
 		}
 	}

@@ -576,12 +576,15 @@ func (s *Service) Replay(ctx context.Context, id string, md domain.Metadata) (Su
 }
 
 // retryConflict runs fn in a transaction, again (up to 5 times) when a
-// concurrent append to the same stream wins: fn reloads and decides anew.
+// concurrent append to the same stream wins, or PostgreSQL gave up on the
+// transaction (a deadlock with a shared write that locks the job's timer
+// before appending, a serialization failure): fn reloads and decides anew.
+// Without it, an A2A push that lost such a race was answered 500 and lost.
 func (s *Service) retryConflict(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	var err error
 	for range 5 {
 		err = s.store.InTx(ctx, fn)
-		if !errors.Is(err, eventstore.ErrConflict) {
+		if !errors.Is(err, eventstore.ErrConflict) && !transientTxError(err) {
 			return err
 		}
 	}

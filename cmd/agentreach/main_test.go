@@ -92,6 +92,11 @@ func startTuned(t *testing.T, env map[string]string, tune func(*Config), args ..
 
 func (r *running) stop(t *testing.T) {
 	t.Helper()
+	if t.Failed() {
+		// What the service logged (warnings and errors) says why, often.
+		log := r.out.String()
+		t.Logf("the service's log, last 16 KiB:\n%s", log[max(0, len(log)-16<<10):])
+	}
 	r.cancel()
 	select {
 	case err := <-r.done:

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
@@ -30,6 +31,12 @@ func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.
 		if err := j.Apply(e); err != nil {
 			return fmt.Errorf("job %s: %w", l.JobID, err)
 		}
+	}
+	// The job's timer row first, then the append: the order of the shared
+	// writes and the deadline sweep, so none of them waits on another in a
+	// circle (the append's version is what the others' inserts wait on).
+	if _, err := tx.Exec(ctx, qLockJobTimers, eventstore.UUIDs([]string{l.JobID})); err != nil {
+		return fmt.Errorf("lock timer of job %s: %w", l.JobID, err)
 	}
 	if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(l.JobID), l.Version, evs...); err != nil {
 		return err

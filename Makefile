@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run preflight test test-python test-short bench bench-micro chaos demo fuzz lint lint-openapi fmt vet tidy clean
+.PHONY: help build run preflight screenshots test test-python test-short bench bench-micro chaos demo fuzz lint lint-openapi fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -69,6 +69,10 @@ fuzz: ## fuzz the request decoders and every route (paths, queries, bodies), 100
 	$(GO) test -run '^$$' -fuzz FuzzDecodeSubmit -fuzztime 100000x ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRegistration -fuzztime 100000x ./httpapi
 	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime 100000x ./httpapi
+
+screenshots: ## copy the dashboard screenshots the browser test took (build/screenshots) into docs/
+	@test -d build/screenshots || { echo "make: no build/screenshots: run make test first (it needs chromium)"; exit 1; }
+	cp build/screenshots/*.png docs/
 
 test-short: ## quick run without -count=1
 	$(GO) test -short $(PKGS)

@@ -132,8 +132,10 @@ func newDashboardFleet(t *testing.T, svc *running, api string) dashboardFleet {
 // selection; the alerts view shows a HEALTH_DEGRADED; the agents table
 // sorts, and its agent page draws the minutes and drains, brings up and
 // reweighs the agent, each after a confirmation; River UI opens with the
-// sign-in. It saves the screenshots docs/dashboard.png (agents),
-// docs/dashboard-job.png (a timeline) and docs/dashboard-agent.png.
+// sign-in. It saves the screenshots dashboard.png (agents),
+// dashboard-job.png (a timeline) and dashboard-agent.png under
+// build/screenshots; `make screenshots` copies them into docs/ (the suite
+// never changes a tracked file).
 func TestDashboardInChromium(t *testing.T) {
 	t.Parallel()
 	chromium := findChromium()
@@ -155,8 +157,10 @@ func TestDashboardInChromium(t *testing.T) {
 		var png []byte
 		require.NoError(t, chromedp.Run(ctx, chromedp.CaptureScreenshot(&png)))
 		require.Greater(t, len(png), 1000)
-		if os.Getenv("CI") == "" && strings.HasSuffix(filepath.Dir(must(os.Getwd())), "cmd") {
-			require.NoError(t, os.WriteFile(filepath.Join("..", "..", "docs", name), png, 0o644))
+		if strings.HasSuffix(filepath.Dir(must(os.Getwd())), "cmd") {
+			dir := filepath.Join("..", "..", "build", "screenshots")
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 		}
 	}
 	text := func(sel string) string {

@@ -22,7 +22,7 @@ func TestDocsLinksStayInTheRepository(t *testing.T) {
 	for _, want := range []string{"design.md", "api.md", "security.md", "architecture.md"} {
 		require.FileExists(t, filepath.Join(root, "docs", want))
 	}
-	link := regexp.MustCompile(`\]\(([^)#\s]+)[^)]*\)`)
+	link := regexp.MustCompile(`\]\(([^)#\s]*)(#[^)\s]*)?\)`)
 	absRoot, err := filepath.Abs(root)
 	require.NoError(t, err)
 	for _, page := range pages {
@@ -30,9 +30,17 @@ func TestDocsLinksStayInTheRepository(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, string(b), "../shared", page)
 		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
-			target := m[1]
+			target, anchor := m[1], strings.TrimPrefix(m[2], "#")
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
+			}
+			if target == "" {
+				target = filepath.Base(page)
+			}
+			if anchor != "" && strings.HasSuffix(target, ".md") {
+				md, err := os.ReadFile(filepath.Join(filepath.Dir(page), target))
+				require.NoError(t, err, "%s links to %s", page, target)
+				require.Contains(t, anchors(string(md)), anchor, "%s links to %s#%s, a heading it does not have", page, target, anchor)
 			}
 			path, err := filepath.Abs(filepath.Join(filepath.Dir(page), target))
 			require.NoError(t, err)
@@ -41,4 +49,16 @@ func TestDocsLinksStayInTheRepository(t *testing.T) {
 			require.NoError(t, err, "%s links to %s", page, target)
 		}
 	}
+}
+
+// anchors are the GitHub anchors of a Markdown page's headings.
+func anchors(md string) map[string]bool {
+	out := map[string]bool{}
+	drop := regexp.MustCompile(`[^\p{L}\p{N}\- _]`)
+	for _, line := range strings.Split(md, "\n") {
+		if h, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+			out[strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(h), ""), " ", "-")] = true
+		}
+	}
+	return out
 }

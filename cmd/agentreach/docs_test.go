@@ -1,6 +1,10 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -61,4 +65,81 @@ func anchors(md string) map[string]bool {
 		}
 	}
 	return out
+}
+
+// TestArchitectureNamesExist: every Go name docs/architecture.md gives in
+// backquotes (a function, a method, a type: `Service.dispatch`,
+// `domain.Job.Apply`, `decodeJSON`) is declared in this repository, so the
+// walk through the code cannot name what a change removed or renamed. The
+// few names of River's it gives are listed here.
+func TestArchitectureNamesExist(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	declared, packages := goDeclarations(t, root)
+	external := map[string]bool{"InsertManyTx": true, "InsertTx": true, "JobCompleteTx": true, "JobCancel": true, "JobSnooze": true, "JobGetTx": true}
+	b, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	require.NoError(t, err)
+	code := regexp.MustCompile("`([A-Za-z_][A-Za-z0-9_]*(?:\\.[A-Za-z_][A-Za-z0-9_]*)*)(?:\\(\\))?`")
+	camel := regexp.MustCompile(`^(?:[a-z]+[A-Z]|[A-Z][a-z])[A-Za-z0-9]*$`)
+	fileExt := map[string]bool{"go": true, "md": true, "sql": true, "html": true, "js": true, "css": true, "json": true, "yaml": true, "py": true, "ts": true}
+	checked := 0
+	for _, m := range code.FindAllStringSubmatch(string(b), -1) {
+		parts := strings.Split(m[1], ".")
+		last := parts[len(parts)-1]
+		switch {
+		case len(parts) == 1 && !camel.MatchString(last):
+			continue // a word, a column, an event type: not a Go name
+		case len(parts) > 1 && (!packages[parts[0]] && !declared[parts[0]] || fileExt[last]):
+			continue // a file name (`jobs.go`), a JSON path: not a Go name
+		}
+		checked++
+		if !declared[last] && !external[last] {
+			t.Errorf("docs/architecture.md names %s, which nothing declares", m[1])
+		}
+	}
+	require.Greater(t, checked, 50, "the page names the functions of a job's walk")
+}
+
+// goDeclarations are the names the repository's Go code declares
+// (functions, methods, types, fields, constants, variables) and its
+// package names.
+func goDeclarations(t *testing.T, root string) (names, packages map[string]bool) {
+	t.Helper()
+	names, packages = map[string]bool{}, map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "tools" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		packages[f.Name.Name] = true
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				names[n.Name.Name] = true
+			case *ast.TypeSpec:
+				names[n.Name.Name] = true
+			case *ast.ValueSpec:
+				for _, id := range n.Names {
+					names[id.Name] = true
+				}
+			case *ast.Field:
+				for _, id := range n.Names {
+					names[id.Name] = true
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	return names, packages
 }

@@ -189,15 +189,15 @@ const (
 
 // TaskUpdate decides what an update of attempt's A2A task (pushed, or read
 // by polling), seen as obs, does to j (whose latest attempt was routed at
-// routedAt; lastIsRouted when nothing was recorded of it since): the events
+// routedAt; perhaps with nothing recorded of it since, Job.JustRouted): the events
 // to append (none when it changes nothing), their effects and what it
 // recorded. taskID is the agent's task id.
-func TaskUpdate(j *Job, attempt int, agentID string, lastIsRouted bool, routedAt time.Time, taskID string, obs Observation,
+func TaskUpdate(j *Job, attempt int, agentID string, routedAt time.Time, taskID string, obs Observation,
 	now time.Time, jitter float64, p AttemptPolicy, md Metadata) ([]Event, Effects, Recorded) {
 	latest := attempt == j.Attempts
 	var pre []Event
 	cur := *j
-	if latest && j.Status == StatusSubmitted && lastIsRouted {
+	if latest && j.Status == StatusSubmitted && j.JustRouted(attempt) {
 		// The update beat the dispatcher's record of the delivery.
 		d := NewEvent(EventDelivered, Delivered{Attempt: attempt, AgentID: agentID,
 			Deadline: now.Add(j.Timeout()), Async: true, RemoteTaskID: taskID}, md)

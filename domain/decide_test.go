@@ -202,7 +202,8 @@ func TestTaskUpdate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			evs, _, rec := TaskUpdate(tc.job, tc.attempt, "agent-1", tc.lastIsRouted, now.Add(-time.Second), "task-1", tc.obs, now, 0, p, Metadata{})
+			tc.job.LastRouted = tc.lastIsRouted
+			evs, _, rec := TaskUpdate(tc.job, tc.attempt, "agent-1", now.Add(-time.Second), "task-1", tc.obs, now, 0, p, Metadata{})
 			require.Equal(t, tc.want, nilIfEmpty(types(evs)))
 			require.Equal(t, tc.rec, rec)
 			after := *tc.job
@@ -334,4 +335,28 @@ func TestResult(t *testing.T) {
 	evs, _, rec := Result(done, 1, "agent-1", false, now, StatusSuccess, nil, "", now, 0, Metadata{})
 	require.Equal(t, RecordedDuplicate, rec)
 	require.Contains(t, string(evs[0].Data), `"reason":"duplicate"`)
+}
+
+// TestJustRouted: "the attempt is routed and nothing recorded of it since"
+// is a fact of the fold, true after its ROUTED and false after any later
+// event, and only for the latest attempt.
+func TestJustRouted(t *testing.T) {
+	t.Parallel()
+	j := routedJob(t, 2, 3, false)
+	require.True(t, j.JustRouted(2))
+	require.False(t, j.JustRouted(1), "not the latest attempt")
+	for _, tc := range []struct {
+		next Event
+		want bool
+	}{
+		{NewEvent(EventDelivered, Delivered{Attempt: 2, AgentID: "agent-1", Async: true}, Metadata{}), false},
+		{NewEvent(EventAttemptFailed, AttemptFailed{Attempt: 2, AgentID: "agent-1", Reason: "x"}, Metadata{}), false},
+		{NewEvent(EventCancelled, Cancelled{Reason: "r"}, Metadata{}), false},
+	} {
+		after := *j
+		require.NoError(t, after.Apply(tc.next))
+		require.Equal(t, tc.want, after.JustRouted(2), tc.next.Type)
+	}
+	var fresh Job
+	require.False(t, fresh.JustRouted(0), "a job with no attempt")
 }

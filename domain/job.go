@@ -344,6 +344,9 @@ type Job struct {
 	// Claimed: the latest attempt was claimed by a pull agent (its
 	// DELIVERED is the claim).
 	Claimed bool
+	// LastRouted: the latest event is a ROUTED, so the latest attempt is
+	// under way and nothing has been recorded of it since (JustRouted).
+	LastRouted bool
 	// Unspent counts the attempts that did not count against max_attempts:
 	// those a pull agent never claimed or gave back unstarted (at most
 	// MaxAttempts of them, so a job cannot bounce for ever).
@@ -385,9 +388,15 @@ func (j *Job) Apply(e Event) error {
 	}
 	next.Status = to
 	next.Version++
+	next.LastRouted = e.Type == EventRouted
 	*j = next
 	return nil
 }
+
+// JustRouted reports whether attempt is the latest and nothing has been
+// recorded of it since its ROUTED: its delivery (or claim, or first task
+// update) is still to be recorded.
+func (j *Job) JustRouted(attempt int) bool { return j.LastRouted && j.Attempts == attempt }
 
 func (j *Job) applyData(e Event) error {
 	switch e.Type {

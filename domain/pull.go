@@ -27,18 +27,18 @@ func InboxTimer(attempt int, ns, agentID string, now time.Time, claimTimeout tim
 }
 
 // inInbox reports whether attempt of j waits in agentID's inbox: routed to
-// it, and nothing recorded of it since (lastRouted).
-func inInbox(j *Job, attempt int, agentID string, lastRouted bool) bool {
-	return attempt == j.Attempts && j.AgentID == agentID && j.Status == StatusSubmitted && lastRouted
+// it, and nothing recorded of it since (Job.JustRouted).
+func inInbox(j *Job, attempt int, agentID string) bool {
+	return j.JustRouted(attempt) && j.AgentID == agentID && j.Status == StatusSubmitted
 }
 
-// Claim decides agentID's claim of attempt of j (routed at routedAt;
-// lastRouted as in inInbox) at now: DELIVERED, the claim being the
+// Claim decides agentID's claim of attempt of j (routed at routedAt) at
+// now: DELIVERED, the claim being the
 // delivery, with the attempt's deadline (now plus the job's timeout) and
 // its timer. ok is false when the attempt no longer waits in that inbox
 // (it moved on: cancelled, routed again): the claim skips it.
-func Claim(j *Job, attempt int, agentID string, lastRouted bool, routedAt, now time.Time, md Metadata) (evs []Event, fx Effects, deadline time.Time, ok bool) {
-	if !inInbox(j, attempt, agentID, lastRouted) {
+func Claim(j *Job, attempt int, agentID string, routedAt, now time.Time, md Metadata) (evs []Event, fx Effects, deadline time.Time, ok bool) {
+	if !inInbox(j, attempt, agentID) {
 		return nil, Effects{}, time.Time{}, false
 	}
 	deadline = now.Add(j.Timeout())
@@ -54,8 +54,8 @@ func Claim(j *Job, attempt int, agentID string, lastRouted bool, routedAt, now t
 // failed attempt as a push delivery answered 5xx (retried after backoff; it
 // spends the attempt). ok is false when the attempt is not the agent's to
 // give back (it moved on, or it is another agent's).
-func Release(j *Job, attempt int, agentID string, lastRouted bool, errText string, now time.Time, jitter float64, md Metadata) ([]Event, Effects, bool) {
-	queued := inInbox(j, attempt, agentID, lastRouted)
+func Release(j *Job, attempt int, agentID string, errText string, now time.Time, jitter float64, md Metadata) ([]Event, Effects, bool) {
+	queued := inInbox(j, attempt, agentID)
 	held := attempt == j.Attempts && j.AgentID == agentID && j.Status == StatusDelivered
 	if !queued && !held {
 		return nil, Effects{}, false

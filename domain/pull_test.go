@@ -20,7 +20,8 @@ func apply(t *testing.T, j *Job, evs []Event) *Job {
 
 func claimed(t *testing.T, j *Job, now time.Time) *Job {
 	t.Helper()
-	evs, _, _, ok := Claim(j, j.Attempts, "agent-1", true, now, now, Metadata{})
+	j.LastRouted = true
+	evs, _, _, ok := Claim(j, j.Attempts, "agent-1", now, now, Metadata{})
 	require.True(t, ok)
 	return apply(t, j, evs)
 }
@@ -46,7 +47,8 @@ func TestClaim(t *testing.T) {
 		{"moved on since", routedJob(t, 1, 3, false), 1, "agent-1", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			evs, fx, deadline, ok := Claim(tc.job, tc.attempt, tc.agent, tc.lastRouted, routedAt, now, Metadata{})
+			tc.job.LastRouted = tc.lastRouted
+			evs, fx, deadline, ok := Claim(tc.job, tc.attempt, tc.agent, routedAt, now, Metadata{})
 			require.Equal(t, tc.ok, ok)
 			if !ok {
 				require.Empty(t, evs)
@@ -118,7 +120,8 @@ func TestRelease(t *testing.T) {
 		{"another agent's", claimed(t, routedJob(t, 1, 3, false), now), "agent-2", false, "", false, "", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			evs, fx, ok := Release(tc.job, 1, tc.agent, tc.lastRouted, tc.errText, now, 0, Metadata{})
+			tc.job.LastRouted = tc.lastRouted
+			evs, fx, ok := Release(tc.job, 1, tc.agent, tc.errText, now, 0, Metadata{})
 			require.Equal(t, tc.ok, ok)
 			if !ok {
 				require.Empty(t, evs)
@@ -136,7 +139,7 @@ func TestRelease(t *testing.T) {
 		})
 	}
 	done := apply(t, claimed(t, routedJob(t, 1, 1, false), now), []Event{NewEvent(EventSuccess, Outcome{Attempt: 1, AgentID: "agent-1"}, Metadata{})})
-	_, _, ok := Release(done, 1, "agent-1", false, "", now, 0, Metadata{})
+	_, _, ok := Release(done, 1, "agent-1", "", now, 0, Metadata{})
 	require.False(t, ok, "a finished attempt cannot be given back")
 }
 

@@ -135,7 +135,7 @@ func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2ac
 // record of it) starts the attempt's poller too, as the dispatcher would
 // have: it watches the task of an agent that pushes.
 func (s *Service) a2aEvents(l *Loaded, attempt int, t a2a.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
-	evs, fx, rec := domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.lastIsRouted(attempt), l.RoutedAt, t.ID,
+	evs, fx, rec := domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.RoutedAt, t.ID,
 		a2aOutcome(t, false), now, s.jitter(), s.attemptPolicy(), md)
 	if len(evs) > 0 && evs[0].Type == domain.EventDelivered && t.ID != "" {
 		if last := evs[len(evs)-1].Type; last == domain.EventDelivered || last == domain.EventAwaitingInput {

@@ -72,7 +72,7 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 	defer span.End()
 	attempt := run.args.Attempt
 	if attempt != l.Attempts+1 || (l.Status != domain.StatusSubmitted && l.Status != domain.StatusTimeout) ||
-		(l.Attempts > 0 && l.lastIsRouted(l.Attempts)) {
+		(l.Attempts > 0 && l.JustRouted(l.Attempts)) {
 		return nil // stale: this attempt started already, or the job moved on
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.cause}
@@ -269,7 +269,7 @@ func (s *Service) recordDelivery(ctx context.Context, args DispatchArgs, l *Load
 				return nil, err
 			}
 			cur = loaded
-			if !cur.lastIsRouted(attempt) {
+			if !cur.JustRouted(attempt) {
 				if out.Kind != domain.ObservedResult || cur.Status == domain.StatusNone {
 					return nil, nil
 				}

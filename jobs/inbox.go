@@ -195,7 +195,7 @@ func (s *Service) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id 
 		return webhook.Envelope{}, err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
-	evs, fx, deadline, ok := domain.Claim(&l.Job, attempt, a.AgentID, l.lastIsRouted(attempt), l.RoutedAt, s.now().UTC(), md)
+	evs, fx, deadline, ok := domain.Claim(&l.Job, attempt, a.AgentID, l.RoutedAt, s.now().UTC(), md)
 	if !ok {
 		return webhook.Envelope{}, errNotInInbox
 	}
@@ -279,7 +279,7 @@ func (s *Service) release(ctx context.Context, a *registry.Agent, h Held, errTex
 			return err
 		}
 		md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
-		evs, fx, ok := domain.Release(&l.Job, h.Attempt, a.AgentID, l.lastIsRouted(h.Attempt), errText, s.now().UTC(), s.jitter(), md)
+		evs, fx, ok := domain.Release(&l.Job, h.Attempt, a.AgentID, errText, s.now().UTC(), s.jitter(), md)
 		if !ok || l.Namespace != a.Namespace {
 			return nil
 		}

@@ -143,10 +143,3 @@ func (s *Service) jitter() float64 { return rand.Float64() }
 func (s *Service) attemptPolicy() domain.AttemptPolicy {
 	return domain.AttemptPolicy{InputTimeout: s.cfg.InputTimeout}
 }
-
-// lastIsRouted reports whether the job's latest event is the ROUTED of
-// attempt: the attempt is under way and nothing has been recorded of it.
-func (l *Loaded) lastIsRouted(attempt int) bool {
-	last := l.Records[len(l.Records)-1]
-	return last.Type == domain.EventRouted && l.Attempts == attempt
-}

@@ -218,7 +218,7 @@ func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 				return err
 			}
 			switch {
-			case (l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout) && (l.Attempts == 0 || !l.lastIsRouted(l.Attempts)):
+			case (l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout) && (l.Attempts == 0 || !l.JustRouted(l.Attempts)):
 				if err := s.enqueueDispatchTx(ctx, tx, id, l.Attempts+1, l.Priority, time.Time{}); err != nil {
 					return err
 				}

@@ -85,7 +85,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		return err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
-	ok := postErr == nil && code/100 == 2
+	ev, fx, ok := domain.CallbackTry(job.Attempt, job.MaxAttempts, code, errText(postErr), md)
 	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", ok)))
 	// Written in a transaction shared with concurrent writes (write.go),
 	// at the version of the fold read above; reloaded on a conflict.
@@ -98,15 +98,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		if l.CallbackAcked {
 			return nil, nil
 		}
-		if ok {
-			return &write{l: l, fx: domain.Effects{ClearTimer: true}, evs: []domain.Event{domain.NewEvent(domain.EventCallbackSent,
-				domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code}, md)}}, nil
-		}
-		co := domain.CallbackOutcome{Attempt: job.Attempt, StatusCode: code, Final: job.Attempt >= job.MaxAttempts}
-		if postErr != nil {
-			co.Error = postErr.Error()
-		}
-		return &write{l: l, fx: domain.Effects{ClearTimer: co.Final}, evs: []domain.Event{domain.NewEvent(domain.EventCallbackFailed, co, md)}}, nil
+		return &write{l: l, fx: fx, evs: []domain.Event{ev}}, nil
 	})
 	if err != nil {
 		return err
@@ -171,4 +163,12 @@ func (s *Service) postToCaller(ctx context.Context, l *Loaded, url string, body 
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// errText is err's text, or "" for none.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -72,20 +72,13 @@ func (s *Service) sendCallbackNow(ctx context.Context, l *Loaded, cause string) 
 		s.callbackByRiver(ctx, l, nil)
 		return
 	}
-	ok := postErr == nil && code/100 == 2
+	ev, fx, ok := domain.CallbackTry(0, 0, code, errText(postErr), md)
 	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", ok)))
 	if !ok {
-		co := domain.CallbackOutcome{Attempt: 0, StatusCode: code}
-		if postErr != nil {
-			co.Error = postErr.Error()
-		}
-		s.callbackByRiver(ctx, l, []domain.Event{domain.NewEvent(domain.EventCallbackFailed, co, md)})
+		s.callbackByRiver(ctx, l, []domain.Event{ev})
 		return
 	}
-	err = s.writeUnlessAcked(ctx, l, func(l *Loaded) *write {
-		return &write{l: l, fx: domain.Effects{ClearTimer: true}, evs: []domain.Event{
-			domain.NewEvent(domain.EventCallbackSent, domain.CallbackOutcome{Attempt: 0, StatusCode: code}, md)}}
-	})
+	err = s.writeUnlessAcked(ctx, l, func(l *Loaded) *write { return &write{l: l, fx: fx, evs: []domain.Event{ev}} })
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.logger.WarnContext(ctx, "record a callback's acknowledgement (the callback timer sends it again)", "job_id", l.JobID, "err", err)
 	}

@@ -292,10 +292,10 @@ type TimerDecision struct {
 // DueTimer decides what a due timer t of job j does. lastRouted: j's latest
 // event is a ROUTED (nothing was recorded of that attempt since);
 // callbackMax is how many callbacks are tried before giving up.
-func DueTimer(j *Job, t Timer, lastRouted bool, callbackMax int, now time.Time, jitter float64, p AttemptPolicy, md Metadata) TimerDecision {
+func DueTimer(j *Job, t Timer, callbackMax int, now time.Time, jitter float64, p AttemptPolicy, md Metadata) TimerDecision {
 	// The next attempt waits: the previous one ended and nothing started since.
 	waiting := (j.Status == StatusSubmitted || j.Status == StatusTimeout) && j.Attempts == t.Attempt-1 &&
-		(j.Attempts == 0 || !lastRouted)
+		(j.Attempts == 0 || !j.LastRouted)
 	switch {
 	case t.Phase == PhaseRetry && waiting:
 		return TimerDecision{Do: TimerDispatch}
@@ -317,9 +317,9 @@ func DueTimer(j *Job, t Timer, lastRouted bool, callbackMax int, now time.Time, 
 		}, 0, now, jitter, md, "timeout")
 		fx.Sample = &Sample{AgentID: j.AgentID, At: now, OK: false}
 		return TimerDecision{Do: TimerAppend, Report: "timeout", Events: evs, Effects: fx}
-	case t.Phase == PhaseInbox && j.Status == StatusSubmitted && lastRouted && j.Attempts == t.Attempt:
+	case t.Phase == PhaseInbox && j.Status == StatusSubmitted && j.JustRouted(t.Attempt):
 		return notClaimed(j, t, now, md)
-	case t.Phase == PhaseRouted && j.Status == StatusSubmitted && lastRouted && j.Attempts == t.Attempt:
+	case t.Phase == PhaseRouted && j.Status == StatusSubmitted && j.JustRouted(t.Attempt):
 		evs, fx := FailAttempt(j, func(at time.Time) Event {
 			return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: t.Attempt, AgentID: j.AgentID,
 				Reason: "dispatcher_lost", Error: "the dispatcher recorded no outcome by the deadline", RetryAt: at}, md)
@@ -330,19 +330,19 @@ func DueTimer(j *Job, t Timer, lastRouted bool, callbackMax int, now time.Time, 
 }
 
 // Result decides what an agent's reported result for attempt of j (routed
-// at routedAt; lastRouted: j's latest event is a ROUTED) does: it decides
+// at routedAt; Job.JustRouted when nothing is recorded of it since) does: it decides
 // the latest, delivered attempt (or one whose delivery the dispatcher has
 // not recorded yet, as a 202 it answered); anything else (a second result,
 // a late one, one for an earlier attempt) is recorded as RESULT_DUPLICATE
 // and changes nothing.
-func Result(j *Job, attempt int, agentID string, lastRouted bool, routedAt time.Time, status JobStatus, result []byte, bizCode string,
+func Result(j *Job, attempt int, agentID string, routedAt time.Time, status JobStatus, result []byte, bizCode string,
 	now time.Time, jitter float64, md Metadata) ([]Event, Effects, Recorded) {
 	latest := attempt == j.Attempts
 	switch {
 	case latest && j.Status == StatusDelivered:
 		evs, fx := Answer(j, routedAt, status, result, bizCode, "", now, jitter, md)
 		return evs, fx, RecordedOutcome
-	case latest && j.Status == StatusSubmitted && lastRouted:
+	case latest && j.Status == StatusSubmitted && j.JustRouted(attempt):
 		// The result beat the dispatcher's record of the 202.
 		delivered := NewEvent(EventDelivered, Delivered{Attempt: attempt, AgentID: agentID, Deadline: now, Async: true}, md)
 		after := *j

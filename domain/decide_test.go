@@ -282,7 +282,8 @@ func TestDueTimer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := DueTimer(tc.job, tc.timer, tc.lastRouted, 12, now, 0, p, Metadata{})
+			tc.job.LastRouted = tc.lastRouted
+			d := DueTimer(tc.job, tc.timer, 12, now, 0, p, Metadata{})
 			require.Equal(t, tc.do, d.Do)
 			require.Equal(t, tc.want, nilIfEmpty(types(d.Events)))
 			require.Equal(t, tc.report, d.Report)
@@ -318,7 +319,8 @@ func TestResult(t *testing.T) {
 		{"an earlier attempt", delivered(routedJob(t, 2, 3, false)), 1, false, []EventType{EventResultDuplicate}, RecordedDuplicate, "stale_attempt"},
 		{"a failed attempt's late result", routedJob(t, 2, 3, false), 2, false, []EventType{EventResultDuplicate}, RecordedDuplicate, "late"},
 	} {
-		evs, _, rec := Result(tc.job, tc.attempt, "agent-1", tc.lastRouted, now.Add(-time.Second), StatusSuccess, nil, "", now, 0, Metadata{})
+		tc.job.LastRouted = tc.lastRouted
+		evs, _, rec := Result(tc.job, tc.attempt, "agent-1", now.Add(-time.Second), StatusSuccess, nil, "", now, 0, Metadata{})
 		require.Equal(t, tc.want, types(evs), tc.name)
 		require.Equal(t, tc.rec, rec, tc.name)
 		if tc.reason != "" {
@@ -330,9 +332,9 @@ func TestResult(t *testing.T) {
 		}
 	}
 	done := delivered(routedJob(t, 1, 3, false))
-	evs, _, _ := Result(done, 1, "agent-1", false, now, StatusSuccess, nil, "", now, 0, Metadata{})
+	evs, _, _ := Result(done, 1, "agent-1", now, StatusSuccess, nil, "", now, 0, Metadata{})
 	require.NoError(t, done.Apply(evs[0]))
-	evs, _, rec := Result(done, 1, "agent-1", false, now, StatusSuccess, nil, "", now, 0, Metadata{})
+	evs, _, rec := Result(done, 1, "agent-1", now, StatusSuccess, nil, "", now, 0, Metadata{})
 	require.Equal(t, RecordedDuplicate, rec)
 	require.Contains(t, string(evs[0].Data), `"reason":"duplicate"`)
 }

@@ -75,7 +75,7 @@ func TestNotClaimedSpendsNoAttempt(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	j := routedJob(t, 1, 1, false) // one attempt allowed, and it is routed
 	for i := 1; i <= 2; i++ {
-		d := DueTimer(j, Timer{Attempt: j.Attempts, Phase: PhaseInbox, Due: now}, true, 1, now, 0, AttemptPolicy{}, Metadata{})
+		d := DueTimer(j, Timer{Attempt: j.Attempts, Phase: PhaseInbox, Due: now}, 1, now, 0, AttemptPolicy{}, Metadata{})
 		require.Equal(t, TimerAppend, d.Do)
 		require.Equal(t, ReasonNotClaimed, d.Report)
 		if i == 1 {
@@ -94,7 +94,7 @@ func TestNotClaimedSpendsNoAttempt(t *testing.T) {
 	}
 	// A claimed attempt's inbox timer is stale.
 	c := claimed(t, routedJob(t, 1, 1, false), now)
-	require.Equal(t, TimerDrop, DueTimer(c, Timer{Attempt: 1, Phase: PhaseInbox, Due: now}, false, 1, now, 0, AttemptPolicy{}, Metadata{}).Do)
+	require.Equal(t, TimerDrop, DueTimer(c, Timer{Attempt: 1, Phase: PhaseInbox, Due: now}, 1, now, 0, AttemptPolicy{}, Metadata{}).Do)
 }
 
 // TestRelease: unstarted work goes back at once and spends nothing; a

@@ -82,8 +82,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 				return nil, err
 			}
 		}
-		lastRouted := l.Records[len(l.Records)-1].Type == domain.EventRouted
-		evs, fx, rec := domain.Result(&l.Job, attempt, agentID, lastRouted, l.RoutedAt, rep.Status, rep.Result, rep.BizCode,
+		evs, fx, rec := domain.Result(&l.Job, attempt, agentID, l.RoutedAt, rep.Status, rep.Result, rep.BizCode,
 			s.now().UTC(), s.jitter(), md)
 		recorded, last = rec, &write{l: l, evs: evs, fx: fx, callbackNow: true}
 		return last, nil

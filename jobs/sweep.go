@@ -119,8 +119,7 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 		return "", err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"}
-	lastRouted := l.Records[len(l.Records)-1].Type == domain.EventRouted
-	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: phase, Due: due}, lastRouted, CallbackMaxAttempts,
+	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: phase, Due: due}, CallbackMaxAttempts,
 		now, s.jitter(), s.attemptPolicy(), md)
 	var since time.Time
 	if waitingSince != nil {

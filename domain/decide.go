@@ -360,3 +360,37 @@ func Result(j *Job, attempt int, agentID string, routedAt time.Time, status JobS
 	return []Event{NewEvent(EventResultDuplicate, ResultDuplicate{Attempt: attempt, Status: status, Reason: reason, Result: result}, md)},
 		Effects{}, RecordedDuplicate
 }
+
+// SubmitEvents are the first events of a job's stream: SUBMITTED, the
+// INTENT_RESOLVED of a capability that came from the caller's intent, and
+// AWAITING_APPROVAL until now plus approvalTimeout when the capability
+// needs an approval. It answers the job's status after them.
+func SubmitEvents(sub Submitted, needsApproval bool, now time.Time, approvalTimeout time.Duration, md Metadata) ([]Event, JobStatus) {
+	evs := []Event{NewEvent(EventSubmitted, sub, md)}
+	if sub.Resolution != nil {
+		evs = append(evs, NewEvent(EventIntentResolved, sub.Resolution, md))
+	}
+	if !needsApproval {
+		return evs, StatusSubmitted
+	}
+	evs = append(evs, NewEvent(EventAwaitingApproval, AwaitingApproval{Until: now.UTC().Add(approvalTimeout)}, md))
+	return evs, StatusAwaitingApproval
+}
+
+// CanStart reports whether a dispatch of attempt may start on j: it is
+// the next attempt, the job waits for one (SUBMITTED, or TIMEOUT before a
+// retry), and the latest attempt is not under way. A dispatch that may not
+// is stale (the attempt started already, or the job moved on) and does
+// nothing.
+func (j *Job) CanStart(attempt int) bool {
+	return attempt == j.Attempts+1 && (j.Status == StatusSubmitted || j.Status == StatusTimeout) &&
+		(j.Attempts == 0 || !j.JustRouted(j.Attempts))
+}
+
+// NewRouted is the ROUTED of attempt: the agent route chose (none: no
+// agent could take it) and the route's explanation, with only its
+// candidates' non-zero score terms.
+func NewRouted(attempt int, route RouteResult, md Metadata) Event {
+	explained, _ := json.Marshal(route.Recorded())
+	return NewEvent(EventRouted, Routed{Attempt: attempt, AgentID: route.Chosen, Route: explained}, md)
+}

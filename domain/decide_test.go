@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -361,4 +362,70 @@ func TestJustRouted(t *testing.T) {
 	}
 	var fresh Job
 	require.False(t, fresh.JustRouted(0), "a job with no attempt")
+}
+
+func TestSubmitEvents(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	sub := Submitted{JobID: "j", Namespace: "n", Capability: "c"}
+	evs, status := SubmitEvents(sub, false, now, time.Hour, Metadata{})
+	require.Equal(t, []EventType{EventSubmitted}, types(evs))
+	require.Equal(t, StatusSubmitted, status)
+
+	sub.Resolution = &IntentResolution{Capability: "c"}
+	evs, status = SubmitEvents(sub, true, now, time.Hour, Metadata{})
+	require.Equal(t, []EventType{EventSubmitted, EventIntentResolved, EventAwaitingApproval}, types(evs))
+	require.Equal(t, StatusAwaitingApproval, status)
+	var aa AwaitingApproval
+	require.NoError(t, json.Unmarshal(evs[2].Data, &aa))
+	require.Equal(t, now.Add(time.Hour), aa.Until)
+	j, err := FoldJob(evs)
+	require.NoError(t, err)
+	require.Equal(t, status, j.Status, "the status answered is the fold's")
+}
+
+func TestCanStart(t *testing.T) {
+	t.Parallel()
+	fresh := func() *Job {
+		var j Job
+		require.NoError(t, j.Apply(NewEvent(EventSubmitted, Submitted{Namespace: "n", Capability: "c", MaxAttempts: 3, TimeoutMS: 1000}, Metadata{})))
+		return &j
+	}
+	failed := routedJob(t, 1, 3, false)
+	require.NoError(t, failed.Apply(NewEvent(EventAttemptFailed, AttemptFailed{Attempt: 1, AgentID: "agent-1", Reason: "x"}, Metadata{})))
+	delivered := routedJob(t, 1, 3, false)
+	require.NoError(t, delivered.Apply(NewEvent(EventDelivered, Delivered{Attempt: 1, AgentID: "agent-1", Async: true}, Metadata{})))
+	cancelled := fresh()
+	require.NoError(t, cancelled.Apply(NewEvent(EventCancelled, Cancelled{Reason: "r"}, Metadata{})))
+	for _, tc := range []struct {
+		name    string
+		job     *Job
+		attempt int
+		want    bool
+	}{
+		{"the first attempt of a new job", fresh(), 1, true},
+		{"not the next attempt", fresh(), 2, false},
+		{"the attempt is under way", routedJob(t, 1, 3, false), 1, false},
+		{"the next attempt while one is under way", routedJob(t, 1, 3, false), 2, false},
+		{"a retry after a failed attempt", failed, 2, true},
+		{"the attempt was delivered", delivered, 2, false},
+		{"the job moved on", cancelled, 1, false},
+	} {
+		require.Equal(t, tc.want, tc.job.CanStart(tc.attempt), tc.name)
+	}
+}
+
+func TestNewRouted(t *testing.T) {
+	t.Parallel()
+	route := RouteResult{Chosen: "a", Candidates: []RouteCandidate{{AgentID: "a"}}}
+	e := NewRouted(2, route, Metadata{Actor: "dispatcher"})
+	require.Equal(t, EventRouted, e.Type)
+	var r Routed
+	require.NoError(t, json.Unmarshal(e.Data, &r))
+	require.Equal(t, 2, r.Attempt)
+	require.Equal(t, "a", r.AgentID)
+	require.NotEmpty(t, r.Route)
+	none := NewRouted(1, RouteResult{}, Metadata{})
+	require.NoError(t, json.Unmarshal(none.Data, &r))
+	require.Empty(t, r.AgentID, "no agent could take it")
 }

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,11 +163,10 @@ func (s *Service) routeAtSubmit(l *Loaded) (domain.Event, *registry.Agent, time.
 	if agent == nil || agent.Pull() || agent.MaxConcurrent > 0 {
 		return domain.Event{}, nil, time.Time{}
 	}
-	routeJSON, _ := json.Marshal(route.Recorded())
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: "direct"}
 	// The deadline is on the process's clock, as the delivery's timeout
 	// and recordRouted's.
-	return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: route.Chosen, Route: routeJSON}, md), agent, s.now().UTC().Add(l.Timeout())
+	return domain.NewRouted(1, route, md), agent, s.now().UTC().Add(l.Timeout())
 }
 
 // deliverRouted delivers the first attempt the submit routed and records

@@ -71,8 +71,7 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 	ctx, span := s.dispatchSpan(ctx, l, run.args.Attempt)
 	defer span.End()
 	attempt := run.args.Attempt
-	if attempt != l.Attempts+1 || (l.Status != domain.StatusSubmitted && l.Status != domain.StatusTimeout) ||
-		(l.Attempts > 0 && l.JustRouted(l.Attempts)) {
+	if !l.CanStart(attempt) {
 		return nil // stale: this attempt started already, or the job moved on
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.cause}
@@ -83,8 +82,7 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 	if agent == nil && domain.RouteWait(route.AllAtCapacity, run.args.WaitingSince, s.now(), l.RouteWait(s.cfg.RouteWait)) {
 		return s.waitForAgent(ctx, run, l, route.AllAtCapacity)
 	}
-	routeJSON, _ := json.Marshal(route.Recorded())
-	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: attempt, AgentID: route.Chosen, Route: routeJSON}, md)
+	routed := domain.NewRouted(attempt, route, md)
 	if agent == nil {
 		return s.noAgent(ctx, run, l, routed, md)
 	}

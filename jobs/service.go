@@ -405,17 +405,9 @@ func (s *Service) submitTx(ctx context.Context, tx pgx.Tx, sub domain.Submitted,
 
 // submittedEvents are the first events of a job's stream.
 func (s *Service) submittedEvents(sub domain.Submitted, md domain.Metadata, patterns approvalPatterns) ([]domain.Event, SubmitResult) {
-	evs := []domain.Event{domain.NewEvent(domain.EventSubmitted, sub, md)}
-	if sub.Resolution != nil { // the capability came from the caller's intent: how, on the record
-		evs = append(evs, domain.NewEvent(domain.EventIntentResolved, sub.Resolution, md))
-	}
-	res := SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: domain.StatusSubmitted}
-	if patterns.match(sub.Namespace, sub.Capability, s.cfg.ApprovalPatterns) {
-		until := s.now().UTC().Add(s.cfg.ApprovalTimeout)
-		evs = append(evs, domain.NewEvent(domain.EventAwaitingApproval, domain.AwaitingApproval{Until: until}, md))
-		res.Status = domain.StatusAwaitingApproval
-	}
-	return evs, res
+	evs, status := domain.SubmitEvents(sub, patterns.match(sub.Namespace, sub.Capability, s.cfg.ApprovalPatterns),
+		s.now(), s.cfg.ApprovalTimeout, md)
+	return evs, SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: status}
 }
 
 // requestHash identifies what a submit asked for, to tell a retry of the

@@ -394,3 +394,30 @@ func NewRouted(attempt int, route RouteResult, md Metadata) Event {
 	explained, _ := json.Marshal(route.Recorded())
 	return NewEvent(EventRouted, Routed{Attempt: attempt, AgentID: route.Chosen, Route: explained}, md)
 }
+
+// Approval decides an approver's answer for j: APPROVED (the job is then
+// dispatched: dispatch) or REJECTED (terminal: the timer is cleared and
+// the caller called back). A job that does not await approval is of the
+// kind ErrConflict.
+func Approval(j *Job, approve bool, reason string, md Metadata) (evs []Event, fx Effects, dispatch bool, err error) {
+	if j.Status != StatusAwaitingApproval {
+		return nil, Effects{}, false, NewError(ErrConflict, "the job is "+string(j.Status)+", not awaiting approval")
+	}
+	if approve {
+		return []Event{NewEvent(EventApproved, Decided{Reason: reason}, md)}, Effects{}, true, nil
+	}
+	return []Event{NewEvent(EventRejected, Decided{Reason: reason}, md)}, Effects{ClearTimer: true, Callback: true}, false, nil
+}
+
+// Cancel decides a cancel of j by md.Actor: CANCELLED (its reason, or who
+// cancelled it), clearing the timer and calling the caller back. A job
+// that already ended is of the kind ErrConflict.
+func Cancel(j *Job, reason string, md Metadata) ([]Event, Effects, error) {
+	if j.Status.Terminal() {
+		return nil, Effects{}, NewError(ErrConflict, "the job is already "+string(j.Status))
+	}
+	if reason == "" {
+		reason = "cancelled by " + md.Actor
+	}
+	return []Event{NewEvent(EventCancelled, Cancelled{Reason: reason}, md)}, Effects{ClearTimer: true, Callback: true}, nil
+}

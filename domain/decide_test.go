@@ -429,3 +429,37 @@ func TestNewRouted(t *testing.T) {
 	require.NoError(t, json.Unmarshal(none.Data, &r))
 	require.Empty(t, r.AgentID, "no agent could take it")
 }
+
+func TestApprovalAndCancel(t *testing.T) {
+	t.Parallel()
+	awaiting := func() *Job {
+		evs, _ := SubmitEvents(Submitted{Namespace: "n", Capability: "c", MaxAttempts: 1}, true, time.Now(), time.Hour, Metadata{})
+		j, err := FoldJob(evs)
+		require.NoError(t, err)
+		return &j
+	}
+	evs, fx, dispatch, err := Approval(awaiting(), true, "ok", Metadata{})
+	require.NoError(t, err)
+	require.Equal(t, []EventType{EventApproved}, types(evs))
+	require.True(t, dispatch)
+	require.False(t, fx.Callback)
+	evs, fx, dispatch, err = Approval(awaiting(), false, "no", Metadata{})
+	require.NoError(t, err)
+	require.Equal(t, []EventType{EventRejected}, types(evs))
+	require.False(t, dispatch)
+	require.True(t, fx.Callback && fx.ClearTimer)
+	_, _, _, err = Approval(routedJob(t, 1, 1, false), true, "", Metadata{})
+	require.ErrorIs(t, err, ErrConflict, "a job that does not await approval")
+
+	evs, fx, err = Cancel(routedJob(t, 1, 1, false), "", Metadata{Actor: "key:k1"})
+	require.NoError(t, err)
+	require.Equal(t, []EventType{EventCancelled}, types(evs))
+	require.True(t, fx.Callback && fx.ClearTimer)
+	var c Cancelled
+	require.NoError(t, json.Unmarshal(evs[0].Data, &c))
+	require.Equal(t, "cancelled by key:k1", c.Reason)
+	done := routedJob(t, 1, 1, false)
+	require.NoError(t, done.Apply(evs[0]))
+	_, _, err = Cancel(done, "again", Metadata{})
+	require.ErrorIs(t, err, ErrConflict, "a job that ended")
+}

@@ -133,17 +133,14 @@ func (s *Service) decideApproval(ctx context.Context, id string, approve bool, r
 		if err != nil {
 			return err
 		}
-		if l.Status != domain.StatusAwaitingApproval {
-			return fmt.Errorf("job %s is %s, not awaiting approval: %w", id, l.Status, ErrConflict)
+		evs, fx, dispatch, err := domain.Approval(&l.Job, approve, reason, md)
+		if err != nil {
+			return fmt.Errorf("job %s: %v: %w", id, err, ErrConflict) //nolint:errorlint // the kind is ErrConflict's
 		}
-		if approve {
-			if err := s.appendTx(ctx, tx, l, domain.Effects{}, domain.NewEvent(domain.EventApproved, domain.Decided{Reason: reason}, md)); err != nil {
-				return err
-			}
-			return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority, time.Time{})
+		if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil || !dispatch {
+			return err
 		}
-		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true},
-			domain.NewEvent(domain.EventRejected, domain.Decided{Reason: reason}, md))
+		return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority, time.Time{})
 	})
 	if err != nil {
 		return nil, err

@@ -529,18 +529,15 @@ func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metad
 		if err != nil {
 			return err
 		}
-		if l.Status.Terminal() {
-			return fmt.Errorf("job %s is already %s: %w", id, l.Status, ErrConflict)
-		}
-		if reason == "" {
-			reason = "cancelled by " + md.Actor
+		evs, fx, err := domain.Cancel(&l.Job, reason, md)
+		if err != nil {
+			return fmt.Errorf("job %s: %v: %w", id, err, ErrConflict) //nolint:errorlint // the kind is ErrConflict's
 		}
 		if held = nil; l.SlotHolder != "" { // an agent holds the attempt: it is told
 			c := *l
 			held = &c
 		}
-		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true, Callback: true},
-			domain.NewEvent(domain.EventCancelled, domain.Cancelled{Reason: reason}, md))
+		return s.appendTx(ctx, tx, l, fx, evs...)
 	})
 	if err != nil {
 		return nil, err

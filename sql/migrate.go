@@ -2,7 +2,10 @@ package sql
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -27,10 +30,51 @@ var (
 	qRecordMigration       = queries.Must("RecordMigration")
 	qSchemaVersion         = queries.Must("SchemaVersion")
 	qMigrationsTableExists = queries.Must("MigrationsTableExists")
+	qCreateViewsTable      = queries.Must("CreateViewsTable")
+	qViewsApplied          = queries.Must("ViewsApplied")
+	qRecordViews           = queries.Must("RecordViews")
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
+
+//go:embed views/*.sql
+var viewFiles embed.FS
+
+// View is one embedded file of sql/views: the present definition of one
+// view or function (CREATE OR REPLACE), applied after the migrations.
+type View struct {
+	Name string
+	SQL  string
+}
+
+// Views returns the embedded views and functions in the order they are
+// applied (their files' names: a function before the views that call it).
+func Views() []View {
+	entries, err := fs.ReadDir(viewFiles, "views")
+	if err != nil {
+		panic(err)
+	}
+	var out []View
+	for _, e := range entries {
+		body, err := viewFiles.ReadFile(path.Join("views", e.Name()))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, View{Name: strings.TrimSuffix(e.Name(), ".sql"), SQL: string(body)})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	return out
+}
+
+// ViewsHash identifies the embedded views: a hash of their files.
+func ViewsHash() string {
+	h := sha256.New()
+	for _, v := range Views() {
+		fmt.Fprintf(h, "%s\n%s\n", v.Name, v.SQL)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
 
 // migrateLockKey is the advisory lock that serialises migrations across
 // processes: the bytes of "agntrch1".
@@ -113,6 +157,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		}
 		logger.Info("migration applied", "version", m.Version, "name", m.Name)
 	}
+	if err := applyViews(ctx, conn.Conn(), logger); err != nil {
+		return err
+	}
 
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
 	if err != nil {
@@ -122,6 +169,42 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fmt.Errorf("migrate: river: %w", err)
 	}
+	return nil
+}
+
+// applyViews re-applies the views and functions of sql/views after the
+// migrations, in one transaction, when they differ from those applied. A
+// binary older than the one that applied them (a lower newest migration,
+// during a rolling upgrade) leaves them as they are. A migration that
+// changes a view's columns drops it first; this puts it back.
+func applyViews(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) error {
+	if _, err := conn.Exec(ctx, qCreateViewsTable); err != nil {
+		return fmt.Errorf("migrate: create views table: %w", err)
+	}
+	hash, latest := ViewsHash(), LatestVersion()
+	var applied string
+	var by int
+	err := conn.QueryRow(ctx, qViewsApplied).Scan(&applied, &by)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return fmt.Errorf("migrate: read views applied: %w", err)
+	case applied == hash || by > latest:
+		return nil
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, v := range Views() {
+			if _, err := tx.Exec(ctx, v.SQL); err != nil {
+				return fmt.Errorf("%s: %w", v.Name, err)
+			}
+		}
+		_, err := tx.Exec(ctx, qRecordViews, hash, latest)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: apply views: %w", err)
+	}
+	logger.Info("views applied", "views", len(Views()), "hash", hash[:12])
 	return nil
 }
 

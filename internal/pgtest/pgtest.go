@@ -54,6 +54,7 @@ func templateName() string {
 	for _, m := range arsql.Migrations() {
 		fmt.Fprintf(h, "%d %s\n%s\n", m.Version, m.Name, m.SQL)
 	}
+	fmt.Fprintf(h, "views %s\n", arsql.ViewsHash())
 	return "agentreach_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
 }
 

@@ -27,3 +27,21 @@ SELECT coalesce(max(version), 0) FROM agentreach_migrations;
 -- name: MigrationsTableExists
 -- Whether any migration was ever applied (the bookkeeping table exists).
 SELECT to_regclass('agentreach_migrations') IS NOT NULL;
+
+-- name: CreateViewsTable
+-- The one row saying which views and functions (sql/views) are applied: the
+-- hash of their files and the newest migration of the binary that applied them.
+CREATE TABLE IF NOT EXISTS agentreach_views (
+    id         boolean     PRIMARY KEY DEFAULT true CHECK (id),
+    hash       text        NOT NULL,
+    migration  integer     NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now());
+
+-- name: ViewsApplied
+-- The hash and migration of the views applied (no row: none yet).
+SELECT hash, migration FROM agentreach_views;
+
+-- name: RecordViews
+-- Records the views applied: their hash $1, by a binary whose newest migration is $2.
+INSERT INTO agentreach_views (hash, migration) VALUES ($1, $2)
+ON CONFLICT (id) DO UPDATE SET hash = $1, migration = $2, applied_at = now();

@@ -51,20 +51,31 @@ type View struct {
 // Views returns the embedded views and functions in the order they are
 // applied (their files' names: a function before the views that call it).
 func Views() []View {
-	entries, err := fs.ReadDir(viewFiles, "views")
+	var out []View
+	for _, f := range embedded(viewFiles, "views") {
+		out = append(out, View{Name: strings.TrimSuffix(f.name, ".sql"), SQL: f.body})
+	}
+	return out
+}
+
+type embeddedFile struct{ name, body string }
+
+// embedded are the files of dir in fsys, in the order of their names; an
+// unreadable one is a build mistake and panics.
+func embedded(fsys embed.FS, dir string) []embeddedFile {
+	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		panic(err)
 	}
-	var out []View
-	for _, e := range entries {
-		body, err := viewFiles.ReadFile(path.Join("views", e.Name()))
+	out := make([]embeddedFile, len(entries))
+	for i, e := range entries {
+		body, err := fsys.ReadFile(path.Join(dir, e.Name()))
 		if err != nil {
 			panic(err)
 		}
-		out = append(out, View{Name: strings.TrimSuffix(e.Name(), ".sql"), SQL: string(body)})
+		out[i] = embeddedFile{name: e.Name(), body: string(body)}
 	}
-	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
-	return out
+	return out // fs.ReadDir sorts by name
 }
 
 // ViewsHash identifies the embedded views: a hash of their files.
@@ -90,22 +101,14 @@ type Migration struct {
 // Migrations returns the embedded migrations in order. Files are named
 // NNNN_name.sql; a malformed name is a build mistake and panics.
 func Migrations() []Migration {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		panic(err)
-	}
 	var out []Migration
-	for _, e := range entries {
-		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+	for _, f := range embedded(migrationFiles, "migrations") {
+		num, name, ok := strings.Cut(strings.TrimSuffix(f.name, ".sql"), "_")
 		v, err := strconv.Atoi(num)
 		if !ok || err != nil {
-			panic("sql: migration file name must be NNNN_name.sql: " + e.Name())
+			panic("sql: migration file name must be NNNN_name.sql: " + f.name)
 		}
-		body, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			panic(err)
-		}
-		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+		out = append(out, Migration{Version: v, Name: name, SQL: f.body})
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].Version < out[k].Version })
 	return out

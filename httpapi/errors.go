@@ -135,8 +135,11 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}
 	case errors.As(err, &kindErr):
 		e := &Error{Code: Code(kindErr.Code), Field: kindErr.Field, Message: err.Error()}
-		if e.Code == "" {
-			e.Code = codeOf(kindErr.Kind)
+		if statusOf[e.Code] == 0 {
+			e.Code = codeOf(kindErr.Kind) // no code of its own (or one the table lacks): its kind's
+		}
+		if e.Code == CodeInternal {
+			break // of none of the table's kinds: internal, its text for the log only
 		}
 		if kindErr.Public != "" {
 			e.Message = kindErr.Public

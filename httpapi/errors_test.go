@@ -76,6 +76,13 @@ func TestErrorKinds(t *testing.T) {
 	e = toAPIError(wrap(registry.ErrAmbiguous))
 	require.Equal(t, "namespace", e.Field)
 	require.Contains(t, e.Message, "?namespace=")
+	// A kind error of no kind of the table is internal, its text not
+	// shown; one whose code the table lacks is its kind's.
+	e = toAPIError(wrap(&domain.KindError{Kind: errors.New("no kind of ours"), Message: "names table t_secret"}))
+	require.Equal(t, CodeInternal, e.Code)
+	require.Equal(t, "internal error", e.Message)
+	e = toAPIError(wrap(&domain.KindError{Kind: domain.ErrConflict, Code: "no_such_code", Message: "m"}))
+	require.Equal(t, CodeConflict, e.Code)
 	// One row a code, each with a status and a JSON-RPC code.
 	seen := map[Code]bool{}
 	for _, c := range codes {

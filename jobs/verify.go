@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -31,13 +32,16 @@ func (r *VerifyReport) violate(format string, args ...any) {
 	}
 }
 
+// settleWithin bounds how long Verify waits for the projections to catch
+// up with the log.
+const settleWithin = 2 * time.Minute
+
 // Verify checks the invariants of every job in the log: each is terminal;
 // each stream folds by the state machine with gap-free versions; no job
 // has two successes; DEAD_LETTER comes only after max_attempts; every
 // terminal job with a callback_url had its callback acknowledged; and every
-// projection, caught up, equals a rebuild from position 0 (which it then
-// is). Run it
-// when the service is quiet.
+// projection, caught up (within settleWithin), equals a rebuild from
+// position 0 (which it then is). Run it when the service is quiet.
 func Verify(ctx context.Context, store *eventstore.Store, projector *eventstore.Projector, tables map[string][]string) (VerifyReport, error) {
 	rep := VerifyReport{Statuses: map[domain.JobStatus]int{}}
 	var (
@@ -101,8 +105,11 @@ func Verify(ctx context.Context, store *eventstore.Store, projector *eventstore.
 	// A read model is compared with its rebuild at the same place in the
 	// log: a service stopped before its projector folded the last events
 	// (a sweep's alert at shutdown) left it behind, which is no violation.
-	if err := projector.Settle(ctx); err != nil {
-		return rep, fmt.Errorf("verify: catch up projections: %w", err)
+	sctx, cancel := context.WithTimeout(ctx, settleWithin)
+	err = projector.Settle(sctx)
+	cancel()
+	if err != nil {
+		return rep, fmt.Errorf("verify: catch up projections (within %s; a transaction left open anywhere on the server holds the log back): %w", settleWithin, err)
 	}
 	for _, proj := range projector.Projections() {
 		before, err := dumpTables(ctx, store, tables[proj.Name()])

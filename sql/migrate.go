@@ -178,8 +178,13 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 // applyViews re-applies the views and functions of sql/views after the
 // migrations, in one transaction, when they differ from those applied. A
 // binary older than the one that applied them (a lower newest migration,
-// during a rolling upgrade) leaves them as they are. A migration that
-// changes a view's columns drops it first; this puts it back.
+// during a rolling upgrade) leaves them as they are; a newer one applies
+// its own even when the files are unchanged, since one of its migrations
+// may have dropped a view (to change its columns): this puts it back. A
+// binary of the same migrations but other views (a views-only change, or
+// its rollback) applies its own, and when PostgreSQL refuses (a view
+// would lose columns) it says so and leaves the views as they are rather
+// than refuse to start.
 func applyViews(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) error {
 	if _, err := conn.Exec(ctx, qCreateViewsTable); err != nil {
 		return fmt.Errorf("migrate: create views table: %w", err)
@@ -192,9 +197,10 @@ func applyViews(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) error 
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("migrate: read views applied: %w", err)
-	case applied == hash || by > latest:
+	case by > latest || (by == latest && applied == hash):
 		return nil
 	}
+	peer := err == nil && by == latest // the same migrations, other views
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, v := range Views() {
 			if _, err := tx.Exec(ctx, v.SQL); err != nil {
@@ -204,6 +210,10 @@ func applyViews(ctx context.Context, conn *pgx.Conn, logger *slog.Logger) error 
 		_, err := tx.Exec(ctx, qRecordViews, hash, latest)
 		return err
 	})
+	if err != nil && peer && ctx.Err() == nil {
+		logger.Warn("views of another build of the same migrations are applied, and these cannot replace them; left as they are", "err", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("migrate: apply views: %w", err)
 	}

@@ -44,6 +44,25 @@ func TestViewsReapplied(t *testing.T) {
 	hash, _ = applied()
 	require.Equal(t, arsql.ViewsHash(), hash)
 
+	// A binary with newer migrations applies its views even when the files
+	// are the same: one of its migrations may have dropped a view.
+	_, err = pool.Exec(ctx, `DROP VIEW reach_recovery; UPDATE agentreach_views SET migration = migration - 1`)
+	require.NoError(t, err)
+	require.NoError(t, arsql.Migrate(ctx, pool, logger))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM reach_recovery`).Scan(&n))
+	_, by = applied()
+	require.Equal(t, arsql.LatestVersion(), by)
+
+	// Another build of the same migrations whose views these cannot
+	// replace: a warning, the views left as they are, and the start goes on.
+	_, err = pool.Exec(ctx, `DROP VIEW reach_recovery; CREATE VIEW reach_recovery AS SELECT 1 AS other_column;
+		UPDATE agentreach_views SET hash = 'same migrations, other views'`)
+	require.NoError(t, err)
+	require.NoError(t, arsql.Migrate(ctx, pool, logger))
+	hash, _ = applied()
+	require.Equal(t, "same migrations, other views", hash)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT other_column FROM reach_recovery`).Scan(&n))
+
 	// Views a newer binary applied stay as they are.
 	_, err = pool.Exec(ctx, `UPDATE agentreach_views SET hash = 'newer', migration = migration + 1`)
 	require.NoError(t, err)

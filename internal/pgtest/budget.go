@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -52,7 +53,12 @@ type options struct{ conns int }
 // test that runs several service processes on its database.
 func Conns(n int) Option { return func(o *options) { o.conns = n } }
 
-var reservationSeq atomic.Int64
+var (
+	reservationSeq atomic.Int64
+	// heldBy is what each running test of this binary holds.
+	heldMu sync.Mutex
+	heldBy = map[testing.TB]int{}
+)
 
 // Reserve holds n of the suite's connections on the test server until t
 // ends, waiting while other tests hold too many. n above the budget is
@@ -73,6 +79,24 @@ var suiteBudget = budget{path: budgetPath(), size: Budget}
 func (bg budget) reserve(t testing.TB, n int) {
 	t.Helper()
 	n = min(max(n, 1), bg.size())
+	// A test that reserves again while it holds would wait on itself for
+	// ever once the two exceed the budget: it fails at once instead.
+	heldMu.Lock()
+	mine := heldBy[t] + n
+	if mine <= bg.size() {
+		heldBy[t] = mine
+	}
+	heldMu.Unlock()
+	if mine > bg.size() {
+		t.Fatalf("pgtest: this test reserves %d connections in all, more than the suite's budget of %d", mine, bg.size())
+	}
+	t.Cleanup(func() {
+		heldMu.Lock()
+		if heldBy[t] -= n; heldBy[t] == 0 {
+			delete(heldBy, t)
+		}
+		heldMu.Unlock()
+	})
 	token := fmt.Sprintf("%d-%d", os.Getpid(), reservationSeq.Add(1))
 	start, told := time.Now(), false
 	for {

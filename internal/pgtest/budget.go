@@ -145,8 +145,9 @@ type reservation struct {
 	conns int
 }
 
-// startTime is pid's start time as /proc tells it, or "-" where there is
-// no /proc.
+// startTime is pid's start time as /proc tells it ("-" where there is no
+// /proc), and "zombie" for a process that has exited but not been reaped:
+// it holds no connection.
 func startTime(pid int) string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -155,6 +156,9 @@ func startTime(pid int) string {
 	// The command name, in parentheses, may hold spaces: count fields after it.
 	if i := bytes.LastIndexByte(b, ')'); i >= 0 {
 		if f := bytes.Fields(b[i+1:]); len(f) > 19 {
+			if string(f[0]) == "Z" || string(f[0]) == "X" {
+				return "zombie"
+			}
 			return string(f[19]) // field 22 of the whole line: starttime
 		}
 	}

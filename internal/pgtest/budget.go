@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,15 +168,9 @@ func startTime(pid int) string {
 
 // budgetPath is the reservations file, one per test server.
 func budgetPath() string {
-	return filepath.Join(os.TempDir(), "agentreach-pgtest-"+fmt.Sprintf("%x", hashString(AdminURL()))+".conns")
-}
-
-func hashString(s string) uint32 {
-	h := uint32(2166136261)
-	for i := range len(s) {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return h
+	h := fnv.New32a()
+	h.Write([]byte(AdminURL()))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("agentreach-pgtest-%x.conns", h.Sum32()))
 }
 
 // change runs change on the live reservations under an exclusive lock

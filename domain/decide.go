@@ -396,17 +396,17 @@ func NewRouted(attempt int, route RouteResult, md Metadata) Event {
 }
 
 // Approval decides an approver's answer for j: APPROVED (the job is then
-// dispatched: dispatch) or REJECTED (terminal: the timer is cleared and
+// dispatched: its first attempt queued) or REJECTED (terminal: the timer is cleared and
 // the caller called back). A job that does not await approval is of the
 // kind ErrConflict.
-func Approval(j *Job, approve bool, reason string, md Metadata) (evs []Event, fx Effects, dispatch bool, err error) {
+func Approval(j *Job, approve bool, reason string, md Metadata) (evs []Event, fx Effects, err error) {
 	if j.Status != StatusAwaitingApproval {
-		return nil, Effects{}, false, NewError(ErrConflict, "the job is "+string(j.Status)+", not awaiting approval")
+		return nil, Effects{}, NewError(ErrConflict, "the job is "+string(j.Status)+", not awaiting approval")
 	}
 	if approve {
-		return []Event{NewEvent(EventApproved, Decided{Reason: reason}, md)}, Effects{}, true, nil
+		return []Event{NewEvent(EventApproved, Decided{Reason: reason}, md)}, Effects{Queue: &QueuedAttempt{Attempt: 1}}, nil
 	}
-	return []Event{NewEvent(EventRejected, Decided{Reason: reason}, md)}, Effects{ClearTimer: true, Callback: true}, false, nil
+	return []Event{NewEvent(EventRejected, Decided{Reason: reason}, md)}, Effects{ClearTimer: true, Callback: true}, nil
 }
 
 // Cancel decides a cancel of j by md.Actor: CANCELLED (its reason, or who

@@ -438,17 +438,17 @@ func TestApprovalAndCancel(t *testing.T) {
 		require.NoError(t, err)
 		return &j
 	}
-	evs, fx, dispatch, err := Approval(awaiting(), true, "ok", Metadata{})
+	evs, fx, err := Approval(awaiting(), true, "ok", Metadata{})
 	require.NoError(t, err)
 	require.Equal(t, []EventType{EventApproved}, types(evs))
-	require.True(t, dispatch)
+	require.Equal(t, &QueuedAttempt{Attempt: 1}, fx.Queue, "an approved job's first attempt is queued")
 	require.False(t, fx.Callback)
-	evs, fx, dispatch, err = Approval(awaiting(), false, "no", Metadata{})
+	evs, fx, err = Approval(awaiting(), false, "no", Metadata{})
 	require.NoError(t, err)
 	require.Equal(t, []EventType{EventRejected}, types(evs))
-	require.False(t, dispatch)
+	require.Nil(t, fx.Queue)
 	require.True(t, fx.Callback && fx.ClearTimer)
-	_, _, _, err = Approval(routedJob(t, 1, 1, false), true, "", Metadata{})
+	_, _, err = Approval(routedJob(t, 1, 1, false), true, "", Metadata{})
 	require.ErrorIs(t, err, ErrConflict, "a job that does not await approval")
 
 	evs, fx, err = Cancel(routedJob(t, 1, 1, false), "", Metadata{Actor: "key:k1"})

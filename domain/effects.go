@@ -5,7 +5,7 @@ import "time"
 // Effects are the writes that go with a decision's events, in the same
 // transaction: the attempt's timer, the agent's attempt sample, the next
 // attempt's dispatch, the caller's callback and an A2A poll. A decision
-// returns them beside its events; jobs applies both.
+// returns them beside its events; jobs' unit of work writes both.
 type Effects struct {
 	Timer      *Timer
 	ClearTimer bool
@@ -13,8 +13,22 @@ type Effects struct {
 	Dispatch   *NextDispatch
 	// Callback queues the caller's callback if the events end the job.
 	Callback bool
+	// RequeueCallback queues the caller's callback of a job that has
+	// ended, whatever the events (a callback whose sender died).
+	RequeueCallback bool
 	// Poll starts polling an A2A agent for this attempt's task.
 	Poll int
+	// Queue hands an attempt to River's dispatch queue now, watched by
+	// the queued timer.
+	Queue *QueuedAttempt
+}
+
+// QueuedAttempt is an attempt handed to River's dispatch queue.
+type QueuedAttempt struct {
+	Attempt int
+	// WaitingSince is when the attempt began waiting for a routable agent
+	// (zero: it is not waiting).
+	WaitingSince time.Time
 }
 
 // Timer is a job's one timer: what it waits for (Phase) and when it is due.

@@ -33,6 +33,8 @@ var ErrConflict error = &domain.KindError{Kind: domain.ErrConflict, Message: "st
 type ConflictError struct {
 	Stream   string
 	Expected int
+	// Stale are the appends of an AppendAll that conflicted, by index.
+	Stale []int
 }
 
 func (e *ConflictError) Error() string {
@@ -175,7 +177,7 @@ ORDER BY u.ord
 ON CONFLICT ON CONSTRAINT events_stream_version_key DO NOTHING
 RETURNING stream_id, version`
 
-// StreamAppend is one stream's share of QueueAppends: evs at the version
+// StreamAppend is one stream's share of AppendAll: evs at the version
 // Expected (NoStream or a version the caller read).
 type StreamAppend struct {
 	Stream   string
@@ -183,20 +185,103 @@ type StreamAppend struct {
 	Events   []domain.Event
 }
 
-// QueueAppends queues on b, as one statement, the appends of many streams
-// at the versions they name. When b's results are read, appends whose expected
-// version is stale or never reached (or that follow another append to the
-// same stream at the same version) are reported in stale, by index, and
-// make the statement's result a *ConflictError naming the first: some of
-// the others may be written, so the caller rolls its transaction back,
-// and runs it again without them.
-func (s *Store) QueueAppends(b *pgx.Batch, appends []StreamAppend, stale *[]int) error {
+// Statement is a statement of the caller's that AppendAll sends in the
+// round trip of its appends: a lock taken before them, the rows of their
+// effects after them. Whatever rows it returns are dropped.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// StatementError says which statement of an AppendAll failed: before's
+// first is 0, the appends' statement is len(before), after's first is
+// len(before)+1.
+type StatementError struct {
+	Index int
+	Err   error
+}
+
+func (e *StatementError) Error() string { return fmt.Sprintf("statement %d: %v", e.Index, e.Err) }
+
+// Unwrap gives the driver's error.
+func (e *StatementError) Unwrap() error { return e.Err }
+
+// AppendAll sends on tx, in one round trip, the statements before, the
+// appends of many streams at the versions they name (one statement), and
+// the statements after. Appends whose expected version is stale or never
+// reached (or that follow another append to the same stream at the same
+// version) make it answer a *ConflictError naming the first, with Stale
+// listing them all by index: some of the others may be written, so the
+// caller rolls its transaction back and runs it again without them. A
+// statement that fails answers a *StatementError. The events are visible
+// to others once tx commits; call Committed after that.
+func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, appends []StreamAppend, after []Statement) error {
+	b := &pgx.Batch{}
+	for _, st := range before {
+		b.Queue(st.SQL, st.Args...)
+	}
+	var stale []int
+	if err := queueAppends(b, appends, &stale); err != nil {
+		return err
+	}
+	appendsAt := len(before)
+	if len(b.QueuedQueries) == len(before) {
+		appendsAt = -1 // no events: after follows before
+	}
+	for _, st := range after {
+		b.Queue(st.SQL, st.Args...)
+	}
+	if len(b.QueuedQueries) == 0 {
+		return nil
+	}
+	failed := -1
+	for i, qq := range b.QueuedQueries {
+		fn := qq.Fn
+		qq.Fn = func(br pgx.BatchResults) error {
+			var err error
+			if fn != nil {
+				err = fn(br)
+			} else {
+				_, err = br.Exec()
+			}
+			if err != nil && failed < 0 {
+				failed = i
+			}
+			return err
+		}
+	}
+	err := tx.SendBatch(ctx, b).Close()
+	switch {
+	case err == nil:
+		return nil
+	case failed == appendsAt && len(stale) > 0:
+		a := appends[stale[0]]
+		return &ConflictError{Stream: a.Stream, Expected: a.Expected, Stale: stale}
+	case failed == appendsAt && errors.Is(err, ErrConflict):
+		return err
+	case failed < 0:
+		return err // not a statement's: the connection's
+	}
+	index := failed
+	if appendsAt < 0 && failed >= len(before) {
+		index++ // after's statements keep their places
+	}
+	return &StatementError{Index: index, Err: err}
+}
+
+// queueAppends queues on b, as one statement, the appends of many streams
+// at the versions they name; reading its result fills stale (AppendAll).
+// When every append creates its stream, the statement is a plain insert,
+// and a stream that exists fails it with a *ConflictError naming none.
+func queueAppends(b *pgx.Batch, appends []StreamAppend, stale *[]int) error {
 	var streams, types, datas, metas []string
 	var bases, versions []int32
+	fresh := true
 	for _, a := range appends {
 		if a.Expected < 0 {
-			return fmt.Errorf("append to stream %s: a queued append needs the expected version", a.Stream)
+			return fmt.Errorf("append to stream %s: AppendAll needs the expected version", a.Stream)
 		}
+		fresh = fresh && a.Expected == NoStream
 		t, d, m, err := encode(a.Stream, a.Events)
 		if err != nil {
 			return err
@@ -207,6 +292,15 @@ func (s *Store) QueueAppends(b *pgx.Batch, appends []StreamAppend, stale *[]int)
 		types, datas, metas = append(types, t...), append(datas, d...), append(metas, m...)
 	}
 	if len(streams) == 0 {
+		return nil
+	}
+	if fresh {
+		b.Queue(appendNewSQL, streams, versions, types, datas, metas).Fn = func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return translate(streams[0], NoStream, err)
+			}
+			return nil
+		}
 		return nil
 	}
 	b.Queue(appendsSQL, streams, bases, versions, types, datas, metas).Fn = func(br pgx.BatchResults) error {
@@ -234,13 +328,17 @@ func (s *Store) QueueAppends(b *pgx.Batch, appends []StreamAppend, stale *[]int)
 			}
 		}
 		if len(*stale) > 0 {
-			a := appends[(*stale)[0]]
-			return &ConflictError{Stream: a.Stream, Expected: a.Expected}
+			return ErrConflict
 		}
 		return nil
 	}
 	return nil
 }
+
+// appendNewSQL creates streams, each with its events from version 1, in
+// one statement: group commit's submits.
+const appendNewSQL = `INSERT INTO events (stream_id, version, type, data, metadata)
+SELECT id, v, t, d::jsonb, m::jsonb FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]) AS u(id, v, t, d, m)`
 
 // translate maps driver errors to the store's kinds, by SQLSTATE and
 // constraint name, never by message text.
@@ -340,45 +438,4 @@ func (s *Store) ReadStream(ctx context.Context, q Querier, stream string) ([]Rec
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
 	return recs, nil
-}
-
-// NewStream is a stream to create with its first events.
-type NewStream struct {
-	Stream string
-	Events []domain.Event
-}
-
-// QueueAppendNew queues on b the creation of many streams in one
-// statement, each with its events from version 1: the bulk path of group
-// commit. A stream that already exists fails the statement with a
-// *ConflictError (roll the transaction back).
-func (s *Store) QueueAppendNew(b *pgx.Batch, streams []NewStream) error {
-	var ids, types, datas, metas []string
-	var versions []int32
-	for _, st := range streams {
-		for i, e := range st.Events {
-			md, err := json.Marshal(e.Metadata)
-			if err != nil {
-				return fmt.Errorf("append to stream %s: encode metadata: %w", st.Stream, err)
-			}
-			data := string(e.Data)
-			if data == "" {
-				data = "{}"
-			}
-			ids, versions, types = append(ids, st.Stream), append(versions, int32(i+1)), append(types, string(e.Type))
-			datas, metas = append(datas, data), append(metas, string(md))
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	b.Queue(`INSERT INTO events (stream_id, version, type, data, metadata)
-		SELECT id, v, t, d::jsonb, m::jsonb FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]) AS u(id, v, t, d, m)`,
-		ids, versions, types, datas, metas).Fn = func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil {
-			return translate(ids[0], NoStream, err)
-		}
-		return nil
-	}
-	return nil
 }

@@ -71,21 +71,23 @@ func TestAppendAndReadStream(t *testing.T) {
 // TestConcurrentAppendsToOneStream races 50 writers for each version of one
 // stream: each version is won exactly once, versions are gap-free, and every
 // loser gets the conflict error.
-// Queued appends write each stream at the version they name, many streams
-// in one statement; any other version (behind the stream's end, past it, no
+// AppendAll writes each stream at the version it names, many streams in
+// one statement; any other version (behind the stream's end, past it, no
 // stream for one that exists, or a second append at one version) is
-// reported by index as a conflict, and the transaction writes nothing.
-func TestQueueAppends(t *testing.T) {
+// reported by index as a conflict, and the transaction writes nothing. The
+// caller's statements run before and after the appends, in order, and one
+// that fails is named by its place.
+func TestAppendAll(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
 	send := func(appends ...eventstore.StreamAppend) ([]int, error) {
 		var stale []int
 		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-			b := &pgx.Batch{}
-			if err := s.QueueAppends(b, appends, &stale); err != nil {
-				return err
+			err := s.AppendAll(ctx, tx, nil, appends, nil)
+			if ce := (*eventstore.ConflictError)(nil); errors.As(err, &ce) {
+				stale = ce.Stale
 			}
-			return tx.SendBatch(ctx, b).Close()
+			return err
 		})
 		return stale, err
 	}
@@ -95,6 +97,8 @@ func TestQueueAppends(t *testing.T) {
 	stale, err := send(at("job:q", eventstore.NoStream, ev("A", 1), ev("B", 2)), at("job:r", eventstore.NoStream, ev("A", 1)))
 	require.NoError(t, err)
 	require.Empty(t, stale)
+	_, err = send(at("job:q", eventstore.NoStream, ev("A", 1)))
+	require.ErrorIs(t, err, eventstore.ErrConflict, "a stream created twice")
 	_, err = send(at("job:q", 2, ev("C", 3)), at("job:r", 1, ev("B", 2), ev("C", 3)))
 	require.NoError(t, err)
 	for _, expected := range []int{1, 2, 7, eventstore.NoStream} {
@@ -102,7 +106,7 @@ func TestQueueAppends(t *testing.T) {
 		require.ErrorIs(t, err, eventstore.ErrConflict, "expected %d", expected)
 		var ce *eventstore.ConflictError
 		require.ErrorAs(t, err, &ce)
-		require.Equal(t, eventstore.ConflictError{Stream: "job:q", Expected: expected}, *ce)
+		require.Equal(t, eventstore.ConflictError{Stream: "job:q", Expected: expected, Stale: []int{1}}, *ce)
 		require.Equal(t, []int{1}, stale, "only job:q's append is stale")
 	}
 	stale, err = send(at("job:q", 3, ev("D", 4)), at("job:q", 3, ev("E", 4)))
@@ -121,8 +125,44 @@ func TestQueueAppends(t *testing.T) {
 		}
 		require.Equal(t, want, types, "%s: nothing of a refused transaction", stream)
 	}
-	require.Error(t, s.QueueAppends(&pgx.Batch{}, []eventstore.StreamAppend{at("job:q", eventstore.Any, ev("Z", 0))}, &stale),
-		"a queued append names its version")
+	require.NoError(t, pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		require.Error(t, s.AppendAll(ctx, tx, nil, []eventstore.StreamAppend{at("job:q", eventstore.Any, ev("Z", 0))}, nil),
+			"an append names its version")
+		return nil
+	}))
+
+	// The caller's statements: before, in order, then the appends, then after.
+	_, err = s.Pool().Exec(ctx, `CREATE TABLE seen (n int)`)
+	require.NoError(t, err)
+	stmt := func(sql string, args ...any) eventstore.Statement { return eventstore.Statement{SQL: sql, Args: args} }
+	require.NoError(t, pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		return s.AppendAll(ctx, tx, []eventstore.Statement{stmt(`INSERT INTO seen VALUES ($1)`, 1)},
+			[]eventstore.StreamAppend{at("job:q", 3, ev("D", 4))},
+			[]eventstore.Statement{stmt(`INSERT INTO seen SELECT count(*) FROM events WHERE stream_id = $1`, "job:q")})
+	}))
+	var seen []int
+	rows, err := s.Pool().Query(ctx, `SELECT n FROM seen ORDER BY n`)
+	require.NoError(t, err)
+	seen, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 4}, seen, "after sees the appended events")
+	for _, c := range []struct {
+		before, after []eventstore.Statement
+		appends       []eventstore.StreamAppend
+		index         int
+	}{
+		{before: []eventstore.Statement{stmt(`SELECT 1`), stmt(`SELECT 1/0`)}, index: 1},
+		{after: []eventstore.Statement{stmt(`SELECT 1`), stmt(`SELECT 1/0`)}, appends: []eventstore.StreamAppend{at("job:q", 4, ev("E", 5))}, index: 2},
+		{before: []eventstore.Statement{stmt(`SELECT 1`)}, after: []eventstore.Statement{stmt(`SELECT 1/0`)}, index: 2}, // after's first is len(before)+1, events or not
+	} {
+		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error { return s.AppendAll(ctx, tx, c.before, c.appends, c.after) })
+		var se *eventstore.StatementError
+		require.ErrorAs(t, err, &se)
+		require.Equal(t, c.index, se.Index)
+	}
+	got, err := s.ReadStream(ctx, nil, "job:q")
+	require.NoError(t, err)
+	require.Len(t, got, 4, "a failed statement leaves no event")
 }
 
 func TestConcurrentAppendsToOneStream(t *testing.T) {

@@ -494,14 +494,6 @@ func (s *Service) cancelAtAgent(ctx context.Context, l *Loaded) {
 	}()
 }
 
-// enqueuePollTx starts polling attempt of job in tx.
-func (s *Service) enqueuePollTx(ctx context.Context, tx pgx.Tx, jobID string, attempt int) error {
-	if _, err := s.client.InsertTx(ctx, tx, A2APollArgs{JobID: jobID, Attempt: attempt}, nil); err != nil {
-		return fmt.Errorf("enqueue poll of attempt %d of job %s: %w", attempt, jobID, err)
-	}
-	return nil
-}
-
 // excluded are the agents the next attempt must avoid: the last one that
 // failed, and every one that refused the job.
 func excluded(l *Loaded) []string {

@@ -110,15 +110,16 @@ func (a *A2A) Submit(ctx context.Context, sub domain.Submitted, md domain.Metada
 		return "", err
 	}
 	sub.CallbackURL = s.a2aCallbackURL(sub.Namespace) // ours: not for the SSRF guard, never posted to
-	var res SubmitResult
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		if res, err = s.submitTx(ctx, tx, sub, md, nil); err != nil || res.Existing || push == nil {
-			return err
+	it := newBatchItem(ctx, sub, md)
+	it.with = func(ctx context.Context, tx pgx.Tx, jobID string) error {
+		if push == nil {
+			return nil
 		}
-		return insertPushConfig(ctx, tx, res.JobID, *push)
-	})
-	return res.JobID, err
+		return insertPushConfig(ctx, tx, jobID, *push)
+	}
+	s.commitSubmits(ctx, []*batchItem{it})
+	r := <-it.done
+	return r.res.JobID, r.err
 }
 
 // checkPushConfig refuses a push config Agent-Reach could not deliver to:

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -133,14 +132,11 @@ func (s *Service) decideApproval(ctx context.Context, id string, approve bool, r
 		if err != nil {
 			return err
 		}
-		evs, fx, dispatch, err := domain.Approval(&l.Job, approve, reason, md)
+		evs, fx, err := domain.Approval(&l.Job, approve, reason, md)
 		if err != nil {
 			return fmt.Errorf("job %s: %v: %w", id, err, ErrConflict) //nolint:errorlint // the kind is ErrConflict's
 		}
-		if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil || !dispatch {
-			return err
-		}
-		return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority, time.Time{})
+		return s.appendTx(ctx, tx, l, fx, evs...)
 	})
 	if err != nil {
 		return nil, err

@@ -88,7 +88,9 @@ func (s *Service) sendCallbackNow(ctx context.Context, l *Loaded, cause string) 
 // evs (what came of an attempt, if any): River sends it and retries it.
 // Should that fail, the callback timer brings it back after the grace.
 func (s *Service) callbackByRiver(ctx context.Context, l *Loaded, evs []domain.Event) {
-	err := s.writeUnlessAcked(ctx, l, func(l *Loaded) *write { return &write{l: l, evs: evs, callbackByRiver: true} })
+	err := s.writeUnlessAcked(ctx, l, func(l *Loaded) *write {
+		return &write{l: l, evs: evs, fx: domain.Effects{RequeueCallback: true}}
+	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.logger.WarnContext(ctx, "hand a callback to River (the callback timer brings it back)", "job_id", l.JobID, "err", err)
 	}

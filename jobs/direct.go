@@ -192,7 +192,7 @@ func (s *Service) handToRiver(ctx context.Context, id string) {
 		if l.Attempts != 0 || l.Status != domain.StatusSubmitted {
 			return nil
 		}
-		return s.enqueueDispatchTx(ctx, tx, id, 1, l.Priority, time.Time{})
+		return s.appendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: 1}})
 	})
 	if err != nil {
 		s.logger.WarnContext(ctx, "hand a direct dispatch to River; its timer will", "job_id", id, "err", err)

@@ -177,7 +177,8 @@ func (s *Service) holdBack(ctx context.Context, run dispatchRun, l *Loaded) erro
 // waitOn sets the attempt's retry timer t and completes the River job.
 func (s *Service) waitOn(ctx context.Context, run dispatchRun, l *Loaded, t domain.Timer) error {
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if err := s.setTimerTx(ctx, tx, l.JobID, t); err != nil {
+		held := *l // the fold goes on unchanged: a timer is no event
+		if err := s.appendTx(ctx, tx, &held, domain.Effects{Timer: &t}); err != nil {
 			return err
 		}
 		return run.completeTx(ctx, tx)

@@ -2,52 +2,49 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/riverqueue/river"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/eventstore"
-	"github.com/agentreach/agentreach/sql/queries"
-)
-
-var (
-	qInsertJobTimers = queries.Must("InsertJobTimers")
-	qTakeAgentSlots  = queries.Must("TakeAgentSlots")
 )
 
 // Group commit: concurrent submits share one transaction, so durable
 // submits per second are not bounded by the database's commits per second.
 // A submit is answered only after its transaction committed, so "202 means
-// committed" holds for every one of them.
-//
-// Submits with neither an Idempotency-Key nor a parent (the common case)
-// are written in bulk: one INSERT for all their events, one River
-// InsertMany, one INSERT for their timers. The others go one by one, each
-// in a savepoint, so that a conflict of one does not fail the batch. Should
-// the shared transaction fail all the same, its members are written again
-// one by one, so one submit never fails another.
+// committed" holds for every one of them. Each submit is a write of the
+// unit of work (write.go) that creates its job's stream, decided in the
+// transaction (prepareSubmits): its events, and its first attempt queued
+// in River, routed at once for a direct dispatcher (direct.go), or held
+// for approval. A submit with an Idempotency-Key or a parent first claims
+// its key and counts against its root in a savepoint of its own, so that
+// a conflict of one does not fail the others; should the transaction fail
+// on one member's data all the same, the unit of work leaves that member
+// out and commits the others. Without group commit a submit is a batch
+// of one.
 
 type batchItem struct {
 	ctx  context.Context
 	sub  domain.Submitted
 	md   domain.Metadata
 	done chan batchResult
+	// with, when set, writes what the caller adds to a new job in its
+	// transaction (an A2A submit's push config); such a job's first
+	// attempt goes through River.
+	with func(ctx context.Context, tx pgx.Tx, jobID string) error
+
+	res SubmitResult
+	// reserved: the submit holds a direct dispatcher (direct.go), which
+	// starts on direct once the transaction committed.
+	reserved bool
+	direct   directStart
 }
 
 type batchResult struct {
 	res SubmitResult
 	err error
-	// reserved: the submit holds a direct dispatcher (direct.go), which
-	// starts on direct once the transaction committed.
-	reserved bool
-	direct   directStart
 }
 
 type batcher struct {
@@ -82,7 +79,7 @@ func (s *Service) StartGroupCommit(ctx context.Context, window time.Duration, wo
 }
 
 func (b *batcher) submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
-	it := &batchItem{ctx: ctx, sub: sub, md: md, done: make(chan batchResult, 1)}
+	it := newBatchItem(ctx, sub, md)
 	select {
 	case b.items <- it:
 	case <-ctx.Done():
@@ -90,6 +87,10 @@ func (b *batcher) submit(ctx context.Context, sub domain.Submitted, md domain.Me
 	}
 	r := <-it.done // once taken, an item is always answered
 	return r.res, r.err
+}
+
+func newBatchItem(ctx context.Context, sub domain.Submitted, md domain.Metadata) *batchItem {
+	return &batchItem{ctx: ctx, sub: sub, md: md, done: make(chan batchResult, 1)}
 }
 
 func (b *batcher) run(ctx context.Context) {
@@ -121,225 +122,168 @@ func (b *batcher) run(ctx context.Context) {
 	}
 }
 
-func (b *batcher) commit(ctx context.Context, batch []*batchItem) {
-	s := b.s
-	results := make([]batchResult, len(batch))
-	err := s.groupTx(ctx, batch, results)
-	for i := range results {
-		if r := &results[i]; r.reserved {
-			if err == nil && r.err == nil && r.direct.l != nil {
-				s.startDirect(r.direct)
-			} else {
-				s.releaseDirect()
-			}
-			r.reserved, r.direct = false, directStart{}
-		}
-	}
-	if err != nil && len(batch) > 1 && memberFault(err) {
-		// One member's data failed the shared transaction (the edge
-		// refuses what it knows PostgreSQL cannot store, but a batch must
-		// never fail for another's sake): nothing of it committed, so each
-		// member is written again alone, within a bound, and only an
-		// offender fails. An outage is not retried member by member. The
-		// members are written beside the worker, which goes on with the
-		// submits that wait (with one worker, they would wait for all).
-		go func() {
-			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			for _, it := range batch {
-				b.commit(rctx, []*batchItem{it})
-			}
-		}()
-		return
-	}
-	for i, it := range batch {
-		r := results[i]
-		if err != nil && r.err == nil {
-			r = batchResult{err: fmt.Errorf("submit (group commit of %d): %w", len(batch), err)}
-		}
-		it.done <- r
-	}
-}
+func (b *batcher) commit(ctx context.Context, batch []*batchItem) { b.s.commitSubmits(ctx, batch) }
 
-// groupTx writes batch in one transaction, a few round trips whatever its
-// size: BEGIN with the approval policies and the transaction's time; the
-// submissions with an Idempotency-Key or a parent, each in a savepoint;
-// River's inserts, if any; the plain submissions' events, timers and
-// slots; COMMIT.
-func (s *Service) groupTx(ctx context.Context, batch []*batchItem, results []batchResult) error {
+// commitSubmits writes batch in one transaction and answers each item.
+func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
+	ws := make([]*write, len(batch))
+	of := make(map[*write]*batchItem, len(batch))
 	namespaces := map[string]bool{}
-	for _, it := range batch {
+	for i, it := range batch {
+		ws[i] = &write{l: &Loaded{Job: domain.Job{Submitted: domain.Submitted{JobID: it.sub.JobID}}}}
+		of[ws[i]] = it
 		namespaces[it.sub.Namespace] = true
 	}
 	nsList := make([]string, 0, len(namespaces))
 	for ns := range namespaces {
 		nsList = append(nsList, ns)
 	}
-	first := &pgx.Batch{}
-	first.BeginTx(pgx.TxOptions{})
 	var patterns approvalPatterns
-	queueApprovalPatterns(first, nsList, &patterns)
-	var at time.Time
-	first.Queue(qTransactionTime).QueryRow(func(row pgx.Row) error { return row.Scan(&at) })
-	tx, _, err := sendBatch(ctx, s.pool, nil, first)
-	if tx != nil {
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
-	}
-	if err != nil {
-		return err
-	}
-	var bulk []int
+	s.commitWrites(ctx, ws, &txPrelude{
+		begin: func(b *pgx.Batch) { queueApprovalPatterns(b, nsList, &patterns) },
+		prepare: func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*write) error {
+			keys := map[[2]string]*batchItem{} // the keys this transaction claimed
+			for _, w := range ws {
+				it := of[w]
+				k := [2]string{it.sub.Namespace, it.sub.IdempotencyKey}
+				if first := keys[k]; first != nil && k[1] != "" {
+					// A retry of a submit in the same transaction: its job's
+					// events are not written yet, so it is answered here.
+					w.evs, w.fx, w.slot = nil, domain.Effects{}, nil
+					it.res, w.err = sameKey(first, it)
+					continue
+				}
+				s.prepareSubmit(ctx, tx, at, w, it, patterns)
+				if w.err == nil && !it.res.Existing && k[1] != "" {
+					keys[k] = it
+				}
+			}
+			return nil
+		},
+	})
 	for i, it := range batch {
-		if it.sub.IdempotencyKey == "" && it.sub.ParentJobID == "" {
-			bulk = append(bulk, i)
+		w := ws[i]
+		if it.reserved {
+			if w.err == nil && it.direct.l != nil {
+				s.startDirect(it.direct)
+			} else {
+				s.releaseDirect()
+			}
+			it.reserved, it.direct = false, directStart{}
+		}
+		if w.err != nil {
+			it.done <- batchResult{err: w.err}
 			continue
 		}
-		results[i] = s.submitInSavepoint(ctx, tx, it, patterns)
+		it.done <- batchResult{res: it.res}
 	}
-	if err := s.bulkSubmitTx(ctx, tx, batch, bulk, patterns, at, results); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return err
-	}
-	s.store.Committed()
-	return nil
 }
 
-// memberFault reports whether a shared transaction failed on data (SQLSTATE
-// class 22, data exception, or 23, integrity constraint), which one member
-// alone may have caused, rather than on the database itself.
-func memberFault(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23"))
+// sameKey answers a submit it whose Idempotency-Key the submit first
+// claimed in the same transaction, as claimKey would once first committed.
+func sameKey(first, it *batchItem) (SubmitResult, error) {
+	if string(requestHash(first.sub)) != string(requestHash(it.sub)) {
+		return SubmitResult{}, fmt.Errorf("Idempotency-Key %q was used for another request (job %s): %w",
+			it.sub.IdempotencyKey, first.res.JobID, ErrConflict)
+	}
+	res := first.res
+	res.Existing = true
+	return res, nil
 }
 
-// submitInSavepoint writes one submission in a savepoint: its own errors
-// (a reused key, the fan-out limit) stay its own.
-func (s *Service) submitInSavepoint(ctx context.Context, tx pgx.Tx, it *batchItem, patterns approvalPatterns) batchResult {
+// prepareSubmit decides the write w of the submission it in tx, begun at
+// at: its events (SUBMITTED, AWAITING_APPROVAL, and ROUTED when a direct
+// dispatcher routes it at once) and their effects. A submission whose
+// Idempotency-Key names an earlier job writes nothing; one refused fails
+// alone (w.err).
+func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *write, it *batchItem, patterns approvalPatterns) {
+	w.evs, w.fx, w.slot, it.direct = nil, domain.Effects{}, nil, directStart{}
+	sub := it.sub // a try of its own: the checks fill in its root
+	plain := sub.IdempotencyKey == "" && sub.ParentJobID == ""
+	if !plain {
+		existing, err := s.checkSubmit(ctx, tx, &sub)
+		if err != nil {
+			w.err = err
+			return
+		}
+		if existing != nil {
+			it.res = *existing
+			return
+		}
+	}
+	evs, res := s.submittedEvents(sub, it.md, patterns)
+	it.res, w.evs = res, evs
+	if it.with != nil {
+		if err := it.with(ctx, tx, sub.JobID); err != nil {
+			w.err = err
+			return
+		}
+		plain = false
+	}
+	switch {
+	case res.Status == domain.StatusAwaitingApproval:
+		w.fx.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)}
+	case plain && sub.Priority != domain.PriorityLow && (it.reserved || s.reserveDirect()): // low work waits in its own lane
+		it.reserved = true
+		if err := s.directStart(w, it, at); err != nil {
+			w.err = err
+			return
+		}
+	default:
+		w.fx.Queue = &domain.QueuedAttempt{Attempt: 1}
+	}
+	w.err = w.decide()
+}
+
+// checkSubmit claims sub's Idempotency-Key and counts sub against its
+// root's fan-out, in a savepoint of tx, so a reused key or a full root
+// fails this submission alone. It answers the job an earlier submit with
+// the same key created, if one did.
+func (s *Service) checkSubmit(ctx context.Context, tx pgx.Tx, sub *domain.Submitted) (*SubmitResult, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return batchResult{err: err}
+		return nil, err
 	}
-	res, err := s.submitTx(ctx, sp, it.sub, it.md, patterns)
-	if err != nil {
-		_ = sp.Rollback(ctx)
-		return batchResult{err: err}
+	defer func() { _ = sp.Rollback(ctx) }() // after Commit, a no-op
+	if sub.IdempotencyKey != "" {
+		existing, err := s.claimKey(ctx, sp, *sub, requestHash(*sub))
+		if err != nil || existing != nil {
+			return existing, err
+		}
 	}
-	if err := sp.Commit(ctx); err != nil {
-		return batchResult{err: err}
+	if sub.ParentJobID != "" {
+		if err := s.countDescendant(ctx, sp, sub); err != nil {
+			return nil, err
+		}
 	}
-	return batchResult{res: res}
+	return nil, sp.Commit(ctx)
 }
 
-// bulkSubmitTx writes the plain submissions batch[idx...] in tx (begun at
-// at) with a handful of statements in one round trip (two with River's
-// inserts), whatever their number. A submission that gets a direct
-// dispatcher has no River job (directStarts).
-func (s *Service) bulkSubmitTx(ctx context.Context, tx pgx.Tx, batch []*batchItem, idx []int, patterns approvalPatterns, at time.Time,
-	results []batchResult) error {
-	if len(idx) == 0 {
+// directStart readies the submission of w for its direct dispatcher, as
+// of its transaction's time at: the fold its dispatcher starts from and,
+// routed at once when it can be (routeAtSubmit), its ROUTED in the same
+// append as its SUBMITTED, with the routed timer and the agent's slot. One
+// that cannot be waits on the queued timer, naming no River job, for its
+// dispatcher to route it.
+func (s *Service) directStart(w *write, it *batchItem, at time.Time) error {
+	id := it.sub.JobID
+	l, err := submittedFold(id, w.evs, at)
+	if err != nil {
+		return err
+	}
+	it.direct = directStart{l: l}
+	routed, agent, deadline := s.routeAtSubmit(l)
+	if agent == nil {
+		w.fx.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter)}
 		return nil
 	}
-	streams := make([]eventstore.NewStream, 0, len(idx))
-	var params []river.InsertManyParams
-	var dispatched, direct []int
-	now := s.now()
-	var timers timerSet
-	for _, i := range idx {
-		it := batch[i]
-		evs, res := s.submittedEvents(it.sub, it.md, patterns)
-		streams = append(streams, eventstore.NewStream{Stream: domain.JobStream(it.sub.JobID), Events: evs})
-		results[i] = batchResult{res: res}
-		switch {
-		case res.Status == domain.StatusAwaitingApproval:
-			timers.set(it.sub.JobID, domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: now.Add(s.cfg.ApprovalTimeout)})
-		case it.sub.Priority != domain.PriorityLow && s.reserveDirect(): // low work waits in its own lane
-			results[i].reserved = true
-			direct = append(direct, len(streams)-1)
-		default:
-			params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: it.sub.JobID, Attempt: 1}, InsertOpts: dispatchOpts(it.sub.Priority)})
-			dispatched = append(dispatched, i)
-		}
-	}
-	var slots slotRows
-	if err := s.directStarts(idx, direct, streams, results, at, &timers, &slots); err != nil {
+	if err := l.applyNew(domain.JobStream(id), routed, at); err != nil {
 		return err
 	}
-	if len(params) > 0 {
-		inserted, err := s.client.InsertManyTx(ctx, tx, params)
-		if err != nil {
-			return fmt.Errorf("enqueue dispatches: %w", err)
-		}
-		if len(inserted) != len(dispatched) {
-			return errors.New("enqueue dispatches: River returned fewer jobs than inserted")
-		}
-		for k, i := range dispatched {
-			id := inserted[k].Job.ID
-			timers.set(batch[i].sub.JobID, domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: now.Add(s.cfg.LostAfter), RiverJobID: id})
-		}
-	}
-	b := &pgx.Batch{}
-	if err := s.store.QueueAppendNew(b, streams); err != nil {
-		return err
-	}
-	timers.queueNew(b)
-	slots.queue(b)
-	if _, _, err := sendBatch(ctx, s.pool, tx, b); err != nil {
-		return fmt.Errorf("write submissions: %w", err)
-	}
+	w.evs = append(w.evs, routed)
+	l.RoutedAt = at
+	it.direct.agent, it.direct.deadline = agent, deadline
+	w.fx.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter), AgentID: agent.AgentID}
+	w.slot = &slotClaim{agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, attempt: 1}
 	return nil
-}
-
-// directStarts readies the submissions streams[direct...] (of batch[idx[k]]
-// for streams[k]) for their direct dispatchers, as of tx's time: each gets
-// the fold its dispatcher starts from and, routed at once when it can be
-// (routeAtSubmit), its ROUTED in the same append as its SUBMITTED, with the
-// routed timer and the agent's slot; one that cannot be waits on the
-// queued timer for its dispatcher to route it.
-func (s *Service) directStarts(idx, direct []int, streams []eventstore.NewStream, results []batchResult, at time.Time,
-	timers *timerSet, slots *slotRows) error {
-	for _, k := range direct {
-		st := &streams[k]
-		r := &results[idx[k]]
-		id := r.res.JobID
-		l, err := submittedFold(id, st.Events, at)
-		if err != nil {
-			return err
-		}
-		r.direct = directStart{l: l}
-		routed, agent, deadline := s.routeAtSubmit(l)
-		if agent == nil {
-			timers.set(id, domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter)})
-			continue
-		}
-		if err := l.applyNew(st.Stream, routed, at); err != nil {
-			return err
-		}
-		st.Events = append(st.Events, routed)
-		l.RoutedAt = at
-		r.direct.agent, r.direct.deadline = agent, deadline
-		timers.set(id, domain.Timer{Attempt: 1, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter), AgentID: agent.AgentID})
-		slots.add(id, l.Namespace, agent.AgentID, 1)
-	}
-	return nil
-}
-
-// slotRows collects agent slots for one INSERT.
-type slotRows struct {
-	jobIDs, namespaces, agentIDs []string
-	attempts                     []int32
-}
-
-func (r *slotRows) add(jobID, namespace, agentID string, attempt int) {
-	r.jobIDs = append(r.jobIDs, jobID)
-	r.namespaces = append(r.namespaces, namespace)
-	r.agentIDs = append(r.agentIDs, agentID)
-	r.attempts = append(r.attempts, int32(attempt))
-}
-
-func (r *slotRows) queue(b *pgx.Batch) {
-	if len(r.jobIDs) > 0 {
-		b.Queue(qTakeAgentSlots, eventstore.UUIDs(r.jobIDs), r.namespaces, r.agentIDs, r.attempts)
-	}
 }

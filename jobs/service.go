@@ -322,8 +322,9 @@ type SubmitResult struct {
 }
 
 // Submit validates a job, dedupes it on its idempotency key, checks the
-// fan-out of its root, and appends SUBMITTED with the River dispatch job in
-// one transaction. When it returns without error the job is committed.
+// fan-out of its root, and appends SUBMITTED with its first attempt's
+// dispatch in one transaction (group commit's, shared with concurrent
+// submits). When it returns without error the job is committed.
 func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
 	if err := s.prepare(ctx, &sub); err != nil {
 		return SubmitResult{}, err
@@ -335,12 +336,11 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 	var err error
 	if s.batcher != nil {
 		res, err = s.batcher.submit(ctx, sub, md)
-	} else {
-		err = s.store.InTx(ctx, func(tx pgx.Tx) error {
-			var err error
-			res, err = s.submitTx(ctx, tx, sub, md, nil)
-			return err
-		})
+	} else { // a batch of one
+		it := newBatchItem(ctx, sub, md)
+		s.commitSubmits(ctx, []*batchItem{it})
+		r := <-it.done
+		res, err = r.res, r.err
 	}
 	if err != nil {
 		return SubmitResult{}, err
@@ -367,40 +367,6 @@ func (s *Service) prepare(ctx context.Context, sub *domain.Submitted) error {
 	}
 	sub.JobID = uuid.Must(uuid.NewV7()).String()
 	return nil
-}
-
-// submitTx writes one submission in tx: idempotency key, fan-out, the
-// SUBMITTED event (and AWAITING_APPROVAL), and the dispatch or approval
-// timer. patterns, if not nil, are the approval patterns already loaded.
-func (s *Service) submitTx(ctx context.Context, tx pgx.Tx, sub domain.Submitted, md domain.Metadata, patterns approvalPatterns) (SubmitResult, error) {
-	if sub.IdempotencyKey != "" {
-		existing, err := s.claimKey(ctx, tx, sub, requestHash(sub))
-		if err != nil || existing != nil {
-			if existing != nil {
-				return *existing, nil
-			}
-			return SubmitResult{}, err
-		}
-	}
-	if sub.ParentJobID != "" {
-		if err := s.countDescendant(ctx, tx, &sub); err != nil {
-			return SubmitResult{}, err
-		}
-	}
-	if patterns == nil {
-		var err error
-		if patterns, err = s.loadApprovalPatterns(ctx, tx, []string{sub.Namespace}); err != nil {
-			return SubmitResult{}, err
-		}
-	}
-	evs, res := s.submittedEvents(sub, md, patterns)
-	if _, err := s.store.AppendTx(ctx, tx, domain.JobStream(sub.JobID), eventstore.NoStream, evs...); err != nil {
-		return SubmitResult{}, err
-	}
-	if res.Status == domain.StatusAwaitingApproval {
-		return res, s.setTimerTx(ctx, tx, sub.JobID, domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)})
-	}
-	return res, s.enqueueDispatchTx(ctx, tx, sub.JobID, 1, sub.Priority, time.Time{})
 }
 
 // submittedEvents are the first events of a job's stream.

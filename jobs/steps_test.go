@@ -88,7 +88,8 @@ func TestRouteWaitIsCarriedFromTimerToDispatch(t *testing.T) {
 	require.NoError(t, s.DropDispatchBacklog(ctx)) // only the sweep's dispatch is left to see
 	since := time.Now().UTC().Add(-10 * time.Second).Truncate(time.Microsecond)
 	require.NoError(t, s.store.InTx(ctx, func(tx pgx.Tx) error {
-		return s.setTimerTx(ctx, tx, l.JobID, domain.Timer{Attempt: 1, Phase: domain.PhaseRetry, Due: time.Now().Add(-time.Second), WaitingSince: since})
+		return s.appendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Attempt: 1, Phase: domain.PhaseRetry,
+			Due: time.Now().Add(-time.Second), WaitingSince: since}})
 	}))
 	_, err := s.SweepDeadlines(ctx)
 	require.NoError(t, err)

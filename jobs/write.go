@@ -21,6 +21,7 @@ import (
 
 var (
 	qCountSlotsOfAgents = queries.Must("CountSlotsOfAgents")
+	qLockAgentSlots     = queries.Must("LockAgentSlots")
 	qLockJobTimers      = queries.Must("LockJobTimers")
 	qTransactionTime    = queries.Must("TransactionTime")
 
@@ -31,29 +32,38 @@ var (
 	qRecordAgentAttempts     = queries.Must("RecordAgentAttempts")
 )
 
-// Shared transactions on the dispatch side. A delivery's outcome, an
-// attempt's ROUTED (with the agent slot it takes) and a callback's
-// acknowledgement are each one job's write: events at the version of the
-// fold they were decided on and the writes of their effects. Concurrent
-// writes share one transaction (as submits do, groupcommit.go), and each
-// transaction sends its statements a few round trips at a time, whatever
-// the number of writes (pgx batches): BEGIN, the jobs' timer rows taken,
-// every write's events in one statement and the writes' other statements
-// in the same round trip, River's inserts (callbacks, A2A polls) for all
-// of them in one, the timers that name those River jobs and the inbox
-// notifications in one, then COMMIT.
+// The unit of work. Every change to a job is a write: the events decided
+// on a fold, appended at that fold's version, and the writes of their
+// effects (domain.Effects: the job's timer, its agent's slot, the
+// agent's attempt sample, River's dispatch, callback and poll jobs), all
+// in one transaction. writeIn is the one place that turns writes into
+// statements, whatever their number:
+//
+//  1. River's jobs for every write, in one insert (their ids name the
+//     timers that watch them);
+//  2. in one round trip: the jobs' timer rows locked (in job order), every
+//     write's events in one statement (eventstore.AppendAll), then one
+//     statement of each kind for their effects, and the pull agents'
+//     inbox notifications.
+//
+// How writes commit is never what they write:
+//
+//   - appendTx: one write in a transaction of the caller's (a batch of one);
+//   - write: shared with concurrent writes by the writer's workers;
+//   - group commit (groupcommit.go): concurrent submits, each a write that
+//     creates its job's stream, decided in the transaction (txPrelude).
 //
 // One write's failure never fails another's: a statement that fails
 // belongs to one write (the events' statement names the writes whose
 // version was stale), so the transaction is rolled back and run again
 // without it, and that write alone gets the error (a conflict: its caller
-// reloads and decides again). An error no write caused (a lost
-// connection) fails them all, as it would have failed each alone; their
-// callers do what they did before writes were shared (River retries, and
-// the job's timer recovers an attempt whose outcome was never recorded).
-// A write is answered only after its transaction committed.
+// reloads and decides again). When a statement shared by several writes
+// fails on their data, they are run again each with statements of its
+// own (alone) to find whose it was. An error no write caused (a lost
+// connection) fails them all, as it would have failed each alone. A write
+// is answered only after its transaction committed.
 
-// write is one job's share of a shared transaction.
+// write is one job's share of a transaction.
 type write struct {
 	// l is the fold evs were decided on; once written, the fold after them.
 	l   *Loaded
@@ -69,14 +79,13 @@ type write struct {
 	// write commits (callbacknow.go): a job it ends gets the callback
 	// timer, the durable promise, but no River callback job.
 	callbackNow bool
-	// callbackByRiver queues the River callback job (available at once)
-	// and the timer naming it; with it a write may have no events.
-	callbackByRiver bool
 
 	after domain.Job // the fold after evs
 	at    time.Time  // the transaction's time: the events' recorded_at
 	err   error
 	done  chan struct{}
+	// River's jobs inserted for the write (0: none).
+	dispatchJob, callbackJob int64
 }
 
 // slotClaim is the slot an attempt takes of its agent before it starts.
@@ -84,6 +93,33 @@ type slotClaim struct {
 	agent         domain.AgentKey
 	maxConcurrent int
 	attempt       int
+}
+
+// decide folds the write's events onto a copy of its fold (the job's
+// state machine refuses what may not follow).
+func (w *write) decide() error {
+	w.after = w.l.Job
+	for _, e := range w.evs {
+		if err := w.after.Apply(e); err != nil {
+			return fmt.Errorf("job %s: %w", w.jobID(), err)
+		}
+	}
+	return nil
+}
+
+// jobID is the write's job: its fold's, or for a new job its events'.
+func (w *write) jobID() string {
+	if w.l.JobID != "" {
+		return w.l.JobID
+	}
+	return w.after.JobID
+}
+
+// empty reports whether the write has nothing to write.
+func (w *write) empty() bool {
+	fx := w.fx
+	return len(w.evs) == 0 && w.slot == nil && fx.Timer == nil && !fx.ClearTimer && fx.Sample == nil && fx.Dispatch == nil &&
+		!fx.RequeueCallback && fx.Poll == 0 && fx.Queue == nil
 }
 
 // callback reports whether the write ends a job whose caller waits for
@@ -97,20 +133,36 @@ func (w *write) callback() bool {
 func (w *write) callsBack() bool { return w.callbackNow && w.callback() }
 
 // riverCallback reports whether the write queues a River callback job.
-func (w *write) riverCallback() bool { return w.callbackByRiver || w.callback() && !w.callbackNow }
+func (w *write) riverCallback() bool { return w.fx.RequeueCallback || w.callback() && !w.callbackNow }
+
+// appendTx writes evs, decided on l, with their effects fx in tx (the
+// caller's), and on success moves l on to the fold after them. A stale
+// version is eventstore.ErrConflict: the caller reloads and decides again.
+func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.Effects, evs ...domain.Event) error {
+	w := &write{l: l, evs: evs, fx: fx}
+	if err := w.decide(); err != nil {
+		return err
+	}
+	if _, err := s.writeIn(ctx, tx, []*write{w}, true, false); err != nil {
+		return err
+	}
+	if w.err != nil {
+		return w.err
+	}
+	s.countFinished(ctx, l.Status, w.after.Status)
+	l.Job = w.after
+	return nil
+}
 
 // write appends w's events and writes their effects, in a transaction
 // shared with concurrent writes when the writer runs (one of its own
 // otherwise), and answers once it committed. On success w.l holds the new
 // state.
 func (s *Service) write(ctx context.Context, w *write) error {
-	w.after = w.l.Job
-	for _, e := range w.evs {
-		if err := w.after.Apply(e); err != nil {
-			return fmt.Errorf("job %s: %w", w.l.JobID, err)
-		}
+	if err := w.decide(); err != nil {
+		return err
 	}
-	if len(w.evs) == 0 && !w.callbackByRiver {
+	if w.empty() {
 		return nil
 	}
 	if wr := s.writer; wr != nil {
@@ -119,12 +171,12 @@ func (s *Service) write(ctx context.Context, w *write) error {
 		case wr.items <- w:
 			<-w.done // once taken, a write is always answered
 		case <-wr.stopped:
-			s.commitWrites(ctx, []*write{w})
+			s.commitWrites(ctx, []*write{w}, nil)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	} else {
-		s.commitWrites(ctx, []*write{w})
+		s.commitWrites(ctx, []*write{w}, nil)
 	}
 	if w.err != nil {
 		return w.err
@@ -206,28 +258,37 @@ func (wr *writer) run(ctx context.Context) {
 				break gather
 			}
 		}
-		wr.s.commitWrites(context.WithoutCancel(ctx), batch)
+		wr.s.commitWrites(context.WithoutCancel(ctx), batch, nil)
 		for _, w := range batch {
 			close(w.done)
 		}
 	}
 }
 
+// txPrelude is what a transaction of writes does before them: statements
+// sent with its BEGIN (begin), and decisions made in it (prepare, which
+// may fill the writes in, leave one empty, or fail one alone by setting
+// its err). A transaction run again runs its prelude again.
+type txPrelude struct {
+	begin   func(b *pgx.Batch)
+	prepare func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*write) error
+}
+
 // commitWrites commits ws in one transaction, setting each one's err: a
 // write whose statement failed is left out and the others are written
 // again without it (errNoSlot leaves one out without a second run). A
 // deadlock or serialization failure runs them all again, a few times.
-func (s *Service) commitWrites(ctx context.Context, ws []*write) {
+func (s *Service) commitWrites(ctx context.Context, ws []*write, pre *txPrelude) {
 	pending := slices.Clone(ws)
 	// One order for every transaction's row locks (job by job), so two
 	// shared transactions never wait on each other in a circle.
-	slices.SortStableFunc(pending, func(a, b *write) int { return cmp.Compare(a.l.JobID, b.l.JobID) })
+	slices.SortStableFunc(pending, func(a, b *write) int { return cmp.Compare(a.jobID(), b.jobID()) })
 	alone := false // each write's own statements, not one of each kind for all
 	for transient := 0; len(pending) > 0; {
 		for _, w := range pending {
 			w.err = nil
 		}
-		culprit, err := s.writeTx(ctx, pending, alone)
+		culprit, err := s.writeTx(ctx, pending, pre, alone)
 		switch {
 		case err == nil:
 			s.store.Committed()
@@ -241,7 +302,9 @@ func (s *Service) commitWrites(ctx context.Context, ws []*write) {
 			pending = slices.DeleteFunc(pending, func(w *write) bool { return w == culprit })
 		default:
 			for _, w := range pending {
-				w.err = err
+				if w.err == nil {
+					w.err = err
+				}
 			}
 			return
 		}
@@ -263,58 +326,38 @@ func transientTxError(err error) bool {
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "40")
 }
 
-// writeTx writes ws in one transaction and commits it. A write refused a
-// slot gets errNoSlot and is left out. On an error it answers the write
-// whose statement failed, if one did: with alone, each write's effects are
-// statements of its own, so a failure names its write; without, one
-// statement of each kind serves them all.
-func (s *Service) writeTx(ctx context.Context, ws []*write, alone bool) (culprit *write, err error) {
-	var tx pgx.Tx
-	// send sends b: the first batch begins the transaction.
-	send := func(b *pgx.Batch) (int, error) {
-		t, failed, err := sendBatch(ctx, s.pool, tx, b)
-		if tx == nil && t != nil {
-			tx = t
-		}
-		return failed, err
-	}
-	defer func() {
-		if tx != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx)) // after Commit, a no-op
-		}
-	}()
+// writeTx writes ws in a transaction of their own and commits it: BEGIN
+// with the transaction's time, the prelude's statements and the slot
+// counts, then the prelude's decisions, then writeIn. On an error it
+// answers the write whose statement failed, if one did.
+func (s *Service) writeTx(ctx context.Context, ws []*write, pre *txPrelude, alone bool) (culprit *write, err error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	var at time.Time
 	b.Queue(qTransactionTime).QueryRow(func(row pgx.Row) error { return row.Scan(&at) })
-	owners := []*write{nil, nil} // the write each queued statement belongs to
-	if limited := slotLimitedAgents(ws); len(limited) > 0 {
-		queueSlotCount(b, ws, limited)
-		if _, err := send(b); err != nil {
-			return nil, fmt.Errorf("count slots: %w", err)
-		}
-		b, owners = &pgx.Batch{}, nil
+	counted := pre == nil || pre.prepare == nil // the slots wanted are known before the transaction
+	if pre != nil && pre.begin != nil {
+		pre.begin(b)
 	}
-	ids := make([]string, len(ws))
-	for i, w := range ws {
-		ids[i] = w.l.JobID
+	if counted {
+		queueSlotCount(b, ws)
 	}
-	b.Queue(qLockJobTimers, eventstore.UUIDs(ids)) // ws is in job order
-	owners = append(owners, nil)
-	q, err := s.queueWrites(b, ws, owners, alone)
+	br := s.pool.SendBatch(ctx, b)
+	err = br.Close()
+	tx := br.Tx()
+	if tx != nil {
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	}
 	if err != nil {
 		return nil, err
 	}
-	if len(b.QueuedQueries) > 0 {
-		if failed, err := send(b); err != nil {
-			return q.culprit(failed), err
+	if pre != nil && pre.prepare != nil {
+		if err := pre.prepare(ctx, tx, at, ws); err != nil {
+			return nil, err
 		}
 	}
-	if tx == nil {
-		return nil, nil // nothing was left to write
-	}
-	if err := s.queueRiverWrites(ctx, tx, ws, q.inserts, q.inserted, send); err != nil {
-		return nil, err
+	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted); err != nil {
+		return culprit, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, err
@@ -325,83 +368,126 @@ func (s *Service) writeTx(ctx context.Context, ws []*write, alone bool) (culprit
 	return nil, nil
 }
 
-// queuedWrites is what queueWrites put on a batch: the write each
-// statement belongs to, and River's inserts, which are made afterwards.
-type queuedWrites struct {
-	owners    []*write // the write of each statement (nil: all of them)
-	appendsAt int      // the events' statement, or -1
-	appenders []*write // the write of each of its appends
-	stale     []int    // the appends it found stale, once read
-	inserts   []river.InsertManyParams
-	inserted  []*write // whose callback each insert is (nil: a poll)
-}
-
-// culprit is the write to leave out when statement failed failed.
-func (q *queuedWrites) culprit(failed int) *write {
-	if failed == q.appendsAt && len(q.stale) > 0 {
-		return q.appenders[q.stale[0]]
-	}
-	return q.owners[failed]
-}
-
-// queueWrites queues on b (whose statements so far owners names) the
-// writes of ws still to be made: their events in one statement, then the
-// writes of their effects, each write's own (alone) or one statement of
-// each kind for all.
-func (s *Service) queueWrites(b *pgx.Batch, ws []*write, owners []*write, alone bool) (*queuedWrites, error) {
-	q := &queuedWrites{owners: owners, appendsAt: -1}
-	var appends []eventstore.StreamAppend
-	for _, w := range ws {
-		if w.err == nil && len(w.evs) > 0 {
-			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.l.JobID), Expected: w.l.Version, Events: w.evs})
-			q.appenders = append(q.appenders, w)
+// writeIn writes ws in tx: River's jobs, then the timer locks, events and
+// effects (all writes' in one round trip, or with alone each write's in
+// one of its own, so a failure names its write). counted says the agents'
+// slots were counted already; a write refused one gets errNoSlot and is
+// left out, as is a write that failed before or has nothing to write.
+func (s *Service) writeIn(ctx context.Context, tx pgx.Tx, ws []*write, alone, counted bool) (culprit *write, err error) {
+	if !counted {
+		b := &pgx.Batch{}
+		if queueSlotCount(b, ws) {
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return nil, fmt.Errorf("count slots: %w", err)
+			}
 		}
 	}
-	if err := s.store.QueueAppends(b, appends, &q.stale); err != nil {
+	live := make([]*write, 0, len(ws))
+	for _, w := range ws {
+		if w.err == nil && !w.empty() {
+			live = append(live, w)
+		}
+	}
+	if len(live) == 0 {
+		return nil, nil
+	}
+	if err := s.insertRiverJobs(ctx, tx, live); err != nil {
 		return nil, err
 	}
-	if len(appends) > 0 {
-		q.appendsAt = len(b.QueuedQueries) - 1
-		q.owners = append(q.owners, nil)
+	if !alone {
+		culprit, err := s.appendAll(ctx, tx, live)
+		return culprit, err
 	}
-	var all effectRows
-	for _, w := range ws {
-		if w.err != nil {
-			continue
-		}
-		if alone {
-			var own effectRows
-			s.addEffects(&own, w)
-			start := len(b.QueuedQueries)
-			own.queue(b)
-			for range len(b.QueuedQueries) - start {
-				q.owners = append(q.owners, w)
-			}
-		} else {
-			s.addEffects(&all, w)
-		}
-		if w.fx.Poll > 0 {
-			q.inserts = append(q.inserts, river.InsertManyParams{Args: A2APollArgs{JobID: w.l.JobID, Attempt: w.fx.Poll}})
-			q.inserted = append(q.inserted, nil)
-		}
-		if w.riverCallback() {
-			q.inserts = append(q.inserts, river.InsertManyParams{Args: CallbackArgs{JobID: w.l.JobID}})
-			q.inserted = append(q.inserted, w)
+	for _, w := range live {
+		if _, err := s.appendAll(ctx, tx, []*write{w}); err != nil {
+			return w, err
 		}
 	}
-	start := len(b.QueuedQueries)
-	all.queue(b)
-	for range len(b.QueuedQueries) - start {
-		q.owners = append(q.owners, nil)
-	}
-	return q, nil
+	return nil, nil
 }
 
-// queueSlotCount queues, under every limited agent's advisory lock (taken
-// in one order), the count of the slots it holds for every process on the
-// database; reading it, the writes of ws take the free ones in turn, and
-// a write refused one gets errNoSlot.
-func queueSlotCount(b *pgx.Batch, ws []*write, limited []domain.AgentKey) {
+// appendAll sends, in one round trip, the lock of ws' timer rows, their
+// events and the statements of their effects. It answers the write whose
+// events were stale, if one's were.
+func (s *Service) appendAll(ctx context.Context, tx pgx.Tx, ws []*write) (*write, error) {
+	var locked []string
+	var appends []eventstore.StreamAppend
+	var appenders []*write // the write of each append
+	var fx effectRows
+	for _, w := range ws {
+		if w.l.Version > 0 {
+			locked = append(locked, w.jobID())
+		}
+		if len(w.evs) > 0 {
+			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.jobID()), Expected: w.l.Version, Events: w.evs})
+			appenders = append(appenders, w)
+		}
+		s.addEffects(&fx, w)
+	}
+	// The timer rows first, then the append: the order of the deadline
+	// sweep too, so none waits on another in a circle (the append's
+	// version is what the others' inserts wait on).
+	var before []eventstore.Statement
+	if len(locked) > 0 {
+		before = append(before, eventstore.Statement{SQL: qLockJobTimers, Args: []any{eventstore.UUIDs(locked)}})
+	}
+	err := s.store.AppendAll(ctx, tx, before, appends, fx.statements())
+	if ce := (*eventstore.ConflictError)(nil); errors.As(err, &ce) && len(ce.Stale) > 0 {
+		return appenders[ce.Stale[0]], err
+	}
+	return nil, err
+}
+
+// insertRiverJobs inserts, in one statement, the River jobs ws' effects
+// ask for (a queued attempt, the caller's callback, an A2A poll) and
+// keeps the ids of those a timer names.
+func (s *Service) insertRiverJobs(ctx context.Context, tx pgx.Tx, ws []*write) error {
+	var params []river.InsertManyParams
+	var ids []*int64 // where each insert's id goes (nil: nowhere)
+	for _, w := range ws {
+		id := w.jobID()
+		if q := w.fx.Queue; q != nil {
+			params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: id, Attempt: q.Attempt, WaitingSince: q.WaitingSince},
+				InsertOpts: dispatchOpts(w.after.Priority)})
+			ids = append(ids, &w.dispatchJob)
+		}
+		if w.fx.Poll > 0 {
+			params = append(params, river.InsertManyParams{Args: A2APollArgs{JobID: id, Attempt: w.fx.Poll}})
+			ids = append(ids, nil)
+		}
+		if w.riverCallback() {
+			params = append(params, river.InsertManyParams{Args: CallbackArgs{JobID: id}})
+			ids = append(ids, &w.callbackJob)
+		}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	res, err := s.client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return fmt.Errorf("enqueue dispatches, callbacks and polls: %w", err)
+	}
+	if len(res) != len(params) {
+		return errors.New("enqueue: River returned fewer jobs than inserted")
+	}
+	for i, id := range ids {
+		if id != nil {
+			*id = res[i].Job.ID
+		}
+	}
+	return nil
+}
+
+// queueSlotCount queues on b, under every limited agent's advisory lock
+// (taken in one order), the count of the slots it holds for every process
+// on the database: the agents with a max_concurrent that ws take slots
+// of. Reading it, the writes of ws take the free ones in turn, and a
+// write refused one gets errNoSlot. It reports whether it queued any.
+func queueSlotCount(b *pgx.Batch, ws []*write) bool {
+	limited := slotLimitedAgents(ws)
+	if len(limited) == 0 {
+		return false
+	}
 	nss, ids := make([]string, len(limited)), make([]string, len(limited))
 	for i, k := range limited {
 		nss[i], ids[i] = k.Namespace, k.ID
@@ -415,7 +501,7 @@ func queueSlotCount(b *pgx.Batch, ws []*write, limited []domain.AgentKey) {
 			return err
 		}
 		for _, w := range ws {
-			if c := w.slot; c != nil && c.maxConcurrent > 0 {
+			if c := w.slot; c != nil && c.maxConcurrent > 0 && w.err == nil {
 				if held[c.agent] >= c.maxConcurrent {
 					w.err = errNoSlot
 					continue
@@ -425,106 +511,96 @@ func queueSlotCount(b *pgx.Batch, ws []*write, limited []domain.AgentKey) {
 		}
 		return nil
 	})
+	return true
 }
 
-// queueRiverWrites inserts the River jobs of the writes (inserted names
-// whose callback each insert is; nil: a poll), then sends the timers that
-// name them and the inbox notifications, one of each pull agent.
-func (s *Service) queueRiverWrites(ctx context.Context, tx pgx.Tx, ws []*write, inserts []river.InsertManyParams, inserted []*write,
-	send func(*pgx.Batch) (int, error)) error {
-	b := &pgx.Batch{}
-	if len(inserts) > 0 {
-		res, err := s.client.InsertManyTx(ctx, tx, inserts)
-		if err != nil {
-			return fmt.Errorf("enqueue callbacks and polls: %w", err)
-		}
-		var timers timerSet
-		for i, w := range inserted {
-			if w != nil {
-				timers.set(w.l.JobID, s.callbackTimer(res[i].Job.ID))
-			}
-		}
-		timers.queue(b)
-	}
-	notified := map[string]bool{}
-	for _, w := range ws {
-		if w.err == nil && w.notify != "" && !notified[w.notify] {
-			notified[w.notify] = true
-			b.Queue(qNotifyInbox, InboxChannel, w.notify)
-		}
-	}
-	if len(b.QueuedQueries) > 0 {
-		if _, err := send(b); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// addEffects adds to r the writes of w's effects, as appendTx makes them
-// (but its events, which writeTx appends for every write in one
-// statement, and River's inserts): its slot taken or given back, its timer
-// cleared or set, its agent's attempt sample. A timer replaced in the same
+// addEffects adds to r the rows of w's effects: its slot taken or given
+// back, its timer cleared or set, its agent's attempt sample, and its
+// pull agent's notification. A job's timer is the last one set: the one
+// its effects set, then its retry's, then the one watching its callback,
+// then the one watching its queued attempt. A timer replaced in the same
 // transaction is not deleted first.
 func (s *Service) addEffects(r *effectRows, w *write) {
-	l := w.l
+	id, fx := w.jobID(), w.fx
 	if c := w.slot; c != nil {
-		r.take.set(l.JobID, c.agent.Namespace, c.agent.ID, c.attempt)
+		r.take.set(id, c.agent.Namespace, c.agent.ID, c.attempt)
 	}
-	fx := w.fx
-	if l.SlotHolder != "" && w.after.SlotHolder == "" {
-		r.release = append(r.release, l.JobID)
+	if w.l.SlotHolder != "" && w.after.SlotHolder == "" {
+		r.release = append(r.release, id)
 	}
-	replaced := fx.Timer != nil || fx.Dispatch != nil || w.callback() || w.callbackByRiver
+	replaced := fx.Timer != nil || fx.Dispatch != nil || w.callback() || fx.RequeueCallback || fx.Queue != nil
 	if fx.ClearTimer && !replaced {
-		r.clear = append(r.clear, l.JobID)
+		r.clear = append(r.clear, id)
 	}
 	if fx.Timer != nil {
-		r.timers.set(l.JobID, *fx.Timer)
+		r.timers.set(id, *fx.Timer)
 	}
 	if smp := fx.Sample; smp != nil && smp.AgentID != "" {
-		r.samples.add(l.Namespace, smp.AgentID, smp.At, smp.OK)
+		r.samples.add(w.after.Namespace, smp.AgentID, smp.At, smp.OK)
 	}
 	if d := fx.Dispatch; d != nil {
-		r.timers.set(l.JobID, domain.Timer{Attempt: d.Attempt, Phase: domain.PhaseRetry, Due: d.At})
+		// A retry waits on the job's timer rather than as a scheduled River
+		// job: River promotes scheduled jobs every 5 s, the deadline sweep
+		// every DeadlineSweepInterval (1 s).
+		r.timers.set(id, domain.Timer{Attempt: d.Attempt, Phase: domain.PhaseRetry, Due: d.At})
 	}
 	if w.callsBack() {
-		r.timers.set(l.JobID, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
+		r.timers.set(id, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
+	}
+	if w.riverCallback() {
+		r.timers.set(id, s.callbackTimer(w.callbackJob))
+	}
+	if q := fx.Queue; q != nil {
+		r.timers.set(id, domain.Timer{Attempt: q.Attempt, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter),
+			RiverJobID: w.dispatchJob, WaitingSince: q.WaitingSince})
+	}
+	if w.notify != "" && !slices.Contains(r.notify, w.notify) {
+		r.notify = append(r.notify, w.notify)
 	}
 }
 
 // effectRows are the rows of writes' effects, a statement of each kind:
-// slots taken, slots given back, timers cleared, timers set and attempt
-// samples, in the order appendTx writes them. A job's slot and timer are
-// the last set.
+// slots taken, slots given back, timers cleared, timers set, attempt
+// samples and inbox notifications. A job's slot and timer are the last
+// set.
 type effectRows struct {
 	take           slotSet
 	release, clear []string
 	timers         timerSet
 	samples        sampleRows
+	notify         []string
 }
 
-// queue queues r's statements on b.
-func (r *effectRows) queue(b *pgx.Batch) {
-	if len(r.take.jobIDs) > 0 {
-		b.Queue(qTakeAgentSlotsReplacing, eventstore.UUIDs(r.take.jobIDs), r.take.namespaces, r.take.agentIDs, r.take.attempts)
+// statements are r's statements, in that order.
+func (r *effectRows) statements() []eventstore.Statement {
+	var out []eventstore.Statement
+	add := func(sql string, args ...any) { out = append(out, eventstore.Statement{SQL: sql, Args: args}) }
+	if t := &r.take; len(t.jobIDs) > 0 {
+		add(qTakeAgentSlotsReplacing, eventstore.UUIDs(t.jobIDs), t.namespaces, t.agentIDs, t.attempts)
 	}
 	if len(r.release) > 0 {
-		b.Queue(qReleaseAgentSlots, eventstore.UUIDs(r.release))
+		add(qReleaseAgentSlots, eventstore.UUIDs(r.release))
 	}
 	if len(r.clear) > 0 {
-		b.Queue(qClearJobTimers, eventstore.UUIDs(r.clear))
+		add(qClearJobTimers, eventstore.UUIDs(r.clear))
 	}
-	r.timers.queue(b)
+	if t := &r.timers; len(t.jobIDs) > 0 {
+		add(qSetJobTimers, eventstore.UUIDs(t.jobIDs), t.attempts, t.agentIDs, t.phases, t.dues, t.riverIDs, t.since, t.namespaces)
+	}
 	if m := &r.samples; len(m.agentIDs) > 0 {
-		b.Queue(qRecordAgentAttempts, m.namespaces, m.agentIDs, m.ats, m.oks)
+		add(qRecordAgentAttempts, m.namespaces, m.agentIDs, m.ats, m.oks)
 	}
+	for _, agent := range r.notify {
+		add(qNotifyInbox, InboxChannel, agent)
+	}
+	return out
 }
 
 // slotSet is slots to take, a job's last.
 type slotSet struct {
-	slotRows
-	at map[string]int
+	jobIDs, namespaces, agentIDs []string
+	attempts                     []int32
+	at                           map[string]int
 }
 
 func (r *slotSet) set(jobID, namespace, agentID string, attempt int) {
@@ -536,7 +612,8 @@ func (r *slotSet) set(jobID, namespace, agentID string, attempt int) {
 		r.at = map[string]int{}
 	}
 	r.at[jobID] = len(r.jobIDs)
-	r.add(jobID, namespace, agentID, attempt)
+	r.jobIDs, r.namespaces, r.agentIDs = append(r.jobIDs, jobID), append(r.namespaces, namespace), append(r.agentIDs, agentID)
+	r.attempts = append(r.attempts, int32(attempt))
 }
 
 // timerSet is timers to set (SetJobTimers' arrays), a job's last.
@@ -550,7 +627,14 @@ type timerSet struct {
 }
 
 func (r *timerSet) set(jobID string, t domain.Timer) {
-	rj, since := timerNulls(t)
+	var rj *int64
+	if t.RiverJobID != 0 {
+		rj = &t.RiverJobID
+	}
+	var since *time.Time
+	if !t.WaitingSince.IsZero() {
+		since = &t.WaitingSince
+	}
 	i, ok := r.at[jobID]
 	if !ok {
 		if r.at == nil {
@@ -565,18 +649,6 @@ func (r *timerSet) set(jobID string, t domain.Timer) {
 	}
 	r.attempts[i], r.agentIDs[i], r.phases[i], r.dues[i] = int32(t.Attempt), t.AgentID, string(t.Phase), t.Due
 	r.riverIDs[i], r.since[i], r.namespaces[i] = rj, since, t.Namespace
-}
-
-// queue queues setting r's timers, each replacing the one its job had.
-func (r *timerSet) queue(b *pgx.Batch) { r.queueAs(b, qSetJobTimers) }
-
-// queueNew queues inserting r's timers, of jobs that have none yet.
-func (r *timerSet) queueNew(b *pgx.Batch) { r.queueAs(b, qInsertJobTimers) }
-
-func (r *timerSet) queueAs(b *pgx.Batch, query string) {
-	if len(r.jobIDs) > 0 {
-		b.Queue(query, eventstore.UUIDs(r.jobIDs), r.attempts, r.agentIDs, r.phases, r.dues, r.riverIDs, r.since, r.namespaces)
-	}
 }
 
 // sampleRows are attempt samples to record (RecordAgentAttempts' arrays).
@@ -597,48 +669,12 @@ func (s *Service) callbackTimer(riverJobID int64) domain.Timer {
 	return domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: riverJobID}
 }
 
-// sendBatch sends b, on tx or (when b begins a transaction) on a
-// connection of pool, and reads every result. It answers the transaction,
-// and on an error the index in b of the statement that failed (0 when
-// none can be named).
-func sendBatch(ctx context.Context, pool interface {
-	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, tx pgx.Tx, b *pgx.Batch) (pgx.Tx, int, error) {
-	failed := 0
-	for i, qq := range b.QueuedQueries {
-		fn := qq.Fn
-		qq.Fn = func(br pgx.BatchResults) error {
-			var err error
-			if fn != nil {
-				err = fn(br)
-			} else {
-				_, err = br.Exec()
-			}
-			if err != nil {
-				failed = i
-			}
-			return err
-		}
-	}
-	var br pgx.BatchResults
-	if tx != nil {
-		br = tx.SendBatch(ctx, b)
-	} else {
-		br = pool.SendBatch(ctx, b)
-	}
-	err := br.Close()
-	if tx == nil {
-		tx = br.Tx()
-	}
-	return tx, failed, err
-}
-
 // slotLimitedAgents are the agents with a max_concurrent that ws take
 // slots of, sorted.
 func slotLimitedAgents(ws []*write) []domain.AgentKey {
 	var out []domain.AgentKey
 	for _, w := range ws {
-		if c := w.slot; c != nil && c.maxConcurrent > 0 && !slices.Contains(out, c.agent) {
+		if c := w.slot; c != nil && c.maxConcurrent > 0 && w.err == nil && !slices.Contains(out, c.agent) {
 			out = append(out, c.agent)
 		}
 	}

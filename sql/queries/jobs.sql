@@ -57,27 +57,6 @@ DELETE FROM approval_policies WHERE namespace = $1;
 -- One pattern of a namespace's approval policy, with who set it.
 INSERT INTO approval_policies (namespace, pattern, created_by) VALUES ($1, $2, $3);
 
--- name: ClearJobTimer
--- Drops a job's timer: nothing is left to watch, or its work is done.
-DELETE FROM job_timers WHERE job_id = $1;
-
--- name: RecordAgentAttempt
--- An attempt's outcome at an agent, the sample its circuit breaker reads.
-INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ($1, $2, $3, $4);
-
--- name: SetJobTimer
--- Sets a job's one timer (what is watched, and until when), replacing the one it had.
-INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
-    phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id,
-    waiting_since = excluded.waiting_since, namespace = excluded.namespace;
-
--- name: InsertJobTimers
--- The timers of a group commit's plain submits (new jobs: nothing to replace), in one statement; SetJobTimers' columns.
-INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace)
-SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::timestamptz[], $8::text[]);
-
 -- name: DueJobTimers
 -- The jobs whose timers are due at $1, oldest first, for the deadline sweep.
 SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500;
@@ -145,15 +124,6 @@ GROUP BY s.namespace, s.agent_id;
 -- name: TransactionTime
 -- When the transaction began: what its events record as recorded_at.
 SELECT now();
-
--- name: TakeAgentSlots
--- The slots of the first attempts a group commit routed, in one statement.
-INSERT INTO agent_slots (job_id, namespace, agent_id, attempt)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::int[]);
-
--- name: ReleaseAgentSlot
--- The job's attempt ended: its slot is given back.
-DELETE FROM agent_slots WHERE job_id = $1;
 
 -- name: QueueDepthByLane
 -- How many jobs wait for an attempt, per namespace and lane (priority), from the jobs read model.

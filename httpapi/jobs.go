@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
 type submitRequest struct {
@@ -155,7 +156,7 @@ type callbackState struct {
 	GaveUp       bool   `json:"gave_up"`
 }
 
-func toJobResponse(l *jobs.Loaded) jobResponse {
+func toJobResponse(l *jobstore.Loaded) jobResponse {
 	r := jobResponse{JobID: l.JobID, Namespace: l.Namespace, Status: string(l.Status), Capability: l.Capability, Intent: l.Intent,
 		AgentID: l.AgentID, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts, Priority: string(l.Priority),
 		Result: l.Result, BizCode: l.BizCode, Error: l.Error, TraceID: l.TraceID, ParentJobID: l.ParentJobID,
@@ -172,7 +173,7 @@ func toJobResponse(l *jobs.Loaded) jobResponse {
 
 // loadJob loads the job of the path for a principal that must see its
 // namespace: another namespace's job is not found.
-func (s *Server) loadJob(c *gin.Context) (*jobs.Loaded, bool) {
+func (s *Server) loadJob(c *gin.Context) (*jobstore.Loaded, bool) {
 	l, err := s.deps.Jobs.Load(c.Request.Context(), nil, c.Param("job_id"))
 	if err == nil && !principal(c).Sees(l.Namespace) {
 		err = fmt.Errorf("job %s: %w", c.Param("job_id"), domain.ErrNotFound) // as if there were none
@@ -186,7 +187,7 @@ func (s *Server) loadJob(c *gin.Context) (*jobs.Loaded, bool) {
 
 // loadOwnJob is loadJob for a principal that must also be allowed to
 // submit the job's capability (cancel, replay).
-func (s *Server) loadOwnJob(c *gin.Context) (*jobs.Loaded, bool) {
+func (s *Server) loadOwnJob(c *gin.Context) (*jobstore.Loaded, bool) {
 	l, ok := s.loadJob(c)
 	if ok && !principal(c).CanSubmit(l.Capability) {
 		_ = c.Error(&Error{Code: CodePermissionDenied, Message: "this key may not act on jobs for " + l.Capability})

@@ -20,6 +20,7 @@ import (
 	a2aclient "github.com/agentreach/agentreach/a2a/client"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/telemetry"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -39,7 +40,7 @@ const PushPath = "/a2a-push/"
 
 // deliverA2A sends the attempt to an A2A agent as SendMessage and reads
 // what the agent answered into an outcome.
-func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) domain.Observation {
+func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *jobstore.Loaded, attempt int, deadline time.Time) domain.Observation {
 	ctx, wait, wrote, end := s.deliveryCtx(ctx, "deliver a2a", a, l, attempt, deadline)
 	defer end()
 	send := a2aclient.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt, Capability: l.Capability,
@@ -116,7 +117,7 @@ func a2aOutcome(t a2a.Task, poll bool) domain.Observation {
 	return out
 }
 
-func (s *Service) a2aHeader(ctx context.Context, l *Loaded, attempt int) http.Header {
+func (s *Service) a2aHeader(ctx context.Context, l *jobstore.Loaded, attempt int) http.Header {
 	h := http.Header{}
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(h))
 	h.Set("X-Reach-Job-Id", l.JobID)
@@ -134,7 +135,7 @@ func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2ac
 // An update that records the attempt's delivery (it beat the dispatcher's
 // record of it) starts the attempt's poller too, as the dispatcher would
 // have: it watches the task of an agent that pushes.
-func (s *Service) a2aEvents(l *Loaded, attempt int, t a2a.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
+func (s *Service) a2aEvents(l *jobstore.Loaded, attempt int, t a2a.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
 	evs, fx, rec := domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.RoutedAt, t.ID,
 		a2aOutcome(t, false), now, s.jitter(), s.attemptPolicy(), md)
 	if len(evs) > 0 && evs[0].Type == domain.EventDelivered && t.ID != "" {
@@ -161,7 +162,7 @@ var (
 // is recorded, so the log never claims input the agent did not get. A job
 // that does not await input is ErrConflict; a payload that is not JSON a
 // *domain.FieldError; an agent that does not take it ErrAgentUnavailable.
-func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawMessage, md domain.Metadata) (*Loaded, error) {
+func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawMessage, md domain.Metadata) (*jobstore.Loaded, error) {
 	if len(payload) == 0 || !json.Valid(payload) {
 		return nil, &domain.FieldError{Field: "payload", Message: "must be valid JSON"}
 	}
@@ -214,7 +215,7 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 			return nil // the job moved on meanwhile (cancelled, say): the agent has the input all the same
 		}
 		evs, fx, _ := s.a2aEvents(&cur, attempt, t, s.now().UTC(), md)
-		return s.appendTx(ctx, tx, l, fx, append([]domain.Event{in}, evs...)...)
+		return s.jobs.AppendTx(ctx, tx, l, fx, append([]domain.Event{in}, evs...)...)
 	})
 	if err != nil {
 		return nil, err
@@ -287,7 +288,7 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 		if len(evs) == 0 {
 			return nil
 		}
-		return s.appendTx(ctx, tx, l, fx, evs...)
+		return s.jobs.AppendTx(ctx, tx, l, fx, evs...)
 	})
 	return recorded, err
 }
@@ -423,7 +424,7 @@ func (w *a2aPollWorker) lost(ctx context.Context, job *river.Job[A2APollArgs], t
 					RetryAt: at}, md)
 			}, now, md, ReasonTaskLost)
 			fx.Sample = &domain.Sample{AgentID: agentID, At: now, OK: false}
-			if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
+			if err := s.jobs.AppendTx(ctx, tx, l, fx, evs...); err != nil {
 				return err
 			}
 		}
@@ -445,7 +446,7 @@ func (w *a2aPollWorker) record(ctx context.Context, job *river.Job[A2APollArgs],
 		md := domain.Metadata{TraceID: l.TraceID, Actor: "a2a:poll", CausationID: fmt.Sprintf("river:%d", job.ID)}
 		evs, fx, _ := s.a2aEvents(l, job.Args.Attempt, t, s.now().UTC(), md)
 		if len(evs) > 0 {
-			if err := s.appendTx(ctx, tx, l, fx, evs...); err != nil {
+			if err := s.jobs.AppendTx(ctx, tx, l, fx, evs...); err != nil {
 				return err
 			}
 		}
@@ -473,7 +474,7 @@ func (s *Service) agent(ctx context.Context, namespace, id string) (*registry.Ag
 // cancel it too. It is a courtesy, in the background: the job is already
 // CANCELLED, and whatever the agent pushes later is recorded and changes
 // nothing.
-func (s *Service) cancelAtAgent(ctx context.Context, l *Loaded) {
+func (s *Service) cancelAtAgent(ctx context.Context, l *jobstore.Loaded) {
 	a := s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: l.AgentID})
 	if a == nil {
 		return
@@ -496,7 +497,7 @@ func (s *Service) cancelAtAgent(ctx context.Context, l *Loaded) {
 
 // excluded are the agents the next attempt must avoid: the last one that
 // failed, and every one that refused the job.
-func excluded(l *Loaded) []string {
+func excluded(l *jobstore.Loaded) []string {
 	out := append([]string(nil), l.RefusedBy...)
 	if l.LastFailedAgent != "" {
 		out = append(out, l.LastFailedAgent)

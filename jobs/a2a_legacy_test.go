@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
 // TestLegacyPushes: a job with a plain callback_url uses push configs only
@@ -21,7 +22,7 @@ func TestLegacyPushes(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	s.now = func() time.Time { return now }
-	submit := func() *Loaded {
+	submit := func() *jobstore.Loaded {
 		res, err := s.Submit(ctx, domain.Submitted{Capability: "a.b", Payload: json.RawMessage(`{}`), CallbackURL: "http://127.0.0.1:9/cb"},
 			domain.Metadata{Actor: "test"})
 		require.NoError(t, err)

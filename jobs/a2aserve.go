@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql/queries"
 )
@@ -67,7 +68,7 @@ var _ server.Jobs = (*A2A)(nil)
 func (s *Service) A2A() *A2A { return &A2A{s: s} }
 
 // asJob is a loaded job as the server shows it.
-func asJob(l *Loaded) *server.Job {
+func asJob(l *jobstore.Loaded) *server.Job {
 	j := &server.Job{Job: l.Job, TraceID: l.TraceID, UpdatedAt: l.UpdatedAt}
 	if len(l.Records) > 0 {
 		j.LastEvent = l.Records[len(l.Records)-1].Type
@@ -75,7 +76,7 @@ func asJob(l *Loaded) *server.Job {
 	return j
 }
 
-func asJobOrErr(l *Loaded, err error) (*server.Job, error) {
+func asJobOrErr(l *jobstore.Loaded, err error) (*server.Job, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +267,7 @@ type PushesOutcome struct {
 
 // usesA2APushes reports whether the callback of l is its A2A push configs:
 // it was submitted over A2A (or, before that was marked, has configs).
-func (s *Service) usesA2APushes(ctx context.Context, l *Loaded) (bool, error) {
+func (s *Service) usesA2APushes(ctx context.Context, l *jobstore.Loaded) (bool, error) {
 	if isA2ACallback(l.CallbackURL) {
 		return true, nil
 	}
@@ -308,7 +309,7 @@ func (s *Service) legacyPushes(ctx context.Context) (bool, error) {
 // River job's last attempt). A config that acknowledged is never sent to
 // again, whatever the others answer; the River job is retried only for
 // those that did not.
-func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackArgs], l *Loaded) error {
+func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackArgs], l *jobstore.Loaded) error {
 	claimed, err := s.claimPushes(ctx, l.JobID)
 	if err != nil {
 		return err
@@ -347,10 +348,10 @@ func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackA
 			}
 		}
 		if pending == 0 {
-			return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true}, domain.NewEvent(domain.EventCallbackSent, data, md))
+			return s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: true}, domain.NewEvent(domain.EventCallbackSent, data, md))
 		}
 		data.Final = job.Attempt >= job.MaxAttempts
-		return s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: data.Final}, domain.NewEvent(domain.EventCallbackFailed, data, md))
+		return s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: data.Final}, domain.NewEvent(domain.EventCallbackFailed, data, md))
 	})
 	if err != nil {
 		return err
@@ -404,7 +405,7 @@ func (s *Service) claimPushes(ctx context.Context, jobID string) ([]server.PushC
 // (server.PushBody), the config's credentials in Authorization and its
 // token in X-A2A-Notification-Token. It answers what each answered, in
 // the configs' order.
-func (s *Service) postA2APushes(ctx context.Context, l *Loaded, configs []server.PushConfig) []PushOutcome {
+func (s *Service) postA2APushes(ctx context.Context, l *jobstore.Loaded, configs []server.PushConfig) []PushOutcome {
 	out := make([]PushOutcome, len(configs))
 	var wg sync.WaitGroup
 	for i, p := range configs {

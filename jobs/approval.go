@@ -11,6 +11,7 @@ import (
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
@@ -116,17 +117,17 @@ func (s *Service) SetApprovalPolicy(ctx context.Context, namespace string, patte
 }
 
 // Approve lets a job that awaits approval go to dispatch.
-func (s *Service) Approve(ctx context.Context, id, reason string, md domain.Metadata) (*Loaded, error) {
+func (s *Service) Approve(ctx context.Context, id, reason string, md domain.Metadata) (*jobstore.Loaded, error) {
 	return s.decideApproval(ctx, id, true, reason, md)
 }
 
 // Reject ends a job that awaits approval with REJECTED (a terminal status;
 // the caller is called back).
-func (s *Service) Reject(ctx context.Context, id, reason string, md domain.Metadata) (*Loaded, error) {
+func (s *Service) Reject(ctx context.Context, id, reason string, md domain.Metadata) (*jobstore.Loaded, error) {
 	return s.decideApproval(ctx, id, false, reason, md)
 }
 
-func (s *Service) decideApproval(ctx context.Context, id string, approve bool, reason string, md domain.Metadata) (*Loaded, error) {
+func (s *Service) decideApproval(ctx context.Context, id string, approve bool, reason string, md domain.Metadata) (*jobstore.Loaded, error) {
 	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, id)
 		if err != nil {
@@ -136,7 +137,7 @@ func (s *Service) decideApproval(ctx context.Context, id string, approve bool, r
 		if err != nil {
 			return fmt.Errorf("job %s: %v: %w", id, err, ErrConflict) //nolint:errorlint // the kind is ErrConflict's
 		}
-		return s.appendTx(ctx, tx, l, fx, evs...)
+		return s.jobs.AppendTx(ctx, tx, l, fx, evs...)
 	})
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/telemetry"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/webhook"
 )
 
@@ -89,7 +90,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", ok)))
 	// Written in a transaction shared with concurrent writes (write.go),
 	// at the version of the fold read above; reloaded on a conflict.
-	err = s.writeRetrying(ctx, func(retry bool) (*write, error) {
+	err = s.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
 		if retry {
 			if l, err = s.Load(ctx, nil, job.Args.JobID); err != nil {
 				return nil, err
@@ -98,7 +99,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 		if l.CallbackAcked {
 			return nil, nil
 		}
-		return &write{l: l, fx: fx, evs: []domain.Event{ev}}, nil
+		return &jobstore.Write{L: l, Effects: fx, Events: []domain.Event{ev}}, nil
 	})
 	if err != nil {
 		return err
@@ -115,7 +116,7 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 // callCaller posts the job's terminal outcome to its caller and answers
 // the caller's status code or why the post failed (postErr); err is a
 // failure to prepare it (the database).
-func (s *Service) callCaller(ctx context.Context, l *Loaded) (code int, postErr, err error) {
+func (s *Service) callCaller(ctx context.Context, l *jobstore.Loaded) (code int, postErr, err error) {
 	secrets, err := s.CallbackSecrets(ctx, l.Namespace)
 	if err != nil {
 		return 0, nil, err
@@ -126,7 +127,7 @@ func (s *Service) callCaller(ctx context.Context, l *Loaded) (code int, postErr,
 	return code, postErr, nil
 }
 
-func (s *Service) postCallback(ctx context.Context, l *Loaded, secrets []string, body []byte) (int, error) {
+func (s *Service) postCallback(ctx context.Context, l *jobstore.Loaded, secrets []string, body []byte) (int, error) {
 	var keys [][]byte
 	for _, secret := range secrets {
 		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
@@ -143,7 +144,7 @@ func (s *Service) postCallback(ctx context.Context, l *Loaded, secrets []string,
 // postToCaller POSTs a JSON body to a caller's URL with header (its
 // Content-Type, application/json if it names none), the trace context and
 // the job id, within 15 s, and answers the status.
-func (s *Service) postToCaller(ctx context.Context, l *Loaded, url string, body []byte, header http.Header) (int, error) {
+func (s *Service) postToCaller(ctx context.Context, l *jobstore.Loaded, url string, body []byte, header http.Header) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
 // A job that ends in the process that recorded its end (its dispatcher,
@@ -30,7 +31,7 @@ const callbacksNow = 32
 // callBackNow sends the callback of l, which just ended, from a goroutine
 // of its own, or hands it to River when callbacksNow are being sent
 // already. cause is what the events record as their causation.
-func (s *Service) callBackNow(ctx context.Context, l *Loaded, cause string) {
+func (s *Service) callBackNow(ctx context.Context, l *jobstore.Loaded, cause string) {
 	ctx = context.WithoutCancel(ctx) // it outlives the request that ended the job
 	// A fold of its own: recording the callback's outcome moves it on,
 	// while the caller (a result's request) still answers from l.
@@ -55,7 +56,7 @@ func (s *Service) callBackNow(ctx context.Context, l *Loaded, cause string) {
 // CALLBACK_DELIVERED, which clears the callback timer; otherwise
 // CALLBACK_FAILED, with the River callback job that retries it. A failure
 // to record leaves the timer to bring the callback back after the grace.
-func (s *Service) sendCallbackNow(ctx context.Context, l *Loaded, cause string) {
+func (s *Service) sendCallbackNow(ctx context.Context, l *jobstore.Loaded, cause string) {
 	ctx, span := s.tracer.Start(ctx, "callback", trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", 0)))
 	defer span.End()
@@ -78,7 +79,9 @@ func (s *Service) sendCallbackNow(ctx context.Context, l *Loaded, cause string) 
 		s.callbackByRiver(ctx, l, []domain.Event{ev})
 		return
 	}
-	err = s.writeUnlessAcked(ctx, l, func(l *Loaded) *write { return &write{l: l, fx: fx, evs: []domain.Event{ev}} })
+	err = s.writeUnlessAcked(ctx, l, func(l *jobstore.Loaded) *jobstore.Write {
+		return &jobstore.Write{L: l, Effects: fx, Events: []domain.Event{ev}}
+	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.logger.WarnContext(ctx, "record a callback's acknowledgement (the callback timer sends it again)", "job_id", l.JobID, "err", err)
 	}
@@ -87,9 +90,9 @@ func (s *Service) sendCallbackNow(ctx context.Context, l *Loaded, cause string) 
 // callbackByRiver queues l's River callback job, available at once, with
 // evs (what came of an attempt, if any): River sends it and retries it.
 // Should that fail, the callback timer brings it back after the grace.
-func (s *Service) callbackByRiver(ctx context.Context, l *Loaded, evs []domain.Event) {
-	err := s.writeUnlessAcked(ctx, l, func(l *Loaded) *write {
-		return &write{l: l, evs: evs, fx: domain.Effects{RequeueCallback: true}}
+func (s *Service) callbackByRiver(ctx context.Context, l *jobstore.Loaded, evs []domain.Event) {
+	err := s.writeUnlessAcked(ctx, l, func(l *jobstore.Loaded) *jobstore.Write {
+		return &jobstore.Write{L: l, Events: evs, Effects: domain.Effects{RequeueCallback: true}}
 	})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.logger.WarnContext(ctx, "hand a callback to River (the callback timer brings it back)", "job_id", l.JobID, "err", err)
@@ -98,8 +101,8 @@ func (s *Service) callbackByRiver(ctx context.Context, l *Loaded, evs []domain.E
 
 // writeUnlessAcked writes what decide makes of l, reloading l after a
 // conflict, unless the job's callback is acknowledged by then.
-func (s *Service) writeUnlessAcked(ctx context.Context, l *Loaded, decide func(*Loaded) *write) error {
-	return s.writeRetrying(ctx, func(retry bool) (*write, error) {
+func (s *Service) writeUnlessAcked(ctx context.Context, l *jobstore.Loaded, decide func(*jobstore.Loaded) *jobstore.Write) error {
+	return s.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
 		if retry {
 			var err error
 			if l, err = s.Load(ctx, nil, l.JobID); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/webhook"
 )
@@ -21,7 +22,7 @@ const CancelNoticesKey = "cancel_notices"
 // the job's id and attempt, signed as deliveries are. A courtesy, in the
 // background: the job is CANCELLED already, and a late result is recorded
 // as a duplicate.
-func (s *Service) cancelNotice(ctx context.Context, a *registry.Agent, l *Loaded) {
+func (s *Service) cancelNotice(ctx context.Context, a *registry.Agent, l *jobstore.Loaded) {
 	if on, _ := a.Metadata[CancelNoticesKey].(bool); !on || a.Pull() {
 		return
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -120,7 +120,7 @@ func (s *Service) releaseDirect() {
 // fold l and, when the submit routed it (routeAtSubmit), the agent its
 // first attempt goes to and the attempt's deadline.
 type directStart struct {
-	l        *Loaded
+	l        *jobstore.Loaded
 	agent    *registry.Agent
 	deadline time.Time
 }
@@ -158,7 +158,7 @@ func (s *Service) startDirect(st directStart) {
 // nothing needs the dispatcher's care: the chosen agent is a push agent
 // with no max_concurrent (its slot needs no count). It returns ROUTED, the
 // agent and the attempt's deadline, or a nil agent.
-func (s *Service) routeAtSubmit(l *Loaded) (domain.Event, *registry.Agent, time.Time) {
+func (s *Service) routeAtSubmit(l *jobstore.Loaded) (domain.Event, *registry.Agent, time.Time) {
 	route, agent := s.route(l)
 	if agent == nil || agent.Pull() || agent.MaxConcurrent > 0 {
 		return domain.Event{}, nil, time.Time{}
@@ -192,7 +192,7 @@ func (s *Service) handToRiver(ctx context.Context, id string) {
 		if l.Attempts != 0 || l.Status != domain.StatusSubmitted {
 			return nil
 		}
-		return s.appendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: 1}})
+		return s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: 1}})
 	})
 	if err != nil {
 		s.logger.WarnContext(ctx, "hand a direct dispatch to River; its timer will", "job_id", id, "err", err)
@@ -201,24 +201,13 @@ func (s *Service) handToRiver(ctx context.Context, id string) {
 
 // submittedFold is the fold of a job whose stream is evs, appended by a
 // transaction that began at at: what Load would read once it committed.
-func submittedFold(jobID string, evs []domain.Event, at time.Time) (*Loaded, error) {
-	l := &Loaded{TraceID: evs[0].Metadata.TraceID, SubmittedAt: at, UpdatedAt: at}
+func submittedFold(jobID string, evs []domain.Event, at time.Time) (*jobstore.Loaded, error) {
+	l := &jobstore.Loaded{TraceID: evs[0].Metadata.TraceID, SubmittedAt: at, UpdatedAt: at}
 	stream := domain.JobStream(jobID)
 	for _, e := range evs {
-		if err := l.applyNew(stream, e, at); err != nil {
+		if err := l.ApplyNew(stream, e, at); err != nil {
 			return nil, err
 		}
 	}
 	return l, nil
-}
-
-// applyNew folds e, the next event of l's stream appended at at, and
-// keeps its record, as Load would read it.
-func (l *Loaded) applyNew(stream string, e domain.Event, at time.Time) error {
-	if err := l.Apply(e); err != nil {
-		return err
-	}
-	l.Records = append(l.Records, eventstore.Record{StreamID: stream, Version: len(l.Records) + 1, Type: e.Type, Data: e.Data,
-		Metadata: e.Metadata, RecordedAt: at})
-	return nil
 }

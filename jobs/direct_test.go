@@ -67,7 +67,7 @@ func TestDirectDispatch(t *testing.T) {
 	l, err := s.Load(ctx, nil, direct)
 	require.NoError(t, err)
 	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: "a"}, domain.Metadata{Actor: "test"})
-	require.NoError(t, s.store.InTx(ctx, func(tx pgx.Tx) error { return s.appendTx(ctx, tx, l, domain.Effects{}, routed) }))
+	require.NoError(t, s.store.InTx(ctx, func(tx pgx.Tx) error { return s.jobs.AppendTx(ctx, tx, l, domain.Effects{}, routed) }))
 	s.handToRiver(ctx, direct)
 	require.Equal(t, 1, riverJobs(direct), "an attempt that started is not")
 }

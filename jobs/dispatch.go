@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/telemetry"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/webhook"
 )
@@ -67,7 +68,7 @@ type dispatchRun struct {
 // dispatch makes one attempt on the fold l: route, record ROUTED, deliver
 // without holding a transaction, then record the outcome. A dispatch
 // whose attempt already started, or whose job moved on, does nothing.
-func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) error {
+func (s *Service) dispatch(ctx context.Context, l *jobstore.Loaded, run dispatchRun) error {
 	ctx, span := s.dispatchSpan(ctx, l, run.args.Attempt)
 	defer span.End()
 	attempt := run.args.Attempt
@@ -88,13 +89,13 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 	}
 	if agent.Pull() {
 		err := s.toInbox(ctx, l, agent, routed)
-		if errors.Is(err, errNoSlot) {
+		if errors.Is(err, jobstore.ErrNoSlot) {
 			return s.waitForAgent(ctx, run, l, true)
 		}
 		return err
 	}
 	deadline, err := s.recordRouted(ctx, l, agent, routed)
-	if errors.Is(err, errNoSlot) {
+	if errors.Is(err, jobstore.ErrNoSlot) {
 		return s.waitForAgent(ctx, run, l, true) // another process took the last slot first
 	}
 	if err != nil {
@@ -105,7 +106,7 @@ func (s *Service) dispatch(ctx context.Context, l *Loaded, run dispatchRun) erro
 
 // dispatchSpan is the context and span of one dispatch of attempt of l,
 // with the job's trace id for the logs.
-func (s *Service) dispatchSpan(ctx context.Context, l *Loaded, attempt int) (context.Context, trace.Span) {
+func (s *Service) dispatchSpan(ctx context.Context, l *jobstore.Loaded, attempt int) (context.Context, trace.Span) {
 	ctx = telemetry.JobContext(ctx, l.TraceID)
 	return s.tracer.Start(ctx, "dispatch", trace.WithAttributes(attribute.String("job_id", l.JobID),
 		attribute.Int("attempt", attempt), attribute.String("capability", l.Capability)))
@@ -113,18 +114,18 @@ func (s *Service) dispatchSpan(ctx context.Context, l *Loaded, attempt int) (con
 
 // deliverAndRecord delivers the attempt routed on l (its fold after ROUTED)
 // to agent and records the outcome; a job that ends here is called back.
-func (s *Service) deliverAndRecord(ctx context.Context, run dispatchRun, l *Loaded, agent *registry.Agent, deadline time.Time, md domain.Metadata) error {
+func (s *Service) deliverAndRecord(ctx context.Context, run dispatchRun, l *jobstore.Loaded, agent *registry.Agent, deadline time.Time, md domain.Metadata) error {
 	out, latency := s.deliverMeasured(ctx, agent, l, run.args.Attempt, deadline)
 	recorded, err := s.recordDelivery(ctx, run.args, l, out, deadline, latency, md)
-	if err == nil && recorded != nil && recorded.callsBack() {
+	if err == nil && recorded != nil && recorded.CallsBack() {
 		// The job ended here: its caller is called back from this fold, by
 		// a direct dispatcher itself (its slot bounds the callbacks too).
 		if run.job == nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			s.sendCallbackNow(cctx, recorded.l, md.CausationID)
+			s.sendCallbackNow(cctx, recorded.L, md.CausationID)
 		} else {
-			s.callBackNow(ctx, recorded.l, md.CausationID)
+			s.callBackNow(ctx, recorded.L, md.CausationID)
 		}
 	}
 	return err
@@ -132,7 +133,7 @@ func (s *Service) deliverAndRecord(ctx context.Context, run dispatchRun, l *Load
 
 // route ranks the job's candidates in the snapshot and returns the route
 // and the chosen agent (nil when none was chosen).
-func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
+func (s *Service) route(l *jobstore.Loaded) (domain.RouteResult, *registry.Agent) {
 	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
 		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, ProtocolVersions: l.Constraints.ProtocolVersions,
 		Exclude: excluded(l),
@@ -150,7 +151,7 @@ func (s *Service) route(l *Loaded) (domain.RouteResult, *registry.Agent) {
 // or restarting, none registered yet) within the job's route_wait_ms: the
 // deadline sweep brings the same attempt back when the timer is due. A wait
 // for an agent remembers when it began; a wait for a slot has no bound.
-func (s *Service) waitForAgent(ctx context.Context, run dispatchRun, l *Loaded, atCapacity bool) error {
+func (s *Service) waitForAgent(ctx context.Context, run dispatchRun, l *jobstore.Loaded, atCapacity bool) error {
 	now := s.now().UTC()
 	wait := s.cfg.CapacityWait
 	if p := s.registry.Snapshot().Policy(l.Namespace); p.Version > 0 {
@@ -169,16 +170,16 @@ func (s *Service) waitForAgent(ctx context.Context, run dispatchRun, l *Loaded, 
 
 // holdBack makes a low job of a namespace above its high watermark wait,
 // spending no attempt, and look again after pressureEvery.
-func (s *Service) holdBack(ctx context.Context, run dispatchRun, l *Loaded) error {
+func (s *Service) holdBack(ctx context.Context, run dispatchRun, l *jobstore.Loaded) error {
 	return s.waitOn(ctx, run, l, domain.Timer{Attempt: run.args.Attempt, Phase: domain.PhaseRetry, Due: s.now().UTC().Add(pressureEvery),
 		WaitingSince: run.args.WaitingSince})
 }
 
 // waitOn sets the attempt's retry timer t and completes the River job.
-func (s *Service) waitOn(ctx context.Context, run dispatchRun, l *Loaded, t domain.Timer) error {
+func (s *Service) waitOn(ctx context.Context, run dispatchRun, l *jobstore.Loaded, t domain.Timer) error {
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
 		held := *l // the fold goes on unchanged: a timer is no event
-		if err := s.appendTx(ctx, tx, &held, domain.Effects{Timer: &t}); err != nil {
+		if err := s.jobs.AppendTx(ctx, tx, &held, domain.Effects{Timer: &t}); err != nil {
 			return err
 		}
 		return run.completeTx(ctx, tx)
@@ -196,7 +197,7 @@ func (run dispatchRun) completeTx(ctx context.Context, tx pgx.Tx) error {
 
 // noAgent records an attempt routed to no agent: ROUTED, then its failure
 // (a retry after backoff, or the dead letter), with the River job.
-func (s *Service) noAgent(ctx context.Context, run dispatchRun, l *Loaded, routed domain.Event, md domain.Metadata) error {
+func (s *Service) noAgent(ctx context.Context, run dispatchRun, l *jobstore.Loaded, routed domain.Event, md domain.Metadata) error {
 	reason := fmt.Sprintf("no routable agent offers %s in namespace %s", l.Capability, l.Namespace)
 	attempt, now := run.args.Attempt, s.now().UTC()
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
@@ -207,31 +208,31 @@ func (s *Service) noAgent(ctx context.Context, run dispatchRun, l *Loaded, route
 		evs, fx := domain.FailAttempt(&after.Job, func(at time.Time) domain.Event {
 			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, Reason: "no_agent", Error: reason, RetryAt: at}, md)
 		}, 0, now, s.jitter(), md, "no_agent")
-		if err := s.appendTx(ctx, tx, l, fx, append([]domain.Event{routed}, evs...)...); err != nil {
+		if err := s.jobs.AppendTx(ctx, tx, l, fx, append([]domain.Event{routed}, evs...)...); err != nil {
 			return err
 		}
 		return run.completeTx(ctx, tx)
 	})
 }
 
-// recordRouted takes a slot of the agent (errNoSlot when none is free) and
+// recordRouted takes a slot of the agent (jobstore.ErrNoSlot when none is free) and
 // appends ROUTED with the attempt's routed timer (due when
 // the dispatcher should have recorded an outcome) and answers the attempt's
 // deadline; on success l is the fold after ROUTED. The write shares its
 // transaction with concurrent ones (write.go).
-func (s *Service) recordRouted(ctx context.Context, l *Loaded, agent *registry.Agent, routed domain.Event) (time.Time, error) {
+func (s *Service) recordRouted(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) (time.Time, error) {
 	now := s.now().UTC()
 	deadline := now.Add(l.Timeout())
 	attempt := l.Attempts + 1
-	err := s.write(ctx, &write{l: l, evs: []domain.Event{routed},
-		fx:   domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter)}},
-		slot: &slotClaim{agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, maxConcurrent: agent.MaxConcurrent, attempt: attempt}})
+	err := s.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed},
+		Effects: domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter)}},
+		Slot:    &jobstore.Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt}})
 	return deadline, err
 }
 
 // deliverMeasured calls the agent, with no transaction open, and counts the
 // delivery in the metrics and the debug log.
-func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l *Loaded, attempt int, deadline time.Time) (domain.Observation, time.Duration) {
+func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l *jobstore.Loaded, attempt int, deadline time.Time) (domain.Observation, time.Duration) {
 	start := time.Now()
 	out := s.deliver(ctx, agent, l, attempt, deadline)
 	latency := time.Since(start)
@@ -255,11 +256,11 @@ func (s *Service) deliverMeasured(ctx context.Context, agent *registry.Agent, l 
 // finds its attempt recorded (stale) and does nothing; a direct run has
 // only the attempt's timer. A job that ends here is called back by this
 // dispatcher (deliverAndRecord).
-func (s *Service) recordDelivery(ctx context.Context, args DispatchArgs, l *Loaded, out domain.Observation,
-	deadline time.Time, latency time.Duration, md domain.Metadata) (*write, error) {
+func (s *Service) recordDelivery(ctx context.Context, args DispatchArgs, l *jobstore.Loaded, out domain.Observation,
+	deadline time.Time, latency time.Duration, md domain.Metadata) (*jobstore.Write, error) {
 	attempt := args.Attempt
-	var last *write
-	err := s.writeRetrying(ctx, func(retry bool) (*write, error) {
+	var last *jobstore.Write
+	err := s.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
 		last = nil
 		cur := l
 		if retry {
@@ -272,13 +273,13 @@ func (s *Service) recordDelivery(ctx context.Context, args DispatchArgs, l *Load
 				if out.Kind != domain.ObservedResult || cur.Status == domain.StatusNone {
 					return nil, nil
 				}
-				return &write{l: cur, evs: []domain.Event{domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+				return &jobstore.Write{L: cur, Events: []domain.Event{domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
 					Attempt: attempt, Status: out.Status, Reason: "late", Result: out.Result}, md)}}, nil
 			}
 		}
 		held := *cur // a write moves its fold on; a retry starts from what was held
 		evs, fx := domain.Delivery(&held.Job, held.RoutedAt, out, deadline, latency, s.now().UTC(), s.jitter(), s.attemptPolicy(), md)
-		last = &write{l: &held, evs: evs, fx: fx, callbackNow: true}
+		last = &jobstore.Write{L: &held, Events: evs, Effects: fx, CallbackNow: true}
 		return last, nil
 	})
 	return last, err
@@ -286,7 +287,7 @@ func (s *Service) recordDelivery(ctx context.Context, args DispatchArgs, l *Load
 
 // deliver POSTs the envelope to the agent and classifies what happened. It
 // waits for an answer until the attempt's deadline.
-func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) (obs domain.Observation) {
+func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *jobstore.Loaded, attempt int, deadline time.Time) (obs domain.Observation) {
 	if a.Protocol == domain.ProtocolA2A {
 		return s.deliverA2A(ctx, a, l, attempt, deadline)
 	}
@@ -350,7 +351,7 @@ func (s *Service) deliver(ctx context.Context, a *registry.Agent, l *Loaded, att
 // attempt's deadline or the longest inline wait, whichever comes first
 // (wait). wrote reports whether the request went out whole, so a timeout
 // after it means the agent has the job; end ends the span and the context.
-func (s *Service) deliveryCtx(ctx context.Context, name string, a *registry.Agent, l *Loaded, attempt int, deadline time.Time) (_ context.Context, wait time.Time, wrote func() bool, end func()) {
+func (s *Service) deliveryCtx(ctx context.Context, name string, a *registry.Agent, l *jobstore.Loaded, attempt int, deadline time.Time) (_ context.Context, wait time.Time, wrote func() bool, end func()) {
 	ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", attempt),
 			attribute.String("agent_id", a.AgentID), attribute.String("url.full", a.Endpoint)))

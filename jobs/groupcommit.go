@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
 // Group commit: concurrent submits share one transaction, so durable
@@ -75,7 +76,7 @@ func (s *Service) StartGroupCommit(ctx context.Context, window time.Duration, wo
 	for range max(workers, 1) {
 		go b.run(ctx)
 	}
-	s.startWriter(ctx, workers)
+	s.jobs.StartWriter(ctx, workers)
 }
 
 func (b *batcher) submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
@@ -126,11 +127,11 @@ func (b *batcher) commit(ctx context.Context, batch []*batchItem) { b.s.commitSu
 
 // commitSubmits writes batch in one transaction and answers each item.
 func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
-	ws := make([]*write, len(batch))
-	of := make(map[*write]*batchItem, len(batch))
+	ws := make([]*jobstore.Write, len(batch))
+	of := make(map[*jobstore.Write]*batchItem, len(batch))
 	namespaces := map[string]bool{}
 	for i, it := range batch {
-		ws[i] = &write{l: &Loaded{Job: domain.Job{Submitted: domain.Submitted{JobID: it.sub.JobID}}}}
+		ws[i] = &jobstore.Write{L: &jobstore.Loaded{Job: domain.Job{Submitted: domain.Submitted{JobID: it.sub.JobID}}}}
 		of[ws[i]] = it
 		namespaces[it.sub.Namespace] = true
 	}
@@ -139,9 +140,9 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 		nsList = append(nsList, ns)
 	}
 	var patterns approvalPatterns
-	s.commitWrites(ctx, ws, &txPrelude{
-		begin: func(b *pgx.Batch) { queueApprovalPatterns(b, nsList, &patterns) },
-		prepare: func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*write) error {
+	s.jobs.Commit(ctx, ws, &jobstore.Prelude{
+		Begin: func(b *pgx.Batch) { queueApprovalPatterns(b, nsList, &patterns) },
+		Prepare: func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*jobstore.Write) error {
 			keys := map[[2]string]*batchItem{} // the keys this transaction claimed
 			for _, w := range ws {
 				it := of[w]
@@ -149,12 +150,12 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 				if first := keys[k]; first != nil && k[1] != "" {
 					// A retry of a submit in the same transaction: its job's
 					// events are not written yet, so it is answered here.
-					w.evs, w.fx, w.slot = nil, domain.Effects{}, nil
-					it.res, w.err = sameKey(first, it)
+					w.Events, w.Effects, w.Slot = nil, domain.Effects{}, nil
+					it.res, w.Err = sameKey(first, it)
 					continue
 				}
 				s.prepareSubmit(ctx, tx, at, w, it, patterns)
-				if w.err == nil && !it.res.Existing && k[1] != "" {
+				if w.Err == nil && !it.res.Existing && k[1] != "" {
 					keys[k] = it
 				}
 			}
@@ -164,15 +165,15 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 	for i, it := range batch {
 		w := ws[i]
 		if it.reserved {
-			if w.err == nil && it.direct.l != nil {
+			if w.Err == nil && it.direct.l != nil {
 				s.startDirect(it.direct)
 			} else {
 				s.releaseDirect()
 			}
 			it.reserved, it.direct = false, directStart{}
 		}
-		if w.err != nil {
-			it.done <- batchResult{err: w.err}
+		if w.Err != nil {
+			it.done <- batchResult{err: w.Err}
 			continue
 		}
 		it.done <- batchResult{res: it.res}
@@ -195,15 +196,15 @@ func sameKey(first, it *batchItem) (SubmitResult, error) {
 // at: its events (SUBMITTED, AWAITING_APPROVAL, and ROUTED when a direct
 // dispatcher routes it at once) and their effects. A submission whose
 // Idempotency-Key names an earlier job writes nothing; one refused fails
-// alone (w.err).
-func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *write, it *batchItem, patterns approvalPatterns) {
-	w.evs, w.fx, w.slot, it.direct = nil, domain.Effects{}, nil, directStart{}
+// alone (w.Err).
+func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *jobstore.Write, it *batchItem, patterns approvalPatterns) {
+	w.Events, w.Effects, w.Slot, it.direct = nil, domain.Effects{}, nil, directStart{}
 	sub := it.sub // a try of its own: the checks fill in its root
 	plain := sub.IdempotencyKey == "" && sub.ParentJobID == ""
 	if !plain {
 		existing, err := s.checkSubmit(ctx, tx, &sub)
 		if err != nil {
-			w.err = err
+			w.Err = err
 			return
 		}
 		if existing != nil {
@@ -212,27 +213,27 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 		}
 	}
 	evs, res := s.submittedEvents(sub, it.md, patterns)
-	it.res, w.evs = res, evs
+	it.res, w.Events = res, evs
 	if it.with != nil {
 		if err := it.with(ctx, tx, sub.JobID); err != nil {
-			w.err = err
+			w.Err = err
 			return
 		}
 		plain = false
 	}
 	switch {
 	case res.Status == domain.StatusAwaitingApproval:
-		w.fx.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)}
+		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)}
 	case plain && sub.Priority != domain.PriorityLow && (it.reserved || s.reserveDirect()): // low work waits in its own lane
 		it.reserved = true
 		if err := s.directStart(w, it, at); err != nil {
-			w.err = err
+			w.Err = err
 			return
 		}
 	default:
-		w.fx.Queue = &domain.QueuedAttempt{Attempt: 1}
+		w.Effects.Queue = &domain.QueuedAttempt{Attempt: 1}
 	}
-	w.err = w.decide()
+	w.Err = w.Decide()
 }
 
 // checkSubmit claims sub's Idempotency-Key and counts sub against its
@@ -265,25 +266,25 @@ func (s *Service) checkSubmit(ctx context.Context, tx pgx.Tx, sub *domain.Submit
 // append as its SUBMITTED, with the routed timer and the agent's slot. One
 // that cannot be waits on the queued timer, naming no River job, for its
 // dispatcher to route it.
-func (s *Service) directStart(w *write, it *batchItem, at time.Time) error {
+func (s *Service) directStart(w *jobstore.Write, it *batchItem, at time.Time) error {
 	id := it.sub.JobID
-	l, err := submittedFold(id, w.evs, at)
+	l, err := submittedFold(id, w.Events, at)
 	if err != nil {
 		return err
 	}
 	it.direct = directStart{l: l}
 	routed, agent, deadline := s.routeAtSubmit(l)
 	if agent == nil {
-		w.fx.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter)}
+		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter)}
 		return nil
 	}
-	if err := l.applyNew(domain.JobStream(id), routed, at); err != nil {
+	if err := l.ApplyNew(domain.JobStream(id), routed, at); err != nil {
 		return err
 	}
-	w.evs = append(w.evs, routed)
+	w.Events = append(w.Events, routed)
 	l.RoutedAt = at
 	it.direct.agent, it.direct.deadline = agent, deadline
-	w.fx.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter), AgentID: agent.AgentID}
-	w.slot = &slotClaim{agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, attempt: 1}
+	w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter), AgentID: agent.AgentID}
+	w.Slot = &jobstore.Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, Attempt: 1}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql/queries"
 	"github.com/agentreach/agentreach/webhook"
@@ -94,17 +95,17 @@ func (s *Service) RunInbox(ctx context.Context) {
 
 // toInbox puts the attempt in pull agent's inbox: in one write (shared
 // with concurrent ones, write.go) it takes one of the agent's slots
-// (errNoSlot when none is free), appends ROUTED with the inbox timer and
+// (jobstore.ErrNoSlot when none is free), appends ROUTED with the inbox timer and
 // announces it to the agent's claims at commit; River's batched completer
 // completes the River job once Work returns (a rerun finds the attempt
 // routed and does nothing). Nothing is sent: the agent's claim delivers
 // it.
-func (s *Service) toInbox(ctx context.Context, l *Loaded, agent *registry.Agent, routed domain.Event) error {
+func (s *Service) toInbox(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) error {
 	key := domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}
 	attempt := l.Attempts + 1
-	return s.write(ctx, &write{l: l, evs: []domain.Event{routed}, notify: key.String(),
-		fx:   domain.Effects{Timer: domain.InboxTimer(attempt, key.Namespace, key.ID, s.now().UTC(), s.cfg.ClaimTimeout)},
-		slot: &slotClaim{agent: key, maxConcurrent: agent.MaxConcurrent, attempt: attempt}})
+	return s.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed}, Notify: key.String(),
+		Effects: domain.Effects{Timer: domain.InboxTimer(attempt, key.Namespace, key.ID, s.now().UTC(), s.cfg.ClaimTimeout)},
+		Slot:    &jobstore.Slot{Agent: key, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt}})
 }
 
 // Claim answers up to max deliveries from pull agent a's inbox, waiting up
@@ -199,7 +200,7 @@ func (s *Service) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id 
 	if !ok {
 		return webhook.Envelope{}, errNotInInbox
 	}
-	if err := s.appendTx(ctx, sp, l, fx, evs...); err != nil {
+	if err := s.jobs.AppendTx(ctx, sp, l, fx, evs...); err != nil {
 		if errors.Is(err, eventstore.ErrConflict) {
 			return webhook.Envelope{}, errNotInInbox
 		}
@@ -284,7 +285,7 @@ func (s *Service) release(ctx context.Context, a *registry.Agent, h Held, errTex
 			return nil
 		}
 		released = true
-		return s.appendTx(ctx, tx, l, fx, evs...)
+		return s.jobs.AppendTx(ctx, tx, l, fx, evs...)
 	})
 	return released, err
 }

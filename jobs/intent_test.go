@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
 // TestSubmitWithResolution: a submission resolved from an intent appends
@@ -27,14 +28,14 @@ func TestSubmitWithResolution(t *testing.T) {
 		return domain.Submitted{Capability: capability, Intent: words, Payload: json.RawMessage(`{}`),
 			Resolution: &domain.IntentResolution{Intent: words, Capability: capability, Resolver: domain.ResolverLexical, Confidence: 0.5}}
 	}
-	types := func(l *Loaded) []domain.EventType {
+	types := func(l *jobstore.Loaded) []domain.EventType {
 		var out []domain.EventType
 		for _, r := range l.Records {
 			out = append(out, r.Type)
 		}
 		return out
 	}
-	submitted := func(sb domain.Submitted) *Loaded {
+	submitted := func(sb domain.Submitted) *jobstore.Loaded {
 		res, err := s.Submit(ctx, sb, domain.Metadata{Actor: "test", TraceID: "t"})
 		require.NoError(t, err)
 		l, err := s.Load(ctx, nil, res.JobID)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
@@ -64,4 +66,34 @@ func (s *Service) DropDispatchBacklog(ctx context.Context) error {
 		return fmt.Errorf("drop slots: %w", err)
 	}
 	return nil
+}
+
+// riverQueue inserts the River jobs the unit of work's writes ask for
+// (jobstore.Queue): their args are this package's.
+type riverQueue struct{ s *Service }
+
+func (q riverQueue) InsertTx(ctx context.Context, tx pgx.Tx, jobs []jobstore.Enqueued) ([]int64, error) {
+	params := make([]river.InsertManyParams, len(jobs))
+	for i, j := range jobs {
+		switch j.Kind {
+		case jobstore.EnqueueDispatch:
+			params[i] = river.InsertManyParams{Args: DispatchArgs{JobID: j.JobID, Attempt: j.Attempt, WaitingSince: j.WaitingSince},
+				InsertOpts: dispatchOpts(j.Priority)}
+		case jobstore.EnqueueCallback:
+			params[i] = river.InsertManyParams{Args: CallbackArgs{JobID: j.JobID}}
+		case jobstore.EnqueuePoll:
+			params[i] = river.InsertManyParams{Args: A2APollArgs{JobID: j.JobID, Attempt: j.Attempt}}
+		default:
+			return nil, fmt.Errorf("enqueue job %s: unknown kind %d", j.JobID, j.Kind)
+		}
+	}
+	res, err := q.s.client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.Job.ID
+	}
+	return ids, nil
 }

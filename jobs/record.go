@@ -1,14 +1,10 @@
 package jobs
 
 import (
-	"errors"
 	"math/rand/v2"
 
 	"github.com/agentreach/agentreach/domain"
 )
-
-// errNoSlot says every one of an agent's max_concurrent slots is taken.
-var errNoSlot = errors.New("every slot of the agent is taken")
 
 // jitter is the service's source of backoff jitter, in [0, 1).
 func (s *Service) jitter() float64 { return rand.Float64() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
 // ResultReport is an agent's report of an attempt's outcome.
@@ -31,7 +32,7 @@ const (
 // the latest, delivered attempt decides it; anything else (a second result,
 // a result after TIMEOUT, a result for an earlier attempt) is recorded as
 // RESULT_DUPLICATE and changes nothing.
-func (s *Service) ReportResult(ctx context.Context, id, token string, rep ResultReport, md domain.Metadata) (Recorded, *Loaded, error) {
+func (s *Service) ReportResult(ctx context.Context, id, token string, rep ResultReport, md domain.Metadata) (Recorded, *jobstore.Loaded, error) {
 	if rep.Status != domain.StatusSuccess && rep.Status != domain.StatusFailed {
 		return "", nil, &domain.FieldError{Field: "status", Message: "must be SUCCESS or FAILED"}
 	}
@@ -74,8 +75,8 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 	// a conflict. The agent is answered once it committed; a job it ends
 	// is called back from here at once (callBackNow).
 	var recorded Recorded
-	var last *write
-	err = s.writeRetrying(ctx, func(retry bool) (*write, error) {
+	var last *jobstore.Write
+	err = s.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
 		if retry {
 			var err error
 			if l, err = s.Load(ctx, nil, id); err != nil {
@@ -84,13 +85,13 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 		}
 		evs, fx, rec := domain.Result(&l.Job, attempt, agentID, l.RoutedAt, rep.Status, rep.Result, rep.BizCode,
 			s.now().UTC(), s.jitter(), md)
-		recorded, last = rec, &write{l: l, evs: evs, fx: fx, callbackNow: true}
+		recorded, last = rec, &jobstore.Write{L: l, Events: evs, Effects: fx, CallbackNow: true}
 		return last, nil
 	})
 	if err != nil {
 		return "", nil, err
 	}
-	if last.callsBack() {
+	if last.CallsBack() {
 		s.callBackNow(ctx, l, md.CausationID)
 	}
 	return recorded, l, nil

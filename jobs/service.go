@@ -26,6 +26,7 @@ import (
 	a2aclient "github.com/agentreach/agentreach/a2a/client"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/netguard"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql/queries"
@@ -189,7 +190,7 @@ type Service struct {
 	tracer       trace.Tracer
 	metrics      instruments
 	batcher      *batcher
-	writer       *writer
+	jobs         *jobstore.Store // the unit of work: every change to a job
 	sending      chan struct{}
 	inbox        inbox // this process's waiting claims of pull agents
 	direct       atomic.Pointer[directDispatch]
@@ -216,6 +217,8 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		}},
 		now: time.Now, pressureSeen: map[lane]bool{}}
 	s.a2a = &a2aclient.Client{HTTP: s.http}
+	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
+		Now: func() time.Time { return s.now() }, Finished: s.countFinished})
 	s.sending = make(chan struct{}, callbacksNow)
 	s.secrets = map[string]cachedSecrets{}
 	s.initTelemetry()
@@ -268,47 +271,9 @@ func (s *Service) PeriodicJobs() []*river.PeriodicJob {
 	}
 }
 
-// Loaded is a job folded from its stream, with the times of its events.
-type Loaded struct {
-	domain.Job
-	TraceID     string
-	SubmittedAt time.Time
-	UpdatedAt   time.Time
-	FinishedAt  time.Time
-	// RoutedAt is when the latest attempt was routed (claimed, for a pull
-	// agent's): what its time to result is measured from.
-	RoutedAt time.Time
-	Records  []eventstore.Record
-}
-
 // Load folds a job's stream; domain.ErrNotFound if it has none.
-func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*Loaded, error) {
-	if _, err := uuid.Parse(id); err != nil {
-		return nil, fmt.Errorf("job %q: %w", id, domain.ErrNotFound)
-	}
-	recs, err := s.store.ReadStream(ctx, q, domain.JobStream(id))
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
-	}
-	l := &Loaded{Records: recs, TraceID: recs[0].Metadata.TraceID, SubmittedAt: recs[0].RecordedAt}
-	for _, r := range recs {
-		if err := l.Apply(r.Event()); err != nil {
-			return nil, fmt.Errorf("fold job %s: %w", id, err)
-		}
-		if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed {
-			l.UpdatedAt = r.RecordedAt
-		}
-		if r.Type == domain.EventRouted || (r.Type == domain.EventDelivered && l.Claimed) {
-			l.RoutedAt = r.RecordedAt // a pull agent's attempt runs from its claim
-		}
-		if l.Status.Terminal() && l.FinishedAt.IsZero() {
-			l.FinishedAt = r.RecordedAt
-		}
-	}
-	return l, nil
+func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*jobstore.Loaded, error) {
+	return s.jobs.Load(ctx, q, id)
 }
 
 // SubmitResult is the answer to a submit.
@@ -488,8 +453,8 @@ func (s *Service) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 
 // Cancel ends a job that is not terminal. A job already at an agent is
 // not recalled; its late result will be recorded as a duplicate.
-func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*Loaded, error) {
-	var held *Loaded // the job as an A2A agent holds it, if one does
+func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*jobstore.Loaded, error) {
+	var held *jobstore.Loaded // the job as an A2A agent holds it, if one does
 	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, id)
 		if err != nil {
@@ -503,7 +468,7 @@ func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metad
 			c := *l
 			held = &c
 		}
-		return s.appendTx(ctx, tx, l, fx, evs...)
+		return s.jobs.AppendTx(ctx, tx, l, fx, evs...)
 	})
 	if err != nil {
 		return nil, err
@@ -539,7 +504,7 @@ func (s *Service) retryConflict(ctx context.Context, fn func(tx pgx.Tx) error) e
 	var err error
 	for range 5 {
 		err = s.store.InTx(ctx, fn)
-		if !errors.Is(err, eventstore.ErrConflict) && !transientTxError(err) {
+		if !errors.Is(err, eventstore.ErrConflict) && !jobstore.TransientTxError(err) {
 			return err
 		}
 	}

@@ -12,11 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
-func submitOne(t *testing.T, s *Service) *Loaded {
+func submitOne(t *testing.T, s *Service) *jobstore.Loaded {
 	t.Helper()
 	ctx := context.Background()
 	res, err := s.Submit(ctx, domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`)}, domain.Metadata{Actor: "test"})
@@ -33,12 +34,12 @@ func slotsOf(t *testing.T, s *Service, agentID string) int {
 	return n
 }
 
-func routedEvent(l *Loaded, agentID string) domain.Event {
+func routedEvent(l *jobstore.Loaded, agentID string) domain.Event {
 	return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: l.Attempts + 1, AgentID: agentID}, domain.Metadata{Actor: "test"})
 }
 
 // recordRouted takes one of the agent's slots with ROUTED, refuses the
-// attempt with errNoSlot (and writes nothing) when every slot is taken, and
+// attempt with jobstore.ErrNoSlot (and writes nothing) when every slot is taken, and
 // appendTx gives the slot back when an event ends the attempt.
 func TestSlotsAreTakenAtRoutedAndGivenBack(t *testing.T) {
 	t.Parallel()
@@ -53,7 +54,7 @@ func TestSlotsAreTakenAtRoutedAndGivenBack(t *testing.T) {
 	require.Equal(t, 1, slotsOf(t, s, agent.AgentID))
 
 	_, err = s.recordRouted(ctx, second, agent, routedEvent(second, agent.AgentID))
-	require.ErrorIs(t, err, errNoSlot)
+	require.ErrorIs(t, err, jobstore.ErrNoSlot)
 	again, err := s.Load(ctx, nil, second.JobID)
 	require.NoError(t, err)
 	require.Len(t, again.Records, 1, "a refused attempt writes nothing")
@@ -61,7 +62,7 @@ func TestSlotsAreTakenAtRoutedAndGivenBack(t *testing.T) {
 
 	// The first attempt fails: its slot comes back in the same transaction.
 	require.NoError(t, s.store.InTx(ctx, func(tx pgx.Tx) error {
-		return s.appendTx(ctx, tx, first, domain.Effects{}, domain.NewEvent(domain.EventAttemptFailed,
+		return s.jobs.AppendTx(ctx, tx, first, domain.Effects{}, domain.NewEvent(domain.EventAttemptFailed,
 			domain.AttemptFailed{Attempt: 1, AgentID: agent.AgentID, Reason: "http_503"}, domain.Metadata{Actor: "test"}))
 	}))
 	require.Zero(t, slotsOf(t, s, agent.AgentID))
@@ -88,7 +89,7 @@ func TestRouteWaitIsCarriedFromTimerToDispatch(t *testing.T) {
 	require.NoError(t, s.DropDispatchBacklog(ctx)) // only the sweep's dispatch is left to see
 	since := time.Now().UTC().Add(-10 * time.Second).Truncate(time.Microsecond)
 	require.NoError(t, s.store.InTx(ctx, func(tx pgx.Tx) error {
-		return s.appendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Attempt: 1, Phase: domain.PhaseRetry,
+		return s.jobs.AppendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Attempt: 1, Phase: domain.PhaseRetry,
 			Due: time.Now().Add(-time.Second), WaitingSince: since}})
 	}))
 	_, err := s.SweepDeadlines(ctx)

@@ -127,28 +127,28 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	}
 	switch d.Do {
 	case domain.TimerDispatch:
-		return "", s.appendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: attempt, WaitingSince: since}})
+		return "", s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: attempt, WaitingSince: since}})
 	case domain.TimerRedispatch:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.LostAfter)
 		if err != nil || alive {
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.LostAfter), err)
 		}
-		return "redispatched", s.appendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: attempt, WaitingSince: since}})
+		return "redispatched", s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: attempt, WaitingSince: since}})
 	case domain.TimerRequeueCallback:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.CallbackGrace)
 		if err != nil || alive {
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.CallbackGrace), err)
 		}
-		return "callback_requeued", s.appendTx(ctx, tx, l, domain.Effects{RequeueCallback: true})
+		return "callback_requeued", s.jobs.AppendTx(ctx, tx, l, domain.Effects{RequeueCallback: true})
 	case domain.TimerAppend:
 		held := *l
-		err := s.appendTx(ctx, tx, l, d.Effects, d.Events...)
+		err := s.jobs.AppendTx(ctx, tx, l, d.Effects, d.Events...)
 		if err == nil && d.CancelAtAgent {
 			s.cancelAtAgent(ctx, &held) // a courtesy, in the background
 		}
 		return d.Report, err
 	}
-	return "", s.appendTx(ctx, tx, l, domain.Effects{ClearTimer: true}) // its work is done
+	return "", s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: true}) // its work is done
 }
 
 // riverJobAlive reports whether a River job is waiting to run or running
@@ -217,12 +217,12 @@ func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 			}
 			switch {
 			case (l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout) && (l.Attempts == 0 || !l.JustRouted(l.Attempts)):
-				if err := s.appendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: l.Attempts + 1}}); err != nil {
+				if err := s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: l.Attempts + 1}}); err != nil {
 					return err
 				}
 				rep.Redispatched = append(rep.Redispatched, id)
 			case l.Status.Terminal() && l.CallbackURL != "" && !l.CallbackAcked && !l.CallbackGaveUp:
-				if err := s.appendTx(ctx, tx, l, domain.Effects{RequeueCallback: true}); err != nil {
+				if err := s.jobs.AppendTx(ctx, tx, l, domain.Effects{RequeueCallback: true}); err != nil {
 					return err
 				}
 				rep.CallbacksRequeued = append(rep.CallbacksRequeued, id)

@@ -1,4 +1,4 @@
-package jobs
+package jobstore
 
 import (
 	"cmp"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/riverqueue/river"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -30,7 +29,11 @@ var (
 	qClearJobTimers          = queries.Must("ClearJobTimers")
 	qSetJobTimers            = queries.Must("SetJobTimers")
 	qRecordAgentAttempts     = queries.Must("RecordAgentAttempts")
+	qNotifyInbox             = queries.Must("NotifyInbox")
 )
+
+// ErrNoSlot says every one of an agent's max_concurrent slots is taken.
+var ErrNoSlot = errors.New("every slot of the agent is taken")
 
 // The unit of work. Every change to a job is a write: the events decided
 // on a fold, appended at that fold's version, and the writes of their
@@ -39,8 +42,8 @@ var (
 // in one transaction. writeIn is the one place that turns writes into
 // statements, whatever their number:
 //
-//  1. River's jobs for every write, in one insert (their ids name the
-//     timers that watch them);
+//  1. River's jobs for every write, in one insert through the Queue
+//     (their ids name the timers that watch them);
 //  2. in one round trip: the jobs' timer rows locked (in job order), every
 //     write's events in one statement (eventstore.AppendAll), then one
 //     statement of each kind for their effects, and the pull agents'
@@ -48,10 +51,10 @@ var (
 //
 // How writes commit is never what they write:
 //
-//   - appendTx: one write in a transaction of the caller's (a batch of one);
-//   - write: shared with concurrent writes by the writer's workers;
-//   - group commit (groupcommit.go): concurrent submits, each a write that
-//     creates its job's stream, decided in the transaction (txPrelude).
+//   - AppendTx: one write in a transaction of the caller's (a batch of one);
+//   - Write: shared with concurrent writes by the writer's workers;
+//   - Commit with a Prelude: writes decided in the transaction itself
+//     (group commit's submits, which create their jobs' streams).
 //
 // One write's failure never fails another's: a statement that fails
 // belongs to one write (the events' statement names the writes whose
@@ -63,44 +66,52 @@ var (
 // connection) fails them all, as it would have failed each alone. A write
 // is answered only after its transaction committed.
 
-// write is one job's share of a transaction.
-type write struct {
-	// l is the fold evs were decided on; once written, the fold after them.
-	l   *Loaded
-	evs []domain.Event
-	fx  domain.Effects
-	// slot, when set, is taken first; the write fails with errNoSlot
+// Write is one job's share of a transaction: the events decided on a
+// fold and their effects. Fill in L, Events and Effects (and Slot, Notify,
+// CallbackNow); the store fills in the rest.
+type Write struct {
+	// L is the fold Events were decided on; once written, the fold after
+	// them.
+	L       *Loaded
+	Events  []domain.Event
+	Effects domain.Effects
+	// Slot, when set, is taken first; the write fails with ErrNoSlot
 	// when the agent has none free.
-	slot *slotClaim
-	// notify, when set, is the pull agent ("namespace/agent_id") whose
+	Slot *Slot
+	// Notify, when set, is the pull agent ("namespace/agent_id") whose
 	// claims are woken at commit (InboxChannel).
-	notify string
-	// callbackNow says the writer calls the caller back itself once the
-	// write commits (callbacknow.go): a job it ends gets the callback
-	// timer, the durable promise, but no River callback job.
-	callbackNow bool
+	Notify string
+	// CallbackNow says the writer calls the caller back itself once the
+	// write commits: a job it ends gets the callback timer, the durable
+	// promise, but no River callback job.
+	CallbackNow bool
 
-	after domain.Job // the fold after evs
-	at    time.Time  // the transaction's time: the events' recorded_at
-	err   error
-	done  chan struct{}
+	// After is the fold after Events (Decide).
+	After domain.Job
+	// At is the transaction's time: the events' recorded_at.
+	At time.Time
+	// Err is the write's own failure; a Prelude may set it to fail the
+	// write alone.
+	Err  error
+	done chan struct{}
 	// River's jobs inserted for the write (0: none).
 	dispatchJob, callbackJob int64
 }
 
-// slotClaim is the slot an attempt takes of its agent before it starts.
-type slotClaim struct {
-	agent         domain.AgentKey
-	maxConcurrent int
-	attempt       int
+// Slot is the slot an attempt takes of its agent before it starts; with
+// no MaxConcurrent it is taken uncounted.
+type Slot struct {
+	Agent         domain.AgentKey
+	MaxConcurrent int
+	Attempt       int
 }
 
-// decide folds the write's events onto a copy of its fold (the job's
+// Decide folds the write's events onto a copy of its fold (the job's
 // state machine refuses what may not follow).
-func (w *write) decide() error {
-	w.after = w.l.Job
-	for _, e := range w.evs {
-		if err := w.after.Apply(e); err != nil {
+func (w *Write) Decide() error {
+	w.After = w.L.Job
+	for _, e := range w.Events {
+		if err := w.After.Apply(e); err != nil {
 			return fmt.Errorf("job %s: %w", w.jobID(), err)
 		}
 	}
@@ -108,58 +119,60 @@ func (w *write) decide() error {
 }
 
 // jobID is the write's job: its fold's, or for a new job its events'.
-func (w *write) jobID() string {
-	if w.l.JobID != "" {
-		return w.l.JobID
+func (w *Write) jobID() string {
+	if w.L.JobID != "" {
+		return w.L.JobID
 	}
-	return w.after.JobID
+	return w.After.JobID
 }
 
 // empty reports whether the write has nothing to write.
-func (w *write) empty() bool {
-	fx := w.fx
-	return len(w.evs) == 0 && w.slot == nil && fx.Timer == nil && !fx.ClearTimer && fx.Sample == nil && fx.Dispatch == nil &&
+func (w *Write) empty() bool {
+	fx := w.Effects
+	return len(w.Events) == 0 && w.Slot == nil && fx.Timer == nil && !fx.ClearTimer && fx.Sample == nil && fx.Dispatch == nil &&
 		!fx.RequeueCallback && fx.Poll == 0 && fx.Queue == nil
 }
 
 // callback reports whether the write ends a job whose caller waits for
 // a callback.
-func (w *write) callback() bool {
-	return w.fx.Callback && w.after.Status.Terminal() && w.after.CallbackURL != ""
+func (w *Write) callback() bool {
+	return w.Effects.Callback && w.After.Status.Terminal() && w.After.CallbackURL != ""
 }
 
-// callsBack reports whether the writer is to call the caller back itself,
+// CallsBack reports whether the writer is to call the caller back itself,
 // now that the write committed.
-func (w *write) callsBack() bool { return w.callbackNow && w.callback() }
+func (w *Write) CallsBack() bool { return w.CallbackNow && w.callback() }
 
 // riverCallback reports whether the write queues a River callback job.
-func (w *write) riverCallback() bool { return w.fx.RequeueCallback || w.callback() && !w.callbackNow }
+func (w *Write) riverCallback() bool {
+	return w.Effects.RequeueCallback || w.callback() && !w.CallbackNow
+}
 
-// appendTx writes evs, decided on l, with their effects fx in tx (the
+// AppendTx writes evs, decided on l, with their effects fx in tx (the
 // caller's), and on success moves l on to the fold after them. A stale
 // version is eventstore.ErrConflict: the caller reloads and decides again.
-func (s *Service) appendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.Effects, evs ...domain.Event) error {
-	w := &write{l: l, evs: evs, fx: fx}
-	if err := w.decide(); err != nil {
+func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.Effects, evs ...domain.Event) error {
+	w := &Write{L: l, Events: evs, Effects: fx}
+	if err := w.Decide(); err != nil {
 		return err
 	}
-	if _, err := s.writeIn(ctx, tx, []*write{w}, true, false); err != nil {
+	if _, err := s.writeIn(ctx, tx, []*Write{w}, true, false); err != nil {
 		return err
 	}
-	if w.err != nil {
-		return w.err
+	if w.Err != nil {
+		return w.Err
 	}
-	s.countFinished(ctx, l.Status, w.after.Status)
-	l.Job = w.after
+	s.finished(ctx, l.Status, w.After.Status)
+	l.Job = w.After
 	return nil
 }
 
-// write appends w's events and writes their effects, in a transaction
+// Write appends w's events and writes their effects, in a transaction
 // shared with concurrent writes when the writer runs (one of its own
-// otherwise), and answers once it committed. On success w.l holds the new
+// otherwise), and answers once it committed. On success w.L holds the new
 // state.
-func (s *Service) write(ctx context.Context, w *write) error {
-	if err := w.decide(); err != nil {
+func (s *Store) Write(ctx context.Context, w *Write) error {
+	if err := w.Decide(); err != nil {
 		return err
 	}
 	if w.empty() {
@@ -171,44 +184,44 @@ func (s *Service) write(ctx context.Context, w *write) error {
 		case wr.items <- w:
 			<-w.done // once taken, a write is always answered
 		case <-wr.stopped:
-			s.commitWrites(ctx, []*write{w}, nil)
+			s.Commit(ctx, []*Write{w}, nil)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	} else {
-		s.commitWrites(ctx, []*write{w}, nil)
+		s.Commit(ctx, []*Write{w}, nil)
 	}
-	if w.err != nil {
-		return w.err
+	if w.Err != nil {
+		return w.Err
 	}
-	s.countFinished(ctx, w.l.Status, w.after.Status)
-	l := w.l
-	for _, e := range w.evs { // the times Load would read
+	s.finished(ctx, w.L.Status, w.After.Status)
+	l := w.L
+	for _, e := range w.Events { // the times Load would read
 		if e.Type != domain.EventCallbackSent && e.Type != domain.EventCallbackFailed {
-			l.UpdatedAt = w.at
+			l.UpdatedAt = w.At
 		}
 		if e.Type == domain.EventRouted {
-			l.RoutedAt = w.at
+			l.RoutedAt = w.At
 		}
 	}
-	if w.after.Status.Terminal() && !l.Status.Terminal() {
-		l.FinishedAt = w.at
+	if w.After.Status.Terminal() && !l.Status.Terminal() {
+		l.FinishedAt = w.At
 	}
-	l.Job = w.after
+	l.Job = w.After
 	return nil
 }
 
-// writeRetrying writes what decide decides, again (up to 5 times) when a
+// WriteRetrying writes what decide decides, again (up to 5 times) when a
 // concurrent append to the same stream won: decide then reloads (retry is
 // true) and decides anew. A nil write from decide records nothing.
-func (s *Service) writeRetrying(ctx context.Context, decide func(retry bool) (*write, error)) error {
+func (s *Store) WriteRetrying(ctx context.Context, decide func(retry bool) (*Write, error)) error {
 	var err error
 	for i := range 5 {
-		var w *write
+		var w *Write
 		if w, err = decide(i > 0); err != nil || w == nil {
 			return err
 		}
-		if err = s.write(ctx, w); !errors.Is(err, eventstore.ErrConflict) {
+		if err = s.Write(ctx, w); !errors.Is(err, eventstore.ErrConflict) {
 			return err
 		}
 	}
@@ -220,15 +233,15 @@ func (s *Service) writeRetrying(ctx context.Context, decide func(retry bool) (*w
 // arrives meanwhile waits for the next free worker. A lone write is
 // committed at once, so a lightly loaded service waits for no window.
 type writer struct {
-	s        *Service
-	items    chan *write
+	s        *Store
+	items    chan *Write
 	stopped  chan struct{}
 	maxBatch int
 }
 
-// startWriter starts workers goroutines sharing writes until ctx ends.
-func (s *Service) startWriter(ctx context.Context, workers int) {
-	wr := &writer{s: s, items: make(chan *write), stopped: make(chan struct{}), maxBatch: 200}
+// StartWriter starts workers goroutines sharing writes until ctx ends.
+func (s *Store) StartWriter(ctx context.Context, workers int) {
+	wr := &writer{s: s, items: make(chan *Write), stopped: make(chan struct{}), maxBatch: 200}
 	s.writer = wr
 	var running sync.WaitGroup
 	for range max(workers, 1) {
@@ -242,13 +255,13 @@ func (s *Service) startWriter(ctx context.Context, workers int) {
 
 func (wr *writer) run(ctx context.Context) {
 	for {
-		var first *write
+		var first *Write
 		select {
 		case <-ctx.Done():
 			return
 		case first = <-wr.items:
 		}
-		batch := []*write{first}
+		batch := []*Write{first}
 	gather:
 		for len(batch) < wr.maxBatch {
 			select {
@@ -258,52 +271,52 @@ func (wr *writer) run(ctx context.Context) {
 				break gather
 			}
 		}
-		wr.s.commitWrites(context.WithoutCancel(ctx), batch, nil)
+		wr.s.Commit(context.WithoutCancel(ctx), batch, nil)
 		for _, w := range batch {
 			close(w.done)
 		}
 	}
 }
 
-// txPrelude is what a transaction of writes does before them: statements
-// sent with its BEGIN (begin), and decisions made in it (prepare, which
+// Prelude is what a transaction of writes does before them: statements
+// sent with its BEGIN (Begin), and decisions made in it (Prepare, which
 // may fill the writes in, leave one empty, or fail one alone by setting
-// its err). A transaction run again runs its prelude again.
-type txPrelude struct {
-	begin   func(b *pgx.Batch)
-	prepare func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*write) error
+// its Err). A transaction run again runs its prelude again.
+type Prelude struct {
+	Begin   func(b *pgx.Batch)
+	Prepare func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*Write) error
 }
 
-// commitWrites commits ws in one transaction, setting each one's err: a
+// Commit commits ws in one transaction, setting each one's Err: a
 // write whose statement failed is left out and the others are written
-// again without it (errNoSlot leaves one out without a second run). A
+// again without it (ErrNoSlot leaves one out without a second run). A
 // deadlock or serialization failure runs them all again, a few times.
-func (s *Service) commitWrites(ctx context.Context, ws []*write, pre *txPrelude) {
+func (s *Store) Commit(ctx context.Context, ws []*Write, pre *Prelude) {
 	pending := slices.Clone(ws)
 	// One order for every transaction's row locks (job by job), so two
 	// shared transactions never wait on each other in a circle.
-	slices.SortStableFunc(pending, func(a, b *write) int { return cmp.Compare(a.jobID(), b.jobID()) })
+	slices.SortStableFunc(pending, func(a, b *Write) int { return cmp.Compare(a.jobID(), b.jobID()) })
 	alone := false // each write's own statements, not one of each kind for all
 	for transient := 0; len(pending) > 0; {
 		for _, w := range pending {
-			w.err = nil
+			w.Err = nil
 		}
 		culprit, err := s.writeTx(ctx, pending, pre, alone)
 		switch {
 		case err == nil:
-			s.store.Committed()
+			s.events.Committed()
 			return
-		case transientTxError(err) && transient < 3:
+		case TransientTxError(err) && transient < 3:
 			transient++
 		case culprit == nil && !alone && len(pending) > 1 && statementError(err):
 			alone = true // a statement of several writes failed: find whose
 		case culprit != nil && len(pending) > 1:
-			culprit.err = err
-			pending = slices.DeleteFunc(pending, func(w *write) bool { return w == culprit })
+			culprit.Err = err
+			pending = slices.DeleteFunc(pending, func(w *Write) bool { return w == culprit })
 		default:
 			for _, w := range pending {
-				if w.err == nil {
-					w.err = err
+				if w.Err == nil {
+					w.Err = err
 				}
 			}
 			return
@@ -318,10 +331,10 @@ func statementError(err error) bool {
 	return errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "40")
 }
 
-// transientTxError reports whether err is PostgreSQL giving up on a
+// TransientTxError reports whether err is PostgreSQL giving up on a
 // transaction that may well succeed when run again (class 40: a deadlock,
 // a serialization failure).
-func transientTxError(err error) bool {
+func TransientTxError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "40")
 }
@@ -330,14 +343,14 @@ func transientTxError(err error) bool {
 // with the transaction's time, the prelude's statements and the slot
 // counts, then the prelude's decisions, then writeIn. On an error it
 // answers the write whose statement failed, if one did.
-func (s *Service) writeTx(ctx context.Context, ws []*write, pre *txPrelude, alone bool) (culprit *write, err error) {
+func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bool) (culprit *Write, err error) {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	var at time.Time
 	b.Queue(qTransactionTime).QueryRow(func(row pgx.Row) error { return row.Scan(&at) })
-	counted := pre == nil || pre.prepare == nil // the slots wanted are known before the transaction
-	if pre != nil && pre.begin != nil {
-		pre.begin(b)
+	counted := pre == nil || pre.Prepare == nil // the slots wanted are known before the transaction
+	if pre != nil && pre.Begin != nil {
+		pre.Begin(b)
 	}
 	if counted {
 		queueSlotCount(b, ws)
@@ -351,8 +364,8 @@ func (s *Service) writeTx(ctx context.Context, ws []*write, pre *txPrelude, alon
 	if err != nil {
 		return nil, err
 	}
-	if pre != nil && pre.prepare != nil {
-		if err := pre.prepare(ctx, tx, at, ws); err != nil {
+	if pre != nil && pre.Prepare != nil {
+		if err := pre.Prepare(ctx, tx, at, ws); err != nil {
 			return nil, err
 		}
 	}
@@ -363,7 +376,7 @@ func (s *Service) writeTx(ctx context.Context, ws []*write, pre *txPrelude, alon
 		return nil, err
 	}
 	for _, w := range ws {
-		w.at = at
+		w.At = at
 	}
 	return nil, nil
 }
@@ -371,9 +384,9 @@ func (s *Service) writeTx(ctx context.Context, ws []*write, pre *txPrelude, alon
 // writeIn writes ws in tx: River's jobs, then the timer locks, events and
 // effects (all writes' in one round trip, or with alone each write's in
 // one of its own, so a failure names its write). counted says the agents'
-// slots were counted already; a write refused one gets errNoSlot and is
+// slots were counted already; a write refused one gets ErrNoSlot and is
 // left out, as is a write that failed before or has nothing to write.
-func (s *Service) writeIn(ctx context.Context, tx pgx.Tx, ws []*write, alone, counted bool) (culprit *write, err error) {
+func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, counted bool) (culprit *Write, err error) {
 	if !counted {
 		b := &pgx.Batch{}
 		if queueSlotCount(b, ws) {
@@ -382,9 +395,9 @@ func (s *Service) writeIn(ctx context.Context, tx pgx.Tx, ws []*write, alone, co
 			}
 		}
 	}
-	live := make([]*write, 0, len(ws))
+	live := make([]*Write, 0, len(ws))
 	for _, w := range ws {
-		if w.err == nil && !w.empty() {
+		if w.Err == nil && !w.empty() {
 			live = append(live, w)
 		}
 	}
@@ -399,7 +412,7 @@ func (s *Service) writeIn(ctx context.Context, tx pgx.Tx, ws []*write, alone, co
 		return culprit, err
 	}
 	for _, w := range live {
-		if _, err := s.appendAll(ctx, tx, []*write{w}); err != nil {
+		if _, err := s.appendAll(ctx, tx, []*Write{w}); err != nil {
 			return w, err
 		}
 	}
@@ -409,17 +422,17 @@ func (s *Service) writeIn(ctx context.Context, tx pgx.Tx, ws []*write, alone, co
 // appendAll sends, in one round trip, the lock of ws' timer rows, their
 // events and the statements of their effects. It answers the write whose
 // events were stale, if one's were.
-func (s *Service) appendAll(ctx context.Context, tx pgx.Tx, ws []*write) (*write, error) {
+func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write) (*Write, error) {
 	var locked []string
 	var appends []eventstore.StreamAppend
-	var appenders []*write // the write of each append
+	var appenders []*Write // the write of each append
 	var fx effectRows
 	for _, w := range ws {
-		if w.l.Version > 0 {
+		if w.L.Version > 0 {
 			locked = append(locked, w.jobID())
 		}
-		if len(w.evs) > 0 {
-			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.jobID()), Expected: w.l.Version, Events: w.evs})
+		if len(w.Events) > 0 {
+			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.jobID()), Expected: w.L.Version, Events: w.Events})
 			appenders = append(appenders, w)
 		}
 		s.addEffects(&fx, w)
@@ -431,7 +444,7 @@ func (s *Service) appendAll(ctx context.Context, tx pgx.Tx, ws []*write) (*write
 	if len(locked) > 0 {
 		before = append(before, eventstore.Statement{SQL: qLockJobTimers, Args: []any{eventstore.UUIDs(locked)}})
 	}
-	err := s.store.AppendAll(ctx, tx, before, appends, fx.statements())
+	err := s.events.AppendAll(ctx, tx, before, appends, fx.statements())
 	if ce := (*eventstore.ConflictError)(nil); errors.As(err, &ce) && len(ce.Stale) > 0 {
 		return appenders[ce.Stale[0]], err
 	}
@@ -441,38 +454,38 @@ func (s *Service) appendAll(ctx context.Context, tx pgx.Tx, ws []*write) (*write
 // insertRiverJobs inserts, in one statement, the River jobs ws' effects
 // ask for (a queued attempt, the caller's callback, an A2A poll) and
 // keeps the ids of those a timer names.
-func (s *Service) insertRiverJobs(ctx context.Context, tx pgx.Tx, ws []*write) error {
-	var params []river.InsertManyParams
+func (s *Store) insertRiverJobs(ctx context.Context, tx pgx.Tx, ws []*Write) error {
+	var jobs []Enqueued
 	var ids []*int64 // where each insert's id goes (nil: nowhere)
 	for _, w := range ws {
 		id := w.jobID()
-		if q := w.fx.Queue; q != nil {
-			params = append(params, river.InsertManyParams{Args: DispatchArgs{JobID: id, Attempt: q.Attempt, WaitingSince: q.WaitingSince},
-				InsertOpts: dispatchOpts(w.after.Priority)})
+		if q := w.Effects.Queue; q != nil {
+			jobs = append(jobs, Enqueued{Kind: EnqueueDispatch, JobID: id, Attempt: q.Attempt, WaitingSince: q.WaitingSince,
+				Priority: w.After.Priority})
 			ids = append(ids, &w.dispatchJob)
 		}
-		if w.fx.Poll > 0 {
-			params = append(params, river.InsertManyParams{Args: A2APollArgs{JobID: id, Attempt: w.fx.Poll}})
+		if w.Effects.Poll > 0 {
+			jobs = append(jobs, Enqueued{Kind: EnqueuePoll, JobID: id, Attempt: w.Effects.Poll})
 			ids = append(ids, nil)
 		}
 		if w.riverCallback() {
-			params = append(params, river.InsertManyParams{Args: CallbackArgs{JobID: id}})
+			jobs = append(jobs, Enqueued{Kind: EnqueueCallback, JobID: id})
 			ids = append(ids, &w.callbackJob)
 		}
 	}
-	if len(params) == 0 {
+	if len(jobs) == 0 {
 		return nil
 	}
-	res, err := s.client.InsertManyTx(ctx, tx, params)
+	got, err := s.queue.InsertTx(ctx, tx, jobs)
 	if err != nil {
 		return fmt.Errorf("enqueue dispatches, callbacks and polls: %w", err)
 	}
-	if len(res) != len(params) {
-		return errors.New("enqueue: River returned fewer jobs than inserted")
+	if len(got) != len(jobs) {
+		return errors.New("enqueue: fewer River jobs than inserted")
 	}
 	for i, id := range ids {
 		if id != nil {
-			*id = res[i].Job.ID
+			*id = got[i]
 		}
 	}
 	return nil
@@ -482,8 +495,8 @@ func (s *Service) insertRiverJobs(ctx context.Context, tx pgx.Tx, ws []*write) e
 // (taken in one order), the count of the slots it holds for every process
 // on the database: the agents with a max_concurrent that ws take slots
 // of. Reading it, the writes of ws take the free ones in turn, and a
-// write refused one gets errNoSlot. It reports whether it queued any.
-func queueSlotCount(b *pgx.Batch, ws []*write) bool {
+// write refused one gets ErrNoSlot. It reports whether it queued any.
+func queueSlotCount(b *pgx.Batch, ws []*Write) bool {
 	limited := slotLimitedAgents(ws)
 	if len(limited) == 0 {
 		return false
@@ -501,12 +514,12 @@ func queueSlotCount(b *pgx.Batch, ws []*write) bool {
 			return err
 		}
 		for _, w := range ws {
-			if c := w.slot; c != nil && c.maxConcurrent > 0 && w.err == nil {
-				if held[c.agent] >= c.maxConcurrent {
-					w.err = errNoSlot
+			if c := w.Slot; c != nil && c.MaxConcurrent > 0 && w.Err == nil {
+				if held[c.Agent] >= c.MaxConcurrent {
+					w.Err = ErrNoSlot
 					continue
 				}
-				held[c.agent]++
+				held[c.Agent]++
 			}
 		}
 		return nil
@@ -520,12 +533,12 @@ func queueSlotCount(b *pgx.Batch, ws []*write) bool {
 // its effects set, then its retry's, then the one watching its callback,
 // then the one watching its queued attempt. A timer replaced in the same
 // transaction is not deleted first.
-func (s *Service) addEffects(r *effectRows, w *write) {
-	id, fx := w.jobID(), w.fx
-	if c := w.slot; c != nil {
-		r.take.set(id, c.agent.Namespace, c.agent.ID, c.attempt)
+func (s *Store) addEffects(r *effectRows, w *Write) {
+	id, fx := w.jobID(), w.Effects
+	if c := w.Slot; c != nil {
+		r.take.set(id, c.Agent.Namespace, c.Agent.ID, c.Attempt)
 	}
-	if w.l.SlotHolder != "" && w.after.SlotHolder == "" {
+	if w.L.SlotHolder != "" && w.After.SlotHolder == "" {
 		r.release = append(r.release, id)
 	}
 	replaced := fx.Timer != nil || fx.Dispatch != nil || w.callback() || fx.RequeueCallback || fx.Queue != nil
@@ -536,7 +549,7 @@ func (s *Service) addEffects(r *effectRows, w *write) {
 		r.timers.set(id, *fx.Timer)
 	}
 	if smp := fx.Sample; smp != nil && smp.AgentID != "" {
-		r.samples.add(w.after.Namespace, smp.AgentID, smp.At, smp.OK)
+		r.samples.add(w.After.Namespace, smp.AgentID, smp.At, smp.OK)
 	}
 	if d := fx.Dispatch; d != nil {
 		// A retry waits on the job's timer rather than as a scheduled River
@@ -544,7 +557,7 @@ func (s *Service) addEffects(r *effectRows, w *write) {
 		// every DeadlineSweepInterval (1 s).
 		r.timers.set(id, domain.Timer{Attempt: d.Attempt, Phase: domain.PhaseRetry, Due: d.At})
 	}
-	if w.callsBack() {
+	if w.CallsBack() {
 		r.timers.set(id, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
 	}
 	if w.riverCallback() {
@@ -554,8 +567,8 @@ func (s *Service) addEffects(r *effectRows, w *write) {
 		r.timers.set(id, domain.Timer{Attempt: q.Attempt, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter),
 			RiverJobID: w.dispatchJob, WaitingSince: q.WaitingSince})
 	}
-	if w.notify != "" && !slices.Contains(r.notify, w.notify) {
-		r.notify = append(r.notify, w.notify)
+	if w.Notify != "" && !slices.Contains(r.notify, w.Notify) {
+		r.notify = append(r.notify, w.Notify)
 	}
 }
 
@@ -665,17 +678,17 @@ func (r *sampleRows) add(namespace, agentID string, at time.Time, ok bool) {
 
 // callbackTimer is the timer that watches a callback: due after the
 // callback grace, naming its River job (0: none yet).
-func (s *Service) callbackTimer(riverJobID int64) domain.Timer {
+func (s *Store) callbackTimer(riverJobID int64) domain.Timer {
 	return domain.Timer{Phase: domain.PhaseCallback, Due: s.now().Add(s.cfg.CallbackGrace), RiverJobID: riverJobID}
 }
 
 // slotLimitedAgents are the agents with a max_concurrent that ws take
 // slots of, sorted.
-func slotLimitedAgents(ws []*write) []domain.AgentKey {
+func slotLimitedAgents(ws []*Write) []domain.AgentKey {
 	var out []domain.AgentKey
 	for _, w := range ws {
-		if c := w.slot; c != nil && c.maxConcurrent > 0 && w.err == nil && !slices.Contains(out, c.agent) {
-			out = append(out, c.agent)
+		if c := w.Slot; c != nil && c.MaxConcurrent > 0 && w.Err == nil && !slices.Contains(out, c.Agent) {
+			out = append(out, c.Agent)
 		}
 	}
 	slices.SortFunc(out, func(a, b domain.AgentKey) int {

@@ -1,4 +1,4 @@
-package jobs
+package jobstore
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 func TestWriterStopsOnce(t *testing.T) {
 	t.Parallel()
 	for range 2000 {
-		s := &Service{}
+		s := &Store{}
 		ctx, cancel := context.WithCancel(context.Background())
-		s.startWriter(ctx, 4)
+		s.StartWriter(ctx, 4)
 		cancel()
 		<-s.writer.stopped // closed, and only once
 	}

@@ -1,0 +1,47 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// TestSubmitsShareATransaction: submits committed together each get their
+// job, a repeat of one with the same Idempotency-Key gets that job (its
+// events not yet written when it is decided), another request with the
+// key is a conflict, and a refused one (a parent that is not there) fails
+// alone.
+func TestSubmitsShareATransaction(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	ctx := context.Background()
+	sub := func(payload, key, parent string) *batchItem {
+		x := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(payload), IdempotencyKey: key, ParentJobID: parent}
+		require.NoError(t, s.prepare(ctx, &x))
+		return newBatchItem(ctx, x, domain.Metadata{Actor: "test", TraceID: "t-" + x.JobID})
+	}
+	items := []*batchItem{sub(`{"a":1}`, "k", ""), sub(`{"b":1}`, "", ""), sub(`{"a":1}`, "k", ""), sub(`{"a":2}`, "k", ""),
+		sub(`{}`, "", "01a23acf-8639-7529-a70c-e02d5e1ff409")}
+	s.commitSubmits(ctx, items)
+	var got []batchResult
+	for _, it := range items {
+		got = append(got, <-it.done)
+	}
+	require.NoError(t, got[0].err)
+	require.NoError(t, got[1].err)
+	require.NotEqual(t, got[0].res.JobID, got[1].res.JobID)
+	require.NoError(t, got[2].err)
+	require.Equal(t, got[0].res.JobID, got[2].res.JobID, "the repeat gets the first's job")
+	require.True(t, got[2].res.Existing)
+	require.ErrorIs(t, got[3].err, ErrConflict, "the key with another request")
+	var fe *domain.FieldError
+	require.ErrorAs(t, got[4].err, &fe, "no such parent")
+	for i, want := range map[int]bool{0: true, 1: true, 2: false, 3: false, 4: false} { // the repeat's own id stays unused
+		_, err := s.Load(ctx, nil, items[i].sub.JobID)
+		require.Equal(t, want, err == nil, "job of item %d written", i)
+	}
+}

@@ -1,0 +1,145 @@
+// Package jobstore is the jobs' unit of work: it reads a job's fold from
+// its stream (Load) and writes every change to a job, its events and
+// their effects (domain.Effects), in one transaction (Write, AppendTx,
+// Commit). It knows nothing of River but the Queue it inserts River's
+// jobs with, and nothing of how a job is dispatched.
+package jobstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// InboxChannel is the PostgreSQL channel on which an attempt put in a pull
+// agent's inbox is announced (its payload: "namespace/agent_id"), by the
+// transaction that put it there (Write.Notify).
+const InboxChannel = "agentreach_inbox"
+
+// Config tunes the timers the store writes.
+type Config struct {
+	// LostAfter is how long a queued attempt's River job may take to
+	// route it before its timer presumes it lost.
+	LostAfter time.Duration
+	// CallbackGrace is how long a callback may take before its timer
+	// presumes its sender died.
+	CallbackGrace time.Duration
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Finished, if set, is told of every job a committed write ended.
+	Finished func(ctx context.Context, before, after domain.JobStatus)
+}
+
+// EnqueueKind is what a River job inserted for a write does.
+type EnqueueKind int
+
+// The River jobs a write may ask for.
+const (
+	// EnqueueDispatch runs an attempt (domain.Effects.Queue).
+	EnqueueDispatch EnqueueKind = iota + 1
+	// EnqueueCallback calls the caller back.
+	EnqueueCallback
+	// EnqueuePoll polls an A2A agent for an attempt's task.
+	EnqueuePoll
+)
+
+// Enqueued is one River job a write asks for.
+type Enqueued struct {
+	Kind         EnqueueKind
+	JobID        string
+	Attempt      int
+	WaitingSince time.Time
+	Priority     domain.Priority
+}
+
+// Queue inserts River's jobs in a write's transaction and answers their
+// ids, in order.
+type Queue interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, jobs []Enqueued) ([]int64, error)
+}
+
+// Store reads and writes jobs.
+type Store struct {
+	pool   *pgxpool.Pool
+	events *eventstore.Store
+	queue  Queue
+	cfg    Config
+	writer *writer
+}
+
+// New returns a Store over events, inserting River's jobs with queue.
+func New(pool *pgxpool.Pool, events *eventstore.Store, queue Queue, cfg Config) *Store {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{pool: pool, events: events, queue: queue, cfg: cfg}
+}
+
+func (s *Store) now() time.Time { return s.cfg.Now() }
+
+func (s *Store) finished(ctx context.Context, before, after domain.JobStatus) {
+	if s.cfg.Finished != nil {
+		s.cfg.Finished(ctx, before, after)
+	}
+}
+
+// Loaded is a job folded from its stream, with the times of its events.
+type Loaded struct {
+	domain.Job
+	TraceID     string
+	SubmittedAt time.Time
+	UpdatedAt   time.Time
+	FinishedAt  time.Time
+	// RoutedAt is when the latest attempt was routed (claimed, for a pull
+	// agent's): what its time to result is measured from.
+	RoutedAt time.Time
+	Records  []eventstore.Record
+}
+
+// Load folds a job's stream; domain.ErrNotFound if it has none.
+func (s *Store) Load(ctx context.Context, q eventstore.Querier, id string) (*Loaded, error) {
+	if _, err := uuid.Parse(id); err != nil {
+		return nil, fmt.Errorf("job %q: %w", id, domain.ErrNotFound)
+	}
+	recs, err := s.events.ReadStream(ctx, q, domain.JobStream(id))
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
+	}
+	l := &Loaded{Records: recs, TraceID: recs[0].Metadata.TraceID, SubmittedAt: recs[0].RecordedAt}
+	for _, r := range recs {
+		if err := l.Apply(r.Event()); err != nil {
+			return nil, fmt.Errorf("fold job %s: %w", id, err)
+		}
+		if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed {
+			l.UpdatedAt = r.RecordedAt
+		}
+		if r.Type == domain.EventRouted || (r.Type == domain.EventDelivered && l.Claimed) {
+			l.RoutedAt = r.RecordedAt // a pull agent's attempt runs from its claim
+		}
+		if l.Status.Terminal() && l.FinishedAt.IsZero() {
+			l.FinishedAt = r.RecordedAt
+		}
+	}
+	return l, nil
+}
+
+// ApplyNew folds e, the next event of l's stream appended at at, and
+// keeps its record, as Load would read it.
+func (l *Loaded) ApplyNew(stream string, e domain.Event, at time.Time) error {
+	if err := l.Apply(e); err != nil {
+		return err
+	}
+	l.Records = append(l.Records, eventstore.Record{StreamID: stream, Version: len(l.Records) + 1, Type: e.Type, Data: e.Data,
+		Metadata: e.Metadata, RecordedAt: at})
+	return nil
+}

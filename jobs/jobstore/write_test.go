@@ -1,0 +1,221 @@
+package jobstore
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/pgtest"
+)
+
+// queued is a Queue that keeps what it was asked for and numbers it.
+type queued struct {
+	mu   sync.Mutex
+	jobs []Enqueued
+}
+
+func (q *queued) InsertTx(_ context.Context, _ pgx.Tx, jobs []Enqueued) ([]int64, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		q.jobs = append(q.jobs, j)
+		ids[i] = int64(len(q.jobs))
+	}
+	return ids, nil
+}
+
+func newStore(t *testing.T) (*Store, *queued) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	q := &queued{}
+	return New(pool, eventstore.New(pool), q, Config{LostAfter: 10 * time.Second, CallbackGrace: 45 * time.Second}), q
+}
+
+// newJob writes a submitted job, as a write that creates its stream.
+func newJob(t *testing.T, s *Store) *Loaded {
+	t.Helper()
+	ctx := context.Background()
+	sub := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`)}
+	require.NoError(t, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes))
+	sub.JobID = uuid.Must(uuid.NewV7()).String()
+	evs, _ := domain.SubmitEvents(sub, false, time.Now(), time.Hour, domain.Metadata{Actor: "test"})
+	w := &Write{L: &Loaded{Job: domain.Job{Submitted: domain.Submitted{JobID: sub.JobID}}}, Events: evs}
+	require.NoError(t, w.Decide())
+	s.Commit(ctx, []*Write{w}, nil)
+	require.NoError(t, w.Err)
+	l, err := s.Load(ctx, nil, sub.JobID)
+	require.NoError(t, err)
+	return l
+}
+
+func routedEvent(l *Loaded, agentID string) domain.Event {
+	return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: l.Attempts + 1, AgentID: agentID}, domain.Metadata{Actor: "test"})
+}
+
+// requireVersions checks each job's stream version.
+func requireVersions(t *testing.T, s *Store, want map[string]int) {
+	t.Helper()
+	for id, version := range want {
+		l, err := s.Load(context.Background(), nil, id)
+		require.NoError(t, err)
+		require.Equal(t, version, l.Version, id)
+	}
+}
+
+func decided(t *testing.T, w *Write) *Write {
+	t.Helper()
+	require.NoError(t, w.Decide())
+	return w
+}
+
+// TestSharedWriteLeavesOutOnlyTheStale: writes of several jobs share one
+// transaction; one decided on a fold another writer has moved past, and a
+// second write to a job already written in the same transaction, get the
+// conflict (their callers reload and decide again), and the others are
+// written, each at its own version, with nothing of the refused ones.
+func TestSharedWriteLeavesOutOnlyTheStale(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	mk := func(l *Loaded, evs ...domain.Event) *Write { return decided(t, &Write{L: l, Events: evs}) }
+	a, b, stale := newJob(t, s), newJob(t, s), newJob(t, s)
+	// stale's stream moves on behind its fold's back.
+	_, err := s.events.Append(ctx, domain.JobStream(stale.JobID), stale.Version, routedEvent(stale, "elsewhere"))
+	require.NoError(t, err)
+	aAgain := *a
+	ws := []*Write{mk(a, routedEvent(a, "one")), mk(stale, routedEvent(stale, "two")), mk(b, routedEvent(b, "three")),
+		mk(&aAgain, routedEvent(&aAgain, "four"))}
+	s.Commit(ctx, ws, nil)
+	require.NoError(t, ws[0].Err)
+	require.ErrorIs(t, ws[1].Err, eventstore.ErrConflict)
+	require.NoError(t, ws[2].Err)
+	require.ErrorIs(t, ws[3].Err, eventstore.ErrConflict, "the second write of job a")
+	for id, agent := range map[string]string{a.JobID: "one", b.JobID: "three", stale.JobID: "elsewhere"} {
+		l, err := s.Load(ctx, nil, id)
+		require.NoError(t, err)
+		require.Equal(t, 2, l.Version, id)
+		require.Equal(t, agent, l.AgentID, id)
+	}
+}
+
+// TestSharedWriteLeavesOutTheWriteWhoseEffectFails: the writes' effects go
+// out as one statement of each kind; when one write's row makes such a
+// statement fail, the writes run again each with statements of its own,
+// and only that write fails: the others are written with their effects.
+func TestSharedWriteLeavesOutTheWriteWhoseEffectFails(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	due := s.now().Add(time.Hour)
+	mk := func(l *Loaded, phase domain.TimerPhase) *Write {
+		return decided(t, &Write{L: l, Events: []domain.Event{routedEvent(l, "one")},
+			Effects: domain.Effects{Timer: &domain.Timer{Attempt: 1, Phase: phase, Due: due, AgentID: "one"}}})
+	}
+	a, bad, b := newJob(t, s), newJob(t, s), newJob(t, s)
+	ws := []*Write{mk(a, domain.PhaseRouted), mk(bad, "no-such-phase"), mk(b, domain.PhaseRouted)}
+	s.Commit(ctx, ws, nil)
+	require.NoError(t, ws[0].Err)
+	require.Error(t, ws[1].Err)
+	require.NoError(t, ws[2].Err)
+	requireVersions(t, s, map[string]int{a.JobID: 2, b.JobID: 2, bad.JobID: 1})
+	for _, id := range []string{a.JobID, b.JobID} {
+		var phase string
+		require.NoError(t, s.pool.QueryRow(ctx, "SELECT phase FROM job_timers WHERE job_id = $1", id).Scan(&phase))
+		require.Equal(t, string(domain.PhaseRouted), phase, id)
+	}
+}
+
+// TestSharedWriteLeavesOutTheWriteWhoseEventsFail: every write's events go
+// out as one statement; when one write's event cannot be stored, the
+// writes run again each alone, and only that write fails.
+func TestSharedWriteLeavesOutTheWriteWhoseEventsFail(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	mk := func(l *Loaded, traceID string) *Write {
+		ev := routedEvent(l, "one")
+		ev.Metadata.TraceID = traceID // metadata is stored as jsonb, which holds no NUL
+		return decided(t, &Write{L: l, Events: []domain.Event{ev}})
+	}
+	a, bad, b := newJob(t, s), newJob(t, s), newJob(t, s)
+	ws := []*Write{mk(a, "a"), mk(bad, "nul\x00"), mk(b, "b")}
+	s.Commit(ctx, ws, nil)
+	require.NoError(t, ws[0].Err)
+	require.Error(t, ws[1].Err)
+	require.NoError(t, ws[2].Err)
+	requireVersions(t, s, map[string]int{a.JobID: 2, b.JobID: 2, bad.JobID: 1})
+}
+
+// TestAppendTxIsABatchOfOne: a write in the caller's transaction goes
+// through the same statements: events, then the timer that watches the
+// River job queued with them (naming it), and the fold moves on; a stale
+// fold is a conflict.
+func TestAppendTxIsABatchOfOne(t *testing.T) {
+	t.Parallel()
+	s, q := newStore(t)
+	ctx := context.Background()
+	l := newJob(t, s)
+	routed := routedEvent(l, "gone")
+	failed := domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: 1, Reason: "no_agent"}, domain.Metadata{})
+	require.NoError(t, s.events.InTx(ctx, func(tx pgx.Tx) error {
+		return s.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: 2}}, routed, failed)
+	}))
+	require.Equal(t, 3, l.Version, "the fold moved on")
+	require.Equal(t, []Enqueued{{Kind: EnqueueDispatch, JobID: l.JobID, Attempt: 2, Priority: l.Priority}}, q.jobs)
+	var phase string
+	var riverJob *int64
+	require.NoError(t, s.pool.QueryRow(ctx, "SELECT phase, river_job_id FROM job_timers WHERE job_id = $1", l.JobID).Scan(&phase, &riverJob))
+	require.Equal(t, string(domain.PhaseQueued), phase)
+	require.NotNil(t, riverJob)
+	require.Equal(t, int64(1), *riverJob, "the queued timer names its River job")
+	stale := *l
+	stale.Version = 1
+	err := s.events.InTx(ctx, func(tx pgx.Tx) error { return s.AppendTx(ctx, tx, &stale, domain.Effects{}, routed) })
+	require.ErrorIs(t, err, eventstore.ErrConflict, "a stale fold")
+}
+
+// TestTimerPrecedence: of the timers a write's effects set, the job keeps
+// the last: its own, then its retry's, then its callback's, then its
+// queued attempt's; a cleared timer that another replaces is not deleted.
+func TestTimerPrecedence(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	at := s.now().Add(time.Minute)
+	for name, c := range map[string]struct {
+		fx   domain.Effects
+		want domain.TimerPhase
+	}{
+		"own":            {domain.Effects{Timer: &domain.Timer{Phase: domain.PhaseRouted, Due: at}}, domain.PhaseRouted},
+		"retry over own": {domain.Effects{Timer: &domain.Timer{Phase: domain.PhaseRouted, Due: at}, Dispatch: &domain.NextDispatch{Attempt: 2, At: at}}, domain.PhaseRetry},
+		"callback over retry, not cleared": {domain.Effects{Dispatch: &domain.NextDispatch{Attempt: 2, At: at}, RequeueCallback: true, ClearTimer: true},
+			domain.PhaseCallback},
+		"queued over callback": {domain.Effects{RequeueCallback: true, Queue: &domain.QueuedAttempt{Attempt: 1}}, domain.PhaseQueued},
+		"cleared":              {domain.Effects{ClearTimer: true}, ""},
+	} {
+		l := newJob(t, s)
+		require.NoError(t, s.events.InTx(ctx, func(tx pgx.Tx) error {
+			if err := s.AppendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Phase: domain.PhaseApproval, Due: at}}); err != nil {
+				return err
+			}
+			return s.AppendTx(ctx, tx, l, c.fx)
+		}), name)
+		var phase string
+		err := s.pool.QueryRow(ctx, "SELECT phase FROM job_timers WHERE job_id = $1", l.JobID).Scan(&phase)
+		if c.want == "" {
+			require.ErrorIs(t, err, pgx.ErrNoRows, name)
+			continue
+		}
+		require.NoError(t, err, name)
+		require.Equal(t, string(c.want), phase, name)
+	}
+}

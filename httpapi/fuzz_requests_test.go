@@ -21,6 +21,7 @@ import (
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/registry/riverwork"
 )
 
 // newTestAPI is the whole API over a fresh database, with authentication
@@ -33,11 +34,11 @@ func newTestAPI(t testing.TB) (http.Handler, []string) {
 	reg := registry.New(pool, store, logger, registry.Config{})
 	js := jobs.NewService(pool, store, reg, logger, jobs.Config{PublicURL: "http://127.0.0.1:1"})
 	workers := river.NewWorkers()
-	reg.AddWorkers(workers)
+	riverwork.AddWorkers(workers, reg)
 	js.AddWorkers(workers)
 	client, err := jobs.NewClient(pool, logger, workers, jobs.ClientConfig{TestOnly: true})
 	require.NoError(t, err)
-	reg.SetClient(client)
+	reg.SetProbes(riverwork.Probes(client))
 	js.SetClient(client)
 	engine := New(Deps{Pool: pool, Store: store, Registry: reg, Jobs: js, Logger: logger,
 		Auth: auth.NewStore(pool, store, ""), Insecure: true})

@@ -26,6 +26,7 @@ import (
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/netguard"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/registry/riverwork"
 )
 
 type bundle struct {
@@ -43,7 +44,7 @@ func setup(t testing.TB, cfg intent.Config) *bundle {
 	reg := registry.New(pool, store, logger, registry.Config{})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{}) // insert-only: probes are queued, never run
 	require.NoError(t, err)
-	reg.SetClient(client)
+	reg.SetProbes(riverwork.Probes(client))
 	require.NoError(t, cfg.Validate())
 	return &bundle{pool: pool, reg: reg, svc: intent.New(pool, store, logger, cfg), ctx: context.Background()}
 }

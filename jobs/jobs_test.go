@@ -14,6 +14,7 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/registry/riverwork"
 )
 
 // newService is the jobs service over a fresh database, with a River
@@ -26,11 +27,11 @@ func newService(t *testing.T) *Service {
 	reg := registry.New(pool, store, logger, registry.Config{})
 	s := NewService(pool, store, reg, logger, Config{PublicURL: "http://127.0.0.1:1"})
 	workers := river.NewWorkers()
-	reg.AddWorkers(workers)
+	riverwork.AddWorkers(workers, reg)
 	s.AddWorkers(workers)
 	client, err := NewClient(pool, logger, workers, ClientConfig{TestOnly: true})
 	require.NoError(t, err)
-	reg.SetClient(client)
+	reg.SetProbes(riverwork.Probes(client))
 	s.SetClient(client)
 	return s
 }

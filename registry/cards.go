@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentreach/agentreach/a2a/card"
@@ -80,25 +79,6 @@ func (r *Registry) RegisterCard(ctx context.Context, cardURL string, reg domain.
 func (r *Registry) cardFailed(ctx context.Context, k domain.AgentKey, next time.Time, failure error) error {
 	_, err := r.pool.Exec(ctx, qCardFailed, k.ID, next, failure.Error(), k.Namespace)
 	return errors.Join(failure, err)
-}
-
-// CardRefreshArgs is the periodic River job that fetches the Agent Cards
-// that are due.
-type CardRefreshArgs struct{}
-
-// Kind implements river.JobArgs.
-func (CardRefreshArgs) Kind() string { return "agent_card_refresh" }
-
-type cardRefreshWorker struct {
-	river.WorkerDefaults[CardRefreshArgs]
-	r *Registry
-}
-
-func (w *cardRefreshWorker) Timeout(*river.Job[CardRefreshArgs]) time.Duration { return time.Minute }
-
-func (w *cardRefreshWorker) Work(ctx context.Context, _ *river.Job[CardRefreshArgs]) error {
-	_, err := w.r.RefreshCards(ctx)
-	return err
 }
 
 type dueCard struct {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/health"
@@ -18,24 +17,6 @@ var (
 	qLockAgentsForHealth = queries.Must("LockAgentsForHealth")
 	qSetAgentHealth      = queries.Must("SetAgentHealth")
 )
-
-// HealthSweepArgs is the periodic job that raises and clears health alerts.
-type HealthSweepArgs struct{}
-
-// Kind implements river.JobArgs.
-func (HealthSweepArgs) Kind() string { return "health_sweep" }
-
-type healthSweepWorker struct {
-	river.WorkerDefaults[HealthSweepArgs]
-	r *Registry
-}
-
-func (w *healthSweepWorker) Work(ctx context.Context, _ *river.Job[HealthSweepArgs]) error {
-	if _, err := w.r.HealthSweep(ctx); err != nil {
-		return err
-	}
-	return w.r.PruneAttempts(ctx)
-}
 
 // attemptsKept is how long attempt samples are kept: the breaker reads the
 // last Window+CoolDown (90 s by default); the rest is the log's business.

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
@@ -135,11 +133,7 @@ func TestFlappingAgentNeedsProbesInARow(t *testing.T) {
 		a, _ = b.register(t, "flap", 10, srv.URL)
 	}
 	require.Equal(t, 3, a.RecentRestarts)
-	w := &probeWorker{r: b.r}
-	probe := func() error {
-		return w.Work(b.ctx, &river.Job[ProbeArgs]{JobRow: &rivertype.JobRow{ID: 1},
-			Args: ProbeArgs{Namespace: "default", AgentID: "flap", InstanceID: a.InstanceID}})
-	}
+	probe := func() error { return b.r.ProbeInstance(b.ctx, key("flap"), a.InstanceID, "river:1") }
 	require.NoError(t, probe())
 	require.NoError(t, probe())
 	require.Equal(t, domain.AgentProbing, b.state(t, "flap"), "two in a row are not enough")
@@ -154,8 +148,7 @@ func TestFlappingAgentNeedsProbesInARow(t *testing.T) {
 
 	steady, _ := b.register(t, "steady", 10, srv.URL)
 	require.Zero(t, steady.RecentRestarts)
-	require.NoError(t, w.Work(b.ctx, &river.Job[ProbeArgs]{JobRow: &rivertype.JobRow{ID: 2},
-		Args: ProbeArgs{Namespace: "default", AgentID: "steady", InstanceID: steady.InstanceID}}))
+	require.NoError(t, b.r.ProbeInstance(b.ctx, key("steady"), steady.InstanceID, "river:2"))
 	require.Equal(t, domain.AgentHealthy, b.state(t, "steady"))
 }
 

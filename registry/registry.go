@@ -18,7 +18,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -159,13 +158,14 @@ type Registry struct {
 	snap       *Snapshot
 	heartbeats *heartbeatBuffer
 	pokes      chan struct{}
-	client     *river.Client[pgx.Tx]
+	probes     ProbeQueue
 }
 
-// SetClient gives the registry the River client it inserts probes with.
-// It must be called before Register; the client is built after the
-// registry because the client needs the registry's workers.
-func (r *Registry) SetClient(c *river.Client[pgx.Tx]) { r.client = c }
+// SetProbes gives the registry the queue it inserts probes with
+// (riverwork.Probes over the River client). It must be called before
+// Register; the client is built after the registry because the client
+// needs the registry's workers.
+func (r *Registry) SetProbes(q ProbeQueue) { r.probes = q }
 
 // MaxRedirects bounds the redirects a probe or a card fetch follows; each
 // target is checked by the network guard when it is dialled.
@@ -780,7 +780,7 @@ func (r *Registry) changed(ctx context.Context) {
 // enqueueProbeTx inserts the probe of one agent instance in tx; a probe
 // already queued for it is not duplicated.
 func (r *Registry) enqueueProbeTx(ctx context.Context, tx pgx.Tx, k domain.AgentKey, instance string) error {
-	_, err := r.client.InsertTx(ctx, tx, ProbeArgs{Namespace: k.Namespace, AgentID: k.ID, InstanceID: instance}, nil)
+	_, err := r.probes.EnqueueProbesTx(ctx, tx, []Probe{{Agent: k, InstanceID: instance, Every: ProbeEvery}})
 	if err != nil {
 		return fmt.Errorf("enqueue probe of agent %s: %w", k, err)
 	}

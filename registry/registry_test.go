@@ -43,9 +43,38 @@ func (c *clock) advance(d time.Duration) {
 }
 
 type bundle struct {
-	r     *Registry
-	clock *clock
-	ctx   context.Context
+	r      *Registry
+	clock  *clock
+	ctx    context.Context
+	client *river.Client[pgx.Tx]
+}
+
+// probeArgs are riverwork.ProbeArgs (which imports this package).
+type probeArgs struct {
+	Namespace  string `json:"namespace" river:"unique"`
+	AgentID    string `json:"agent_id" river:"unique"`
+	InstanceID string `json:"instance_id" river:"unique"`
+}
+
+func (probeArgs) Kind() string { return "agent_probe" }
+
+// riverProbes queues probes in River as riverwork.Probes does.
+type riverProbes struct{ c *river.Client[pgx.Tx] }
+
+func (p riverProbes) EnqueueProbesTx(ctx context.Context, tx pgx.Tx, list []Probe) (int, error) {
+	params := make([]river.InsertManyParams, len(list))
+	for i, x := range list {
+		params[i] = river.InsertManyParams{Args: probeArgs{Namespace: x.Agent.Namespace, AgentID: x.Agent.ID, InstanceID: x.InstanceID},
+			InsertOpts: &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: x.Every}}}
+	}
+	res, err := p.c.InsertManyTx(ctx, tx, params)
+	n := 0
+	for _, x := range res {
+		if !x.UniqueSkippedAsDuplicate {
+			n++
+		}
+	}
+	return n, err
 }
 
 func setup(t *testing.T) *bundle {
@@ -55,10 +84,10 @@ func setup(t *testing.T) *bundle {
 	r := New(pool, store, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{}) // insert-only
 	require.NoError(t, err)
-	r.SetClient(client)
+	r.SetProbes(riverProbes{client})
 	c := &clock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	r.now = c.now
-	return &bundle{r: r, clock: c, ctx: context.Background()}
+	return &bundle{r: r, clock: c, ctx: context.Background(), client: client}
 }
 
 func (b *bundle) register(t *testing.T, id string, ttl int, endpoint string) (*Agent, string) {
@@ -99,12 +128,12 @@ func (b *bundle) prove(t *testing.T, id string) {
 // queuedProbes counts the probes of agent id waiting in River.
 func (b *bundle) queuedProbes(t *testing.T, id string) int {
 	t.Helper()
-	res, err := b.r.client.JobList(b.ctx, river.NewJobListParams().
-		Kinds(ProbeArgs{}.Kind()).States(rivertype.JobStateAvailable).First(10000))
+	res, err := b.client.JobList(b.ctx, river.NewJobListParams().
+		Kinds(probeArgs{}.Kind()).States(rivertype.JobStateAvailable).First(10000))
 	require.NoError(t, err)
 	n := 0
 	for _, j := range res.Jobs {
-		var args ProbeArgs
+		var args probeArgs
 		require.NoError(t, json.Unmarshal(j.EncodedArgs, &args))
 		if args.AgentID == id {
 			n++
@@ -291,20 +320,19 @@ func TestProbeAdmitsOnlyHealthyInstance(t *testing.T) {
 	require.Empty(t, res.Chosen, "PROBING gets no traffic")
 	require.Equal(t, domain.RouteRejectState, res.Rejected[0].Reason)
 
-	w := &probeWorker{r: b.r}
-	job := &river.Job[ProbeArgs]{JobRow: &rivertype.JobRow{ID: 1}, Args: ProbeArgs{Namespace: "default", AgentID: "p1", InstanceID: a.InstanceID}}
-	require.Error(t, w.Work(b.ctx, job), "a failing health URL fails the probe (River retries it)")
+	probe := func() error { return b.r.ProbeInstance(b.ctx, key("p1"), a.InstanceID, "river:1") }
+	require.Error(t, probe(), "a failing health URL fails the probe (River retries it)")
 	require.Equal(t, domain.AgentProbing, b.state(t, "p1"))
 
 	healthy.Store(true)
-	require.NoError(t, w.Work(b.ctx, job))
+	require.NoError(t, probe())
 	require.Equal(t, domain.AgentHealthy, b.state(t, "p1"))
 	res = b.r.snap.Route(domain.RouteRequest{Namespace: "default", Capability: "doc:parse"})
 	require.Equal(t, "p1", res.Chosen)
 
 	// A stale probe of the old instance changes nothing after a restart.
 	b.register(t, "p1", 10, srv.URL)
-	require.NoError(t, w.Work(b.ctx, job))
+	require.NoError(t, probe())
 	require.Equal(t, domain.AgentProbing, b.state(t, "p1"))
 }
 

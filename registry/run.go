@@ -11,7 +11,7 @@ import (
 // refreshes the snapshot on every registry NOTIFY and every
 // RefreshInterval, flushes buffered heartbeats every HeartbeatFlush, and
 // announces this process's changes to the others. The sweep and probes run
-// as River jobs (AddWorkers, PeriodicJobs).
+// as River jobs (riverwork.AddWorkers).
 func (r *Registry) Run(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { defer close(done); r.flushLoop(ctx) }()

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -23,18 +22,6 @@ var (
 	qSetBreakerOpen = queries.Must("SetBreakerOpen")
 )
 
-// ProbeArgs is the River job that probes one agent instance: a GET of its
-// health_url (or, without one, its endpoint) that must answer 2xx within
-// Config.ProbeTimeout. A success moves PROBING to HEALTHY.
-type ProbeArgs struct {
-	Namespace  string `json:"namespace" river:"unique"`
-	AgentID    string `json:"agent_id" river:"unique"`
-	InstanceID string `json:"instance_id" river:"unique"`
-}
-
-// Kind implements river.JobArgs.
-func (ProbeArgs) Kind() string { return "agent_probe" }
-
 // ProbeEvery is how often a newly PROBING agent is probed: the
 // registration probes at once, then every lease sweep queues one, at most
 // one per instance per period (a probe is not retried on its own); the
@@ -42,52 +29,55 @@ func (ProbeArgs) Kind() string { return "agent_probe" }
 // 2 s, 4 s … 30 s).
 const ProbeEvery = time.Second
 
-// InsertOpts implements river.JobArgsWithInsertOpts: one probe per
-// instance per period, on the registry's queue. By period rather than by
-// state: a probe left "running" by a process that died must not block the
-// next ones.
-func (ProbeArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 1,
-		UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: ProbeEvery}}
+// Probe is the probe of one agent instance, queued at most once per
+// Every (the first at once).
+type Probe struct {
+	Agent      domain.AgentKey
+	InstanceID string
+	Every      time.Duration
 }
 
-// QueueRegistry is the River queue of probes and sweeps, apart from job
-// dispatch so a flood of jobs never delays a lease decision.
-const QueueRegistry = "registry"
-
-type probeWorker struct {
-	river.WorkerDefaults[ProbeArgs]
-	r *Registry
+// ProbeQueue queues probes in a transaction of the registry's and answers
+// how many it queued: a probe of an instance already queued within its
+// period is dropped (riverwork.Probes).
+type ProbeQueue interface {
+	EnqueueProbesTx(ctx context.Context, tx pgx.Tx, probes []Probe) (int, error)
 }
 
-func (w *probeWorker) Timeout(*river.Job[ProbeArgs]) time.Duration { return 2 * w.r.cfg.ProbeTimeout }
-
-func (w *probeWorker) Work(ctx context.Context, job *river.Job[ProbeArgs]) error {
-	a, err := w.r.load(ctx, w.r.pool, domain.AgentKey{Namespace: job.Args.Namespace, ID: job.Args.AgentID}, false)
+// ProbeInstance probes one instance of an agent: a GET of its health_url
+// (or, without one, its endpoint) that must answer 2xx within
+// Config.ProbeTimeout. A success moves PROBING to HEALTHY; an agent that
+// moved on (another instance, deregistered, no longer probing) is left
+// alone. causation is what the events record as their cause.
+func (r *Registry) ProbeInstance(ctx context.Context, k domain.AgentKey, instanceID, causation string) error {
+	a, err := r.load(ctx, r.pool, k, false)
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if a.Deregistered || a.InstanceID != job.Args.InstanceID || a.State != domain.AgentProbing || a.ProbeOK {
+	if a.Deregistered || a.InstanceID != instanceID || a.State != domain.AgentProbing || a.ProbeOK {
 		return nil // a stale probe: the agent moved on
 	}
-	if err := w.r.probe(ctx, a); err != nil {
+	if err := r.probe(ctx, a); err != nil {
 		if a.ProbeStreak > 0 {
-			_, _ = w.r.pool.Exec(ctx, qSetProbeStreak, a.Namespace, a.AgentID, 0) // a flapping agent starts over
+			_, _ = r.pool.Exec(ctx, qSetProbeStreak, a.Namespace, a.AgentID, 0) // a flapping agent starts over
 		}
 		return fmt.Errorf("probe agent %s: %w", a.AgentID, err)
 	}
 	if need := domain.ProbesNeeded(a.RecentRestarts); a.ProbeStreak+1 < need {
 		// A flapping agent must pass several probes in a row.
-		_, err := w.r.pool.Exec(ctx, qSetProbeStreak, a.Namespace, a.AgentID, a.ProbeStreak+1)
+		_, err := r.pool.Exec(ctx, qSetProbeStreak, a.Namespace, a.AgentID, a.ProbeStreak+1)
 		return err
 	}
-	md := domain.Metadata{Actor: "registry", CausationID: fmt.Sprintf("river:%d", job.ID)}
-	_, err = w.r.signal(ctx, a.Key(), a.InstanceID, domain.SignalProbeSucceeded, "probe answered 2xx", md)
+	md := domain.Metadata{Actor: "registry", CausationID: causation}
+	_, err = r.signal(ctx, a.Key(), a.InstanceID, domain.SignalProbeSucceeded, "probe answered 2xx", md)
 	return err
 }
+
+// ProbeTimeout is how long one probe may take.
+func (r *Registry) ProbeTimeout() time.Duration { return r.cfg.ProbeTimeout }
 
 func (r *Registry) probe(ctx context.Context, a *Agent) error {
 	target := a.HealthURL
@@ -111,59 +101,6 @@ func (r *Registry) probe(ctx context.Context, a *Agent) error {
 		return fmt.Errorf("GET %s answered %d", target, resp.StatusCode)
 	}
 	return nil
-}
-
-// SweepArgs is the periodic River job that judges every lease.
-type SweepArgs struct{}
-
-// Kind implements river.JobArgs.
-func (SweepArgs) Kind() string { return "agent_sweep" }
-
-type sweepWorker struct {
-	river.WorkerDefaults[SweepArgs]
-	r *Registry
-}
-
-func (w *sweepWorker) Work(ctx context.Context, job *river.Job[SweepArgs]) error {
-	_, err := w.r.Sweep(ctx)
-	return err
-}
-
-// AddWorkers registers the registry's River workers.
-func (r *Registry) AddWorkers(workers *river.Workers) {
-	river.AddWorker(workers, &probeWorker{r: r})
-	river.AddWorker(workers, &sweepWorker{r: r})
-	river.AddWorker(workers, &healthSweepWorker{r: r})
-	river.AddWorker(workers, &cardRefreshWorker{r: r})
-}
-
-// PeriodicJobs returns the registry's periodic River jobs: the lease sweep,
-// the health sweep and the Agent Card refresh (as often as the lease sweep).
-func (r *Registry) PeriodicJobs() []*river.PeriodicJob {
-	return []*river.PeriodicJob{
-		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.SweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return SweepArgs{}, periodicOpts(r.cfg.SweepInterval) },
-			&river.PeriodicJobOpts{ID: "agent_sweep", RunOnStart: true}),
-		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.healthInterval()),
-			func() (river.JobArgs, *river.InsertOpts) {
-				return HealthSweepArgs{}, periodicOpts(r.cfg.healthInterval())
-			},
-			&river.PeriodicJobOpts{ID: "health_sweep", RunOnStart: true}),
-		river.NewPeriodicJob(river.PeriodicInterval(r.cfg.SweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) { return CardRefreshArgs{}, periodicOpts(r.cfg.SweepInterval) },
-			&river.PeriodicJobOpts{ID: "agent_card_refresh", RunOnStart: true}),
-	}
-}
-
-// periodicOpts: at most one sweep per interval, deduplicated by period
-// rather than by state, so that a sweep left "running" by a process that
-// died does not block the next ones (see jobs.PeriodicOpts).
-func periodicOpts(interval time.Duration) *river.InsertOpts {
-	opts := &river.InsertOpts{Queue: QueueRegistry, MaxAttempts: 1}
-	if interval >= time.Second {
-		opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByPeriod: interval}
-	}
-	return opts
 }
 
 // SweepReport says what one sweep changed.
@@ -376,27 +313,21 @@ func (r *Registry) applyLeaseChange(ctx context.Context, tx pgx.Tx, c leaseChang
 // time the agent has been PROBING (domain.ProbeInterval), so an agent that
 // never answers is probed less and less often, down to every 30 s.
 func (r *Registry) queueProbes(ctx context.Context, tx pgx.Tx, agents []*Agent, rep *SweepReport) error {
-	var probes []river.InsertManyParams
+	var probes []Probe
 	now := r.now()
 	for _, a := range agents {
 		if a.State == domain.AgentProbing && !a.ProbeOK && !a.Pull() {
-			every := domain.ProbeInterval(now.Sub(a.StateChangedAt))
-			probes = append(probes, river.InsertManyParams{Args: ProbeArgs{Namespace: a.Namespace, AgentID: a.AgentID, InstanceID: a.InstanceID},
-				InsertOpts: &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: every}}})
+			probes = append(probes, Probe{Agent: a.Key(), InstanceID: a.InstanceID, Every: domain.ProbeInterval(now.Sub(a.StateChangedAt))})
 		}
 	}
 	if len(probes) == 0 {
 		return nil
 	}
-	res, err := r.client.InsertManyTx(ctx, tx, probes)
+	n, err := r.probes.EnqueueProbesTx(ctx, tx, probes)
 	if err != nil {
 		return fmt.Errorf("queue probes: %w", err)
 	}
-	for _, x := range res {
-		if !x.UniqueSkippedAsDuplicate {
-			rep.ProbesQueued++
-		}
-	}
+	rep.ProbesQueued += n
 	return nil
 }
 

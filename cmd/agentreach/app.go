@@ -31,6 +31,7 @@ import (
 	"github.com/agentreach/agentreach/netguard"
 	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/registry/riverwork"
 	arsql "github.com/agentreach/agentreach/sql"
 	"github.com/agentreach/agentreach/sweep"
 )
@@ -107,7 +108,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
 	a.jobs.SetTelemetry(a.tel.Tracer, a.tel.Meter)
 	workers := river.NewWorkers()
-	a.registry.AddWorkers(workers)
+	riverwork.AddWorkers(workers, a.registry)
 	a.jobs.AddWorkers(workers)
 	// The periodic sweeps run in the leading process (sweep.Runner), not as
 	// River periodic jobs: each run was a River job, and they buried the
@@ -122,7 +123,7 @@ func (a *App) Start(ctx context.Context) error {
 		a.pool.Close()
 		return err
 	}
-	a.registry.SetClient(a.river)
+	a.registry.SetProbes(riverwork.Probes(a.river))
 	a.jobs.SetClient(a.river)
 	if err := registerGauges(a); err != nil {
 		a.pool.Close()

@@ -26,15 +26,6 @@ var (
 // namespace ("*" for every namespace).
 type approvalPatterns map[string][]string
 
-// loadApprovalPatterns reads the policies of namespaces (and of "*").
-func (s *Service) loadApprovalPatterns(ctx context.Context, q eventstore.Querier, namespaces []string) (approvalPatterns, error) {
-	rows, err := q.Query(ctx, qApprovalPatternsOf, namespaces)
-	if err != nil {
-		return nil, fmt.Errorf("approval policy: %w", err)
-	}
-	return scanApprovalPatterns(rows)
-}
-
 // queueApprovalPatterns queues on b reading the policies of namespaces
 // (and of "*") into *out.
 func queueApprovalPatterns(b *pgx.Batch, namespaces []string, out *approvalPatterns) {

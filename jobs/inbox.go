@@ -22,20 +22,15 @@ import (
 // the attempt then waits in that agent's inbox (its job's timer in phase
 // inbox, due at the claim timeout) and the agent's claim delivers it. An
 // attempt not claimed in time is routed again (domain.DueTimer, reason
-// not_claimed). Each process LISTENs on InboxChannel and wakes the claims
+// not_claimed). Each process LISTENs on jobstore.InboxChannel and wakes the claims
 // it holds of the agent a notification names; a claim also looks again
 // every second, so a lost notification only delays it.
 
 var (
 	qClaimInbox   = queries.Must("ClaimInbox")
-	qNotifyInbox  = queries.Must("NotifyInbox")
 	qInboxDepths  = queries.Must("InboxDepths")
 	errNotInInbox = errors.New("the attempt no longer waits in the inbox")
 )
-
-// InboxChannel is the PostgreSQL channel on which an attempt put in a pull
-// agent's inbox is announced; the payload is "namespace/agent_id".
-const InboxChannel = "agentreach_inbox"
 
 // claimPoll is the fallback poll of a waiting claim.
 const claimPoll = time.Second
@@ -90,7 +85,7 @@ func (b *inbox) wake(key string) {
 // RunInbox listens for attempts put in pull agents' inboxes, by any
 // process, and wakes this process's claims, until ctx ends.
 func (s *Service) RunInbox(ctx context.Context) {
-	eventstore.ListenPayloads(ctx, s.pool, InboxChannel, s.logger, s.inbox.wake)
+	eventstore.ListenPayloads(ctx, s.pool, jobstore.InboxChannel, s.logger, s.inbox.wake)
 }
 
 // toInbox puts the attempt in pull agent's inbox: in one write (shared
@@ -109,7 +104,7 @@ func (s *Service) toInbox(ctx context.Context, l *jobstore.Loaded, agent *regist
 }
 
 // Claim answers up to max deliveries from pull agent a's inbox, waiting up
-// to wait for the first (woken by InboxChannel, looking again every
+// to wait for the first (woken by jobstore.InboxChannel, looking again every
 // second). Each claimed attempt is DELIVERED at the claim, with a deadline
 // from now. No delivery is ever claimed twice: the inbox rows are taken
 // FOR UPDATE SKIP LOCKED and DELIVERED is appended at the job's version.

@@ -8,9 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
-// TestInboxWakesByNotify: a NOTIFY on InboxChannel, from any connection,
+// TestInboxWakesByNotify: a NOTIFY on jobstore.InboxChannel, from any connection,
 // wakes this process's claims of the agent it names and no other's.
 func TestInboxWakesByNotify(t *testing.T) {
 	t.Parallel()
@@ -32,9 +33,9 @@ func TestInboxWakesByNotify(t *testing.T) {
 			require.FailNow(t, "the listener never started")
 		}
 	}
-	_, err := s.pool.Exec(ctx, qNotifyInbox, InboxChannel, "ns/third")
+	_, err := s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", jobstore.InboxChannel, "ns/third")
 	require.NoError(t, err)
-	_, err = s.pool.Exec(ctx, qNotifyInbox, InboxChannel, "ns/mine")
+	_, err = s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", jobstore.InboxChannel, "ns/mine")
 	require.NoError(t, err)
 	select {
 	case <-mine:

@@ -12,7 +12,6 @@ import (
 
 	a2aserver "github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/jobs"
 )
 
 // The mount of Agent-Reach as an A2A agent (package a2a/server) on the
@@ -80,7 +79,7 @@ func (s *Server) a2aPush(c *gin.Context) {
 		return
 	}
 	rec, err := s.deps.Jobs.ReportA2APush(c.Request.Context(), c.Param("job_id"), attempt, token, body)
-	if errors.Is(err, jobs.ErrPushToken) {
+	if errors.Is(err, a2aserver.ErrPushToken) {
 		_ = c.Error(&Error{Code: CodeUnauthenticated, Message: "push token missing or invalid (Authorization: Bearer <token given with the message>)"})
 		return
 	}
@@ -101,7 +100,7 @@ func rpcError(err error) error {
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
 		return a2a.ErrTaskNotFound
-	case errors.Is(err, jobs.ErrPushConfig):
+	case errors.Is(err, a2aserver.ErrPushConfig):
 		return fmt.Errorf("%w: %w", a2a.ErrUnsupportedOperation, err)
 	}
 	e := toAPIError(err)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/health"
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -339,7 +338,7 @@ type heartbeatResponse struct {
 	HeartbeatEveryMS int64     `json:"heartbeat_interval_ms"`
 	// Cancelled are a pull agent's jobs cancelled within its TTL: it has
 	// no endpoint for a cancel notice, so it learns of them here.
-	Cancelled []jobs.Held `json:"cancelled,omitempty"`
+	Cancelled []domain.HeldAttempt `json:"cancelled,omitempty"`
 }
 
 func (s *Server) heartbeat(c *gin.Context) {

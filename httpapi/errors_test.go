@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/a2a/card"
+	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -40,7 +41,7 @@ func TestErrorKinds(t *testing.T) {
 		{wrap(&domain.FieldError{Field: "x", Message: "is bad"}), 400, CodeInvalidArgument, a2a.ErrInvalidParams},
 		{wrap(auth.ErrExpired), 401, CodeUnauthenticated, a2a.ErrInvalidRequest},
 		{wrap(registry.ErrUnauthenticated), 401, CodeUnauthenticated, a2a.ErrInvalidRequest},
-		{wrap(jobs.ErrPushToken), 401, CodeUnauthenticated, a2a.ErrInvalidRequest},
+		{wrap(server.ErrPushToken), 401, CodeUnauthenticated, a2a.ErrInvalidRequest},
 		{wrap(jobs.ErrForbidden), 403, CodePermissionDenied, a2a.ErrInvalidRequest},
 		{wrap(jobs.ErrAgentUnavailable), 503, CodeUnavailable, a2a.ErrInternalError},
 		{wrap(jobs.ErrFanout), 422, CodeFanoutExceeded, a2a.ErrInvalidRequest},
@@ -62,7 +63,7 @@ func TestErrorKinds(t *testing.T) {
 	}
 	// The A2A errors of their own.
 	require.ErrorIs(t, rpcError(jobs.ErrConflict), a2a.ErrInvalidRequest, "a conflict is not a task that cannot be cancelled")
-	require.ErrorIs(t, rpcError(jobs.ErrPushConfig), a2a.ErrUnsupportedOperation)
+	require.ErrorIs(t, rpcError(server.ErrPushConfig), a2a.ErrUnsupportedOperation)
 	// Messages of their own, that name nothing internal.
 	require.Equal(t, "concurrent change, try again", toAPIError(wrap(eventstore.ErrConflict)).Message)
 	require.NotContains(t, toAPIError(fmt.Errorf("attempt 1 of job x belongs to agent secret-id: %w", jobs.ErrForbidden)).Message, "secret-id")

@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
@@ -227,7 +226,7 @@ func (s *Server) listJobs(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	f := jobs.ListFilter{Namespace: ns, Status: domain.JobStatus(strings.ToUpper(c.Query("status"))),
+	f := jobstore.ListFilter{Namespace: ns, Status: domain.JobStatus(strings.ToUpper(c.Query("status"))),
 		Capability: c.Query("capability"), AgentID: c.Query("agent_id"), Before: c.Query("cursor"), Limit: int(limit)}
 	if f.Before != "" {
 		if _, err := uuid.Parse(f.Before); err != nil {
@@ -274,7 +273,7 @@ func (s *Server) reportResult(c *gin.Context) {
 		return
 	}
 	recorded, l, err := s.deps.Jobs.ReportResult(c.Request.Context(), c.Param("job_id"), bearer(c),
-		jobs.ResultReport{Status: domain.JobStatus(req.Status), Result: req.Result, BizCode: req.BizCode, Attempt: req.Attempt},
+		domain.ResultReport{Status: domain.JobStatus(req.Status), Result: req.Result, BizCode: req.BizCode, Attempt: req.Attempt},
 		s.meta(c, "agent"))
 	if err != nil {
 		_ = c.Error(err)

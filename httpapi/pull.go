@@ -8,7 +8,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/jobs"
 )
 
 // claimRequest is the body of POST /v1/agents/{id}/claim.
@@ -57,9 +56,9 @@ func (s *Server) claim(c *gin.Context) {
 	if ctx.Err() != nil && len(out) > 0 {
 		// The agent went away while its claim was being answered: give the
 		// deliveries back at once rather than let them time out.
-		held := make([]jobs.Held, len(out))
+		held := make([]domain.HeldAttempt, len(out))
 		for i, e := range out {
-			held[i] = jobs.Held{JobID: e.JobID, Attempt: e.Attempt}
+			held[i] = domain.HeldAttempt{JobID: e.JobID, Attempt: e.Attempt}
 		}
 		_, _ = s.deps.Jobs.Release(context.WithoutCancel(ctx), a, held, "")
 		return
@@ -69,8 +68,8 @@ func (s *Server) claim(c *gin.Context) {
 
 // releaseRequest is the body of POST /v1/agents/{id}/release.
 type releaseRequest struct {
-	Jobs  []jobs.Held `json:"jobs"`
-	Error string      `json:"error"`
+	Jobs  []domain.HeldAttempt `json:"jobs"`
+	Error string               `json:"error"`
 }
 
 // release serves a pull agent giving back what it holds (agent token):

@@ -111,7 +111,7 @@ func New(deps Deps) *gin.Engine {
 	r.GET("/a2a/:namespace/.well-known/agent-card.json", s.a2aCard)
 	r.GET("/a2a/:namespace/.well-known/agent.json", s.a2aCard)
 	r.POST("/a2a/:namespace", s.need(""), s.a2aRPC)
-	r.POST(jobs.PushPath+":job_id/:attempt", s.a2aPush) // per-attempt push token
+	r.POST(a2aserver.PushPath+":job_id/:attempt", s.a2aPush) // per-attempt push token
 	v1 := r.Group("/v1")
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces
 	v1.GET("/events/stream", admin, everyNamespace, s.eventStream)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/health"
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 )
 
@@ -119,7 +119,7 @@ func each[In, Out any](in []In, conv func(In) Out) []Out {
 	return out
 }
 
-func toJobSummary(s jobs.Summary) jobSummaryResponse         { return jobSummaryResponse(s) }
+func toJobSummary(s jobstore.Summary) jobSummaryResponse     { return jobSummaryResponse(s) }
 func toAgentHealth(h health.AgentHealth) agentHealthResponse { return agentHealthResponse(h) }
 func toPoint(p health.Point) pointResponse                   { return pointResponse(p) }
 func toMinute(m health.Minute) minuteResponse                { return minuteResponse(m) }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentreach/agentreach/a2a"
 	a2aclient "github.com/agentreach/agentreach/a2a/client"
+	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs/jobstore"
@@ -33,10 +34,6 @@ const (
 	ReasonIncompatible = domain.ReasonIncompatible
 	ReasonTaskLost     = "a2a_task_lost"
 )
-
-// PushPath is where A2A agents push task updates of a job's attempt:
-// PushPath + job_id + "/" + attempt, under the service's public URL.
-const PushPath = "/a2a-push/"
 
 // deliverA2A sends the attempt to an A2A agent as SendMessage and reads
 // what the agent answered into an outcome.
@@ -126,7 +123,7 @@ func (s *Service) a2aHeader(ctx context.Context, l *jobstore.Loaded, attempt int
 }
 
 func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2aclient.Push {
-	return &a2aclient.Push{URL: s.cfg.PublicURL + PushPath + jobID + "/" + strconv.Itoa(attempt),
+	return &a2aclient.Push{URL: s.cfg.PublicURL + server.PushPath + jobID + "/" + strconv.Itoa(attempt),
 		Token: a2a.PushToken(a.SigningKeys(s.now())[0], jobID, attempt)}
 }
 
@@ -135,7 +132,7 @@ func (s *Service) pushTarget(a *registry.Agent, jobID string, attempt int) *a2ac
 // An update that records the attempt's delivery (it beat the dispatcher's
 // record of it) starts the attempt's poller too, as the dispatcher would
 // have: it watches the task of an agent that pushes.
-func (s *Service) a2aEvents(l *jobstore.Loaded, attempt int, t a2a.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, Recorded) {
+func (s *Service) a2aEvents(l *jobstore.Loaded, attempt int, t a2a.Task, now time.Time, md domain.Metadata) ([]domain.Event, domain.Effects, domain.Recorded) {
 	evs, fx, rec := domain.TaskUpdate(&l.Job, attempt, l.AttemptAgents[attempt], l.RoutedAt, t.ID,
 		a2aOutcome(t, false), now, s.jitter(), s.attemptPolicy(), md)
 	if len(evs) > 0 && evs[0].Type == domain.EventDelivered && t.ID != "" {
@@ -148,8 +145,6 @@ func (s *Service) a2aEvents(l *jobstore.Loaded, attempt int, t a2a.Task, now tim
 
 // A2A errors.
 var (
-	// ErrPushToken: the push carries no token, or not the attempt's.
-	ErrPushToken = domain.NewError(domain.ErrUnauthenticated, "push token missing or invalid")
 	// ErrAgentUnavailable: the agent holding a job did not take a message
 	// about it (the caller's input).
 	ErrAgentUnavailable = domain.NewError(domain.ErrUnavailable, "the agent did not take the message")
@@ -236,11 +231,11 @@ func isInternalRPCError(err error) bool {
 // update that changes nothing (a repeat, WORKING while working) is
 // accepted and writes nothing; a terminal one for an attempt already
 // decided is recorded as RESULT_DUPLICATE. Errors: domain.ErrNotFound for an
-// unknown job or attempt, ErrPushToken, and a *domain.FieldError for a
+// unknown job or attempt, server.ErrPushToken, and a *domain.FieldError for a
 // body that is no task.
-func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, token string, body []byte) (Recorded, error) {
+func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, token string, body []byte) (domain.Recorded, error) {
 	if token == "" {
-		return "", fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
+		return "", fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, server.ErrPushToken)
 	}
 	t, err := a2a.ParseTask(body)
 	if err != nil {
@@ -251,7 +246,7 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 	}
 	// An unknown job or attempt answers as a bad token does: a push says
 	// nothing of which jobs exist to whoever lacks the attempt's token.
-	denied := fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, ErrPushToken)
+	denied := fmt.Errorf("push for attempt %d of job %s: %w", attempt, id, server.ErrPushToken)
 	l, err := s.Load(ctx, nil, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return "", denied
@@ -277,7 +272,7 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 		}
 		cancel()
 	}
-	var recorded Recorded
+	var recorded domain.Recorded
 	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, id)
 		if err != nil {

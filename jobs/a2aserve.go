@@ -40,10 +40,6 @@ var (
 	qPushesPending          = queries.Must("A2APushesPending")
 )
 
-// ErrPushConfig: the job takes no push configs: it was submitted over
-// REST, and its callback is its callback_url.
-var ErrPushConfig = domain.NewError(domain.ErrInvalid, "push configs are for tasks created over A2A")
-
 // a2aCallback ends the callback_url of a job submitted over A2A: its
 // callback is its push configs (those given with the message, and those
 // added while it runs), never a POST to the URL itself, which is the
@@ -158,7 +154,7 @@ func (a *A2A) PushConfigs(ctx context.Context, id string) ([]server.PushConfig, 
 }
 
 // SetPushConfig adds or replaces a push config of a job submitted over A2A
-// (ErrPushConfig otherwise), running or ended: a job's final task goes to
+// (server.ErrPushConfig otherwise), running or ended: a job's final task goes to
 // every config it has until its callback is settled (acknowledged by all,
 // or given up). The URL must pass checkPushConfig.
 func (a *A2A) SetPushConfig(ctx context.Context, j *server.Job, p server.PushConfig) (server.PushConfig, error) {
@@ -171,7 +167,7 @@ func (a *A2A) SetPushConfig(ctx context.Context, j *server.Job, p server.PushCon
 			return p, err
 		}
 		if len(configs) == 0 {
-			return p, fmt.Errorf("job %s was submitted over REST, and its callback is its callback_url: %w", j.JobID, ErrPushConfig)
+			return p, fmt.Errorf("job %s was submitted over REST, and its callback is its callback_url: %w", j.JobID, server.ErrPushConfig)
 		}
 	}
 	if err := s.checkPushConfig(ctx, p); err != nil {

@@ -36,7 +36,7 @@ type batchItem struct {
 	// attempt goes through River.
 	with func(ctx context.Context, tx pgx.Tx, jobID string) error
 
-	res SubmitResult
+	res domain.SubmitResult
 	// reserved: the submit holds a direct dispatcher (direct.go), which
 	// starts on direct once the transaction committed.
 	reserved bool
@@ -44,7 +44,7 @@ type batchItem struct {
 }
 
 type batchResult struct {
-	res SubmitResult
+	res domain.SubmitResult
 	err error
 }
 
@@ -79,12 +79,12 @@ func (s *Service) StartGroupCommit(ctx context.Context, window time.Duration, wo
 	s.jobs.StartWriter(ctx, workers)
 }
 
-func (b *batcher) submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
+func (b *batcher) submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (domain.SubmitResult, error) {
 	it := newBatchItem(ctx, sub, md)
 	select {
 	case b.items <- it:
 	case <-ctx.Done():
-		return SubmitResult{}, ctx.Err()
+		return domain.SubmitResult{}, ctx.Err()
 	}
 	r := <-it.done // once taken, an item is always answered
 	return r.res, r.err
@@ -182,9 +182,9 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 
 // sameKey answers a submit it whose Idempotency-Key the submit first
 // claimed in the same transaction, as claimKey would once first committed.
-func sameKey(first, it *batchItem) (SubmitResult, error) {
+func sameKey(first, it *batchItem) (domain.SubmitResult, error) {
 	if string(requestHash(first.sub)) != string(requestHash(it.sub)) {
-		return SubmitResult{}, fmt.Errorf("Idempotency-Key %q was used for another request (job %s): %w",
+		return domain.SubmitResult{}, fmt.Errorf("Idempotency-Key %q was used for another request (job %s): %w",
 			it.sub.IdempotencyKey, first.res.JobID, ErrConflict)
 	}
 	res := first.res
@@ -240,7 +240,7 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 // root's fan-out, in a savepoint of tx, so a reused key or a full root
 // fails this submission alone. It answers the job an earlier submit with
 // the same key created, if one did.
-func (s *Service) checkSubmit(ctx context.Context, tx pgx.Tx, sub *domain.Submitted) (*SubmitResult, error) {
+func (s *Service) checkSubmit(ctx context.Context, tx pgx.Tx, sub *domain.Submitted) (*domain.SubmitResult, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return nil, err

@@ -211,18 +211,12 @@ func (s *Service) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id 
 // resultURL is where an agent posts the result of job id.
 func (s *Service) resultURL(id string) string { return s.cfg.PublicURL + "/v1/jobs/" + id + "/result" }
 
-// Held names one attempt a pull agent holds.
-type Held struct {
-	JobID   string `json:"job_id"`
-	Attempt int    `json:"attempt"`
-}
-
 // Release gives back what pull agent a holds (domain.Release): the listed
 // attempts, unstarted (errText empty: routed again at once, no attempt
 // spent) or failed (errText set: retried after backoff); with none listed,
 // everything still waiting in its inbox. It answers what was given back;
 // an attempt that is not the agent's, or moved on, is left alone.
-func (s *Service) Release(ctx context.Context, a *registry.Agent, held []Held, errText string) ([]Held, error) {
+func (s *Service) Release(ctx context.Context, a *registry.Agent, held []domain.HeldAttempt, errText string) ([]domain.HeldAttempt, error) {
 	if len(held) == 0 {
 		var err error
 		if held, err = s.inboxOf(ctx, a); err != nil {
@@ -230,7 +224,7 @@ func (s *Service) Release(ctx context.Context, a *registry.Agent, held []Held, e
 		}
 		errText = ""
 	}
-	out := []Held{}
+	out := []domain.HeldAttempt{}
 	for _, h := range held {
 		ok, err := s.release(ctx, a, h, errText)
 		if err != nil {
@@ -244,15 +238,15 @@ func (s *Service) Release(ctx context.Context, a *registry.Agent, held []Held, e
 }
 
 // inboxOf lists what waits in a's inbox, oldest first.
-func (s *Service) inboxOf(ctx context.Context, a *registry.Agent) ([]Held, error) {
-	var held []Held
+func (s *Service) inboxOf(ctx context.Context, a *registry.Agent) ([]domain.HeldAttempt, error) {
+	var held []domain.HeldAttempt
 	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, 10_000)
 		if err != nil {
 			return err
 		}
-		held, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Held, error) {
-			var h Held
+		held, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.HeldAttempt, error) {
+			var h domain.HeldAttempt
 			return h, r.Scan(&h.JobID, &h.Attempt)
 		})
 		return err
@@ -263,7 +257,7 @@ func (s *Service) inboxOf(ctx context.Context, a *registry.Agent) ([]Held, error
 	return held, nil
 }
 
-func (s *Service) release(ctx context.Context, a *registry.Agent, h Held, errText string) (bool, error) {
+func (s *Service) release(ctx context.Context, a *registry.Agent, h domain.HeldAttempt, errText string) (bool, error) {
 	released := false
 	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
 		released = false
@@ -309,13 +303,13 @@ var qCancelledOfAgent = queries.Must("CancelledOfAgent")
 // CancelledOf lists the latest attempts of agent k's jobs cancelled since
 // since: a pull agent has no endpoint for a cancel notice, so its
 // heartbeats carry them (from the jobs read model, a second or so behind).
-func (s *Service) CancelledOf(ctx context.Context, k domain.AgentKey, since time.Time) ([]Held, error) {
+func (s *Service) CancelledOf(ctx context.Context, k domain.AgentKey, since time.Time) ([]domain.HeldAttempt, error) {
 	rows, err := s.pool.Query(ctx, qCancelledOfAgent, k.Namespace, k.ID, since)
 	if err != nil {
 		return nil, fmt.Errorf("cancelled jobs of agent %s: %w", k, err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Held, error) {
-		var h Held
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.HeldAttempt, error) {
+		var h domain.HeldAttempt
 		return h, r.Scan(&h.JobID, &h.Attempt)
 	})
 }

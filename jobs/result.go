@@ -9,30 +9,12 @@ import (
 	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
-// ResultReport is an agent's report of an attempt's outcome.
-type ResultReport struct {
-	Status  domain.JobStatus
-	Result  json.RawMessage
-	BizCode string
-	// Attempt is the attempt reported on; 0 means the job's latest.
-	Attempt int
-}
-
-// Recorded says what a result report did (domain.Recorded).
-type Recorded = domain.Recorded
-
-// What a result report can do to a job.
-const (
-	RecordedOutcome   = domain.RecordedOutcome
-	RecordedDuplicate = domain.RecordedDuplicate
-)
-
 // ReportResult records an agent's result for an attempt of a job. token
 // must be the token of the agent the attempt was routed to. A result for
 // the latest, delivered attempt decides it; anything else (a second result,
 // a result after TIMEOUT, a result for an earlier attempt) is recorded as
 // RESULT_DUPLICATE and changes nothing.
-func (s *Service) ReportResult(ctx context.Context, id, token string, rep ResultReport, md domain.Metadata) (Recorded, *jobstore.Loaded, error) {
+func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain.ResultReport, md domain.Metadata) (domain.Recorded, *jobstore.Loaded, error) {
 	if rep.Status != domain.StatusSuccess && rep.Status != domain.StatusFailed {
 		return "", nil, &domain.FieldError{Field: "status", Message: "must be SUCCESS or FAILED"}
 	}
@@ -74,7 +56,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep Result
 	// with concurrent writes (write.go), at its version: reloaded only on
 	// a conflict. The agent is answered once it committed; a job it ends
 	// is called back from here at once (callBackNow).
-	var recorded Recorded
+	var recorded domain.Recorded
 	var last *jobstore.Write
 	err = s.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
 		if retry {

@@ -32,7 +32,7 @@ func TestReportResultAnswersItsOwnFold(t *testing.T) {
 	_, err = s.recordRouted(ctx, l, agent, routedEvent(l, agent.AgentID))
 	require.NoError(t, err)
 
-	_, got, err := s.ReportResult(ctx, res.JobID, token, ResultReport{Status: domain.StatusSuccess, Result: json.RawMessage(`{}`)}, domain.Metadata{Actor: "test"})
+	_, got, err := s.ReportResult(ctx, res.JobID, token, domain.ResultReport{Status: domain.StatusSuccess, Result: json.RawMessage(`{}`)}, domain.Metadata{Actor: "test"})
 	require.NoError(t, err)
 	version := got.Version
 	deadline := time.Now().Add(10 * time.Second)

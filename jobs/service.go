@@ -36,7 +36,6 @@ var (
 	qClaimIdempotencyKey  = queries.Must("ClaimIdempotencyKey")
 	qIdempotencyKeyJob    = queries.Must("IdempotencyKeyJob")
 	qCountRootDescendant  = queries.Must("CountRootDescendant")
-	qListJobs             = queries.Must("ListJobs")
 	qEnsureCallbackSecret = queries.Must("EnsureCallbackSecret")
 	qRotateCallbackSecret = queries.Must("RotateCallbackSecret")
 )
@@ -276,28 +275,18 @@ func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*j
 	return s.jobs.Load(ctx, q, id)
 }
 
-// SubmitResult is the answer to a submit.
-type SubmitResult struct {
-	JobID   string
-	TraceID string
-	Status  domain.JobStatus
-	// Existing is true when an earlier submit with the same
-	// Idempotency-Key created the job.
-	Existing bool
-}
-
 // Submit validates a job, dedupes it on its idempotency key, checks the
 // fan-out of its root, and appends SUBMITTED with its first attempt's
 // dispatch in one transaction (group commit's, shared with concurrent
 // submits). When it returns without error the job is committed.
-func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (SubmitResult, error) {
+func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (domain.SubmitResult, error) {
 	if err := s.prepare(ctx, &sub); err != nil {
-		return SubmitResult{}, err
+		return domain.SubmitResult{}, err
 	}
 	if err := s.checkOverload(ctx, &sub); err != nil {
-		return SubmitResult{}, err
+		return domain.SubmitResult{}, err
 	}
-	var res SubmitResult
+	var res domain.SubmitResult
 	var err error
 	if s.batcher != nil {
 		res, err = s.batcher.submit(ctx, sub, md)
@@ -308,7 +297,7 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 		res, err = r.res, r.err
 	}
 	if err != nil {
-		return SubmitResult{}, err
+		return domain.SubmitResult{}, err
 	}
 	if !res.Existing {
 		s.metrics.submitted.Add(ctx, 1, withAttrs(attribute.String("namespace", sub.Namespace),
@@ -335,10 +324,10 @@ func (s *Service) prepare(ctx context.Context, sub *domain.Submitted) error {
 }
 
 // submittedEvents are the first events of a job's stream.
-func (s *Service) submittedEvents(sub domain.Submitted, md domain.Metadata, patterns approvalPatterns) ([]domain.Event, SubmitResult) {
+func (s *Service) submittedEvents(sub domain.Submitted, md domain.Metadata, patterns approvalPatterns) ([]domain.Event, domain.SubmitResult) {
 	evs, status := domain.SubmitEvents(sub, patterns.match(sub.Namespace, sub.Capability, s.cfg.ApprovalPatterns),
 		s.now(), s.cfg.ApprovalTimeout, md)
-	return evs, SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: status}
+	return evs, domain.SubmitResult{JobID: sub.JobID, TraceID: md.TraceID, Status: status}
 }
 
 // requestHash identifies what a submit asked for, to tell a retry of the
@@ -356,7 +345,7 @@ func requestHash(sub domain.Submitted) []byte {
 // claimKey records the idempotency key for this submit, or returns the job
 // an earlier submit with the same key created (ErrConflict if its request
 // differs). A concurrent submit with the same key waits on the key's row.
-func (s *Service) claimKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted, hash []byte) (*SubmitResult, error) {
+func (s *Service) claimKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted, hash []byte) (*domain.SubmitResult, error) {
 	tag, err := tx.Exec(ctx, qClaimIdempotencyKey, sub.Namespace, sub.IdempotencyKey, sub.JobID, hash)
 	if err != nil {
 		return nil, fmt.Errorf("idempotency key: %w", err)
@@ -376,7 +365,7 @@ func (s *Service) claimKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted,
 	if err != nil {
 		return nil, err
 	}
-	return &SubmitResult{JobID: jobID, TraceID: l.TraceID, Status: l.Status, Existing: true}, nil
+	return &domain.SubmitResult{JobID: jobID, TraceID: l.TraceID, Status: l.Status, Existing: true}, nil
 }
 
 // countDescendant finds the job's root through its parent and counts the
@@ -404,51 +393,10 @@ func (s *Service) countDescendant(ctx context.Context, tx pgx.Tx, sub *domain.Su
 	return nil
 }
 
-// ListFilter narrows List.
-type ListFilter struct {
-	Namespace  string
-	Status     domain.JobStatus
-	Capability string
-	AgentID    string
-	// Before is the cursor: jobs older than this job id.
-	Before string
-	Limit  int
-}
-
-// Summary is one job in a list, from the jobs read model.
-type Summary struct {
-	JobID       string     `json:"job_id"`
-	Namespace   string     `json:"namespace"`
-	Capability  string     `json:"capability"`
-	Status      string     `json:"status"`
-	AgentID     string     `json:"agent_id,omitempty"`
-	Attempts    int        `json:"attempts"`
-	MaxAttempts int        `json:"max_attempts"`
-	Priority    string     `json:"priority"`
-	BizCode     string     `json:"biz_code,omitempty"`
-	Error       string     `json:"error,omitempty"`
-	TraceID     string     `json:"trace_id,omitempty"`
-	SubmittedAt time.Time  `json:"submitted_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty"`
-}
-
-// List returns jobs newest first, from the jobs read model (which trails
-// the log by the projector's lag, normally milliseconds).
-func (s *Service) List(ctx context.Context, f ListFilter) ([]Summary, error) {
-	if f.Limit <= 0 || f.Limit > 500 {
-		f.Limit = 50
-	}
-	rows, err := s.pool.Query(ctx, qListJobs, f.Namespace, string(f.Status), f.Capability, f.AgentID, f.Before, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
-		var x Summary
-		err := r.Scan(&x.JobID, &x.Namespace, &x.Capability, &x.Status, &x.AgentID, &x.Attempts, &x.MaxAttempts,
-			&x.Priority, &x.BizCode, &x.Error, &x.TraceID, &x.SubmittedAt, &x.UpdatedAt, &x.FinishedAt)
-		return x, err
-	})
+// List returns jobs newest first, from the jobs read model
+// (jobstore.Store.List).
+func (s *Service) List(ctx context.Context, f jobstore.ListFilter) ([]jobstore.Summary, error) {
+	return s.jobs.List(ctx, f)
 }
 
 // Cancel ends a job that is not terminal. A job already at an agent is
@@ -482,13 +430,13 @@ func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metad
 // Replay submits a dead-lettered job again as a new job (a new attempt
 // series) that names the old one in replay_of. The old job stays
 // DEAD_LETTER: a terminal status never changes.
-func (s *Service) Replay(ctx context.Context, id string, md domain.Metadata) (SubmitResult, error) {
+func (s *Service) Replay(ctx context.Context, id string, md domain.Metadata) (domain.SubmitResult, error) {
 	l, err := s.Load(ctx, nil, id)
 	if err != nil {
-		return SubmitResult{}, err
+		return domain.SubmitResult{}, err
 	}
 	if l.Status != domain.StatusDeadLetter {
-		return SubmitResult{}, fmt.Errorf("job %s is %s; only DEAD_LETTER jobs can be replayed: %w", id, l.Status, ErrConflict)
+		return domain.SubmitResult{}, fmt.Errorf("job %s is %s; only DEAD_LETTER jobs can be replayed: %w", id, l.Status, ErrConflict)
 	}
 	sub := l.Submitted
 	sub.ReplayOf, sub.IdempotencyKey, sub.ParentJobID, sub.RootJobID = id, "", "", ""

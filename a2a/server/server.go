@@ -89,6 +89,17 @@ type Skill struct {
 // the request: input for a job that awaits none, cancelling one that ended.
 var ErrRefused = errors.New("refused by the job's state")
 
+// PushPath is where A2A agents push task updates of a job's attempt:
+// PushPath + job_id + "/" + attempt, under the service's public URL.
+const PushPath = "/a2a-push/"
+
+// ErrPushToken: an agent's push carries no token, or not the attempt's.
+var ErrPushToken = domain.NewError(domain.ErrUnauthenticated, "push token missing or invalid")
+
+// ErrPushConfig: the job takes no push configs: it was submitted over
+// REST, and its callback is its callback_url.
+var ErrPushConfig = domain.NewError(domain.ErrInvalid, "push configs are for tasks created over A2A")
+
 // ErrNoPushConfig marks the error Jobs answers for a push config a job
 // does not have.
 var ErrNoPushConfig = errors.New("no such push config")

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/pgtest"
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/webhook"
 )
 
@@ -79,12 +79,12 @@ func (p *pullAgent) report(t *testing.T, env webhook.Envelope, status string) {
 	require.Equal(t, http.StatusOK, code, body)
 }
 
-func (p *pullAgent) release(t *testing.T, body string) []jobs.Held {
+func (p *pullAgent) release(t *testing.T, body string) []domain.HeldAttempt {
 	t.Helper()
 	code, resp := call(t, http.MethodPost, p.base+"/v1/agents/"+p.id+"/release", "Bearer "+p.token, body)
 	require.Equal(t, http.StatusOK, code, resp)
 	var out struct {
-		Released []jobs.Held `json:"released"`
+		Released []domain.HeldAttempt `json:"released"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(resp), &out))
 	return out.Released
@@ -276,7 +276,7 @@ func TestPullRelease(t *testing.T) {
 	second := registerPull(t, base, "second", "r.cap", "")
 	second.mustClaim(t, 1, 0)
 	waitRoute(t, base, "r.cap", func(rj routeJSON) bool { return len(rj.Candidates) == 2 })
-	require.Equal(t, []jobs.Held{{JobID: given, Attempt: 1}},
+	require.Equal(t, []domain.HeldAttempt{{JobID: given, Attempt: 1}},
 		first.release(t, fmt.Sprintf(`{"jobs":[{"job_id":%q,"attempt":1}]}`, given)))
 	require.Empty(t, first.release(t, fmt.Sprintf(`{"jobs":[{"job_id":%q,"attempt":1}]}`, given)), "given back once")
 	env = second.claimOne(t, 20*time.Second)
@@ -348,7 +348,7 @@ func TestPullClaimedOnceAcrossProcesses(t *testing.T) {
 	const n = 120
 	var (
 		mu      sync.Mutex
-		claimed = map[jobs.Held]int{}
+		claimed = map[domain.HeldAttempt]int{}
 		errs    []error
 		wg      sync.WaitGroup
 		done    = make(chan struct{})
@@ -372,7 +372,7 @@ func TestPullClaimedOnceAcrossProcesses(t *testing.T) {
 				}
 				for _, env := range envs {
 					mu.Lock()
-					claimed[jobs.Held{JobID: env.JobID, Attempt: env.Attempt}]++
+					claimed[domain.HeldAttempt{JobID: env.JobID, Attempt: env.Attempt}]++
 					mu.Unlock()
 					req, _ := http.NewRequest(http.MethodPost, env.ResultURL,
 						strings.NewReader(fmt.Sprintf(`{"status":"SUCCESS","attempt":%d}`, env.Attempt)))
@@ -463,11 +463,11 @@ func TestPullCancel(t *testing.T) {
 		code, body := call(t, http.MethodPut, base+"/v1/agents/canceller/heartbeat", "Bearer "+p.token, `{}`)
 		require.Equal(t, http.StatusOK, code, body)
 		var hb struct {
-			Cancelled []jobs.Held `json:"cancelled"`
+			Cancelled []domain.HeldAttempt `json:"cancelled"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(body), &hb))
 		for _, h := range hb.Cancelled {
-			if h == (jobs.Held{JobID: held, Attempt: 1}) {
+			if h == (domain.HeldAttempt{JobID: held, Attempt: 1}) {
 				return true
 			}
 		}

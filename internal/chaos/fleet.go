@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/harness"
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/webhook"
 )
 
@@ -115,7 +115,7 @@ type agent struct {
 
 	dying atomic.Bool // a pull agent dies at its next claim that brings work
 	mu    sync.Mutex
-	held  []jobs.Held // what a pull agent held when it died
+	held  []domain.HeldAttempt // what a pull agent held when it died
 }
 
 func newAgent(life context.Context, id, behaviour string, client *http.Client) *agent {

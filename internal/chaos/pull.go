@@ -10,8 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/harness"
-	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/webhook"
 )
 
@@ -150,12 +150,12 @@ func (a *agent) release(server func(try int) string, envs []webhook.Envelope, er
 		return
 	}
 	body := struct {
-		Jobs  []jobs.Held `json:"jobs"`
-		Error string      `json:"error,omitempty"`
+		Jobs  []domain.HeldAttempt `json:"jobs"`
+		Error string               `json:"error,omitempty"`
 	}{Error: errText}
 	until := envs[0].Deadline
 	for _, env := range envs {
-		body.Jobs = append(body.Jobs, jobs.Held{JobID: env.JobID, Attempt: env.Attempt})
+		body.Jobs = append(body.Jobs, domain.HeldAttempt{JobID: env.JobID, Attempt: env.Attempt})
 		if env.Deadline.Before(until) {
 			until = env.Deadline
 		}
@@ -195,7 +195,7 @@ func (a *agent) send(server func(try int) string, path, body string, until time.
 func (a *agent) die(envs []webhook.Envelope) {
 	a.mu.Lock()
 	for _, env := range envs {
-		a.held = append(a.held, jobs.Held{JobID: env.JobID, Attempt: env.Attempt})
+		a.held = append(a.held, domain.HeldAttempt{JobID: env.JobID, Attempt: env.Attempt})
 	}
 	a.mu.Unlock()
 	a.dead.Store(true)
@@ -203,7 +203,7 @@ func (a *agent) die(envs []webhook.Envelope) {
 }
 
 // heldAtDeath is what the agent held when it died (none if it did not).
-func (a *agent) heldAtDeath() []jobs.Held {
+func (a *agent) heldAtDeath() []domain.HeldAttempt {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.held)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/webhook"
 )
 
@@ -178,8 +178,8 @@ func TestPullFlakyAgent(t *testing.T) {
 		}
 		for _, c := range api.callsLike("POST /v1/agents/t-pull-flaky/release ") {
 			var body struct {
-				Jobs  []jobs.Held `json:"jobs"`
-				Error string      `json:"error"`
+				Jobs  []domain.HeldAttempt `json:"jobs"`
+				Error string               `json:"error"`
 			}
 			require.NoError(t, json.Unmarshal([]byte(c[strings.Index(c, "{"):]), &body))
 			how := "unstarted "
@@ -240,7 +240,7 @@ func TestPullAgentDiesHoldingWork(t *testing.T) {
 		t.Fatal("the dying agent claimed on")
 	}
 	require.True(t, a.dead.Load())
-	require.Equal(t, []jobs.Held{{JobID: "x", Attempt: 2}, {JobID: "y", Attempt: 1}}, a.heldAtDeath())
+	require.Equal(t, []domain.HeldAttempt{{JobID: "x", Attempt: 2}, {JobID: "y", Attempt: 1}}, a.heldAtDeath())
 	require.Len(t, api.callsLike("POST /v1/jobs/"), 1, "nothing it held was reported")
 }
 

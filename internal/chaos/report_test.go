@@ -10,7 +10,6 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
-	"github.com/agentreach/agentreach/jobs"
 )
 
 // The fleet report counts successes by the mode of the agent whose they
@@ -25,7 +24,7 @@ func TestReadFleetReport(t *testing.T) {
 	pusher := &agent{id: "pusher", mode: modePush}
 	puller := &agent{id: "puller", mode: modePull}
 	dier := &agent{id: "dier", behaviour: pullDies, mode: modePull,
-		held: []jobs.Held{{JobID: "timed-out", Attempt: 1}, {JobID: "stuck", Attempt: 2}, {JobID: "last-attempt", Attempt: 1}}}
+		held: []domain.HeldAttempt{{JobID: "timed-out", Attempt: 1}, {JobID: "stuck", Attempt: 2}, {JobID: "last-attempt", Attempt: 1}}}
 	md := domain.Metadata{}
 	routed := func(n int, a string) domain.Event {
 		return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: n, AgentID: a}, md)

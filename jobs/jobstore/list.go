@@ -1,0 +1,61 @@
+package jobstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/sql/queries"
+)
+
+var qListJobs = queries.Must("ListJobs")
+
+// ListFilter narrows List.
+type ListFilter struct {
+	Namespace  string
+	Status     domain.JobStatus
+	Capability string
+	AgentID    string
+	// Before is the cursor: jobs older than this job id.
+	Before string
+	Limit  int
+}
+
+// Summary is one job in a list, from the jobs read model.
+type Summary struct {
+	JobID       string     `json:"job_id"`
+	Namespace   string     `json:"namespace"`
+	Capability  string     `json:"capability"`
+	Status      string     `json:"status"`
+	AgentID     string     `json:"agent_id,omitempty"`
+	Attempts    int        `json:"attempts"`
+	MaxAttempts int        `json:"max_attempts"`
+	Priority    string     `json:"priority"`
+	BizCode     string     `json:"biz_code,omitempty"`
+	Error       string     `json:"error,omitempty"`
+	TraceID     string     `json:"trace_id,omitempty"`
+	SubmittedAt time.Time  `json:"submitted_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// List returns jobs newest first, from the jobs read model (which trails
+// the log by the projector's lag, normally milliseconds).
+func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	rows, err := s.pool.Query(ctx, qListJobs, f.Namespace, string(f.Status), f.Capability, f.AgentID, f.Before, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
+		var x Summary
+		err := r.Scan(&x.JobID, &x.Namespace, &x.Capability, &x.Status, &x.AgentID, &x.Attempts, &x.MaxAttempts,
+			&x.Priority, &x.BizCode, &x.Error, &x.TraceID, &x.SubmittedAt, &x.UpdatedAt, &x.FinishedAt)
+		return x, err
+	})
+}

@@ -65,7 +65,7 @@ func (s *Server) getApprovalPolicy(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	own, configured, err := s.deps.Jobs.ApprovalPolicy(c.Request.Context(), ns)
+	own, configured, err := s.deps.Approvals.ApprovalPolicy(c.Request.Context(), ns)
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -90,7 +90,7 @@ func (s *Server) setApprovalPolicy(c *gin.Context) {
 			return
 		}
 	}
-	if err := s.deps.Jobs.SetApprovalPolicy(c.Request.Context(), ns, req.Patterns, s.meta(c, p.Actor())); err != nil {
+	if err := s.deps.Approvals.SetApprovalPolicy(c.Request.Context(), ns, req.Patterns, s.meta(c, p.Actor())); err != nil {
 		_ = c.Error(err)
 		return
 	}

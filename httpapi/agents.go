@@ -136,7 +136,7 @@ func (s *Server) openPreservations(ctx context.Context, namespaces ...string) ([
 			continue
 		}
 		seen[ns] = true
-		p, err := s.deps.Registry.OpenPreservation(ctx, ns)
+		p, err := s.deps.Routing.OpenPreservation(ctx, ns)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +148,7 @@ func (s *Server) openPreservations(ctx context.Context, namespaces ...string) ([
 }
 
 func (s *Server) agentResponse(a *registry.Agent) agentResponse {
-	snap := s.deps.Registry.Snapshot()
+	snap := s.deps.Agents.Snapshot()
 	b := snap.Breaker(a.Key())
 	br := breakerResponse{State: string(b.State), ErrorRate: b.ErrorRate, Attempts: b.Attempts}
 	if !b.OpenedAt.IsZero() {
@@ -302,9 +302,9 @@ func (s *Server) registerAgent(c *gin.Context) {
 		return
 	}
 	if req.CardURL != "" {
-		a, token, err = s.deps.Registry.RegisterCard(c.Request.Context(), req.CardURL, reg, s.meta(c, principal(c).Actor()))
+		a, token, err = s.deps.Agents.RegisterCard(c.Request.Context(), req.CardURL, reg, s.meta(c, principal(c).Actor()))
 	} else {
-		a, token, err = s.deps.Registry.Register(c.Request.Context(), reg, s.meta(c, principal(c).Actor()))
+		a, token, err = s.deps.Agents.Register(c.Request.Context(), reg, s.meta(c, principal(c).Actor()))
 	}
 	if err != nil {
 		_ = c.Error(err)
@@ -353,7 +353,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		return
 	}
 	id := c.Param("agent_id")
-	a, err := s.deps.Registry.HeartbeatReport(c.Request.Context(), id, bearer(c), report, req.Context, s.meta(c, "agent:"+id))
+	a, err := s.deps.Agents.HeartbeatReport(c.Request.Context(), id, bearer(c), report, req.Context, s.meta(c, "agent:"+id))
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -362,7 +362,7 @@ func (s *Server) heartbeat(c *gin.Context) {
 		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3}
 	if a.Pull() {
 		ttl := time.Duration(a.TTLSeconds) * time.Second
-		if resp.Cancelled, err = s.deps.Jobs.CancelledOf(c.Request.Context(), a.Key(), time.Now().Add(-ttl)); err != nil {
+		if resp.Cancelled, err = s.deps.Inbox.CancelledOf(c.Request.Context(), a.Key(), time.Now().Add(-ttl)); err != nil {
 			_ = c.Error(err)
 			return
 		}
@@ -381,13 +381,13 @@ func (s *Server) offline(c *gin.Context) {
 		return
 	}
 	id := c.Param("agent_id")
-	a, err := s.deps.Registry.Offline(c.Request.Context(), id, bearer(c), req.Reason, s.meta(c, "agent:"+id))
+	a, err := s.deps.Agents.Offline(c.Request.Context(), id, bearer(c), req.Reason, s.meta(c, "agent:"+id))
 	if err != nil {
 		_ = c.Error(err)
 		return
 	}
 	if a.Pull() { // what waits in its inbox goes to other agents now
-		if _, err := s.deps.Jobs.Release(c.Request.Context(), a, nil, ""); err != nil {
+		if _, err := s.deps.Inbox.Release(c.Request.Context(), a, nil, ""); err != nil {
 			_ = c.Error(err)
 			return
 		}
@@ -408,12 +408,12 @@ func (s *Server) listAgents(c *gin.Context) {
 		_ = c.Error(Invalid("state", "state must be one of PROBING, HEALTHY, SUSPECT, DOWN, DRAINING, OFFLINE"))
 		return
 	}
-	agents, err := s.deps.Registry.List(c.Request.Context(), f)
+	agents, err := s.deps.Agents.List(c.Request.Context(), f)
 	if err != nil {
 		_ = c.Error(err)
 		return
 	}
-	depths, err := s.deps.Jobs.InboxDepths(c.Request.Context())
+	depths, err := s.deps.Inbox.InboxDepths(c.Request.Context())
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -447,7 +447,7 @@ func (s *Server) loadAgent(c *gin.Context) (*registry.Agent, bool) {
 		_ = c.Error(err)
 		return nil, false
 	}
-	a, err := s.deps.Registry.Find(c.Request.Context(), ns, c.Param("agent_id"))
+	a, err := s.deps.Agents.Find(c.Request.Context(), ns, c.Param("agent_id"))
 	if err == nil && !principal(c).Sees(a.Namespace) {
 		err = domain.ErrNotFound
 	}
@@ -468,7 +468,7 @@ func (s *Server) getAgent(c *gin.Context) {
 	if !ok {
 		return
 	}
-	recent, err := s.deps.Registry.RecentActivity(c.Request.Context(), a.Key(), time.Hour)
+	recent, err := s.deps.Agents.RecentActivity(c.Request.Context(), a.Key(), time.Hour)
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -477,7 +477,7 @@ func (s *Server) getAgent(c *gin.Context) {
 	r := toRecent(recent)
 	resp.Recent = &r
 	if a.Pull() {
-		depths, err := s.deps.Jobs.InboxDepths(c.Request.Context())
+		depths, err := s.deps.Inbox.InboxDepths(c.Request.Context())
 		if err != nil {
 			_ = c.Error(err)
 			return
@@ -506,7 +506,7 @@ func (s *Server) deleteAgent(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := s.deps.Registry.Deregister(c.Request.Context(), a.Key(), s.meta(c, principal(c).Actor())); err != nil {
+	if err := s.deps.Agents.Deregister(c.Request.Context(), a.Key(), s.meta(c, principal(c).Actor())); err != nil {
 		_ = c.Error(err)
 		return
 	}
@@ -558,10 +558,10 @@ func (s *Server) route(c *gin.Context) {
 		_ = c.Error(Invalid("capability", "capability (or intent) is required; a capability must be well-formed, e.g. document:parse:ocr"))
 		return
 	}
-	res := s.deps.Registry.Snapshot().Route(req)
+	res := s.deps.Agents.Snapshot().Route(req)
 	out := routeResponse{Capability: req.Capability, Namespace: req.Namespace, Chosen: res.Chosen,
 		Candidates: nonNilSlice(res.Candidates), Rejected: nonNilSlice(res.Rejected), AllAtCapacity: res.AllAtCapacity,
-		SnapshotAt: s.deps.Registry.Snapshot().LoadedAt(), PolicyVersion: res.PolicyVersion, Canary: res.Canary}
+		SnapshotAt: s.deps.Agents.Snapshot().LoadedAt(), PolicyVersion: res.PolicyVersion, Canary: res.Canary}
 	if res.Intent != nil {
 		out.Intent = toResolutionJSON(*res.Intent)
 	}
@@ -582,7 +582,7 @@ func (s *Server) rotateToken(c *gin.Context) {
 	var a *registry.Agent
 	if t := bearer(c); isAgentToken(t) {
 		var err error
-		if a, err = s.deps.Registry.Authenticate(c.Request.Context(), id, t); err != nil {
+		if a, err = s.deps.Agents.Authenticate(c.Request.Context(), id, t); err != nil {
 			_ = c.Error(err)
 			return
 		}
@@ -594,7 +594,7 @@ func (s *Server) rotateToken(c *gin.Context) {
 		}
 		md.Actor = principal(c).Actor()
 	}
-	token, until, err := s.deps.Registry.RotateToken(c.Request.Context(), a.Key(), presented, md)
+	token, until, err := s.deps.Agents.RotateToken(c.Request.Context(), a.Key(), presented, md)
 	if err != nil {
 		_ = c.Error(err)
 		return

@@ -97,7 +97,7 @@ func (s *Server) agentRate(c *gin.Context) {
 		return
 	}
 	addr := "addr:" + c.ClientIP()
-	if blocked, wait := s.deps.FailLimiter.Blocked(addr); blocked && !s.deps.Registry.KnownToken(token) {
+	if blocked, wait := s.deps.FailLimiter.Blocked(addr); blocked && !s.deps.Agents.KnownToken(token) {
 		_ = c.Error(&Error{Code: CodeRateLimited, Message: "too many failed authentications from this address",
 			RetryAfter: int(math.Ceil(wait.Seconds()))})
 		c.Abort()

@@ -40,7 +40,8 @@ func newTestAPI(t testing.TB) (http.Handler, []string) {
 	require.NoError(t, err)
 	reg.SetProbes(riverwork.Probes(client))
 	js.SetClient(client)
-	engine := New(Deps{Pool: pool, Store: store, Registry: reg, Jobs: js, Logger: logger,
+	engine := New(Deps{Pool: pool, Store: store, Logger: logger,
+		Jobs: js, Approvals: js, Callbacks: js, Inbox: js, A2AJobs: js, Agents: reg, Routing: reg,
 		Auth: auth.NewStore(pool, store, ""), Insecure: true})
 	var routes []string
 	for _, r := range engine.Routes() {

@@ -360,9 +360,9 @@ func (s *Server) decide(c *gin.Context, approve bool) {
 	if _, ok := s.loadJob(c); !ok {
 		return
 	}
-	decide := s.deps.Jobs.Reject
+	decide := s.deps.Approvals.Reject
 	if approve {
-		decide = s.deps.Jobs.Approve
+		decide = s.deps.Approvals.Approve
 	}
 	l, err := decide(c.Request.Context(), c.Param("job_id"), req.Reason, s.meta(c, principal(c).Actor()))
 	if err != nil {
@@ -388,7 +388,7 @@ func (s *Server) callbackSecret(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	secrets, err := s.deps.Jobs.CallbackSecrets(c.Request.Context(), ns)
+	secrets, err := s.deps.Callbacks.CallbackSecrets(c.Request.Context(), ns)
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -403,7 +403,7 @@ func (s *Server) rotateCallbackSecret(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	secret, until, err := s.deps.Jobs.RotateCallbackSecret(c.Request.Context(), ns, s.meta(c, principal(c).Actor()))
+	secret, until, err := s.deps.Callbacks.RotateCallbackSecret(c.Request.Context(), ns, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return

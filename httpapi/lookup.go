@@ -56,7 +56,7 @@ func (s *Server) lookup(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	out, err := s.deps.Registry.Lookup(ctx, principal(c).KeyID, domain.RouteRequest{Namespace: ns, Capability: req.Capability, Hint: req.Hint,
+	out, err := s.deps.Routing.Lookup(ctx, principal(c).KeyID, domain.RouteRequest{Namespace: ns, Capability: req.Capability, Hint: req.Hint,
 		Version: req.Constraints.Version, Protocol: req.Constraints.Protocol, ProtocolVersions: req.Constraints.ProtocolVersions}, req.Limit)
 	if err != nil {
 		_ = c.Error(err)
@@ -90,7 +90,7 @@ func (s *Server) reports(c *gin.Context) {
 		return
 	}
 	p := principal(c)
-	if err := s.deps.Registry.Report(c.Request.Context(), p.KeyID, ns, req.Reports, s.meta(c, p.Actor())); err != nil {
+	if err := s.deps.Routing.Report(c.Request.Context(), p.KeyID, ns, req.Reports, s.meta(c, p.Actor())); err != nil {
 		_ = c.Error(err)
 		return
 	}

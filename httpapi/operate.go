@@ -35,7 +35,7 @@ func (s *Server) operate(sig domain.AgentSignal) gin.HandlerFunc {
 			_ = c.Error(Invalid("reason", "must be at most 512 bytes"))
 			return
 		}
-		out, err := s.deps.Registry.Operate(c.Request.Context(), a.Key(), sig, req.Reason, s.meta(c, principal(c).Actor()))
+		out, err := s.deps.Agents.Operate(c.Request.Context(), a.Key(), sig, req.Reason, s.meta(c, principal(c).Actor()))
 		if err != nil {
 			_ = c.Error(err)
 			return
@@ -57,7 +57,7 @@ func (s *Server) patchAgent(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	out, err := s.deps.Registry.Update(c.Request.Context(), a.Key(), p, s.meta(c, principal(c).Actor()))
+	out, err := s.deps.Agents.Update(c.Request.Context(), a.Key(), p, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return

@@ -28,7 +28,7 @@ func (s *Server) getRoutingPolicy(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	p, err := s.deps.Registry.RoutingPolicy(c.Request.Context(), ns)
+	p, err := s.deps.Routing.RoutingPolicy(c.Request.Context(), ns)
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -55,7 +55,7 @@ func (s *Server) setRoutingPolicy(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	out, err := s.deps.Registry.SetRoutingPolicy(c.Request.Context(), ns, req.RoutingPolicy, s.meta(c, p.Actor()))
+	out, err := s.deps.Routing.SetRoutingPolicy(c.Request.Context(), ns, req.RoutingPolicy, s.meta(c, p.Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return

@@ -39,16 +39,16 @@ func (s *Server) claim(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	id := c.Param("agent_id")
-	a, err := s.deps.Registry.PullAgent(ctx, id, bearer(c))
+	a, err := s.deps.Agents.PullAgent(ctx, id, bearer(c))
 	if err != nil {
 		_ = c.Error(err)
 		return
 	}
-	if a, err = s.deps.Registry.Claimed(ctx, a, s.meta(c, "agent:"+id)); err != nil {
+	if a, err = s.deps.Agents.Claimed(ctx, a, s.meta(c, "agent:"+id)); err != nil {
 		_ = c.Error(err)
 		return
 	}
-	out, err := s.deps.Jobs.Claim(ctx, a, max, time.Duration(req.WaitMS)*time.Millisecond)
+	out, err := s.deps.Inbox.Claim(ctx, a, max, time.Duration(req.WaitMS)*time.Millisecond)
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -60,7 +60,7 @@ func (s *Server) claim(c *gin.Context) {
 		for i, e := range out {
 			held[i] = domain.HeldAttempt{JobID: e.JobID, Attempt: e.Attempt}
 		}
-		_, _ = s.deps.Jobs.Release(context.WithoutCancel(ctx), a, held, "")
+		_, _ = s.deps.Inbox.Release(context.WithoutCancel(ctx), a, held, "")
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"deliveries": out})
@@ -100,12 +100,12 @@ func (s *Server) release(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	a, err := s.deps.Registry.PullAgent(ctx, c.Param("agent_id"), bearer(c))
+	a, err := s.deps.Agents.PullAgent(ctx, c.Param("agent_id"), bearer(c))
 	if err != nil {
 		_ = c.Error(err)
 		return
 	}
-	out, err := s.deps.Jobs.Release(ctx, a, req.Jobs, req.Error)
+	out, err := s.deps.Inbox.Release(ctx, a, req.Jobs, req.Error)
 	if err != nil {
 		_ = c.Error(err)
 		return

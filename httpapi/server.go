@@ -22,16 +22,20 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/intent"
-	"github.com/agentreach/agentreach/jobs"
-	"github.com/agentreach/agentreach/registry"
 )
 
 // Deps is what the API needs from the rest of the program.
 type Deps struct {
-	Pool     *pgxpool.Pool
-	Store    *eventstore.Store
-	Registry *registry.Registry
-	Jobs     *jobs.Service
+	Pool  *pgxpool.Pool
+	Store *eventstore.Store
+	// The faces of the services behind the handlers (deps.go).
+	Jobs      Jobs
+	Approvals Approvals
+	Callbacks Callbacks
+	Inbox     Inbox
+	A2AJobs   A2AJobs
+	Agents    Agents
+	Routing   Routing
 	// Intent resolves intents over the capability catalogue (nil: one with
 	// the lexical resolver only, over Pool).
 	Intent *intent.Service

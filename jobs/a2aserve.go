@@ -61,7 +61,7 @@ type A2A struct{ s *Service }
 var _ server.Jobs = (*A2A)(nil)
 
 // A2A returns the service as the A2A server uses it.
-func (s *Service) A2A() *A2A { return &A2A{s: s} }
+func (s *Service) A2A() server.Jobs { return &A2A{s: s} }
 
 // asJob is a loaded job as the server shows it.
 func asJob(l *jobstore.Loaded) *server.Job {

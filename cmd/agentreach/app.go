@@ -147,7 +147,8 @@ func (a *App) Start(ctx context.Context) error {
 			a.cfg.Intent.Embedding.Model, "llm", a.cfg.Intent.LLM.URL, "llm_model", a.cfg.Intent.LLM.Model) // never the keys
 	}
 	handler := httpapi.New(httpapi.Deps{
-		Pool: a.pool, Store: a.store, Registry: a.registry, Jobs: a.jobs, Logger: a.logger, Ready: a.ready, Version: version,
+		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, Version: version,
+		Jobs: a.jobs, Approvals: a.jobs, Callbacks: a.jobs, Inbox: a.jobs, A2AJobs: a.jobs, Agents: a.registry, Routing: a.registry,
 		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),

@@ -199,7 +199,7 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 		return nil, fmt.Errorf("input for job %s to agent %s: %v: %w", id, a.AgentID, err, ErrAgentUnavailable) //nolint:errorlint // as above
 	}
 	md.TraceID = l.TraceID
-	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+	err = s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, id)
 		if err != nil {
 			return err
@@ -273,7 +273,7 @@ func (s *Service) ReportA2APush(ctx context.Context, id string, attempt int, tok
 		cancel()
 	}
 	var recorded domain.Recorded
-	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+	err = s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, id)
 		if err != nil {
 			return err
@@ -405,7 +405,7 @@ func (w *a2aPollWorker) poll(ctx context.Context, job *river.Job[A2APollArgs]) (
 // job in the same transaction.
 func (w *a2aPollWorker) lost(ctx context.Context, job *river.Job[A2APollArgs], taskID string, cause error) error {
 	s := w.s
-	return s.retryConflict(ctx, func(tx pgx.Tx) error {
+	return s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, job.Args.JobID)
 		if err != nil {
 			return err
@@ -433,7 +433,7 @@ func (w *a2aPollWorker) lost(ctx context.Context, job *river.Job[A2APollArgs], t
 func (w *a2aPollWorker) record(ctx context.Context, job *river.Job[A2APollArgs], t a2a.Task) (bool, error) {
 	s := w.s
 	done := false
-	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+	err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, job.Args.JobID)
 		if err != nil {
 			return err

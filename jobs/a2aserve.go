@@ -313,7 +313,7 @@ func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackA
 	outcomes := s.postA2APushes(ctx, l, claimed)
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
 	var pending int
-	err = s.retryConflict(ctx, func(tx pgx.Tx) error {
+	err = s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, job.Args.JobID)
 		if err != nil {
 			return err

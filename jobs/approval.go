@@ -119,7 +119,7 @@ func (s *Service) Reject(ctx context.Context, id, reason string, md domain.Metad
 }
 
 func (s *Service) decideApproval(ctx context.Context, id string, approve bool, reason string, md domain.Metadata) (*jobstore.Loaded, error) {
-	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+	err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, id)
 		if err != nil {
 			return err

@@ -88,7 +88,7 @@ func (s *Service) dispatch(ctx context.Context, l *jobstore.Loaded, run dispatch
 		return s.noAgent(ctx, run, l, routed, md)
 	}
 	if agent.Pull() {
-		err := s.toInbox(ctx, l, agent, routed)
+		err := s.inbox.Put(ctx, l, agent, routed)
 		if errors.Is(err, jobstore.ErrNoSlot) {
 			return s.waitForAgent(ctx, run, l, true)
 		}

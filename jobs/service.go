@@ -26,6 +26,7 @@ import (
 	a2aclient "github.com/agentreach/agentreach/a2a/client"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs/inbox"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/netguard"
 	"github.com/agentreach/agentreach/registry"
@@ -191,7 +192,7 @@ type Service struct {
 	batcher      *batcher
 	jobs         *jobstore.Store // the unit of work: every change to a job
 	sending      chan struct{}
-	inbox        inbox // this process's waiting claims of pull agents
+	inbox        *inbox.Inbox // the pull agents' inboxes
 	direct       atomic.Pointer[directDispatch]
 	secretsMu    sync.Mutex
 	secrets      map[string]cachedSecrets // namespace → its callback secrets, for secretsFor
@@ -218,6 +219,11 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 	s.a2a = &a2aclient.Client{HTTP: s.http}
 	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
 		Now: func() time.Time { return s.now() }, Finished: s.countFinished})
+	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
+		Now: func() time.Time { return s.now() }, Jitter: s.jitter, Claimed: func(ctx context.Context) {
+			s.metrics.deliveries.Add(ctx, 1, withAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
+				attribute.String("reason", "claimed")))
+		}})
 	s.sending = make(chan struct{}, callbacksNow)
 	s.secrets = map[string]cachedSecrets{}
 	s.initTelemetry()
@@ -235,6 +241,13 @@ func (s *Service) SetPublicURL(u string) {
 		s.cfg.PublicURL = strings.TrimRight(u, "/")
 	}
 }
+
+// Inbox returns the pull agents' inboxes: claims and releases, and what
+// was cancelled of what they hold. Run it (Inbox.Run) beside the service.
+func (s *Service) Inbox() *inbox.Inbox { return s.inbox }
+
+// resultURL is where an agent posts the result of job id.
+func (s *Service) resultURL(id string) string { return s.cfg.PublicURL + "/v1/jobs/" + id + "/result" }
 
 // Config returns the service's configuration, defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
@@ -403,7 +416,7 @@ func (s *Service) List(ctx context.Context, f jobstore.ListFilter) ([]jobstore.S
 // not recalled; its late result will be recorded as a duplicate.
 func (s *Service) Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*jobstore.Loaded, error) {
 	var held *jobstore.Loaded // the job as an A2A agent holds it, if one does
-	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+	err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 		l, err := s.Load(ctx, tx, id)
 		if err != nil {
 			return err
@@ -441,22 +454,6 @@ func (s *Service) Replay(ctx context.Context, id string, md domain.Metadata) (do
 	sub := l.Submitted
 	sub.ReplayOf, sub.IdempotencyKey, sub.ParentJobID, sub.RootJobID = id, "", "", ""
 	return s.Submit(ctx, sub, md)
-}
-
-// retryConflict runs fn in a transaction, again (up to 5 times) when a
-// concurrent append to the same stream wins, or PostgreSQL gave up on the
-// transaction (a deadlock with a shared write that locks the job's timer
-// before appending, a serialization failure): fn reloads and decides anew.
-// Without it, an A2A push that lost such a race was answered 500 and lost.
-func (s *Service) retryConflict(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	var err error
-	for range 5 {
-		err = s.store.InTx(ctx, fn)
-		if !errors.Is(err, eventstore.ErrConflict) && !jobstore.TransientTxError(err) {
-			return err
-		}
-	}
-	return err
 }
 
 // CallbackSecrets returns the secrets that sign a namespace's callbacks:

@@ -71,7 +71,7 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 	}
 	for _, id := range ids {
 		var what string
-		err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+		err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 			var err error
 			what, err = s.expireTx(ctx, tx, id)
 			return err

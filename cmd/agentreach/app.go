@@ -148,7 +148,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, Version: version,
-		Jobs: a.jobs, Approvals: a.jobs, Callbacks: a.jobs, Inbox: a.jobs, A2AJobs: a.jobs, Agents: a.registry, Routing: a.registry,
+		Jobs: a.jobs, Approvals: a.jobs, Callbacks: a.jobs, Inbox: a.jobs.Inbox(), A2AJobs: a.jobs, Agents: a.registry, Routing: a.registry,
 		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),
@@ -222,7 +222,7 @@ func (a *App) background(ctx context.Context) {
 	a.goRun(func() { a.store.RunListener(ctx, a.logger) })
 	a.goRun(func() { _ = a.projector.Run(ctx) })
 	a.goRun(func() { a.registry.Run(ctx) })
-	a.goRun(func() { a.jobs.RunInbox(ctx) })
+	a.goRun(func() { a.jobs.Inbox().Run(ctx) })
 	if err := a.ui.Start(ctx); err != nil {
 		a.logger.Error("start River UI", "err", err)
 	}

@@ -228,6 +228,22 @@ func (s *Store) WriteRetrying(ctx context.Context, decide func(retry bool) (*Wri
 	return err
 }
 
+// RetryTx runs fn in a transaction, again (up to 5 times) when a
+// concurrent append to the same stream wins, or PostgreSQL gave up on the
+// transaction (a deadlock with a shared write that locks the job's timer
+// before appending, a serialization failure): fn reloads and decides anew.
+// Without it, an A2A push that lost such a race was answered 500 and lost.
+func (s *Store) RetryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	var err error
+	for range 5 {
+		err = s.events.InTx(ctx, fn)
+		if !errors.Is(err, eventstore.ErrConflict) && !TransientTxError(err) {
+			return err
+		}
+	}
+	return err
+}
+
 // writer gathers concurrent writes: each of its workers takes what is
 // waiting, up to maxBatch, and commits it as one transaction; what
 // arrives meanwhile waits for the next free worker. A lone write is

@@ -1,14 +1,18 @@
-package jobs
+// Package inbox is the pull agents' room: an attempt routed to a pull
+// agent waits in its inbox (Put) until the agent claims it (Claim) or
+// gives it back (Release).
+package inbox
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"go.opentelemetry.io/otel/attribute"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -35,15 +39,41 @@ var (
 // claimPoll is the fallback poll of a waiting claim.
 const claimPoll = time.Second
 
-// inbox wakes this process's waiting claims.
-type inbox struct {
+// Config tunes an Inbox.
+type Config struct {
+	// ClaimTimeout is how long an attempt waits in an inbox before it is
+	// routed again, spending no attempt.
+	ClaimTimeout time.Duration
+	// ResultURL is where an agent posts the result of a job.
+	ResultURL func(jobID string) string
+	// Now is the clock; Jitter the source of backoff jitter, in [0, 1).
+	Now    func() time.Time
+	Jitter func() float64
+	// Claimed, if set, is told of every attempt a claim delivered.
+	Claimed func(ctx context.Context)
+}
+
+// Inbox holds the pull agents' inboxes, and wakes this process's waiting
+// claims.
+type Inbox struct {
+	pool   *pgxpool.Pool
+	events *eventstore.Store
+	jobs   *jobstore.Store
+	logger *slog.Logger
+	cfg    Config
+
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{} // by agent key
 }
 
+// New returns the inboxes of pool's database.
+func New(pool *pgxpool.Pool, events *eventstore.Store, jobs *jobstore.Store, logger *slog.Logger, cfg Config) *Inbox {
+	return &Inbox{pool: pool, events: events, jobs: jobs, logger: logger, cfg: cfg}
+}
+
 // wait registers a claim of agent k; the channel gets a signal when its
 // inbox may have something. stop ends it.
-func (b *inbox) wait(k domain.AgentKey) (<-chan struct{}, func()) {
+func (b *Inbox) wait(k domain.AgentKey) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	key := k.String()
 	b.mu.Lock()
@@ -66,7 +96,7 @@ func (b *inbox) wait(k domain.AgentKey) (<-chan struct{}, func()) {
 }
 
 // wake signals the claims of the agent named by key ("" wakes all).
-func (b *inbox) wake(key string) {
+func (b *Inbox) wake(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k, set := range b.waiters {
@@ -82,24 +112,24 @@ func (b *inbox) wake(key string) {
 	}
 }
 
-// RunInbox listens for attempts put in pull agents' inboxes, by any
-// process, and wakes this process's claims, until ctx ends.
-func (s *Service) RunInbox(ctx context.Context) {
-	eventstore.ListenPayloads(ctx, s.pool, jobstore.InboxChannel, s.logger, s.inbox.wake)
+// Run listens for attempts put in pull agents' inboxes, by any process,
+// and wakes this process's claims, until ctx ends.
+func (b *Inbox) Run(ctx context.Context) {
+	eventstore.ListenPayloads(ctx, b.pool, jobstore.InboxChannel, b.logger, b.wake)
 }
 
-// toInbox puts the attempt in pull agent's inbox: in one write (shared
+// Put puts the attempt in pull agent's inbox: in one write (shared
 // with concurrent ones, write.go) it takes one of the agent's slots
 // (jobstore.ErrNoSlot when none is free), appends ROUTED with the inbox timer and
 // announces it to the agent's claims at commit; River's batched completer
 // completes the River job once Work returns (a rerun finds the attempt
 // routed and does nothing). Nothing is sent: the agent's claim delivers
 // it.
-func (s *Service) toInbox(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) error {
+func (b *Inbox) Put(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) error {
 	key := domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}
 	attempt := l.Attempts + 1
-	return s.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed}, Notify: key.String(),
-		Effects: domain.Effects{Timer: domain.InboxTimer(attempt, key.Namespace, key.ID, s.now().UTC(), s.cfg.ClaimTimeout)},
+	return b.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed}, Notify: key.String(),
+		Effects: domain.Effects{Timer: domain.InboxTimer(attempt, key.Namespace, key.ID, b.cfg.Now().UTC(), b.cfg.ClaimTimeout)},
 		Slot:    &jobstore.Slot{Agent: key, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt}})
 }
 
@@ -109,12 +139,12 @@ func (s *Service) toInbox(ctx context.Context, l *jobstore.Loaded, agent *regist
 // from now. No delivery is ever claimed twice: the inbox rows are taken
 // FOR UPDATE SKIP LOCKED and DELIVERED is appended at the job's version.
 // An empty answer means nothing came (or the caller went away).
-func (s *Service) Claim(ctx context.Context, a *registry.Agent, max int, wait time.Duration) ([]webhook.Envelope, error) {
-	wake, stop := s.inbox.wait(a.Key())
+func (b *Inbox) Claim(ctx context.Context, a *registry.Agent, max int, wait time.Duration) ([]webhook.Envelope, error) {
+	wake, stop := b.wait(a.Key())
 	defer stop()
 	until := time.Now().Add(wait)
 	for {
-		out, err := s.claimOnce(ctx, a, max)
+		out, err := b.claimOnce(ctx, a, max)
 		if err != nil || len(out) > 0 {
 			return out, err
 		}
@@ -136,9 +166,9 @@ func (s *Service) Claim(ctx context.Context, a *registry.Agent, max int, wait ti
 
 // claimOnce claims what waits in a's inbox now, in one transaction; a job
 // that moved on meanwhile (a cancel, a re-route) is skipped.
-func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]webhook.Envelope, error) {
+func (b *Inbox) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]webhook.Envelope, error) {
 	var out []webhook.Envelope
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := b.events.InTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
 		rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, max)
 		if err != nil {
@@ -156,7 +186,7 @@ func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]
 			return fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
 		}
 		for _, e := range entries {
-			env, err := s.claimTx(ctx, tx, a, e.id, e.attempt)
+			env, err := b.claimTx(ctx, tx, a, e.id, e.attempt)
 			if errors.Is(err, errNotInInbox) {
 				continue
 			}
@@ -170,9 +200,10 @@ func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]
 	if err != nil {
 		return nil, err
 	}
-	for range out {
-		s.metrics.deliveries.Add(ctx, 1, withAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
-			attribute.String("reason", "claimed")))
+	if b.cfg.Claimed != nil {
+		for range out {
+			b.cfg.Claimed(ctx)
+		}
 	}
 	return out, nil
 }
@@ -180,22 +211,22 @@ func (s *Service) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]
 // claimTx delivers one attempt of a's inbox, in a savepoint of tx so a job
 // that moved on (errNotInInbox, or a conflict with a concurrent writer)
 // leaves the others claimed.
-func (s *Service) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id string, attempt int) (webhook.Envelope, error) {
+func (b *Inbox) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id string, attempt int) (webhook.Envelope, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		return webhook.Envelope{}, err
 	}
 	defer func() { _ = sp.Rollback(ctx) }()
-	l, err := s.Load(ctx, sp, id)
+	l, err := b.jobs.Load(ctx, sp, id)
 	if err != nil {
 		return webhook.Envelope{}, err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
-	evs, fx, deadline, ok := domain.Claim(&l.Job, attempt, a.AgentID, l.RoutedAt, s.now().UTC(), md)
+	evs, fx, deadline, ok := domain.Claim(&l.Job, attempt, a.AgentID, l.RoutedAt, b.cfg.Now().UTC(), md)
 	if !ok {
 		return webhook.Envelope{}, errNotInInbox
 	}
-	if err := s.jobs.AppendTx(ctx, sp, l, fx, evs...); err != nil {
+	if err := b.jobs.AppendTx(ctx, sp, l, fx, evs...); err != nil {
 		if errors.Is(err, eventstore.ErrConflict) {
 			return webhook.Envelope{}, errNotInInbox
 		}
@@ -205,28 +236,25 @@ func (s *Service) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id 
 		return webhook.Envelope{}, err
 	}
 	return webhook.Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload, Attempt: attempt,
-		Deadline: deadline, ResultURL: s.resultURL(l.JobID)}, nil
+		Deadline: deadline, ResultURL: b.cfg.ResultURL(l.JobID)}, nil
 }
-
-// resultURL is where an agent posts the result of job id.
-func (s *Service) resultURL(id string) string { return s.cfg.PublicURL + "/v1/jobs/" + id + "/result" }
 
 // Release gives back what pull agent a holds (domain.Release): the listed
 // attempts, unstarted (errText empty: routed again at once, no attempt
 // spent) or failed (errText set: retried after backoff); with none listed,
 // everything still waiting in its inbox. It answers what was given back;
 // an attempt that is not the agent's, or moved on, is left alone.
-func (s *Service) Release(ctx context.Context, a *registry.Agent, held []domain.HeldAttempt, errText string) ([]domain.HeldAttempt, error) {
+func (b *Inbox) Release(ctx context.Context, a *registry.Agent, held []domain.HeldAttempt, errText string) ([]domain.HeldAttempt, error) {
 	if len(held) == 0 {
 		var err error
-		if held, err = s.inboxOf(ctx, a); err != nil {
+		if held, err = b.inboxOf(ctx, a); err != nil {
 			return nil, err
 		}
 		errText = ""
 	}
 	out := []domain.HeldAttempt{}
 	for _, h := range held {
-		ok, err := s.release(ctx, a, h, errText)
+		ok, err := b.release(ctx, a, h, errText)
 		if err != nil {
 			return out, err
 		}
@@ -238,9 +266,9 @@ func (s *Service) Release(ctx context.Context, a *registry.Agent, held []domain.
 }
 
 // inboxOf lists what waits in a's inbox, oldest first.
-func (s *Service) inboxOf(ctx context.Context, a *registry.Agent) ([]domain.HeldAttempt, error) {
+func (b *Inbox) inboxOf(ctx context.Context, a *registry.Agent) ([]domain.HeldAttempt, error) {
 	var held []domain.HeldAttempt
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := b.events.InTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, 10_000)
 		if err != nil {
 			return err
@@ -257,11 +285,11 @@ func (s *Service) inboxOf(ctx context.Context, a *registry.Agent) ([]domain.Held
 	return held, nil
 }
 
-func (s *Service) release(ctx context.Context, a *registry.Agent, h domain.HeldAttempt, errText string) (bool, error) {
+func (b *Inbox) release(ctx context.Context, a *registry.Agent, h domain.HeldAttempt, errText string) (bool, error) {
 	released := false
-	err := s.retryConflict(ctx, func(tx pgx.Tx) error {
+	err := b.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 		released = false
-		l, err := s.Load(ctx, tx, h.JobID)
+		l, err := b.jobs.Load(ctx, tx, h.JobID)
 		if errors.Is(err, domain.ErrNotFound) {
 			return nil
 		}
@@ -269,19 +297,19 @@ func (s *Service) release(ctx context.Context, a *registry.Agent, h domain.HeldA
 			return err
 		}
 		md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
-		evs, fx, ok := domain.Release(&l.Job, h.Attempt, a.AgentID, errText, s.now().UTC(), s.jitter(), md)
+		evs, fx, ok := domain.Release(&l.Job, h.Attempt, a.AgentID, errText, b.cfg.Now().UTC(), b.cfg.Jitter(), md)
 		if !ok || l.Namespace != a.Namespace {
 			return nil
 		}
 		released = true
-		return s.jobs.AppendTx(ctx, tx, l, fx, evs...)
+		return b.jobs.AppendTx(ctx, tx, l, fx, evs...)
 	})
 	return released, err
 }
 
 // InboxDepths counts what waits in every pull agent's inbox.
-func (s *Service) InboxDepths(ctx context.Context) (map[domain.AgentKey]int, error) {
-	rows, err := s.pool.Query(ctx, qInboxDepths)
+func (b *Inbox) InboxDepths(ctx context.Context) (map[domain.AgentKey]int, error) {
+	rows, err := b.pool.Query(ctx, qInboxDepths)
 	if err != nil {
 		return nil, fmt.Errorf("inbox depths: %w", err)
 	}
@@ -303,8 +331,8 @@ var qCancelledOfAgent = queries.Must("CancelledOfAgent")
 // CancelledOf lists the latest attempts of agent k's jobs cancelled since
 // since: a pull agent has no endpoint for a cancel notice, so its
 // heartbeats carry them (from the jobs read model, a second or so behind).
-func (s *Service) CancelledOf(ctx context.Context, k domain.AgentKey, since time.Time) ([]domain.HeldAttempt, error) {
-	rows, err := s.pool.Query(ctx, qCancelledOfAgent, k.Namespace, k.ID, since)
+func (b *Inbox) CancelledOf(ctx context.Context, k domain.AgentKey, since time.Time) ([]domain.HeldAttempt, error) {
+	rows, err := b.pool.Query(ctx, qCancelledOfAgent, k.Namespace, k.ID, since)
 	if err != nil {
 		return nil, fmt.Errorf("cancelled jobs of agent %s: %w", k, err)
 	}

@@ -1,13 +1,17 @@
-package jobs
+package inbox
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
@@ -15,14 +19,15 @@ import (
 // wakes this process's claims of the agent it names and no other's.
 func TestInboxWakesByNotify(t *testing.T) {
 	t.Parallel()
-	s := newService(t)
+	pool := pgtest.NewPool(t)
+	s := New(pool, eventstore.New(pool), nil, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	mine, stopMine := s.inbox.wait(domain.AgentKey{Namespace: "ns", ID: "mine"})
+	mine, stopMine := s.wait(domain.AgentKey{Namespace: "ns", ID: "mine"})
 	defer stopMine()
-	other, stopOther := s.inbox.wait(domain.AgentKey{Namespace: "ns", ID: "other"})
+	other, stopOther := s.wait(domain.AgentKey{Namespace: "ns", ID: "other"})
 	defer stopOther()
-	go s.RunInbox(ctx)
+	go s.Run(ctx)
 
 	// Listening starts with a wake of every claim ("anything may have been
 	// missed"); drain it.

@@ -65,43 +65,69 @@ type dispatchRun struct {
 	cause string
 }
 
-// dispatch makes one attempt on the fold l: route, record ROUTED, deliver
-// without holding a transaction, then record the outcome. A dispatch
-// whose attempt already started, or whose job moved on, does nothing.
+// dispatch makes one attempt on the fold l as domain.PlanDispatch plans
+// it: route, record ROUTED, deliver without holding a transaction, then
+// record the outcome; or wait, or spend the attempt when no agent can
+// take it. A dispatch whose attempt already started, or whose job moved
+// on, does nothing.
 func (s *Service) dispatch(ctx context.Context, l *jobstore.Loaded, run dispatchRun) error {
 	ctx, span := s.dispatchSpan(ctx, l, run.args.Attempt)
 	defer span.End()
-	attempt := run.args.Attempt
-	if !l.CanStart(attempt) {
+	if !l.CanStart(run.args.Attempt) {
 		return nil // stale: this attempt started already, or the job moved on
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.cause}
-	if l.Priority == domain.PriorityLow && s.holdLow(ctx, l.Namespace) {
-		return s.holdBack(ctx, run, l) // the namespace's queue is above its high watermark
+	in := domain.DispatchInput{Attempt: run.args.Attempt, WaitingSince: run.args.WaitingSince, HoldFor: pressureEvery,
+		RouteWait: l.RouteWait(s.cfg.RouteWait), CapacityWait: s.capacityWait(l.Namespace), Now: s.now().UTC(), Jitter: s.jitter(), Metadata: md}
+	in.HoldLow = l.Priority == domain.PriorityLow && s.holdLow(ctx, l.Namespace)
+	var agent *registry.Agent
+	if !in.HoldLow {
+		in.Route, agent = s.route(l)
+		in.Chosen, in.Pull = agent != nil, agent != nil && agent.Pull()
 	}
-	route, agent := s.route(l)
-	if agent == nil && domain.RouteWait(route.AllAtCapacity, run.args.WaitingSince, s.now(), l.RouteWait(s.cfg.RouteWait)) {
-		return s.waitForAgent(ctx, run, l, route.AllAtCapacity)
-	}
-	routed := domain.NewRouted(attempt, route, md)
-	if agent == nil {
-		return s.noAgent(ctx, run, l, routed, md)
-	}
-	if agent.Pull() {
-		err := s.inbox.Put(ctx, l, agent, routed)
+	plan := domain.PlanDispatch(&l.Job, in)
+	switch plan.Step {
+	case domain.StepStale:
+		return nil
+	case domain.StepWait:
+		return s.waitOn(ctx, run, l, *plan.Timer)
+	case domain.StepNoAgent:
+		return s.store.InTx(ctx, func(tx pgx.Tx) error {
+			if err := s.jobs.AppendTx(ctx, tx, l, plan.Effects, plan.Events...); err != nil {
+				return err
+			}
+			return run.completeTx(ctx, tx)
+		})
+	case domain.StepInbox:
+		err := s.inbox.Put(ctx, l, agent, plan.Events[0])
 		if errors.Is(err, jobstore.ErrNoSlot) {
-			return s.waitForAgent(ctx, run, l, true)
+			return s.waitForSlot(ctx, run, l) // another process took the last slot first
 		}
 		return err
 	}
-	deadline, err := s.recordRouted(ctx, l, agent, routed)
+	deadline, err := s.recordRouted(ctx, l, agent, plan.Events[0])
 	if errors.Is(err, jobstore.ErrNoSlot) {
-		return s.waitForAgent(ctx, run, l, true) // another process took the last slot first
+		return s.waitForSlot(ctx, run, l) // another process took the last slot first
 	}
 	if err != nil {
 		return err // River retries (a direct run hands the attempt to River); the next run reloads and sees whether it started
 	}
 	return s.deliverAndRecord(ctx, run, l, agent, deadline, md)
+}
+
+// capacityWait is how long an attempt of namespace ns waits when every
+// candidate is at capacity: its routing policy's, or the service's.
+func (s *Service) capacityWait(ns string) time.Duration {
+	if p := s.registry.Snapshot().Policy(ns); p.Version > 0 {
+		return p.CapacityWait()
+	}
+	return s.cfg.CapacityWait
+}
+
+// waitForSlot makes the attempt wait for a slot of its agent, which
+// another process took first.
+func (s *Service) waitForSlot(ctx context.Context, run dispatchRun, l *jobstore.Loaded) error {
+	return s.waitOn(ctx, run, l, domain.WaitTimer(run.args.Attempt, true, run.args.WaitingSince, s.now().UTC(), s.capacityWait(l.Namespace)))
 }
 
 // dispatchSpan is the context and span of one dispatch of attempt of l,
@@ -146,35 +172,6 @@ func (s *Service) route(l *jobstore.Loaded) (domain.RouteResult, *registry.Agent
 	return route, s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: route.Chosen})
 }
 
-// waitForAgent waits, spending no attempt, for a slot when every candidate
-// is at capacity, or for an agent to become routable (one probing, suspect
-// or restarting, none registered yet) within the job's route_wait_ms: the
-// deadline sweep brings the same attempt back when the timer is due. A wait
-// for an agent remembers when it began; a wait for a slot has no bound.
-func (s *Service) waitForAgent(ctx context.Context, run dispatchRun, l *jobstore.Loaded, atCapacity bool) error {
-	now := s.now().UTC()
-	wait := s.cfg.CapacityWait
-	if p := s.registry.Snapshot().Policy(l.Namespace); p.Version > 0 {
-		wait = p.CapacityWait() // the namespace's own routing policy
-	}
-	t := domain.Timer{Attempt: run.args.Attempt, Phase: domain.PhaseRetry, Due: now.Add(wait)}
-	if !atCapacity {
-		t.WaitingSince = run.args.WaitingSince
-		if t.WaitingSince.IsZero() {
-			t.WaitingSince = now
-		}
-		t.Due = now.Add(domain.RouteWaitInterval(now.Sub(t.WaitingSince), wait))
-	}
-	return s.waitOn(ctx, run, l, t)
-}
-
-// holdBack makes a low job of a namespace above its high watermark wait,
-// spending no attempt, and look again after pressureEvery.
-func (s *Service) holdBack(ctx context.Context, run dispatchRun, l *jobstore.Loaded) error {
-	return s.waitOn(ctx, run, l, domain.Timer{Attempt: run.args.Attempt, Phase: domain.PhaseRetry, Due: s.now().UTC().Add(pressureEvery),
-		WaitingSince: run.args.WaitingSince})
-}
-
 // waitOn sets the attempt's retry timer t and completes the River job.
 func (s *Service) waitOn(ctx context.Context, run dispatchRun, l *jobstore.Loaded, t domain.Timer) error {
 	return s.store.InTx(ctx, func(tx pgx.Tx) error {
@@ -193,26 +190,6 @@ func (run dispatchRun) completeTx(ctx context.Context, tx pgx.Tx) error {
 	}
 	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, run.job)
 	return err
-}
-
-// noAgent records an attempt routed to no agent: ROUTED, then its failure
-// (a retry after backoff, or the dead letter), with the River job.
-func (s *Service) noAgent(ctx context.Context, run dispatchRun, l *jobstore.Loaded, routed domain.Event, md domain.Metadata) error {
-	reason := fmt.Sprintf("no routable agent offers %s in namespace %s", l.Capability, l.Namespace)
-	attempt, now := run.args.Attempt, s.now().UTC()
-	return s.store.InTx(ctx, func(tx pgx.Tx) error {
-		after := *l
-		if err := after.Apply(routed); err != nil {
-			return err
-		}
-		evs, fx := domain.FailAttempt(&after.Job, func(at time.Time) domain.Event {
-			return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: attempt, Reason: "no_agent", Error: reason, RetryAt: at}, md)
-		}, 0, now, s.jitter(), md, "no_agent")
-		if err := s.jobs.AppendTx(ctx, tx, l, fx, append([]domain.Event{routed}, evs...)...); err != nil {
-			return err
-		}
-		return run.completeTx(ctx, tx)
-	})
 }
 
 // recordRouted takes a slot of the agent (jobstore.ErrNoSlot when none is free) and

@@ -1,0 +1,116 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// DispatchStep is what a dispatch of an attempt does next.
+type DispatchStep int
+
+// The steps of a dispatch.
+const (
+	// StepStale: the attempt started already, or the job moved on;
+	// nothing is done.
+	StepStale DispatchStep = iota + 1
+	// StepWait: the attempt waits on its retry timer, spending nothing:
+	// every candidate is at capacity, none is routable yet within the
+	// job's route_wait_ms, or (a low job) its namespace's queue is above
+	// its high watermark.
+	StepWait
+	// StepNoAgent: the attempt is spent: ROUTED to no agent and its
+	// failure (a retry after backoff, or the dead letter).
+	StepNoAgent
+	// StepInbox: ROUTED to a pull agent, whose claim delivers it.
+	StepInbox
+	// StepDeliver: ROUTED to a push or A2A agent, then delivered.
+	StepDeliver
+)
+
+// DispatchInput is what a dispatch knows when it plans: the attempt, the
+// route the snapshot gave, and the service's settings.
+type DispatchInput struct {
+	Attempt int
+	// WaitingSince is when the attempt began waiting for a routable agent
+	// (zero: it was not waiting).
+	WaitingSince time.Time
+	// HoldLow says the job's namespace is above its high watermark; only
+	// a low job is held back by it.
+	HoldLow bool
+	// HoldFor is how long a held-back job waits before it looks again.
+	HoldFor time.Duration
+	Route   RouteResult
+	// Chosen says the route chose an agent that the snapshot holds; Pull
+	// that it claims its work (mode pull).
+	Chosen, Pull bool
+	// RouteWait bounds the wait for a routable agent (the job's
+	// route_wait_ms, or the service's default).
+	RouteWait time.Duration
+	// CapacityWait is how long an attempt waits when every candidate is
+	// at capacity (the namespace's routing policy, or the service's).
+	CapacityWait time.Duration
+	Now          time.Time
+	Jitter       float64
+	Metadata     Metadata
+}
+
+// DispatchPlan is the next step of a dispatch, with what it writes.
+type DispatchPlan struct {
+	Step DispatchStep
+	// Timer is StepWait's retry timer.
+	Timer *Timer
+	// Events are ROUTED (StepInbox, StepDeliver), or ROUTED to none and
+	// the attempt's failure (StepNoAgent), with their Effects.
+	Events  []Event
+	Effects Effects
+}
+
+// PlanDispatch decides the next step of a dispatch of in.Attempt of j: the
+// one road every dispatch takes, whoever runs it (River's dispatch job or
+// the process that committed the submit).
+func PlanDispatch(j *Job, in DispatchInput) DispatchPlan {
+	if !j.CanStart(in.Attempt) {
+		return DispatchPlan{Step: StepStale}
+	}
+	if j.Priority == PriorityLow && in.HoldLow {
+		return DispatchPlan{Step: StepWait, Timer: &Timer{Attempt: in.Attempt, Phase: PhaseRetry, Due: in.Now.Add(in.HoldFor),
+			WaitingSince: in.WaitingSince}}
+	}
+	if !in.Chosen && RouteWait(in.Route.AllAtCapacity, in.WaitingSince, in.Now, in.RouteWait) {
+		t := WaitTimer(in.Attempt, in.Route.AllAtCapacity, in.WaitingSince, in.Now, in.CapacityWait)
+		return DispatchPlan{Step: StepWait, Timer: &t}
+	}
+	routed := NewRouted(in.Attempt, in.Route, in.Metadata)
+	switch {
+	case in.Chosen && in.Pull:
+		return DispatchPlan{Step: StepInbox, Events: []Event{routed}}
+	case in.Chosen:
+		return DispatchPlan{Step: StepDeliver, Events: []Event{routed}}
+	}
+	reason := fmt.Sprintf("no routable agent offers %s in namespace %s", j.Capability, j.Namespace)
+	after := *j
+	if err := after.Apply(routed); err != nil {
+		return DispatchPlan{Step: StepStale} // CanStart said it may follow
+	}
+	evs, fx := FailAttempt(&after, func(at time.Time) Event {
+		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: in.Attempt, Reason: "no_agent", Error: reason, RetryAt: at}, in.Metadata)
+	}, 0, in.Now, in.Jitter, in.Metadata, "no_agent")
+	return DispatchPlan{Step: StepNoAgent, Events: append([]Event{routed}, evs...), Effects: fx}
+}
+
+// WaitTimer is the retry timer of an attempt that waits, spending
+// nothing: for a slot (atCapacity), after capacityWait; for an agent to
+// become routable, remembering when the wait began (waitingSince, or now)
+// and looking again sooner the shorter it has waited
+// (RouteWaitInterval).
+func WaitTimer(attempt int, atCapacity bool, waitingSince, now time.Time, capacityWait time.Duration) Timer {
+	t := Timer{Attempt: attempt, Phase: PhaseRetry, Due: now.Add(capacityWait)}
+	if !atCapacity {
+		t.WaitingSince = waitingSince
+		if t.WaitingSince.IsZero() {
+			t.WaitingSince = now
+		}
+		t.Due = now.Add(RouteWaitInterval(now.Sub(t.WaitingSince), capacityWait))
+	}
+	return t
+}

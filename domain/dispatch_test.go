@@ -1,0 +1,87 @@
+package domain
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPlanDispatch covers every road of a dispatch: stale, held back,
+// waiting (for a slot, for a routable agent, within and past the job's
+// bound), no agent (a retry, or the dead letter on the last attempt),
+// a pull agent's inbox and a delivery; the events of each are accepted by
+// the fold in order.
+func TestPlanDispatch(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	submitted := func(max int, p Priority) *Job {
+		var j Job
+		require.NoError(t, j.Apply(NewEvent(EventSubmitted, Submitted{Namespace: "n", Capability: "c", MaxAttempts: max, Priority: p,
+			TimeoutMS: 1000, BackoffBaseMS: 1000, BackoffMaxMS: 60000}, Metadata{})))
+		return &j
+	}
+	chosen := RouteResult{Chosen: "a1"}
+	for _, tc := range []struct {
+		name    string
+		job     *Job
+		in      DispatchInput
+		step    DispatchStep
+		events  []EventType
+		due     time.Duration // the wait's timer, from now
+		since   time.Time     // the wait's WaitingSince
+		retryAt bool          // the failure retries
+	}{
+		{name: "started already", job: routedJob(t, 1, 3, false), in: DispatchInput{Attempt: 1, Route: chosen, Chosen: true}, step: StepStale},
+		{name: "a later attempt's", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 2, Route: chosen, Chosen: true}, step: StepStale},
+		{name: "low, held back", job: submitted(3, PriorityLow), in: DispatchInput{Attempt: 1, HoldLow: true, HoldFor: 5 * time.Second,
+			WaitingSince: now.Add(-time.Minute), Route: chosen, Chosen: true}, step: StepWait, due: 5 * time.Second, since: now.Add(-time.Minute)},
+		{name: "normal, never held back", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, HoldLow: true, Route: chosen, Chosen: true},
+			step: StepDeliver, events: []EventType{EventRouted}},
+		{name: "every candidate at capacity", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1,
+			Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 250 * time.Millisecond},
+		{name: "none routable yet, first look", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
+			CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 250 * time.Millisecond, since: now},
+		{name: "none routable yet, waited 8 s", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
+			WaitingSince: now.Add(-8 * time.Second), CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 2 * time.Second, since: now.Add(-8 * time.Second)},
+		{name: "none routable past the bound", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
+			WaitingSince: now.Add(-31 * time.Second)}, step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed}, retryAt: true},
+		{name: "no wait asked", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1},
+			step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed}, retryAt: true},
+		{name: "no agent on the last attempt", job: submitted(1, PriorityNormal), in: DispatchInput{Attempt: 1},
+			step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed, EventDeadLetter}},
+		{name: "a chosen agent the snapshot lost", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, Route: chosen},
+			step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed}, retryAt: true},
+		{name: "a pull agent", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, Route: chosen, Chosen: true, Pull: true},
+			step: StepInbox, events: []EventType{EventRouted}},
+		{name: "a push agent", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, Route: chosen, Chosen: true},
+			step: StepDeliver, events: []EventType{EventRouted}},
+	} {
+		tc.in.Now = now
+		plan := PlanDispatch(tc.job, tc.in)
+		require.Equal(t, tc.step, plan.Step, tc.name)
+		require.Equal(t, tc.events, typesOrNil(plan.Events), tc.name)
+		if tc.step == StepWait {
+			require.NotNil(t, plan.Timer, tc.name)
+			require.Equal(t, Timer{Attempt: tc.in.Attempt, Phase: PhaseRetry, Due: now.Add(tc.due), WaitingSince: tc.since}, *plan.Timer, tc.name)
+			continue
+		}
+		require.Nil(t, plan.Timer, tc.name)
+		j := *tc.job
+		for _, e := range plan.Events {
+			require.NoError(t, j.Apply(e), tc.name)
+		}
+		if tc.step == StepNoAgent {
+			require.True(t, plan.Effects.ClearTimer && plan.Effects.Callback, tc.name)
+			require.Equal(t, tc.retryAt, plan.Effects.Dispatch != nil, tc.name)
+			require.Equal(t, tc.in.Route.Chosen, j.AgentID, tc.name+": ROUTED names what the route chose, if anything")
+		}
+	}
+}
+
+func typesOrNil(evs []Event) []EventType {
+	if len(evs) == 0 {
+		return nil
+	}
+	return types(evs)
+}

@@ -17,6 +17,7 @@ func TestCallbackTry(t *testing.T) {
 		want             EventType
 		ok, final, clear bool
 	}{
+		// requeued: only a failed try made at once hands the callback to River
 		{"acknowledged", 1, 5, 200, "", EventCallbackSent, true, false, true},
 		{"acknowledged at once", 0, 0, 204, "", EventCallbackSent, true, false, true},
 		{"refused, retried", 2, 5, 500, "", EventCallbackFailed, false, false, false},
@@ -30,6 +31,7 @@ func TestCallbackTry(t *testing.T) {
 		require.Equal(t, tc.want, ev.Type, tc.name)
 		require.Equal(t, tc.ok, ok, tc.name)
 		require.Equal(t, tc.clear, fx.ClearTimer, tc.name)
+		require.Equal(t, !ok && tc.attempt == 0, fx.RequeueCallback, tc.name)
 		var co CallbackOutcome
 		require.NoError(t, json.Unmarshal(ev.Data, &co), tc.name)
 		require.Equal(t, tc.final, co.Final, tc.name)

@@ -51,14 +51,9 @@ func (w *callbackWorker) NextRetry(job *river.Job[CallbackArgs]) time.Time {
 
 func (w *callbackWorker) Timeout(*river.Job[CallbackArgs]) time.Duration { return 30 * time.Second }
 
-// Work posts the terminal outcome to the caller, signed in the Standard
-// Webhooks style (or, for a job submitted over A2A, as an A2A task to each
-// of its push configs: deliverA2APushes), and records CALLBACK_DELIVERED on
-// a 2xx, CALLBACK_FAILED otherwise (then River retries it, until
-// CallbackMaxAttempts).
+// Work makes River's try at a job's callback (callBack).
 func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs]) error {
-	s := w.s
-	l, err := s.Load(ctx, nil, job.Args.JobID)
+	l, err := w.s.Load(ctx, nil, job.Args.JobID)
 	if errors.Is(err, domain.ErrNotFound) {
 		return river.JobCancel(err)
 	}
@@ -68,49 +63,65 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	if !l.Status.Terminal() || l.CallbackURL == "" || l.CallbackAcked {
 		return nil
 	}
+	return w.s.callBack(ctx, l, callbackTry{attempt: job.Attempt, max: job.MaxAttempts, job: job, cause: fmt.Sprintf("river:%d", job.ID)})
+}
+
+// callbackTry is one try at a job's callback: attempt 0 is made at once by
+// the process that ended the job (callBackNow), 1 to CallbackMaxAttempts
+// by River's callback job (job).
+type callbackTry struct {
+	attempt, max int
+	job          *river.Job[CallbackArgs] // nil for the try made at once
+	cause        string                   // what the events record as their causation
+}
+
+// callBack is the one callback sender. It posts l's terminal outcome to
+// its caller, signed in the Standard Webhooks style (callCaller), and
+// records what domain.CallbackTry decides of it (CALLBACK_DELIVERED on a
+// 2xx, CALLBACK_FAILED otherwise), unless the callback was acknowledged
+// meanwhile. A job submitted over A2A has its callback delivered as an A2A
+// task to each of its push configs by River's try (deliverA2APushes). What
+// the try made at once cannot do, it hands to River's callback job; a
+// River try the caller did not acknowledge is an error, which River
+// retries, until CallbackMaxAttempts.
+func (s *Service) callBack(ctx context.Context, l *jobstore.Loaded, try callbackTry) error {
 	ctx = telemetry.JobContext(ctx, l.TraceID)
 	ctx, span := s.tracer.Start(ctx, "callback", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", job.Attempt)))
+		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", try.attempt)))
 	defer span.End()
 	a2aPushes, err := s.usesA2APushes(ctx, l)
-	if err != nil {
+	switch {
+	case (err != nil || a2aPushes) && try.job == nil:
+		return s.callbackByRiver(ctx, l)
+	case err != nil:
 		return err
-	}
-	if a2aPushes {
-		// Submitted over A2A: each push config gets an A2A task, as agents
-		// push, and is retried on its own.
-		return s.deliverA2APushes(ctx, job, l)
+	case a2aPushes:
+		// Each push config gets an A2A task, as agents push, and is
+		// retried on its own.
+		return s.deliverA2APushes(ctx, try.job, l)
 	}
 	code, postErr, err := s.callCaller(ctx, l)
+	if err != nil && try.job == nil {
+		return s.callbackByRiver(ctx, l)
+	}
 	if err != nil {
 		return err
 	}
-	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
-	ev, fx, ok := domain.CallbackTry(job.Attempt, job.MaxAttempts, code, errText(postErr), md)
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: try.cause}
+	ev, fx, ok := domain.CallbackTry(try.attempt, try.max, code, errText(postErr), md)
 	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", ok)))
-	// Written in a transaction shared with concurrent writes (write.go),
-	// at the version of the fold read above; reloaded on a conflict.
-	err = s.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
-		if retry {
-			if l, err = s.Load(ctx, nil, job.Args.JobID); err != nil {
-				return nil, err
-			}
-		}
-		if l.CallbackAcked {
-			return nil, nil
-		}
-		return &jobstore.Write{L: l, Effects: fx, Events: []domain.Event{ev}}, nil
+	// Written in a transaction shared with concurrent writes, at the
+	// version of the fold held; reloaded on a conflict.
+	err = s.writeUnlessAcked(ctx, l, func(l *jobstore.Loaded) *jobstore.Write {
+		return &jobstore.Write{L: l, Effects: fx, Events: []domain.Event{ev}}
 	})
-	if err != nil {
+	switch {
+	case err != nil || ok || try.job == nil:
 		return err
+	case postErr != nil:
+		return fmt.Errorf("callback to %s: %w", l.CallbackURL, postErr)
 	}
-	if !ok {
-		if postErr != nil {
-			return fmt.Errorf("callback to %s: %w", l.CallbackURL, postErr)
-		}
-		return fmt.Errorf("callback to %s answered %d", l.CallbackURL, code)
-	}
-	return nil
+	return fmt.Errorf("callback to %s answered %d", l.CallbackURL, code)
 }
 
 // callCaller posts the job's terminal outcome to its caller and answers

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 )
@@ -40,7 +37,9 @@ func (s *Service) callBackNow(ctx context.Context, l *jobstore.Loaded, cause str
 	select {
 	case s.sending <- struct{}{}:
 	default:
-		s.callbackByRiver(ctx, l, nil)
+		if err := s.callbackByRiver(ctx, l); err != nil && !errors.Is(err, context.Canceled) {
+			s.logger.WarnContext(ctx, "hand a callback to River (the callback timer brings it back)", "job_id", l.JobID, "err", err)
+		}
 		return
 	}
 	go func() {
@@ -51,52 +50,22 @@ func (s *Service) callBackNow(ctx context.Context, l *jobstore.Loaded, cause str
 	}()
 }
 
-// sendCallbackNow posts l's outcome to its caller and records what came of
-// it as attempt 0 (River's tries are 1 to CallbackMaxAttempts): on a 2xx
-// CALLBACK_DELIVERED, which clears the callback timer; otherwise
-// CALLBACK_FAILED, with the River callback job that retries it. A failure
-// to record leaves the timer to bring the callback back after the grace.
+// sendCallbackNow makes the try at l's callback made at once (attempt 0;
+// River's tries are 1 to CallbackMaxAttempts). A failure to record leaves
+// the timer to bring the callback back after the grace.
 func (s *Service) sendCallbackNow(ctx context.Context, l *jobstore.Loaded, cause string) {
-	ctx, span := s.tracer.Start(ctx, "callback", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", 0)))
-	defer span.End()
-	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: cause}
-	a2aPushes, err := s.usesA2APushes(ctx, l)
-	if err != nil || a2aPushes {
-		// A2A push configs are each delivered and retried on their own,
-		// by the River callback job (deliverA2APushes).
-		s.callbackByRiver(ctx, l, nil)
-		return
-	}
-	code, postErr, err := s.callCaller(ctx, l)
-	if err != nil {
-		s.callbackByRiver(ctx, l, nil)
-		return
-	}
-	ev, fx, ok := domain.CallbackTry(0, 0, code, errText(postErr), md)
-	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", ok)))
-	if !ok {
-		s.callbackByRiver(ctx, l, []domain.Event{ev})
-		return
-	}
-	err = s.writeUnlessAcked(ctx, l, func(l *jobstore.Loaded) *jobstore.Write {
-		return &jobstore.Write{L: l, Effects: fx, Events: []domain.Event{ev}}
-	})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		s.logger.WarnContext(ctx, "record a callback's acknowledgement (the callback timer sends it again)", "job_id", l.JobID, "err", err)
+	if err := s.callBack(ctx, l, callbackTry{cause: cause}); err != nil && !errors.Is(err, context.Canceled) {
+		s.logger.WarnContext(ctx, "a callback tried at once (the callback timer brings it back)", "job_id", l.JobID, "err", err)
 	}
 }
 
-// callbackByRiver queues l's River callback job, available at once, with
-// evs (what came of an attempt, if any): River sends it and retries it.
-// Should that fail, the callback timer brings it back after the grace.
-func (s *Service) callbackByRiver(ctx context.Context, l *jobstore.Loaded, evs []domain.Event) {
-	err := s.writeUnlessAcked(ctx, l, func(l *jobstore.Loaded) *jobstore.Write {
-		return &jobstore.Write{L: l, Events: evs, Effects: domain.Effects{RequeueCallback: true}}
+// callbackByRiver queues l's River callback job, available at once:
+// River sends it and retries it. Should that fail, the callback timer
+// brings it back after the grace.
+func (s *Service) callbackByRiver(ctx context.Context, l *jobstore.Loaded) error {
+	return s.writeUnlessAcked(ctx, l, func(l *jobstore.Loaded) *jobstore.Write {
+		return &jobstore.Write{L: l, Effects: domain.Effects{RequeueCallback: true}}
 	})
-	if err != nil && !errors.Is(err, context.Canceled) {
-		s.logger.WarnContext(ctx, "hand a callback to River (the callback timer brings it back)", "job_id", l.JobID, "err", err)
-	}
 }
 
 // writeUnlessAcked writes what decide makes of l, reloading l after a

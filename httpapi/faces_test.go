@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -180,5 +181,29 @@ func TestNoRiverBehindTheHandlers(t *testing.T) {
 		for _, dep := range strings.Fields(string(out)) {
 			require.False(t, strings.HasPrefix(dep, "github.com/riverqueue/"), "%s imports %s", pkg, dep)
 		}
+	}
+}
+
+// TestTrailingSlash: a path with a trailing slash is redirected to the
+// one without, as gin did; one holding text that cannot be stored is
+// refused first.
+func TestTrailingSlash(t *testing.T) {
+	t.Parallel()
+	api := fakeAPI(Deps{})
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		to           string
+	}{
+		{"GET", "/v1/jobs/?limit=5", http.StatusMovedPermanently, "/v1/jobs?limit=5"},
+		{"DELETE", "/v1/keys/k1/", http.StatusTemporaryRedirect, "/v1/keys/k1"},
+		{"DELETE", "/v1/keys/%C3%2F?0=0", http.StatusBadRequest, ""},
+		{"GET", "/v1/nothing", http.StatusNotFound, ""},
+	} {
+		req := httptest.NewRequest(tc.method, tc.path, nil)
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, req)
+		require.Equal(t, tc.code, rec.Code, tc.path)
+		require.Equal(t, tc.to, rec.Header().Get("Location"), tc.path)
 	}
 }

@@ -97,13 +97,28 @@ func New(deps Deps) *gin.Engine {
 		// scrape config sends the key as its bearer credentials).
 		r.GET("/metrics", admin, everyNamespace, gin.WrapH(deps.Metrics))
 	}
+	// gin's own trailing-slash redirect runs before any handler, so a path
+	// holding bad text was redirected rather than refused: NoRoute
+	// redirects instead, once the path's text is checked.
+	r.RedirectTrailingSlash = false
 	r.NoRoute(func(c *gin.Context) {
-		if !storableText(c.Request.URL.Path) {
+		p := c.Request.URL.Path
+		if !storableText(p) {
 			// A path value holding '/' matches no route; what it holds is still refused as bad text, as on a route.
 			_ = c.Error(Invalid("path", "the path must be UTF-8 text without NUL characters"))
 			return
 		}
-		_ = c.Error(NotFound("no route %s %s", c.Request.Method, c.Request.URL.Path))
+		if len(p) > 1 && strings.HasSuffix(p, "/") {
+			u := *c.Request.URL
+			u.Path, u.RawPath = strings.TrimRight(p, "/"), ""
+			code := http.StatusMovedPermanently // as gin redirected
+			if c.Request.Method != http.MethodGet {
+				code = http.StatusTemporaryRedirect
+			}
+			c.Redirect(code, u.String())
+			return
+		}
+		_ = c.Error(NotFound("no route %s %s", c.Request.Method, p))
 	})
 
 	r.GET("/healthz", s.healthz)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/callback"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql/queries"
@@ -305,16 +306,16 @@ func (s *Service) legacyPushes(ctx context.Context) (bool, error) {
 // River job's last attempt). A config that acknowledged is never sent to
 // again, whatever the others answer; the River job is retried only for
 // those that did not.
-func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackArgs], l *jobstore.Loaded) error {
+func (s *Service) deliverA2APushes(ctx context.Context, l *jobstore.Loaded, try callback.Try) error {
 	claimed, err := s.claimPushes(ctx, l.JobID)
 	if err != nil {
 		return err
 	}
 	outcomes := s.postA2APushes(ctx, l, claimed)
-	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: fmt.Sprintf("river:%d", job.ID)}
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: try.Cause}
 	var pending int
 	err = s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
-		l, err := s.Load(ctx, tx, job.Args.JobID)
+		l, err := s.Load(ctx, tx, l.JobID)
 		if err != nil {
 			return err
 		}
@@ -333,7 +334,7 @@ func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackA
 		if l.CallbackAcked || (len(outcomes) == 0 && pending > 0) {
 			return nil // settled, or every waiting config is another run's now
 		}
-		data := PushesOutcome{CallbackOutcome: domain.CallbackOutcome{Attempt: job.Attempt}, Pushes: outcomes, Pending: pending}
+		data := PushesOutcome{CallbackOutcome: domain.CallbackOutcome{Attempt: try.Attempt}, Pushes: outcomes, Pending: pending}
 		// The callback's status is the first failure's, else the last 2xx.
 		for _, o := range outcomes {
 			switch {
@@ -346,7 +347,7 @@ func (s *Service) deliverA2APushes(ctx context.Context, job *river.Job[CallbackA
 		if pending == 0 {
 			return s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: true}, domain.NewEvent(domain.EventCallbackSent, data, md))
 		}
-		data.Final = job.Attempt >= job.MaxAttempts
+		data.Final = try.Attempt >= try.Max
 		return s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: data.Final}, domain.NewEvent(domain.EventCallbackFailed, data, md))
 	})
 	if err != nil {
@@ -420,7 +421,7 @@ func (s *Service) postA2APushes(ctx context.Context, l *jobstore.Loaded, configs
 			if p.Scheme != "" && p.Credentials != "" {
 				h.Set("Authorization", p.Scheme+" "+p.Credentials)
 			}
-			code, err := s.postToCaller(ctx, l, p.URL, body, h)
+			code, err := s.callbacks.Post(ctx, l, p.URL, body, h)
 			out[i].StatusCode, out[i].Delivered = code, err == nil && code/100 == 2
 			switch {
 			case err != nil:
@@ -432,4 +433,16 @@ func (s *Service) postA2APushes(ctx context.Context, l *jobstore.Loaded, configs
 	}
 	wg.Wait()
 	return out
+}
+
+// a2aPushes calls back jobs submitted over A2A through their push
+// configs (callback.A2APushes).
+type a2aPushes struct{ s *Service }
+
+func (p a2aPushes) Uses(ctx context.Context, l *jobstore.Loaded) (bool, error) {
+	return p.s.usesA2APushes(ctx, l)
+}
+
+func (p a2aPushes) Deliver(ctx context.Context, l *jobstore.Loaded, try callback.Try) error {
+	return p.s.deliverA2APushes(ctx, l, try)
 }

@@ -149,9 +149,9 @@ func (s *Service) deliverAndRecord(ctx context.Context, run dispatchRun, l *jobs
 		if run.job == nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			s.sendCallbackNow(cctx, recorded.L, md.CausationID)
+			s.callbacks.Send(cctx, recorded.L, md.CausationID)
 		} else {
-			s.callBackNow(ctx, recorded.L, md.CausationID)
+			s.callbacks.Now(ctx, recorded.L, md.CausationID)
 		}
 	}
 	return err

@@ -74,7 +74,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain
 		return "", nil, err
 	}
 	if last.CallsBack() {
-		s.callBackNow(ctx, l, md.CausationID)
+		s.callbacks.Now(ctx, l, md.CausationID)
 	}
 	return recorded, l, nil
 }

@@ -2,9 +2,7 @@ package jobs
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +24,7 @@ import (
 	a2aclient "github.com/agentreach/agentreach/a2a/client"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs/callback"
 	"github.com/agentreach/agentreach/jobs/inbox"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/netguard"
@@ -34,11 +33,9 @@ import (
 )
 
 var (
-	qClaimIdempotencyKey  = queries.Must("ClaimIdempotencyKey")
-	qIdempotencyKeyJob    = queries.Must("IdempotencyKeyJob")
-	qCountRootDescendant  = queries.Must("CountRootDescendant")
-	qEnsureCallbackSecret = queries.Must("EnsureCallbackSecret")
-	qRotateCallbackSecret = queries.Must("RotateCallbackSecret")
+	qClaimIdempotencyKey = queries.Must("ClaimIdempotencyKey")
+	qIdempotencyKeyJob   = queries.Must("IdempotencyKeyJob")
+	qCountRootDescendant = queries.Must("CountRootDescendant")
 )
 
 // Errors the service returns; callers match them with errors.Is.
@@ -190,12 +187,10 @@ type Service struct {
 	tracer       trace.Tracer
 	metrics      instruments
 	batcher      *batcher
-	jobs         *jobstore.Store // the unit of work: every change to a job
-	sending      chan struct{}
-	inbox        *inbox.Inbox // the pull agents' inboxes
+	jobs         *jobstore.Store  // the unit of work: every change to a job
+	callbacks    *callback.Sender // calls callers back
+	inbox        *inbox.Inbox     // the pull agents' inboxes
 	direct       atomic.Pointer[directDispatch]
-	secretsMu    sync.Mutex
-	secrets      map[string]cachedSecrets // namespace → its callback secrets, for secretsFor
 	legacyMu     sync.Mutex
 	legacy       bool      // legacyPushes' answer,
 	legacyUntil  time.Time // good until then
@@ -224,8 +219,8 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 			s.metrics.deliveries.Add(ctx, 1, withAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
 				attribute.String("reason", "claimed")))
 		}})
-	s.sending = make(chan struct{}, callbacksNow)
-	s.secrets = map[string]cachedSecrets{}
+	s.callbacks = callback.New(pool, store, s.jobs, s.http, a2aPushes{s}, logger, callback.Config{Secret: cfg.CallbackSecret,
+		Now: func() time.Time { return s.now() }})
 	s.initTelemetry()
 	return s
 }
@@ -248,6 +243,10 @@ func (s *Service) Inbox() *inbox.Inbox { return s.inbox }
 
 // resultURL is where an agent posts the result of job id.
 func (s *Service) resultURL(id string) string { return s.cfg.PublicURL + "/v1/jobs/" + id + "/result" }
+
+// Callbacks returns the sender that calls callers back, and the secrets
+// that sign their callbacks.
+func (s *Service) Callbacks() *callback.Sender { return s.callbacks }
 
 // Config returns the service's configuration, defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
@@ -454,94 +453,4 @@ func (s *Service) Replay(ctx context.Context, id string, md domain.Metadata) (do
 	sub := l.Submitted
 	sub.ReplayOf, sub.IdempotencyKey, sub.ParentJobID, sub.RootJobID = id, "", "", ""
 	return s.Submit(ctx, sub, md)
-}
-
-// CallbackSecrets returns the secrets that sign a namespace's callbacks:
-// the current one first and, during a rotation's overlap, the previous one.
-// The namespace's secret is created on first use, unless one is configured
-// for every namespace (Config.CallbackSecret).
-func (s *Service) CallbackSecrets(ctx context.Context, namespace string) ([]string, error) {
-	if s.cfg.CallbackSecret != "" {
-		return []string{s.cfg.CallbackSecret}, nil
-	}
-	now := s.now()
-	s.secretsMu.Lock()
-	c, ok := s.secrets[namespace]
-	s.secretsMu.Unlock()
-	if ok && now.Before(c.until) {
-		return c.secrets, nil
-	}
-	out, err := s.loadCallbackSecrets(ctx, namespace)
-	if err != nil {
-		return nil, err
-	}
-	s.secretsMu.Lock()
-	s.secrets[namespace] = cachedSecrets{secrets: out, until: now.Add(secretsFor)}
-	s.secretsMu.Unlock()
-	return out, nil
-}
-
-// secretsFor is how long a process signs with the callback secrets it
-// read: a rotation by another process reaches its callbacks within it
-// (the rotated-out secret keeps signing for SecretOverlap anyway).
-const secretsFor = time.Second
-
-type cachedSecrets struct {
-	secrets []string
-	until   time.Time
-}
-
-// loadCallbackSecrets reads (creating it on first use) namespace's
-// callback secret, and the previous one during a rotation's overlap.
-func (s *Service) loadCallbackSecrets(ctx context.Context, namespace string) ([]string, error) {
-	var secret string
-	var prev *string
-	var prevUntil *time.Time
-	err := s.pool.QueryRow(ctx, qEnsureCallbackSecret, "callbacks:"+namespace, newSecret()).Scan(&secret, &prev, &prevUntil)
-	if err != nil {
-		return nil, fmt.Errorf("callback secret of %s: %w", namespace, err)
-	}
-	out := []string{secret}
-	if prev != nil && prevUntil != nil && s.now().Before(*prevUntil) {
-		out = append(out, *prev)
-	}
-	return out, nil
-}
-
-func newSecret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return "whsec_" + base64.StdEncoding.EncodeToString(b)
-}
-
-// SecretOverlap is how long a rotated-out callback secret still signs.
-const SecretOverlap = 24 * time.Hour
-
-// RotateCallbackSecret gives a namespace a new callback secret; callbacks
-// carry signatures with both until the overlap ends. It returns the new
-// secret and the end of the overlap.
-func (s *Service) RotateCallbackSecret(ctx context.Context, namespace string, md domain.Metadata) (string, time.Time, error) {
-	if s.cfg.CallbackSecret != "" {
-		return "", time.Time{}, fmt.Errorf("the callback secret is configured (AGENTREACH_CALLBACK_SECRET); rotate it there: %w", ErrConflict)
-	}
-	if _, err := s.CallbackSecrets(ctx, namespace); err != nil { // make sure there is one to rotate
-		return "", time.Time{}, err
-	}
-	fresh := newSecret()
-	until := s.now().UTC().Add(SecretOverlap)
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, qRotateCallbackSecret, "callbacks:"+namespace, until, fresh); err != nil {
-			return err
-		}
-		_, err := s.store.AppendTx(ctx, tx, "secrets:"+namespace, eventstore.Any, domain.NewEvent(domain.EventSecretRotated,
-			domain.SecretRotated{Namespace: namespace, Secret: "callbacks", PreviousValidUntil: until}, md))
-		return err
-	})
-	s.secretsMu.Lock()
-	delete(s.secrets, namespace) // this process signs with the new one at once
-	s.secretsMu.Unlock()
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("rotate callback secret of %s: %w", namespace, err)
-	}
-	return fresh, until, nil
 }

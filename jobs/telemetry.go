@@ -41,11 +41,13 @@ func newInstruments(mp metric.MeterProvider) instruments {
 func (s *Service) SetTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) {
 	s.tracer = tp.Tracer("github.com/agentreach/agentreach/jobs")
 	s.metrics = newInstruments(mp)
+	s.callbacks.SetTelemetry(s.tracer, s.metrics.callbacks)
 }
 
 func (s *Service) initTelemetry() {
 	s.tracer = tracenoop.NewTracerProvider().Tracer("")
 	s.metrics = newInstruments(noop.NewMeterProvider())
+	s.callbacks.SetTelemetry(s.tracer, s.metrics.callbacks)
 }
 
 func (s *Service) countFinished(ctx context.Context, before, after domain.JobStatus) {

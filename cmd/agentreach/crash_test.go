@@ -20,7 +20,7 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
-	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/jobs/callback"
 	"github.com/agentreach/agentreach/webhook"
 )
 
@@ -296,7 +296,7 @@ func TestSharedWritesSurviveSIGKILL(t *testing.T) {
 	var mu sync.Mutex
 	called := map[string]int{} // callbacks received, by job
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var cb jobs.CallbackBody
+		var cb callback.Body
 		_ = json.NewDecoder(r.Body).Decode(&cb)
 		mu.Lock()
 		called[cb.JobID]++

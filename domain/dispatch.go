@@ -114,3 +114,32 @@ func WaitTimer(attempt int, atCapacity bool, waitingSince, now time.Time, capaci
 	}
 	return t
 }
+
+// SubmitStep is where a submitted job goes first.
+type SubmitStep int
+
+// Where a submitted job goes first.
+const (
+	// SubmitApproval: it waits for an operator's approval, on its
+	// approval timer.
+	SubmitApproval SubmitStep = iota + 1
+	// SubmitDirect: its first attempt may start in the process that
+	// committed it, if one of its direct dispatchers is free.
+	SubmitDirect
+	// SubmitQueue: its first attempt goes to River's dispatch queue.
+	SubmitQueue
+)
+
+// PlanSubmit decides where a submission goes first, given the status
+// SubmitEvents gave it and whether it is plain (no Idempotency-Key, no
+// parent, nothing written beside it): a plain one that is not low may
+// start directly; low work waits in its own lane.
+func PlanSubmit(status JobStatus, plain bool, p Priority) SubmitStep {
+	switch {
+	case status == StatusAwaitingApproval:
+		return SubmitApproval
+	case plain && p != PriorityLow:
+		return SubmitDirect
+	}
+	return SubmitQueue
+}

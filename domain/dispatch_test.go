@@ -85,3 +85,22 @@ func typesOrNil(evs []Event) []EventType {
 	}
 	return types(evs)
 }
+
+func TestPlanSubmit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status JobStatus
+		plain  bool
+		p      Priority
+		want   SubmitStep
+	}{
+		{StatusAwaitingApproval, true, PriorityHigh, SubmitApproval},
+		{StatusAwaitingApproval, false, PriorityLow, SubmitApproval},
+		{StatusSubmitted, true, PriorityHigh, SubmitDirect},
+		{StatusSubmitted, true, PriorityNormal, SubmitDirect},
+		{StatusSubmitted, true, PriorityLow, SubmitQueue},
+		{StatusSubmitted, false, PriorityHigh, SubmitQueue},
+	} {
+		require.Equal(t, tc.want, PlanSubmit(tc.status, tc.plain, tc.p), "%s plain=%v %s", tc.status, tc.plain, tc.p)
+	}
+}

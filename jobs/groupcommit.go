@@ -221,10 +221,11 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 		}
 		plain = false
 	}
+	step := domain.PlanSubmit(res.Status, plain, sub.Priority)
 	switch {
-	case res.Status == domain.StatusAwaitingApproval:
+	case step == domain.SubmitApproval:
 		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)}
-	case plain && sub.Priority != domain.PriorityLow && (it.reserved || s.reserveDirect()): // low work waits in its own lane
+	case step == domain.SubmitDirect && (it.reserved || s.reserveDirect()):
 		it.reserved = true
 		if err := s.directStart(w, it, at); err != nil {
 			w.Err = err

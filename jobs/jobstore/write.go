@@ -42,9 +42,10 @@ var ErrNoSlot = errors.New("every slot of the agent is taken")
 // in one transaction. writeIn is the one place that turns writes into
 // statements, whatever their number:
 //
-//  1. River's jobs for every write, in one insert through the Queue
-//     (their ids name the timers that watch them);
-//  2. in one round trip: the jobs' timer rows locked (in job order), every
+//  1. when the writes ask for River jobs, the jobs' timer rows locked (in
+//     job order), then River's jobs for every write, in one insert
+//     through the Queue (their ids name the timers that watch them);
+//  2. in one round trip: the timer rows locked (when not yet), every
 //     write's events in one statement (eventstore.AppendAll), then one
 //     statement of each kind for their effects, and the pull agents'
 //     inbox notifications.
@@ -420,45 +421,70 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, coun
 	if len(live) == 0 {
 		return nil, nil
 	}
-	if err := s.insertRiverJobs(ctx, tx, live); err != nil {
-		return nil, err
+	// The timer rows are locked before anything else a write takes: the
+	// River jobs it inserts (an A2A poll's args are unique) and its append.
+	// That is the deadline sweep's order too, so none waits on another in
+	// a circle. With no River job to insert, the lock goes in the append's
+	// round trip.
+	lockFirst := false
+	for _, w := range live {
+		lockFirst = lockFirst || w.Effects.Queue != nil || w.Effects.Poll > 0 || w.riverCallback()
+	}
+	if lockFirst {
+		if lock := lockTimers(live); lock != nil {
+			if _, err := tx.Exec(ctx, lock.SQL, lock.Args...); err != nil {
+				return nil, fmt.Errorf("lock job timers: %w", err)
+			}
+		}
+		if err := s.insertRiverJobs(ctx, tx, live); err != nil {
+			return nil, err
+		}
 	}
 	if !alone {
-		culprit, err := s.appendAll(ctx, tx, live)
+		culprit, err := s.appendAll(ctx, tx, live, !lockFirst)
 		return culprit, err
 	}
 	for _, w := range live {
-		if _, err := s.appendAll(ctx, tx, []*Write{w}); err != nil {
+		if _, err := s.appendAll(ctx, tx, []*Write{w}, !lockFirst); err != nil {
 			return w, err
 		}
 	}
 	return nil, nil
 }
 
-// appendAll sends, in one round trip, the lock of ws' timer rows, their
-// events and the statements of their effects. It answers the write whose
-// events were stale, if one's were.
-func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write) (*Write, error) {
-	var locked []string
+// lockTimers is the statement that locks the timer rows of ws' jobs that
+// exist already (nil: none), in job order.
+func lockTimers(ws []*Write) *eventstore.Statement {
+	var ids []string
+	for _, w := range ws {
+		if w.L.Version > 0 {
+			ids = append(ids, w.jobID())
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	return &eventstore.Statement{SQL: qLockJobTimers, Args: []any{eventstore.UUIDs(ids)}}
+}
+
+// appendAll sends, in one round trip, the lock of ws' timer rows (with
+// lock), their events and the statements of their effects. It answers the
+// write whose events were stale, if one's were.
+func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write, lock bool) (*Write, error) {
 	var appends []eventstore.StreamAppend
 	var appenders []*Write // the write of each append
 	var fx effectRows
 	for _, w := range ws {
-		if w.L.Version > 0 {
-			locked = append(locked, w.jobID())
-		}
 		if len(w.Events) > 0 {
 			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.jobID()), Expected: w.L.Version, Events: w.Events})
 			appenders = append(appenders, w)
 		}
 		s.addEffects(&fx, w)
 	}
-	// The timer rows first, then the append: the order of the deadline
-	// sweep too, so none waits on another in a circle (the append's
-	// version is what the others' inserts wait on).
 	var before []eventstore.Statement
-	if len(locked) > 0 {
-		before = append(before, eventstore.Statement{SQL: qLockJobTimers, Args: []any{eventstore.UUIDs(locked)}})
+	if l := lockTimers(ws); lock && l != nil {
+		before = append(before, *l)
 	}
 	err := s.events.AppendAll(ctx, tx, before, appends, fx.statements())
 	if ce := (*eventstore.ConflictError)(nil); errors.As(err, &ce) && len(ce.Stale) > 0 {

@@ -219,3 +219,44 @@ func TestTimerPrecedence(t *testing.T) {
 		require.Equal(t, string(c.want), phase, name)
 	}
 }
+
+// hookedQueue runs before at each insert, in the inserting transaction's
+// lifetime.
+type hookedQueue struct {
+	queued
+	before func()
+}
+
+func (q *hookedQueue) InsertTx(ctx context.Context, tx pgx.Tx, jobs []Enqueued) ([]int64, error) {
+	q.before()
+	return q.queued.InsertTx(ctx, tx, jobs)
+}
+
+// TestTimerLockedBeforeRiverJobs: a write that inserts River jobs holds
+// its job's timer row before it inserts them (as it does before its
+// append), the deadline sweep's order: another transaction cannot take
+// the row meanwhile.
+func TestTimerLockedBeforeRiverJobs(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	q := &hookedQueue{}
+	s := New(pool, eventstore.New(pool), q, Config{LostAfter: 10 * time.Second, CallbackGrace: 45 * time.Second})
+	l := newJob(t, s)
+	require.NoError(t, s.events.InTx(ctx, func(tx pgx.Tx) error {
+		return s.AppendTx(ctx, tx, l, domain.Effects{Timer: &domain.Timer{Phase: domain.PhaseRouted, Due: time.Now().Add(time.Hour)}})
+	}))
+	var tried bool
+	q.before = func() {
+		tried = true
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, "SELECT 1 FROM job_timers WHERE job_id = $1 FOR UPDATE NOWAIT", l.JobID)
+			return err
+		})
+		require.Error(t, err, "the timer row is held by the writing transaction")
+	}
+	require.NoError(t, s.events.InTx(ctx, func(tx pgx.Tx) error {
+		return s.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: 2}})
+	}))
+	require.True(t, tried)
+}

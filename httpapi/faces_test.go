@@ -185,8 +185,8 @@ func TestNoRiverBehindTheHandlers(t *testing.T) {
 }
 
 // TestTrailingSlash: a path with a trailing slash is redirected to the
-// one without, as gin did; one holding text that cannot be stored is
-// refused first.
+// one without, as gin did, and only ever to a path of this host; one
+// holding text that cannot be stored is refused first.
 func TestTrailingSlash(t *testing.T) {
 	t.Parallel()
 	api := fakeAPI(Deps{})
@@ -198,6 +198,9 @@ func TestTrailingSlash(t *testing.T) {
 		{"GET", "/v1/jobs/?limit=5", http.StatusMovedPermanently, "/v1/jobs?limit=5"},
 		{"DELETE", "/v1/keys/k1/", http.StatusTemporaryRedirect, "/v1/keys/k1"},
 		{"DELETE", "/v1/keys/%C3%2F?0=0", http.StatusBadRequest, ""},
+		{"GET", "//evil.example/", http.StatusNotFound, ""}, // never a Location to another host
+		{"GET", "///evil.example//", http.StatusNotFound, ""},
+		{"GET", "/%5Cevil.example/", http.StatusMovedPermanently, "/%5Cevil.example"},
 		{"GET", "/v1/nothing", http.StatusNotFound, ""},
 	} {
 		req := httptest.NewRequest(tc.method, tc.path, nil)

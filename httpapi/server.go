@@ -108,9 +108,11 @@ func New(deps Deps) *gin.Engine {
 			_ = c.Error(Invalid("path", "the path must be UTF-8 text without NUL characters"))
 			return
 		}
-		if len(p) > 1 && strings.HasSuffix(p, "/") {
+		// Only to a path of this host: "//evil.com/" would answer a
+		// Location a browser takes for another host.
+		if trimmed := strings.TrimRight(p, "/"); trimmed != "" && trimmed != p && !strings.HasPrefix(trimmed, "//") {
 			u := *c.Request.URL
-			u.Path, u.RawPath = strings.TrimRight(p, "/"), ""
+			u.Path, u.RawPath = trimmed, ""
 			code := http.StatusMovedPermanently // as gin redirected
 			if c.Request.Method != http.MethodGet {
 				code = http.StatusTemporaryRedirect

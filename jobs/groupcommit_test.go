@@ -45,3 +45,22 @@ func TestSubmitsShareATransaction(t *testing.T) {
 		require.Equal(t, want, err == nil, "job of item %d written", i)
 	}
 }
+
+// TestRepeatedKeyGoesToTheFirstToArrive: of two submits with one
+// Idempotency-Key and different bodies in one transaction, the one that
+// came first gets the job, whatever their job ids' order.
+func TestRepeatedKeyGoesToTheFirstToArrive(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	ctx := context.Background()
+	sub := func(payload string) *batchItem {
+		x := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(payload), IdempotencyKey: "k"}
+		require.NoError(t, s.prepare(ctx, &x))
+		return newBatchItem(ctx, x, domain.Metadata{Actor: "test"})
+	}
+	early, late := sub(`{"n":1}`), sub(`{"n":2}`) // late's job id sorts after early's
+	s.commitSubmits(ctx, []*batchItem{late, early})
+	got, first := <-early.done, <-late.done
+	require.NoError(t, first.err, "the first to arrive gets the job")
+	require.ErrorIs(t, got.err, ErrConflict, "the other request with the key")
+}

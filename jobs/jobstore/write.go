@@ -97,6 +97,8 @@ type Write struct {
 	done chan struct{}
 	// River's jobs inserted for the write (0: none).
 	dispatchJob, callbackJob int64
+	// arrival is the write's place in its Commit's list.
+	arrival int
 }
 
 // Slot is the slot an attempt takes of its agent before it starts; with
@@ -152,6 +154,8 @@ func (w *Write) riverCallback() bool {
 // AppendTx writes evs, decided on l, with their effects fx in tx (the
 // caller's), and on success moves l on to the fold after them. A stale
 // version is eventstore.ErrConflict: the caller reloads and decides again.
+// On any error the caller must roll tx back: the statements go out
+// together, so some of them may have run.
 func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.Effects, evs ...domain.Event) error {
 	w := &Write{L: l, Events: evs, Effects: fx}
 	if err := w.Decide(); err != nil {
@@ -309,6 +313,9 @@ type Prelude struct {
 // again without it (ErrNoSlot leaves one out without a second run). A
 // deadlock or serialization failure runs them all again, a few times.
 func (s *Store) Commit(ctx context.Context, ws []*Write, pre *Prelude) {
+	for i, w := range ws {
+		w.arrival = i
+	}
 	pending := slices.Clone(ws)
 	// One order for every transaction's row locks (job by job), so two
 	// shared transactions never wait on each other in a circle.
@@ -382,7 +389,10 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 		return nil, err
 	}
 	if pre != nil && pre.Prepare != nil {
-		if err := pre.Prepare(ctx, tx, at, ws); err != nil {
+		// Decided in the order the writes came (a repeated Idempotency-Key
+		// belongs to the submit that came first), written in job order.
+		arrived := slices.SortedStableFunc(slices.Values(ws), func(a, b *Write) int { return cmp.Compare(a.arrival, b.arrival) })
+		if err := pre.Prepare(ctx, tx, at, arrived); err != nil {
 			return nil, err
 		}
 	}

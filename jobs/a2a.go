@@ -21,6 +21,7 @@ import (
 	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/telemetry"
+	"github.com/agentreach/agentreach/jobs/dispatch"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 )
@@ -35,15 +36,21 @@ const (
 	ReasonTaskLost     = "a2a_task_lost"
 )
 
-// deliverA2A sends the attempt to an A2A agent as SendMessage and reads
-// what the agent answered into an outcome.
-func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *jobstore.Loaded, attempt int, deadline time.Time) domain.Observation {
-	ctx, wait, wrote, end := s.deliveryCtx(ctx, "deliver a2a", a, l, attempt, deadline)
-	defer end()
-	send := a2aclient.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: attempt, Capability: l.Capability,
-		Payload: l.Payload, Header: s.a2aHeader(ctx, l, attempt)}
+// a2aCarrier is the A2A carrier (dispatch.Carrier): it sends the attempt
+// to an A2A agent as SendMessage and reads what the agent answered into
+// an outcome.
+type a2aCarrier struct{ s *Service }
+
+// Span implements dispatch.Carrier.
+func (a2aCarrier) Span() string { return "deliver a2a" }
+
+// Carry implements dispatch.Carrier.
+func (c a2aCarrier) Carry(ctx context.Context, a *registry.Agent, at dispatch.Attempt) domain.Observation {
+	s, l := c.s, at.L
+	send := a2aclient.Send{Endpoint: a.Endpoint, JobID: l.JobID, Attempt: at.N, Capability: l.Capability,
+		Payload: l.Payload, Header: s.a2aHeader(ctx, l, at.N)}
 	if s.takesPush(a) {
-		send.Push = s.pushTarget(a, l.JobID, attempt)
+		send.Push = s.pushTarget(a, l.JobID, at.N)
 	}
 	task, err := s.a2a.SendMessage(ctx, send)
 	var rpc *a2aclient.RPCError
@@ -58,20 +65,17 @@ func (s *Service) deliverA2A(ctx context.Context, a *registry.Agent, l *jobstore
 	case errors.As(err, &rpc) && rpc.Incompatible():
 		return domain.Observation{Kind: domain.ObservedRejected, Reason: ReasonIncompatible, ErrText: rpc.Error()}
 	case errors.As(err, &rpc):
-		return domain.Observation{Kind: domain.ObservedFailed, Reason: "a2a_error_" + strconv.Itoa(-rpc.Code), ErrText: truncate(rpc.Error(), 256)}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "a2a_error_" + strconv.Itoa(-rpc.Code), ErrText: dispatch.Truncate(rpc.Error(), 256)}
 	case errors.As(err, &httpErr) && httpErr.Status == http.StatusTooManyRequests:
-		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_429", ErrText: "agent is rate limiting",
-			RetryAfter: parseRetryAfter(httpErr.RetryAfter, s.now())}
+		return dispatch.RateLimited(httpErr.RetryAfter, s.now())
 	case errors.As(err, &httpErr):
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_" + strconv.Itoa(httpErr.Status), ErrText: httpErr.Body}
 	case errors.Is(err, a2a.ErrBadTask):
-		return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response", ErrText: truncate(err.Error(), 256)}
-	case err != nil && ctx.Err() != nil && wrote() && wait.Before(deadline):
-		return domain.Observation{Kind: domain.ObservedAccepted, Poll: true}
-	case err != nil && ctx.Err() != nil && wrote():
-		return domain.Observation{Kind: domain.ObservedHung, Reason: "timeout", ErrText: "no answer by the deadline"}
+		return domain.Observation{Kind: domain.ObservedFailed, Reason: "bad_response", ErrText: dispatch.Truncate(err.Error(), 256)}
 	case err != nil:
-		return domain.Observation{Kind: domain.ObservedFailed, Reason: classifyNetErr(ctx, err), ErrText: err.Error()}
+		out := dispatch.Unanswered(ctx, at, err)
+		out.Poll = out.Kind == domain.ObservedAccepted // the poller reads what the agent makes of it
+		return out
 	}
 	// Every attempt an agent holds is looked after by the poller: it reads
 	// the task of an agent that does not push, and watches that of one
@@ -96,13 +100,13 @@ func a2aOutcome(t a2a.Task, poll bool) domain.Observation {
 	case a2a.StateFailed:
 		// The agent's words are the job's error; its artifacts, if any, the result.
 		out.Kind, out.Status, out.Result, out.BizCode = domain.ObservedResult, domain.StatusFailed, t.Result, "a2a_failed"
-		if out.ErrText = truncate(t.StatusText(), 1024); out.ErrText != "" && t.FromMessage {
+		if out.ErrText = dispatch.Truncate(t.StatusText(), 1024); out.ErrText != "" && t.FromMessage {
 			out.Result = nil
 		}
 	case a2a.StateRejected:
 		out.Kind, out.Reason, out.ErrText, out.Result = domain.ObservedRejected, ReasonRejected, "the agent rejected the task", t.Result
 		if text := t.StatusText(); text != "" {
-			out.ErrText = truncate(out.ErrText+": "+text, 256)
+			out.ErrText = dispatch.Truncate(out.ErrText+": "+text, 256)
 		}
 	case a2a.StateCanceled:
 		out.Kind, out.Result = domain.ObservedCancelled, t.Result
@@ -415,7 +419,7 @@ func (w *a2aPollWorker) lost(ctx context.Context, job *river.Job[A2APollArgs], t
 			now, agentID := s.now().UTC(), l.AgentID
 			evs, fx := domain.Reroute(&l.Job, func(at time.Time) domain.Event {
 				return domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: job.Args.Attempt, AgentID: agentID,
-					Reason: ReasonTaskLost, Error: truncate(fmt.Sprintf("the agent no longer knows its task %s (%v)", taskID, cause), 256),
+					Reason: ReasonTaskLost, Error: dispatch.Truncate(fmt.Sprintf("the agent no longer knows its task %s (%v)", taskID, cause), 256),
 					RetryAt: at}, md)
 			}, now, md, ReasonTaskLost)
 			fx.Sample = &domain.Sample{AgentID: agentID, At: now, OK: false}
@@ -488,14 +492,4 @@ func (s *Service) cancelAtAgent(ctx context.Context, l *jobstore.Loaded) {
 			s.logger.InfoContext(ctx, "a2a cancel at the agent", "job_id", l.JobID, "agent_id", a.AgentID, "err", err)
 		}
 	}()
-}
-
-// excluded are the agents the next attempt must avoid: the last one that
-// failed, and every one that refused the job.
-func excluded(l *jobstore.Loaded) []string {
-	out := append([]string(nil), l.RefusedBy...)
-	if l.LastFailedAgent != "" {
-		out = append(out, l.LastFailedAgent)
-	}
-	return out
 }

@@ -20,7 +20,9 @@ import (
 
 	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs/callback"
+	"github.com/agentreach/agentreach/jobs/dispatch"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql/queries"
@@ -353,7 +355,7 @@ func (s *Service) deliverA2APushes(ctx context.Context, l *jobstore.Loaded, try 
 	if err != nil {
 		return err
 	}
-	s.metrics.callbacks.Add(ctx, 1, withAttrs(attribute.Bool("acknowledged", pending == 0)))
+	s.metrics.callbacks.Add(ctx, 1, telemetry.WithAttrs(attribute.Bool("acknowledged", pending == 0)))
 	switch {
 	case pending == 0:
 		return nil
@@ -425,7 +427,7 @@ func (s *Service) postA2APushes(ctx context.Context, l *jobstore.Loaded, configs
 			out[i].StatusCode, out[i].Delivered = code, err == nil && code/100 == 2
 			switch {
 			case err != nil:
-				out[i].Error = truncate(err.Error(), 256)
+				out[i].Error = dispatch.Truncate(err.Error(), 256)
 			case !out[i].Delivered:
 				out[i].Error = "answered " + strconv.Itoa(code)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/dispatch"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
@@ -37,10 +38,10 @@ type batchItem struct {
 	with func(ctx context.Context, tx pgx.Tx, jobID string) error
 
 	res domain.SubmitResult
-	// reserved: the submit holds a direct dispatcher (direct.go), which
+	// reserved: the submit holds a direct dispatcher (dispatch/direct.go), which
 	// starts on direct once the transaction committed.
 	reserved bool
-	direct   directStart
+	direct   dispatch.Start
 }
 
 type batchResult struct {
@@ -165,12 +166,12 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 	for i, it := range batch {
 		w := ws[i]
 		if it.reserved {
-			if w.Err == nil && it.direct.l != nil {
-				s.startDirect(it.direct)
+			if w.Err == nil && it.direct.L != nil {
+				s.dispatcher.Direct(it.direct)
 			} else {
-				s.releaseDirect()
+				s.dispatcher.Release()
 			}
-			it.reserved, it.direct = false, directStart{}
+			it.reserved, it.direct = false, dispatch.Start{}
 		}
 		if w.Err != nil {
 			it.done <- batchResult{err: w.Err}
@@ -198,7 +199,7 @@ func sameKey(first, it *batchItem) (domain.SubmitResult, error) {
 // Idempotency-Key names an earlier job writes nothing; one refused fails
 // alone (w.Err).
 func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *jobstore.Write, it *batchItem, patterns approvalPatterns) {
-	w.Events, w.Effects, w.Slot, it.direct = nil, domain.Effects{}, nil, directStart{}
+	w.Events, w.Effects, w.Slot, it.direct = nil, domain.Effects{}, nil, dispatch.Start{}
 	sub := it.sub // a try of its own: the checks fill in its root
 	plain := sub.IdempotencyKey == "" && sub.ParentJobID == ""
 	if !plain {
@@ -225,7 +226,7 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 	switch {
 	case step == domain.SubmitApproval:
 		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)}
-	case step == domain.SubmitDirect && (it.reserved || s.reserveDirect()):
+	case step == domain.SubmitDirect && (it.reserved || s.dispatcher.Reserve()):
 		it.reserved = true
 		if err := s.directStart(w, it, at); err != nil {
 			w.Err = err
@@ -263,7 +264,7 @@ func (s *Service) checkSubmit(ctx context.Context, tx pgx.Tx, sub *domain.Submit
 
 // directStart readies the submission of w for its direct dispatcher, as
 // of its transaction's time at: the fold its dispatcher starts from and,
-// routed at once when it can be (routeAtSubmit), its ROUTED in the same
+// routed at once when it can be (dispatch.Dispatcher.RouteAtSubmit), its ROUTED in the same
 // append as its SUBMITTED, with the routed timer and the agent's slot. One
 // that cannot be waits on the queued timer, naming no River job, for its
 // dispatcher to route it.
@@ -273,8 +274,8 @@ func (s *Service) directStart(w *jobstore.Write, it *batchItem, at time.Time) er
 	if err != nil {
 		return err
 	}
-	it.direct = directStart{l: l}
-	routed, agent, deadline := s.routeAtSubmit(l)
+	it.direct = dispatch.Start{L: l}
+	routed, agent, deadline := s.dispatcher.RouteAtSubmit(l)
 	if agent == nil {
 		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter)}
 		return nil
@@ -284,8 +285,21 @@ func (s *Service) directStart(w *jobstore.Write, it *batchItem, at time.Time) er
 	}
 	w.Events = append(w.Events, routed)
 	l.RoutedAt = at
-	it.direct.agent, it.direct.deadline = agent, deadline
+	it.direct.Agent, it.direct.Deadline = agent, deadline
 	w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseRouted, Due: deadline.Add(s.cfg.LostAfter), AgentID: agent.AgentID}
 	w.Slot = &jobstore.Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, Attempt: 1}
 	return nil
+}
+
+// submittedFold is the fold of a job whose stream is evs, appended by a
+// transaction that began at at: what Load would read once it committed.
+func submittedFold(jobID string, evs []domain.Event, at time.Time) (*jobstore.Loaded, error) {
+	l := &jobstore.Loaded{TraceID: evs[0].Metadata.TraceID, SubmittedAt: at, UpdatedAt: at}
+	stream := domain.JobStream(jobID)
+	for _, e := range evs {
+		if err := l.ApplyNew(stream, e, at); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }

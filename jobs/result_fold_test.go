@@ -29,7 +29,7 @@ func TestReportResultAnswersItsOwnFold(t *testing.T) {
 	require.NoError(t, err)
 	l, err := s.Load(ctx, nil, res.JobID)
 	require.NoError(t, err)
-	_, err = s.recordRouted(ctx, l, agent, routedEvent(l, agent.AgentID))
+	err = recordRouted(ctx, s, l, agent, routedEvent(l, agent.AgentID))
 	require.NoError(t, err)
 
 	_, got, err := s.ReportResult(ctx, res.JobID, token, domain.ResultReport{Status: domain.StatusSuccess, Result: json.RawMessage(`{}`)}, domain.Metadata{Actor: "test"})

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,7 +23,9 @@ import (
 	a2aclient "github.com/agentreach/agentreach/a2a/client"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs/callback"
+	"github.com/agentreach/agentreach/jobs/dispatch"
 	"github.com/agentreach/agentreach/jobs/inbox"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/netguard"
@@ -190,7 +191,7 @@ type Service struct {
 	jobs         *jobstore.Store  // the unit of work: every change to a job
 	callbacks    *callback.Sender // calls callers back
 	inbox        *inbox.Inbox     // the pull agents' inboxes
-	direct       atomic.Pointer[directDispatch]
+	dispatcher   *dispatch.Dispatcher
 	legacyMu     sync.Mutex
 	legacy       bool      // legacyPushes' answer,
 	legacyUntil  time.Time // good until then
@@ -216,11 +217,15 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		Now: func() time.Time { return s.now() }, Finished: s.countFinished})
 	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
 		Now: func() time.Time { return s.now() }, Jitter: s.jitter, Claimed: func(ctx context.Context) {
-			s.metrics.deliveries.Add(ctx, 1, withAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
+			s.metrics.deliveries.Add(ctx, 1, telemetry.WithAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
 				attribute.String("reason", "claimed")))
 		}})
 	s.callbacks = callback.New(pool, store, s.jobs, s.http, a2aPushes{s}, logger, callback.Config{Secret: cfg.CallbackSecret,
 		Now: func() time.Time { return s.now() }})
+	s.dispatcher = dispatch.New(store, s.jobs, reg, s.inbox, s.callbacks,
+		dispatch.Carriers{Push: dispatch.Push{HTTP: s.http, ResultURL: s.resultURL, Now: func() time.Time { return s.now() }}, A2A: a2aCarrier{s}},
+		logger, dispatch.Config{InlineWait: cfg.InlineWait, RouteWait: cfg.RouteWait, CapacityWait: cfg.CapacityWait, LostAfter: cfg.LostAfter,
+			HoldFor: pressureEvery, Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter, HoldLow: s.holdLow})
 	s.initTelemetry()
 	return s
 }
@@ -247,6 +252,10 @@ func (s *Service) resultURL(id string) string { return s.cfg.PublicURL + "/v1/jo
 // Callbacks returns the sender that calls callers back, and the secrets
 // that sign their callbacks.
 func (s *Service) Callbacks() *callback.Sender { return s.callbacks }
+
+// Dispatcher returns the dispatch room: it makes attempts, run by River's
+// dispatch worker and directly by the process that committed a submit.
+func (s *Service) Dispatcher() *dispatch.Dispatcher { return s.dispatcher }
 
 // Config returns the service's configuration, defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
@@ -312,7 +321,7 @@ func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Me
 		return domain.SubmitResult{}, err
 	}
 	if !res.Existing {
-		s.metrics.submitted.Add(ctx, 1, withAttrs(attribute.String("namespace", sub.Namespace),
+		s.metrics.submitted.Add(ctx, 1, telemetry.WithAttrs(attribute.String("namespace", sub.Namespace),
 			attribute.String("priority", string(sub.Priority))))
 	}
 	return res, nil

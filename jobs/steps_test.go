@@ -38,9 +38,18 @@ func routedEvent(l *jobstore.Loaded, agentID string) domain.Event {
 	return domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: l.Attempts + 1, AgentID: agentID}, domain.Metadata{Actor: "test"})
 }
 
-// recordRouted takes one of the agent's slots with ROUTED, refuses the
-// attempt with jobstore.ErrNoSlot (and writes nothing) when every slot is taken, and
-// appendTx gives the slot back when an event ends the attempt.
+// recordRouted appends ROUTED as the dispatcher does: with the agent's
+// slot, in a write of the unit of work.
+func recordRouted(ctx context.Context, s *Service, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) error {
+	attempt := l.Attempts + 1
+	return s.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed},
+		Effects: domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted, Due: time.Now().Add(time.Minute)}},
+		Slot:    &jobstore.Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt}})
+}
+
+// A write of ROUTED takes one of the agent's slots, is refused with
+// jobstore.ErrNoSlot (and writes nothing) when every slot is taken, and
+// AppendTx gives the slot back when an event ends the attempt.
 func TestSlotsAreTakenAtRoutedAndGivenBack(t *testing.T) {
 	t.Parallel()
 	s := newService(t)
@@ -48,12 +57,12 @@ func TestSlotsAreTakenAtRoutedAndGivenBack(t *testing.T) {
 	agent := &registry.Agent{AgentRegistration: domain.AgentRegistration{AgentID: "one-slot", MaxConcurrent: 1}}
 	first, second := submitOne(t, s), submitOne(t, s)
 
-	_, err := s.recordRouted(ctx, first, agent, routedEvent(first, agent.AgentID))
+	err := recordRouted(ctx, s, first, agent, routedEvent(first, agent.AgentID))
 	require.NoError(t, err)
 	require.Equal(t, agent.AgentID, first.SlotHolder)
 	require.Equal(t, 1, slotsOf(t, s, agent.AgentID))
 
-	_, err = s.recordRouted(ctx, second, agent, routedEvent(second, agent.AgentID))
+	err = recordRouted(ctx, s, second, agent, routedEvent(second, agent.AgentID))
 	require.ErrorIs(t, err, jobstore.ErrNoSlot)
 	again, err := s.Load(ctx, nil, second.JobID)
 	require.NoError(t, err)
@@ -66,14 +75,14 @@ func TestSlotsAreTakenAtRoutedAndGivenBack(t *testing.T) {
 			domain.AttemptFailed{Attempt: 1, AgentID: agent.AgentID, Reason: "http_503"}, domain.Metadata{Actor: "test"}))
 	}))
 	require.Zero(t, slotsOf(t, s, agent.AgentID))
-	_, err = s.recordRouted(ctx, again, agent, routedEvent(again, agent.AgentID))
+	err = recordRouted(ctx, s, again, agent, routedEvent(again, agent.AgentID))
 	require.NoError(t, err)
 	require.Equal(t, 1, slotsOf(t, s, agent.AgentID))
 
 	// An agent without a limit still has its attempts counted.
 	free := &registry.Agent{AgentRegistration: domain.AgentRegistration{AgentID: "unlimited"}}
 	third := submitOne(t, s)
-	_, err = s.recordRouted(ctx, third, free, routedEvent(third, free.AgentID))
+	err = recordRouted(ctx, s, third, free, routedEvent(third, free.AgentID))
 	require.NoError(t, err)
 	require.Equal(t, 1, slotsOf(t, s, free.AgentID))
 }

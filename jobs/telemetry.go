@@ -2,8 +2,6 @@ package jobs
 
 import (
 	"context"
-	"strings"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -12,6 +10,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/internal/telemetry"
 )
 
 // instruments are the service's own metrics.
@@ -42,38 +41,18 @@ func (s *Service) SetTelemetry(tp trace.TracerProvider, mp metric.MeterProvider)
 	s.tracer = tp.Tracer("github.com/agentreach/agentreach/jobs")
 	s.metrics = newInstruments(mp)
 	s.callbacks.SetTelemetry(s.tracer, s.metrics.callbacks)
+	s.dispatcher.SetTelemetry(s.tracer, s.metrics.deliveries, s.metrics.duration)
 }
 
 func (s *Service) initTelemetry() {
 	s.tracer = tracenoop.NewTracerProvider().Tracer("")
 	s.metrics = newInstruments(noop.NewMeterProvider())
 	s.callbacks.SetTelemetry(s.tracer, s.metrics.callbacks)
+	s.dispatcher.SetTelemetry(s.tracer, s.metrics.deliveries, s.metrics.duration)
 }
 
 func (s *Service) countFinished(ctx context.Context, before, after domain.JobStatus) {
 	if !before.Terminal() && after.Terminal() {
-		s.metrics.finished.Add(ctx, 1, withAttrs(attribute.String("status", string(after))))
+		s.metrics.finished.Add(ctx, 1, telemetry.WithAttrs(attribute.String("status", string(after))))
 	}
-}
-
-// measureOpts are metric attribute options by their key=value pairs: an
-// attribute set is built once, not at every measurement (a set sorts and
-// copies its attributes).
-var measureOpts sync.Map // string → metric.MeasurementOption
-
-// withAttrs is metric.WithAttributes(kv...), built once per distinct kv.
-func withAttrs(kv ...attribute.KeyValue) metric.MeasurementOption {
-	var key strings.Builder
-	for _, a := range kv {
-		key.WriteString(string(a.Key))
-		key.WriteByte('=')
-		key.WriteString(a.Value.String())
-		key.WriteByte(0)
-	}
-	if o, ok := measureOpts.Load(key.String()); ok {
-		return o.(metric.MeasurementOption)
-	}
-	o := metric.WithAttributes(kv...)
-	measureOpts.Store(key.String(), o)
-	return o
 }

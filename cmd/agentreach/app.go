@@ -246,7 +246,7 @@ func (a *App) background(ctx context.Context) {
 	}
 	a.riverStarted.Store(true)
 	if a.cfg.DirectDispatchers > 0 && a.cfg.GroupCommitWindow > 0 {
-		a.jobs.StartDirectDispatch(ctx, a.cfg.DirectDispatchers)
+		a.jobs.Dispatcher().StartDirect(ctx, a.cfg.DirectDispatchers)
 	}
 	a.goRun(func() { a.sweeper.Run(ctx) })
 }
@@ -287,7 +287,7 @@ func (a *App) Close(ctx context.Context) error {
 		err = a.server.Shutdown(ctx)
 	}
 	if a.jobs != nil {
-		a.jobs.StopDirectDispatch(ctx)
+		a.jobs.Dispatcher().StopDirect(ctx)
 	}
 	if a.riverStarted.Load() {
 		if rerr := a.river.Stop(ctx); rerr != nil {

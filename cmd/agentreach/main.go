@@ -26,6 +26,7 @@ import (
 	"github.com/agentreach/agentreach/internal/devdb"
 	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/jobs/dispatch"
 	"github.com/agentreach/agentreach/registry"
 	arsql "github.com/agentreach/agentreach/sql"
 )
@@ -223,7 +224,7 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	cfg.Jobs.ApprovalPatterns = splitList(m.Getenv("AGENTREACH_APPROVAL"))
 	fs.DurationVar(&cfg.GroupCommitWindow, "group-commit-window", 2*time.Millisecond, "gather concurrent submits into one transaction for at most this long (0: off)")
 	fs.IntVar(&cfg.CommitWorkers, "commit-workers", jobs.DefaultCommitWorkers(), "transactions of gathered submits (and as many of gathered writes) run at once: by default one per two CPUs, from 1 to 4")
-	fs.IntVar(&cfg.DirectDispatchers, "direct-dispatchers", jobs.DefaultDirectDispatchers, "first attempts of group-committed submits dispatched at once by the process that committed them, with no River job (0: all through River)")
+	fs.IntVar(&cfg.DirectDispatchers, "direct-dispatchers", dispatch.DefaultDirectDispatchers, "first attempts of group-committed submits dispatched at once by the process that committed them, with no River job (0: all through River)")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 200, "requests per second per API key (token bucket; 0 = no limit)")
 	fs.Float64Var(&cfg.RateBurst, "rate-burst", 400, "burst of the per-key rate limit")
 	fs.Float64Var(&cfg.AuthFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (0 = no limit)")

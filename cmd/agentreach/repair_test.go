@@ -125,10 +125,10 @@ func TestWatchdogRequeuesStuckWork(t *testing.T) {
 	// queued timer names no River job, and the watchdog enqueues the
 	// attempt in River. One routed with its submit: its routed timer
 	// declares the attempt lost after its deadline, and it is retried.
-	svc.m.app.jobs.HoldDirectDispatch(true)
+	svc.m.app.jobs.Dispatcher().HoldDirect(true)
 	queued := submitOK(t, base, `{"capability":"t.wd2","payload":{}}`)
 	routed := submitOK(t, base, `{"capability":"t.wd","payload":{},"timeout_ms":200,"backoff_base_ms":100}`)
-	svc.m.app.jobs.HoldDirectDispatch(false)
+	svc.m.app.jobs.Dispatcher().HoldDirect(false)
 	newTestAgent(t, base, "wd2", "t.wd2", 50, answer("SUCCESS", ""))
 	rid, phase = timerJob(queued)
 	require.Equal(t, "queued", phase)

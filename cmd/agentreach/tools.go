@@ -175,7 +175,7 @@ func (p *inProcess) DropDispatchBacklog(ctx context.Context) error {
 // resumes direct dispatch (what a submit writes while held waits for the
 // sweep, or for DropDispatchBacklog).
 func (p *inProcess) SetDispatchPaused(ctx context.Context, paused bool) error {
-	p.m.app.jobs.HoldDirectDispatch(paused)
+	p.m.app.jobs.Dispatcher().HoldDirect(paused)
 	set := p.m.app.river.QueueResume
 	if paused {
 		set = p.m.app.river.QueuePause

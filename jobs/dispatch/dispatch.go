@@ -1,0 +1,304 @@
+// Package dispatch is the dispatch room: one attempt of a job, routed,
+// carried to its agent and recorded (route → deliver → record), as
+// domain.PlanDispatch plans it. River's dispatch worker runs it, and so
+// does the process that committed a plain submit (direct.go); the room
+// itself knows nothing of River: a run completes its River job, if it has
+// one, through Run.Complete.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/telemetry"
+	"github.com/agentreach/agentreach/jobs/callback"
+	"github.com/agentreach/agentreach/jobs/inbox"
+	"github.com/agentreach/agentreach/jobs/jobstore"
+	"github.com/agentreach/agentreach/registry"
+)
+
+// Config tunes dispatch; the jobs service fills it from its own.
+type Config struct {
+	// InlineWait bounds how long a delivery waits for an inline answer.
+	InlineWait time.Duration
+	// RouteWait is how long an attempt of a job that names no
+	// route_wait_ms waits for a routable agent.
+	RouteWait time.Duration
+	// CapacityWait is how long an attempt waits when every candidate is
+	// at capacity, unless its namespace's routing policy says otherwise.
+	CapacityWait time.Duration
+	// LostAfter is how long past its deadline a routed attempt with no
+	// outcome is declared lost, and how long a queued one may go
+	// unrouted.
+	LostAfter time.Duration
+	// HoldFor is how old the queue depths that hold low work back may be.
+	HoldFor time.Duration
+	// Policy is what the attempt decisions need of the configuration.
+	Policy domain.AttemptPolicy
+	// Now and Jitter are the clock and the retry jitter.
+	Now    func() time.Time
+	Jitter func() float64
+	// HoldLow reports whether namespace ns's low lane is held back
+	// (backpressure: high work is waiting).
+	HoldLow func(ctx context.Context, ns string) bool
+}
+
+// Carriers are the deliveries by protocol: A2A agents get SendMessage,
+// every other push agent the native push (Push). A pull agent's attempt
+// goes to its inbox instead: the agent's claim delivers it.
+type Carriers struct {
+	Push, A2A Carrier
+}
+
+// Dispatcher makes attempts of jobs.
+type Dispatcher struct {
+	cfg       Config
+	events    *eventstore.Store
+	jobs      *jobstore.Store
+	registry  *registry.Registry
+	inbox     *inbox.Inbox
+	callbacks *callback.Sender
+	carriers  Carriers
+	logger    *slog.Logger
+
+	tracer     trace.Tracer
+	deliveries metric.Int64Counter
+	duration   metric.Float64Histogram
+
+	direct atomic.Pointer[directPool]
+}
+
+// New returns a Dispatcher; telemetry is off until SetTelemetry.
+func New(events *eventstore.Store, jobs *jobstore.Store, reg *registry.Registry, in *inbox.Inbox, cb *callback.Sender,
+	carriers Carriers, logger *slog.Logger, cfg Config) *Dispatcher {
+	d := &Dispatcher{cfg: cfg, events: events, jobs: jobs, registry: reg, inbox: in, callbacks: cb, carriers: carriers, logger: logger}
+	m := noop.NewMeterProvider().Meter("")
+	deliveries, _ := m.Int64Counter("")
+	duration, _ := m.Float64Histogram("")
+	d.SetTelemetry(tracenoop.NewTracerProvider().Tracer(""), deliveries, duration)
+	return d
+}
+
+// SetTelemetry gives the dispatcher its tracer and the delivery metrics:
+// deliveries by outcome and reason, and their round trips.
+func (d *Dispatcher) SetTelemetry(tracer trace.Tracer, deliveries metric.Int64Counter, duration metric.Float64Histogram) {
+	d.tracer, d.deliveries, d.duration = tracer, deliveries, duration
+}
+
+// Run is one dispatch of an attempt: by River's dispatch job, or directly
+// in the process that committed the submit, with no River job.
+type Run struct {
+	Attempt int
+	// WaitingSince is when the attempt began waiting for a routable agent.
+	WaitingSince time.Time
+	// Cause is what the events record as their causation.
+	Cause string
+	// Complete completes the run's River job in tx, when the run ends
+	// waiting or without an agent; nil for a direct run.
+	Complete func(ctx context.Context, tx pgx.Tx) error
+}
+
+func (run Run) complete(ctx context.Context, tx pgx.Tx) error {
+	if run.Complete == nil {
+		return nil
+	}
+	return run.Complete(ctx, tx)
+}
+
+// Dispatch makes one attempt on the fold l as domain.PlanDispatch plans
+// it: route, record ROUTED, deliver without holding a transaction, then
+// record the outcome; or wait, or spend the attempt when no agent can
+// take it. A dispatch whose attempt already started, or whose job moved
+// on, does nothing. An error means the attempt may not have started:
+// River retries it (a direct run hands it to River); the next run
+// reloads and sees whether it did.
+func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) error {
+	ctx, span := d.span(ctx, l, run.Attempt)
+	defer span.End()
+	if !l.CanStart(run.Attempt) {
+		return nil // stale: this attempt started already, or the job moved on
+	}
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.Cause}
+	in := domain.DispatchInput{Attempt: run.Attempt, WaitingSince: run.WaitingSince, HoldFor: d.cfg.HoldFor,
+		RouteWait: l.RouteWait(d.cfg.RouteWait), CapacityWait: d.capacityWait(l.Namespace), Now: d.cfg.Now().UTC(), Jitter: d.cfg.Jitter(), Metadata: md}
+	in.HoldLow = l.Priority == domain.PriorityLow && d.cfg.HoldLow(ctx, l.Namespace)
+	var agent *registry.Agent
+	if !in.HoldLow {
+		in.Route, agent = d.route(l)
+		in.Chosen, in.Pull = agent != nil, agent != nil && agent.Pull()
+	}
+	plan := domain.PlanDispatch(&l.Job, in)
+	switch plan.Step {
+	case domain.StepStale:
+		return nil
+	case domain.StepWait:
+		return d.waitOn(ctx, run, l, *plan.Timer)
+	case domain.StepNoAgent:
+		return d.events.InTx(ctx, func(tx pgx.Tx) error {
+			if err := d.jobs.AppendTx(ctx, tx, l, plan.Effects, plan.Events...); err != nil {
+				return err
+			}
+			return run.complete(ctx, tx)
+		})
+	case domain.StepInbox:
+		err := d.inbox.Put(ctx, l, agent, plan.Events[0])
+		if errors.Is(err, jobstore.ErrNoSlot) {
+			return d.waitForSlot(ctx, run, l) // another process took the last slot first
+		}
+		return err
+	}
+	deadline, err := d.recordRouted(ctx, l, agent, plan.Events[0])
+	if errors.Is(err, jobstore.ErrNoSlot) {
+		return d.waitForSlot(ctx, run, l) // another process took the last slot first
+	}
+	if err != nil {
+		return err
+	}
+	return d.deliverAndRecord(ctx, run, l, agent, deadline, md)
+}
+
+// capacityWait is how long an attempt of namespace ns waits when every
+// candidate is at capacity: its routing policy's, or the service's.
+func (d *Dispatcher) capacityWait(ns string) time.Duration {
+	if p := d.registry.Snapshot().Policy(ns); p.Version > 0 {
+		return p.CapacityWait()
+	}
+	return d.cfg.CapacityWait
+}
+
+// waitForSlot makes the attempt wait for a slot of its agent, which
+// another process took first.
+func (d *Dispatcher) waitForSlot(ctx context.Context, run Run, l *jobstore.Loaded) error {
+	return d.waitOn(ctx, run, l, domain.WaitTimer(run.Attempt, true, run.WaitingSince, d.cfg.Now().UTC(), d.capacityWait(l.Namespace)))
+}
+
+// span is the context and span of one dispatch of attempt of l, with the
+// job's trace id for the logs.
+func (d *Dispatcher) span(ctx context.Context, l *jobstore.Loaded, attempt int) (context.Context, trace.Span) {
+	ctx = telemetry.JobContext(ctx, l.TraceID)
+	return d.tracer.Start(ctx, "dispatch", trace.WithAttributes(attribute.String("job_id", l.JobID),
+		attribute.Int("attempt", attempt), attribute.String("capability", l.Capability)))
+}
+
+// deliverAndRecord delivers the attempt routed on l (its fold after ROUTED)
+// to agent and records the outcome; a job that ends here is called back.
+func (d *Dispatcher) deliverAndRecord(ctx context.Context, run Run, l *jobstore.Loaded, agent *registry.Agent, deadline time.Time, md domain.Metadata) error {
+	out, latency := d.carry(ctx, agent, Attempt{L: l, N: run.Attempt, Deadline: deadline})
+	recorded, err := d.recordDelivery(ctx, run, l, out, deadline, latency, md)
+	if err == nil && recorded != nil && recorded.CallsBack() {
+		// The job ended here: its caller is called back from this fold, by
+		// a direct dispatcher itself (its slot bounds the callbacks too).
+		if run.Complete == nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			d.callbacks.Send(cctx, recorded.L, md.CausationID)
+		} else {
+			d.callbacks.Now(ctx, recorded.L, md.CausationID)
+		}
+	}
+	return err
+}
+
+// route ranks the job's candidates in the snapshot and returns the route
+// and the chosen agent (nil when none was chosen).
+func (d *Dispatcher) route(l *jobstore.Loaded) (domain.RouteResult, *registry.Agent) {
+	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
+		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, ProtocolVersions: l.Constraints.ProtocolVersions,
+		Exclude: excluded(l),
+		Intent:  l.Resolution, // ROUTED shows the resolution the capability came from
+	}
+	snap := d.registry.Snapshot()
+	route := snap.Route(req)
+	if route.Chosen == "" {
+		return route, nil
+	}
+	return route, snap.Agent(domain.AgentKey{Namespace: l.Namespace, ID: route.Chosen})
+}
+
+// excluded are the agents the next attempt must avoid: the last one that
+// failed, and every one that refused the job.
+func excluded(l *jobstore.Loaded) []string {
+	out := append([]string(nil), l.RefusedBy...)
+	if l.LastFailedAgent != "" {
+		out = append(out, l.LastFailedAgent)
+	}
+	return out
+}
+
+// waitOn sets the attempt's retry timer t and completes the River job.
+func (d *Dispatcher) waitOn(ctx context.Context, run Run, l *jobstore.Loaded, t domain.Timer) error {
+	return d.events.InTx(ctx, func(tx pgx.Tx) error {
+		held := *l // the fold goes on unchanged: a timer is no event
+		if err := d.jobs.AppendTx(ctx, tx, &held, domain.Effects{Timer: &t}); err != nil {
+			return err
+		}
+		return run.complete(ctx, tx)
+	})
+}
+
+// recordRouted takes a slot of the agent (jobstore.ErrNoSlot when none is
+// free) and appends ROUTED with the attempt's routed timer (due when the
+// dispatcher should have recorded an outcome), and answers the attempt's
+// deadline; on success l is the fold after ROUTED. The write shares its
+// transaction with concurrent ones (the unit of work's writer).
+func (d *Dispatcher) recordRouted(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) (time.Time, error) {
+	now := d.cfg.Now().UTC()
+	deadline := now.Add(l.Timeout())
+	attempt := l.Attempts + 1
+	err := d.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed},
+		Effects: domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted, Due: deadline.Add(d.cfg.LostAfter)}},
+		Slot:    &jobstore.Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt}})
+	return deadline, err
+}
+
+// recordDelivery appends what the delivery decided (domain.Delivery), in
+// a transaction shared with concurrent writes, and answers the write that
+// committed (nil when nothing was recorded). Usually nothing happened
+// since ROUTED, so it decides on the fold it holds and lets the expected
+// version catch anything else; on a conflict it reloads, and if the job
+// moved on meanwhile (a result through result_url, a lost attempt, a
+// cancel) it records a late answer as RESULT_DUPLICATE. A River dispatch
+// job is completed by River's batched completer once its run returns:
+// should this process die first, River runs it again and it finds its
+// attempt recorded (stale) and does nothing; a direct run has only the
+// attempt's timer.
+func (d *Dispatcher) recordDelivery(ctx context.Context, run Run, l *jobstore.Loaded, out domain.Observation,
+	deadline time.Time, latency time.Duration, md domain.Metadata) (*jobstore.Write, error) {
+	attempt := run.Attempt
+	var last *jobstore.Write
+	err := d.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
+		last = nil
+		cur := l
+		if retry {
+			loaded, err := d.jobs.Load(ctx, nil, l.JobID)
+			if err != nil {
+				return nil, err
+			}
+			cur = loaded
+			if !cur.JustRouted(attempt) {
+				if out.Kind != domain.ObservedResult || cur.Status == domain.StatusNone {
+					return nil, nil
+				}
+				return &jobstore.Write{L: cur, Events: []domain.Event{domain.NewEvent(domain.EventResultDuplicate, domain.ResultDuplicate{
+					Attempt: attempt, Status: out.Status, Reason: "late", Result: out.Result}, md)}}, nil
+			}
+		}
+		held := *cur // a write moves its fold on; a retry starts from what was held
+		evs, fx := domain.Delivery(&held.Job, held.RoutedAt, out, deadline, latency, d.cfg.Now().UTC(), d.cfg.Jitter(), d.cfg.Policy, md)
+		last = &jobstore.Write{L: &held, Events: evs, Effects: fx, CallbackNow: true}
+		return last, nil
+	})
+	return last, err
+}

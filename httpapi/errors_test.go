@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/a2a/adapter"
 	"github.com/agentreach/agentreach/a2a/card"
 	"github.com/agentreach/agentreach/a2a/server"
 	"github.com/agentreach/agentreach/auth"
@@ -43,7 +44,7 @@ func TestErrorKinds(t *testing.T) {
 		{wrap(registry.ErrUnauthenticated), 401, CodeUnauthenticated, a2a.ErrInvalidRequest},
 		{wrap(server.ErrPushToken), 401, CodeUnauthenticated, a2a.ErrInvalidRequest},
 		{wrap(jobs.ErrForbidden), 403, CodePermissionDenied, a2a.ErrInvalidRequest},
-		{wrap(jobs.ErrAgentUnavailable), 503, CodeUnavailable, a2a.ErrInternalError},
+		{wrap(adapter.ErrAgentUnavailable), 503, CodeUnavailable, a2a.ErrInternalError},
 		{wrap(jobs.ErrFanout), 422, CodeFanoutExceeded, a2a.ErrInvalidRequest},
 		{wrap(jobs.ErrOverloaded), 429, CodeOverloaded, a2a.ErrInvalidRequest},
 		{wrap(registry.ErrNotPull), 409, CodeNotPull, a2a.ErrInvalidRequest},
@@ -68,12 +69,12 @@ func TestErrorKinds(t *testing.T) {
 	require.Equal(t, "concurrent change, try again", toAPIError(wrap(eventstore.ErrConflict)).Message)
 	require.NotContains(t, toAPIError(fmt.Errorf("attempt 1 of job x belongs to agent secret-id: %w", jobs.ErrForbidden)).Message, "secret-id")
 	// An agent's network error wrapped in a kind keeps its kind.
-	require.Equal(t, CodeUnavailable, toAPIError(fmt.Errorf("%w: %w", jobs.ErrAgentUnavailable, &net.OpError{Op: "dial"})).Code)
+	require.Equal(t, CodeUnavailable, toAPIError(fmt.Errorf("%w: %w", adapter.ErrAgentUnavailable, &net.OpError{Op: "dial"})).Code)
 	// The code, field and message travel on the kind error.
 	e := toAPIError(wrap(jobs.ErrFanout))
 	require.Equal(t, "parent_job_id", e.Field)
 	require.Equal(t, 5, toAPIError(wrap(jobs.ErrOverloaded)).RetryAfter)
-	require.Equal(t, 2, toAPIError(wrap(jobs.ErrAgentUnavailable)).RetryAfter)
+	require.Equal(t, 2, toAPIError(wrap(adapter.ErrAgentUnavailable)).RetryAfter)
 	e = toAPIError(wrap(registry.ErrAmbiguous))
 	require.Equal(t, "namespace", e.Field)
 	require.Contains(t, e.Message, "?namespace=")

@@ -175,7 +175,7 @@ func TestCallbackSecretFace(t *testing.T) {
 // work build without River; only jobs, registry/riverwork and cmd know it.
 func TestNoRiverBehindTheHandlers(t *testing.T) {
 	t.Parallel()
-	for _, pkg := range []string{".", "../registry", "../jobs/jobstore", "../jobs/inbox", "../jobs/callback"} {
+	for _, pkg := range []string{".", "../registry", "../jobs/jobstore", "../jobs/inbox", "../jobs/callback", "../jobs/dispatch", "../a2a/adapter"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
 		require.NoError(t, err, string(out))
 		for _, dep := range strings.Fields(string(out)) {

@@ -41,7 +41,7 @@ func newTestAPI(t testing.TB) (http.Handler, []string) {
 	reg.SetProbes(riverwork.Probes(client))
 	js.SetClient(client)
 	engine := New(Deps{Pool: pool, Store: store, Logger: logger,
-		Jobs: js, Approvals: js, Callbacks: js.Callbacks(), Inbox: js.Inbox(), A2AJobs: js, Agents: reg, Routing: reg,
+		Jobs: js, Approvals: js, Callbacks: js.Callbacks(), Inbox: js.Inbox(), A2AJobs: js.Adapter(), Agents: reg, Routing: reg,
 		Auth: auth.NewStore(pool, store, ""), Insecure: true})
 	var routes []string
 	for _, r := range engine.Routes() {

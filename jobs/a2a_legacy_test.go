@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/a2a/adapter"
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 )
@@ -31,22 +32,22 @@ func TestLegacyPushes(t *testing.T) {
 		return l
 	}
 	plain := submit()
-	uses, err := s.usesA2APushes(ctx, plain)
+	uses, err := s.a2a.Uses(ctx, plain)
 	require.NoError(t, err)
 	require.False(t, uses)
 
 	legacy := submit()
 	_, err = s.pool.Exec(ctx, `INSERT INTO a2a_push_configs (job_id, config_id, url) VALUES ($1, 'default', 'http://127.0.0.1:9/cb')`, legacy.JobID)
 	require.NoError(t, err)
-	uses, err = s.usesA2APushes(ctx, legacy)
+	uses, err = s.a2a.Uses(ctx, legacy)
 	require.NoError(t, err)
 	require.False(t, uses, "within the minute, what was read stands")
 
-	now = now.Add(legacyPushesFor)
-	uses, err = s.usesA2APushes(ctx, legacy)
+	now = now.Add(adapter.LegacyPushesFor)
+	uses, err = s.a2a.Uses(ctx, legacy)
 	require.NoError(t, err)
 	require.True(t, uses, "a legacy job's callback is its push configs")
-	uses, err = s.usesA2APushes(ctx, plain)
+	uses, err = s.a2a.Uses(ctx, plain)
 	require.NoError(t, err)
 	require.False(t, uses, "the others' is their callback_url")
 }

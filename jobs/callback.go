@@ -38,5 +38,9 @@ func (w *callbackWorker) Work(ctx context.Context, job *river.Job[CallbackArgs])
 	if !l.Status.Terminal() || l.CallbackURL == "" || l.CallbackAcked {
 		return nil
 	}
-	return w.s.callbacks.Try(ctx, l, callback.Try{Attempt: job.Attempt, Max: job.MaxAttempts, Cause: fmt.Sprintf("river:%d", job.ID)})
+	err = w.s.callbacks.Try(ctx, l, callback.Try{Attempt: job.Attempt, Max: job.MaxAttempts, Cause: fmt.Sprintf("river:%d", job.ID)})
+	if errors.Is(err, callback.ErrHeld) {
+		return river.JobSnooze(5 * time.Second) // another run holds the push configs: look again after it
+	}
+	return err
 }

@@ -10,8 +10,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/agentreach/agentreach/a2a/adapter"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -44,7 +45,7 @@ var (
 	// ErrConflict: the request contradicts the job's state or an earlier
 	// request (a reused Idempotency-Key with another body, cancelling a
 	// finished job, replaying one that is not dead-lettered).
-	ErrConflict = domain.NewError(domain.ErrConflict, "conflict")
+	ErrConflict = jobstore.ErrConflict
 	// ErrFanout: the job's root already has the most descendants allowed.
 	ErrFanout error = &domain.KindError{Kind: domain.ErrInvalid, Code: "fanout_exceeded", Field: "parent_job_id", Message: "fan-out limit exceeded"}
 	// ErrForbidden: an agent reported on a job attempt that is not its own
@@ -179,7 +180,7 @@ type Service struct {
 	cfg      Config
 	client   *river.Client[pgx.Tx]
 	http     *http.Client
-	a2a      *a2aclient.Client
+	a2a      *adapter.Adapter // the A2A side of the jobs
 	now      func() time.Time
 	pressure pressure
 	// pressureSeen are the lanes the pressure sweep has seen, so a lane
@@ -192,9 +193,6 @@ type Service struct {
 	callbacks    *callback.Sender // calls callers back
 	inbox        *inbox.Inbox     // the pull agents' inboxes
 	dispatcher   *dispatch.Dispatcher
-	legacyMu     sync.Mutex
-	legacy       bool      // legacyPushes' answer,
-	legacyUntil  time.Time // good until then
 }
 
 // NewService returns a Service. Call SetClient before use.
@@ -212,7 +210,6 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 			return http.ErrUseLastResponse // deliveries never follow redirects
 		}},
 		now: time.Now, pressureSeen: map[lane]bool{}}
-	s.a2a = &a2aclient.Client{HTTP: s.http}
 	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
 		Now: func() time.Time { return s.now() }, Finished: s.countFinished})
 	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
@@ -220,10 +217,15 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 			s.metrics.deliveries.Add(ctx, 1, telemetry.WithAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
 				attribute.String("reason", "claimed")))
 		}})
-	s.callbacks = callback.New(pool, store, s.jobs, s.http, a2aPushes{s}, logger, callback.Config{Secret: cfg.CallbackSecret,
+	s.a2a = adapter.New(pool, store, s.jobs, reg, &a2aclient.Client{HTTP: s.http}, s,
+		func(ctx context.Context, l *jobstore.Loaded, url string, body []byte, h http.Header) (int, error) {
+			return s.callbacks.Post(ctx, l, url, body, h)
+		}, logger, adapter.Config{PublicURL: func() string { return s.cfg.PublicURL }, Guard: cfg.Guard, MaxPayloadBytes: cfg.MaxPayloadBytes,
+			Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter})
+	s.callbacks = callback.New(pool, store, s.jobs, s.http, s.a2a, logger, callback.Config{Secret: cfg.CallbackSecret,
 		Now: func() time.Time { return s.now() }})
 	s.dispatcher = dispatch.New(store, s.jobs, reg, s.inbox, s.callbacks,
-		dispatch.Carriers{Push: dispatch.Push{HTTP: s.http, ResultURL: s.resultURL, Now: func() time.Time { return s.now() }}, A2A: a2aCarrier{s}},
+		dispatch.Carriers{Push: dispatch.Push{HTTP: s.http, ResultURL: s.resultURL, Now: func() time.Time { return s.now() }}, A2A: s.a2a.Carrier()},
 		logger, dispatch.Config{InlineWait: cfg.InlineWait, RouteWait: cfg.RouteWait, CapacityWait: cfg.CapacityWait, LostAfter: cfg.LostAfter,
 			HoldFor: pressureEvery, Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter, HoldLow: s.holdLow})
 	s.initTelemetry()

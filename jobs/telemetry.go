@@ -42,6 +42,7 @@ func (s *Service) SetTelemetry(tp trace.TracerProvider, mp metric.MeterProvider)
 	s.metrics = newInstruments(mp)
 	s.callbacks.SetTelemetry(s.tracer, s.metrics.callbacks)
 	s.dispatcher.SetTelemetry(s.tracer, s.metrics.deliveries, s.metrics.duration)
+	s.a2a.SetTelemetry(s.metrics.callbacks)
 }
 
 func (s *Service) initTelemetry() {
@@ -49,6 +50,7 @@ func (s *Service) initTelemetry() {
 	s.metrics = newInstruments(noop.NewMeterProvider())
 	s.callbacks.SetTelemetry(s.tracer, s.metrics.callbacks)
 	s.dispatcher.SetTelemetry(s.tracer, s.metrics.deliveries, s.metrics.duration)
+	s.a2a.SetTelemetry(s.metrics.callbacks)
 }
 
 func (s *Service) countFinished(ctx context.Context, before, after domain.JobStatus) {

@@ -57,13 +57,18 @@ type Config struct {
 }
 
 // A2APushes calls back a job submitted over A2A: each of its push configs
-// gets an A2A task, and is retried on its own (jobs' A2A adapter).
+// gets an A2A task, and is retried on its own (a2a/adapter.Adapter).
 type A2APushes interface {
 	// Uses reports whether l is called back through its push configs.
 	Uses(ctx context.Context, l *jobstore.Loaded) (bool, error)
 	// Deliver makes River's try at them.
 	Deliver(ctx context.Context, l *jobstore.Loaded, try Try) error
 }
+
+// ErrHeld is what A2APushes.Deliver answers when another run holds every
+// push config that waits: the try is neither an acknowledgement nor a
+// failure of its own, and River looks again a few seconds later.
+var ErrHeld = errors.New("another run holds the push configs")
 
 // Try is one try at a job's callback: attempt 0 is made at once by the
 // process that ended the job (Now), 1 to Max by River's callback job.

@@ -18,6 +18,12 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 )
 
+// ErrConflict is what the jobs' services answer when a request
+// contradicts a job's state or an earlier request (a reused
+// Idempotency-Key with another body, cancelling a finished job, input for
+// a job that awaits none).
+var ErrConflict = domain.NewError(domain.ErrConflict, "conflict")
+
 // InboxChannel is the PostgreSQL channel on which an attempt put in a pull
 // agent's inbox is announced (its payload: "namespace/agent_id"), by the
 // transaction that put it there (Write.Notify).

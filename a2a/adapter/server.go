@@ -1,4 +1,4 @@
-package jobs
+package adapter
 
 import (
 	"cmp"
@@ -13,9 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentreach/agentreach/sql/queries"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/agentreach/agentreach/a2a/server"
@@ -25,12 +26,7 @@ import (
 	"github.com/agentreach/agentreach/jobs/dispatch"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
-	"github.com/agentreach/agentreach/sql/queries"
 )
-
-// This file is the job side of Agent-Reach as an A2A agent (a2a/server):
-// jobs submitted by A2A SendMessage, their push-notification configs, and
-// the pushes of a job's task when it ends.
 
 var (
 	qInsertPushConfig       = queries.Must("A2AInsertPushConfig")
@@ -51,20 +47,20 @@ const a2aCallback = "#a2a-push-notification-configs"
 
 // a2aCallbackURL is the callback_url of a job submitted over A2A in
 // namespace ns.
-func (s *Service) a2aCallbackURL(ns string) string {
-	return s.cfg.PublicURL + "/a2a/" + ns + a2aCallback
+func (ad *Adapter) a2aCallbackURL(ns string) string {
+	return ad.cfg.PublicURL() + "/a2a/" + ns + a2aCallback
 }
 
 // isA2ACallback reports whether a job's callback is its A2A push configs.
 func isA2ACallback(callbackURL string) bool { return strings.HasSuffix(callbackURL, a2aCallback) }
 
-// A2A is the service as the A2A server uses it: it implements server.Jobs.
-type A2A struct{ s *Service }
+// face is the job service as the A2A server uses it: server.Jobs.
+type face struct{ ad *Adapter }
 
-var _ server.Jobs = (*A2A)(nil)
+var _ server.Jobs = face{}
 
-// A2A returns the service as the A2A server uses it.
-func (s *Service) A2A() server.Jobs { return &A2A{s: s} }
+// A2A returns the job service as the A2A server uses it.
+func (ad *Adapter) A2A() server.Jobs { return face{ad} }
 
 // asJob is a loaded job as the server shows it.
 func asJob(l *jobstore.Loaded) *server.Job {
@@ -85,7 +81,7 @@ func asJobOrErr(l *jobstore.Loaded, err error) (*server.Job, error) {
 // refusedOn marks ErrConflict, the job's state refusing the request, as
 // the server's ErrRefused.
 func refusedOn(err error) error {
-	if errors.Is(err, ErrConflict) {
+	if errors.Is(err, jobstore.ErrConflict) {
 		return server.Refused(err)
 	}
 	return err
@@ -96,76 +92,69 @@ func refusedOn(err error) error {
 // add some while it runs): the one given, if any, is written in the job's
 // SUBMITTED transaction, so the job never ends unannounced. The config's
 // URL must be an http(s) URL the SSRF guard lets through.
-func (a *A2A) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata, push *server.PushConfig) (string, error) {
-	s := a.s
+func (f face) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata, push *server.PushConfig) (string, error) {
+	ad := f.ad
 	if push != nil {
-		if err := s.checkPushConfig(ctx, *push); err != nil {
+		if err := ad.checkPushConfig(ctx, *push); err != nil {
 			return "", err
 		}
 		if push.ID == "" {
 			push.ID = "default"
 		}
 	}
-	if err := s.prepare(ctx, &sub); err != nil {
-		return "", err
-	}
-	sub.CallbackURL = s.a2aCallbackURL(sub.Namespace) // ours: not for the SSRF guard, never posted to
-	it := newBatchItem(ctx, sub, md)
-	it.with = func(ctx context.Context, tx pgx.Tx, jobID string) error {
+	// The callback_url is ours: not for the SSRF guard, never posted to.
+	return ad.core.SubmitA2A(ctx, sub, md, ad.a2aCallbackURL, func(ctx context.Context, tx pgx.Tx, jobID string) error {
 		if push == nil {
 			return nil
 		}
 		return insertPushConfig(ctx, tx, jobID, *push)
-	}
-	s.commitSubmits(ctx, []*batchItem{it})
-	r := <-it.done
-	return r.res.JobID, r.err
+	})
 }
 
 // checkPushConfig refuses a push config Agent-Reach could not deliver to:
 // a *domain.FieldError for a URL that is not http(s), or the SSRF guard's
 // error.
-func (s *Service) checkPushConfig(ctx context.Context, p server.PushConfig) error {
+func (ad *Adapter) checkPushConfig(ctx context.Context, p server.PushConfig) error {
 	if err := domain.ValidateHTTPURL("url", p.URL); err != nil {
 		return err
 	}
-	return registry.CheckURLs(ctx, s.cfg.Guard, map[string]string{"url": p.URL})
+	return registry.CheckURLs(ctx, ad.cfg.Guard, map[string]string{"url": p.URL})
 }
 
 // Job loads a job; domain.ErrNotFound if there is none.
-func (a *A2A) Job(ctx context.Context, id string) (*server.Job, error) {
-	return asJobOrErr(a.s.Load(ctx, nil, id))
+func (f face) Job(ctx context.Context, id string) (*server.Job, error) {
+	return asJobOrErr(f.ad.jobs.Load(ctx, nil, id))
 }
 
 // Input is ProvideInput; a job that awaits no input is server.ErrRefused
 // (and ErrConflict).
-func (a *A2A) Input(ctx context.Context, id string, payload json.RawMessage, md domain.Metadata) (*server.Job, error) {
-	l, err := a.s.ProvideInput(ctx, id, payload, md)
+func (f face) Input(ctx context.Context, id string, payload json.RawMessage, md domain.Metadata) (*server.Job, error) {
+	l, err := f.ad.ProvideInput(ctx, id, payload, md)
 	return asJobOrErr(l, refusedOn(err))
 }
 
-// Cancel is Cancel; a job that has ended is server.ErrRefused (and
+// Cancel is the jobs' Cancel; a job that has ended is server.ErrRefused (and
 // ErrConflict).
-func (a *A2A) Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*server.Job, error) {
-	l, err := a.s.Cancel(ctx, id, reason, md)
+func (f face) Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*server.Job, error) {
+	l, err := f.ad.core.Cancel(ctx, id, reason, md)
 	return asJobOrErr(l, refusedOn(err))
 }
 
 // PushConfigs returns a job's push configs, oldest first.
-func (a *A2A) PushConfigs(ctx context.Context, id string) ([]server.PushConfig, error) {
-	return a.s.PushConfigs(ctx, id)
+func (f face) PushConfigs(ctx context.Context, id string) ([]server.PushConfig, error) {
+	return f.ad.PushConfigs(ctx, id)
 }
 
 // SetPushConfig adds or replaces a push config of a job submitted over A2A
 // (server.ErrPushConfig otherwise), running or ended: a job's final task goes to
 // every config it has until its callback is settled (acknowledged by all,
 // or given up). The URL must pass checkPushConfig.
-func (a *A2A) SetPushConfig(ctx context.Context, j *server.Job, p server.PushConfig) (server.PushConfig, error) {
-	s := a.s
+func (f face) SetPushConfig(ctx context.Context, j *server.Job, p server.PushConfig) (server.PushConfig, error) {
+	ad := f.ad
 	if !isA2ACallback(j.CallbackURL) {
 		// Jobs submitted over A2A before their callback was marked carry
 		// their first config's URL, and have that config.
-		configs, err := s.PushConfigs(ctx, j.JobID)
+		configs, err := ad.PushConfigs(ctx, j.JobID)
 		if err != nil {
 			return p, err
 		}
@@ -173,20 +162,20 @@ func (a *A2A) SetPushConfig(ctx context.Context, j *server.Job, p server.PushCon
 			return p, fmt.Errorf("job %s was submitted over REST, and its callback is its callback_url: %w", j.JobID, server.ErrPushConfig)
 		}
 	}
-	if err := s.checkPushConfig(ctx, p); err != nil {
+	if err := ad.checkPushConfig(ctx, p); err != nil {
 		return p, err
 	}
 	if p.ID == "" {
 		p.ID = uuid.Must(uuid.NewV7()).String()
 	}
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error { return insertPushConfig(ctx, tx, j.JobID, p) })
+	err := ad.events.InTx(ctx, func(tx pgx.Tx) error { return insertPushConfig(ctx, tx, j.JobID, p) })
 	return p, err
 }
 
 // DeletePushConfig removes a push config; server.ErrNoPushConfig if there
 // is none. A config deleted is never sent to again.
-func (a *A2A) DeletePushConfig(ctx context.Context, jobID, configID string) error {
-	tag, err := a.s.pool.Exec(ctx, qDeletePushConfig, jobID, configID)
+func (f face) DeletePushConfig(ctx context.Context, jobID, configID string) error {
+	tag, err := f.ad.pool.Exec(ctx, qDeletePushConfig, jobID, configID)
 	if err != nil {
 		return fmt.Errorf("delete push config of job %s: %w", jobID, err)
 	}
@@ -198,26 +187,26 @@ func (a *A2A) DeletePushConfig(ctx context.Context, jobID, configID string) erro
 
 // Offers reports whether any agent of the namespace, of any health,
 // offers the capability: the router has a candidate or a rejection for it.
-func (a *A2A) Offers(namespace, capability string) bool {
-	r := a.s.registry.Snapshot().Route(domain.RouteRequest{Namespace: namespace, Capability: capability})
+func (f face) Offers(namespace, capability string) bool {
+	r := f.ad.registry.Snapshot().Route(domain.RouteRequest{Namespace: namespace, Capability: capability})
 	return len(r.Candidates)+len(r.Rejected) > 0
 }
 
 // Skills lists the capabilities of a namespace's healthy agents, from the
 // router's snapshot.
-func (a *A2A) Skills(namespace string) []server.Skill {
+func (f face) Skills(namespace string) []server.Skill {
 	var out []server.Skill
-	for _, sk := range a.s.registry.Snapshot().Skills(namespace) {
+	for _, sk := range f.ad.registry.Snapshot().Skills(namespace) {
 		out = append(out, server.Skill{Capability: sk.Capability, Aliases: sk.Aliases, Agents: sk.Agents})
 	}
 	return out
 }
 
 // Subscribe wakes after commits to the event log.
-func (a *A2A) Subscribe() (<-chan struct{}, func()) { return a.s.store.Subscribe() }
+func (f face) Subscribe() (<-chan struct{}, func()) { return f.ad.events.Subscribe() }
 
 // PublicURL is the service's base URL.
-func (a *A2A) PublicURL() string { return a.s.cfg.PublicURL }
+func (f face) PublicURL() string { return f.ad.cfg.PublicURL() }
 
 func insertPushConfig(ctx context.Context, tx pgx.Tx, jobID string, p server.PushConfig) error {
 	if p.Version == "" {
@@ -230,8 +219,8 @@ func insertPushConfig(ctx context.Context, tx pgx.Tx, jobID string, p server.Pus
 }
 
 // PushConfigs returns a job's push configs, oldest first.
-func (s *Service) PushConfigs(ctx context.Context, jobID string) ([]server.PushConfig, error) {
-	rows, err := s.pool.Query(ctx, qPushConfigs, jobID)
+func (ad *Adapter) PushConfigs(ctx context.Context, jobID string) ([]server.PushConfig, error) {
+	rows, err := ad.pool.Query(ctx, qPushConfigs, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("push configs of job %s: %w", jobID, err)
 	}
@@ -266,37 +255,37 @@ type PushesOutcome struct {
 
 // usesA2APushes reports whether the callback of l is its A2A push configs:
 // it was submitted over A2A (or, before that was marked, has configs).
-func (s *Service) usesA2APushes(ctx context.Context, l *jobstore.Loaded) (bool, error) {
+func (ad *Adapter) usesA2APushes(ctx context.Context, l *jobstore.Loaded) (bool, error) {
 	if isA2ACallback(l.CallbackURL) {
 		return true, nil
 	}
-	if legacy, err := s.legacyPushes(ctx); err != nil || !legacy {
+	if legacy, err := ad.legacyPushes(ctx); err != nil || !legacy {
 		return false, err
 	}
-	configs, err := s.PushConfigs(ctx, l.JobID)
+	configs, err := ad.PushConfigs(ctx, l.JobID)
 	return len(configs) > 0, err
 }
 
-// legacyPushesFor is how long legacyPushes trusts what it read.
-const legacyPushesFor = time.Minute
+// LegacyPushesFor is how long legacyPushes trusts what it read.
+const LegacyPushesFor = time.Minute
 
 // legacyPushes reports whether any job whose callback_url is not the A2A
 // marker may have push configs waiting (an A2A job submitted by a release
 // before the marker, which carries its first config's URL): read once a
-// legacyPushesFor, so that other jobs' callbacks need no query of their
+// LegacyPushesFor, so that other jobs' callbacks need no query of their
 // own. Jobs submitted over A2A since are marked, so once none is left
 // there will be none.
-func (s *Service) legacyPushes(ctx context.Context) (bool, error) {
-	s.legacyMu.Lock()
-	defer s.legacyMu.Unlock()
-	if now := s.now(); now.Before(s.legacyUntil) {
-		return s.legacy, nil
+func (ad *Adapter) legacyPushes(ctx context.Context) (bool, error) {
+	ad.legacyMu.Lock()
+	defer ad.legacyMu.Unlock()
+	if now := ad.cfg.Now(); now.Before(ad.legacyUntil) {
+		return ad.legacy, nil
 	}
-	if err := s.pool.QueryRow(ctx, qLegacyPushConfigsExist, a2aCallback).Scan(&s.legacy); err != nil {
+	if err := ad.pool.QueryRow(ctx, qLegacyPushConfigsExist, a2aCallback).Scan(&ad.legacy); err != nil {
 		return false, fmt.Errorf("legacy push configs: %w", err)
 	}
-	s.legacyUntil = s.now().Add(legacyPushesFor)
-	return s.legacy, nil
+	ad.legacyUntil = ad.cfg.Now().Add(LegacyPushesFor)
+	return ad.legacy, nil
 }
 
 // deliverA2APushes is one run of the callback of a job whose callback is
@@ -308,16 +297,16 @@ func (s *Service) legacyPushes(ctx context.Context) (bool, error) {
 // River job's last attempt). A config that acknowledged is never sent to
 // again, whatever the others answer; the River job is retried only for
 // those that did not.
-func (s *Service) deliverA2APushes(ctx context.Context, l *jobstore.Loaded, try callback.Try) error {
-	claimed, err := s.claimPushes(ctx, l.JobID)
+func (ad *Adapter) deliverA2APushes(ctx context.Context, l *jobstore.Loaded, try callback.Try) error {
+	claimed, err := ad.claimPushes(ctx, l.JobID)
 	if err != nil {
 		return err
 	}
-	outcomes := s.postA2APushes(ctx, l, claimed)
+	outcomes := ad.postA2APushes(ctx, l, claimed)
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "callbacks", CausationID: try.Cause}
 	var pending int
-	err = s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
-		l, err := s.Load(ctx, tx, l.JobID)
+	err = ad.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
+		l, err := ad.jobs.Load(ctx, tx, l.JobID)
 		if err != nil {
 			return err
 		}
@@ -347,20 +336,20 @@ func (s *Service) deliverA2APushes(ctx context.Context, l *jobstore.Loaded, try 
 			}
 		}
 		if pending == 0 {
-			return s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: true}, domain.NewEvent(domain.EventCallbackSent, data, md))
+			return ad.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: true}, domain.NewEvent(domain.EventCallbackSent, data, md))
 		}
 		data.Final = try.Attempt >= try.Max
-		return s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: data.Final}, domain.NewEvent(domain.EventCallbackFailed, data, md))
+		return ad.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: data.Final}, domain.NewEvent(domain.EventCallbackFailed, data, md))
 	})
 	if err != nil {
 		return err
 	}
-	s.metrics.callbacks.Add(ctx, 1, telemetry.WithAttrs(attribute.Bool("acknowledged", pending == 0)))
+	ad.tries.Add(ctx, 1, telemetry.WithAttrs(attribute.Bool("acknowledged", pending == 0)))
 	switch {
 	case pending == 0:
 		return nil
 	case len(outcomes) == 0:
-		return river.JobSnooze(5 * time.Second) // another run holds them: look again after it
+		return callback.ErrHeld // another run holds them: look again after it
 	}
 	var failed []string
 	for _, o := range outcomes {
@@ -373,8 +362,8 @@ func (s *Service) deliverA2APushes(ctx context.Context, l *jobstore.Loaded, try 
 
 // claimPushes holds, for pushHold, the push configs of a job that wait for
 // its final task and no other run holds, oldest first.
-func (s *Service) claimPushes(ctx context.Context, jobID string) ([]server.PushConfig, error) {
-	rows, err := s.pool.Query(ctx, qClaimPushConfigs, jobID, pushHold.Seconds())
+func (ad *Adapter) claimPushes(ctx context.Context, jobID string) ([]server.PushConfig, error) {
+	rows, err := ad.pool.Query(ctx, qClaimPushConfigs, jobID, pushHold.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("claim push configs of job %s: %w", jobID, err)
 	}
@@ -404,7 +393,7 @@ func (s *Service) claimPushes(ctx context.Context, jobID string) ([]server.PushC
 // (server.PushBody), the config's credentials in Authorization and its
 // token in X-A2A-Notification-Token. It answers what each answered, in
 // the configs' order.
-func (s *Service) postA2APushes(ctx context.Context, l *jobstore.Loaded, configs []server.PushConfig) []PushOutcome {
+func (ad *Adapter) postA2APushes(ctx context.Context, l *jobstore.Loaded, configs []server.PushConfig) []PushOutcome {
 	out := make([]PushOutcome, len(configs))
 	var wg sync.WaitGroup
 	for i, p := range configs {
@@ -423,7 +412,7 @@ func (s *Service) postA2APushes(ctx context.Context, l *jobstore.Loaded, configs
 			if p.Scheme != "" && p.Credentials != "" {
 				h.Set("Authorization", p.Scheme+" "+p.Credentials)
 			}
-			code, err := s.callbacks.Post(ctx, l, p.URL, body, h)
+			code, err := ad.post(ctx, l, p.URL, body, h)
 			out[i].StatusCode, out[i].Delivered = code, err == nil && code/100 == 2
 			switch {
 			case err != nil:
@@ -437,14 +426,14 @@ func (s *Service) postA2APushes(ctx context.Context, l *jobstore.Loaded, configs
 	return out
 }
 
-// a2aPushes calls back jobs submitted over A2A through their push
-// configs (callback.A2APushes).
-type a2aPushes struct{ s *Service }
-
-func (p a2aPushes) Uses(ctx context.Context, l *jobstore.Loaded) (bool, error) {
-	return p.s.usesA2APushes(ctx, l)
+// Uses reports whether the callback of l is its A2A push configs
+// (callback.A2APushes).
+func (ad *Adapter) Uses(ctx context.Context, l *jobstore.Loaded) (bool, error) {
+	return ad.usesA2APushes(ctx, l)
 }
 
-func (p a2aPushes) Deliver(ctx context.Context, l *jobstore.Loaded, try callback.Try) error {
-	return p.s.deliverA2APushes(ctx, l, try)
+// Deliver is one run of the callback of a job whose callback is its push
+// configs (callback.A2APushes).
+func (ad *Adapter) Deliver(ctx context.Context, l *jobstore.Loaded, try callback.Try) error {
+	return ad.deliverA2APushes(ctx, l, try)
 }

@@ -42,19 +42,6 @@ func lanePriority(p domain.Priority) int {
 	return 2
 }
 
-// PeriodicOpts are the insert options of a periodic sweep that runs every
-// interval: at most one per interval, by period (not by state, because a
-// sweep left "running" by a process that died would block every later one
-// until River rescues it, an hour later). Sub-second intervals (tests) are
-// not deduplicated: River's periods are whole seconds.
-func PeriodicOpts(queue string, interval time.Duration) *river.InsertOpts {
-	opts := &river.InsertOpts{Queue: queue, MaxAttempts: 1}
-	if interval >= time.Second {
-		opts.UniqueOpts = river.UniqueOpts{ByArgs: true, ByPeriod: interval}
-	}
-	return opts
-}
-
 // DispatchArgs is the River job that makes one attempt of a job: route,
 // deliver, record. The job's queued timer watches it; a dispatch for an
 // attempt that already started, or that another dispatch wins, does

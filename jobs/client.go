@@ -16,8 +16,6 @@ import (
 type ClientConfig struct {
 	// Queues maps queue names to worker counts; nil gives DefaultQueues.
 	Queues map[string]int
-	// PeriodicJobs are run by the elected leader only.
-	PeriodicJobs []*river.PeriodicJob
 	// TestOnly turns off River's start-up jitter, for tests.
 	TestOnly bool
 	// Plugins are River plugins, such as otelriver's middleware.
@@ -53,12 +51,11 @@ func NewClient(pool *pgxpool.Pool, logger *slog.Logger, workers *river.Workers, 
 		qc[name] = river.QueueConfig{MaxWorkers: n}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:       logger,
-		Queues:       qc,
-		Workers:      workers,
-		PeriodicJobs: cfg.PeriodicJobs,
-		Plugins:      cfg.Plugins,
-		TestOnly:     cfg.TestOnly,
+		Logger:   logger,
+		Queues:   qc,
+		Workers:  workers,
+		Plugins:  cfg.Plugins,
+		TestOnly: cfg.TestOnly,
 		// Workers set their own timeouts; RescueAfter covers the longest.
 		JobTimeout:           time.Minute,
 		RescueStuckJobsAfter: max(cfg.RescueAfter, 2*time.Minute),

@@ -262,7 +262,9 @@ func (s *Service) Dispatcher() *dispatch.Dispatcher { return s.dispatcher }
 // Config returns the service's configuration, defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
 
-// AddWorkers registers the delivery workers.
+// AddWorkers registers the delivery workers, and the sweeps' workers: the
+// sweeps run in the sweep leader (Sweeps), but a sweep job an older
+// release queued in River still runs.
 func (s *Service) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &dispatchWorker{s: s})
 	river.AddWorker(workers, &callbackWorker{s: s})
@@ -270,27 +272,6 @@ func (s *Service) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &pressureSweepWorker{s: s})
 	river.AddWorker(workers, &repairSweepWorker{s: s})
 	river.AddWorker(workers, &a2aPollWorker{s: s})
-}
-
-// PeriodicJobs returns the compensation sweeps.
-func (s *Service) PeriodicJobs() []*river.PeriodicJob {
-	return []*river.PeriodicJob{
-		river.NewPeriodicJob(river.PeriodicInterval(s.cfg.DeadlineSweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) {
-				return DeadlineSweepArgs{}, PeriodicOpts(QueueSweeps, s.cfg.DeadlineSweepInterval)
-			},
-			&river.PeriodicJobOpts{ID: "deadline_sweep", RunOnStart: true}),
-		river.NewPeriodicJob(river.PeriodicInterval(s.cfg.RepairSweepInterval),
-			func() (river.JobArgs, *river.InsertOpts) {
-				return RepairSweepArgs{}, PeriodicOpts(QueueSweeps, s.cfg.RepairSweepInterval)
-			},
-			&river.PeriodicJobOpts{ID: "repair_sweep", RunOnStart: true}),
-		river.NewPeriodicJob(river.PeriodicInterval(pressureEvery),
-			func() (river.JobArgs, *river.InsertOpts) {
-				return PressureSweepArgs{}, PeriodicOpts(QueueSweeps, pressureEvery)
-			},
-			&river.PeriodicJobOpts{ID: "pressure_sweep", RunOnStart: true}),
-	}
 }
 
 // Load folds a job's stream; domain.ErrNotFound if it has none.

@@ -8,7 +8,7 @@ import (
 
 // Sweeps are the compensation sweeps (deadlines, repairs, watermarks) for
 // sweep.Runner, which runs them in the leading process only, leaving no
-// River job behind; PeriodicJobs are the same as River periodic jobs.
+// River job behind.
 func (s *Service) Sweeps() []sweep.Sweep {
 	return []sweep.Sweep{
 		{Name: "deadline_sweep", Every: s.cfg.DeadlineSweepInterval, Run: func(ctx context.Context) error {

@@ -8,8 +8,7 @@ import (
 
 // Sweeps are the registry's periodic sweeps (leases, health alerts and the
 // pruning of old samples, Agent Cards) for sweep.Runner, which runs them in
-// the leading process only, leaving no River job behind; PeriodicJobs are
-// the same as River periodic jobs.
+// the leading process only, leaving no River job behind.
 func (r *Registry) Sweeps() []sweep.Sweep {
 	return []sweep.Sweep{
 		{Name: "agent_sweep", Every: r.cfg.SweepInterval, Run: func(ctx context.Context) error {

@@ -77,7 +77,7 @@ func PlanDispatch(j *Job, in DispatchInput) DispatchPlan {
 			WaitingSince: in.WaitingSince}}
 	}
 	if !in.Chosen && RouteWait(in.Route.AllAtCapacity, in.WaitingSince, in.Now, in.RouteWait) {
-		t := WaitTimer(in.Attempt, in.Route.AllAtCapacity, in.WaitingSince, in.Now, in.CapacityWait)
+		t := WaitTimer(j, in.Attempt, in.Route.AllAtCapacity, in.WaitingSince, in.Now, in.CapacityWait, in.RouteWait)
 		return DispatchPlan{Step: StepWait, Timer: &t}
 	}
 	routed := NewRouted(in.Attempt, in.Route, in.Metadata)
@@ -87,32 +87,63 @@ func PlanDispatch(j *Job, in DispatchInput) DispatchPlan {
 	case in.Chosen:
 		return DispatchPlan{Step: StepDeliver, Events: []Event{routed}}
 	}
-	reason := fmt.Sprintf("no routable agent offers %s in namespace %s", j.Capability, j.Namespace)
+	code, reason := "no_agent", fmt.Sprintf("no routable agent offers %s in namespace %s", j.Capability, j.Namespace)
+	switch {
+	case in.Route.AllAtCapacity:
+		code, reason = "at_capacity", fmt.Sprintf("every agent offering %s in namespace %s was at capacity for the job's route_wait_ms", j.Capability, j.Namespace)
+	case in.Route.Unavailable():
+		code, reason = "all_unavailable", fmt.Sprintf("every agent offering %s in namespace %s was unavailable (down, draining, breaker open) for the job's route_wait_ms", j.Capability, j.Namespace)
+	}
 	after := *j
 	if err := after.Apply(routed); err != nil {
 		return DispatchPlan{Step: StepStale} // CanStart said it may follow
 	}
 	evs, fx := FailAttempt(&after, func(at time.Time) Event {
-		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: in.Attempt, Reason: "no_agent", Error: reason, RetryAt: at}, in.Metadata)
-	}, 0, in.Now, in.Jitter, in.Metadata, "no_agent")
+		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: in.Attempt, Reason: code, Error: reason, RetryAt: at}, in.Metadata)
+	}, 0, in.Now, in.Jitter, in.Metadata, code)
 	return DispatchPlan{Step: StepNoAgent, Events: append([]Event{routed}, evs...), Effects: fx}
 }
 
-// WaitTimer is the retry timer of an attempt that waits, spending
-// nothing: for a slot (atCapacity), after capacityWait; for an agent to
-// become routable, remembering when the wait began (waitingSince, or now)
-// and looking again sooner the shorter it has waited
-// (RouteWaitInterval).
-func WaitTimer(attempt int, atCapacity bool, waitingSince, now time.Time, capacityWait time.Duration) Timer {
-	t := Timer{Attempt: attempt, Phase: PhaseRetry, Due: now.Add(capacityWait)}
-	if !atCapacity {
-		t.WaitingSince = waitingSince
-		if t.WaitingSince.IsZero() {
-			t.WaitingSince = now
-		}
-		t.Due = now.Add(RouteWaitInterval(now.Sub(t.WaitingSince), capacityWait))
+// WaitTimer is the retry timer of an attempt of j that waits, spending
+// nothing, for a slot (atCapacity) or a routable agent. It remembers when
+// the wait began (waitingSince, or now) and what it waits for: j's
+// namespace and capability, ranked by WaitRank, so that a slot given back
+// wakes the most urgent waiter at once. Until then it looks again sooner
+// the shorter it has waited (RouteWaitInterval), and at the latest at the
+// wait's bound (RouteWait).
+func WaitTimer(j *Job, attempt int, atCapacity bool, waitingSince, now time.Time, capacityWait, bound time.Duration) Timer {
+	if waitingSince.IsZero() {
+		waitingSince = now
 	}
-	return t
+	if atCapacity && bound <= 0 {
+		bound = DefaultRouteWait
+	}
+	due := now.Add(RouteWaitInterval(now.Sub(waitingSince), capacityWait))
+	if end := waitingSince.Add(bound); bound > 0 && end.Before(due) {
+		due = end
+	}
+	return Timer{Attempt: attempt, Phase: PhaseRetry, Due: due, WaitingSince: waitingSince,
+		Namespace: j.Namespace, Capability: j.Capability, Rank: WaitRank(j.Priority, waitingSince)}
+}
+
+// LaneAge is how much longer a job of one lane has waited than one of the
+// lane above when the two rank alike: a slot given back goes to high work
+// before normal before low, oldest first within a lane, but a job that
+// has waited LaneAge more than one of the lane above goes first, so a
+// flood of high work delays low work, never starves it.
+const LaneAge = time.Minute
+
+// WaitRank orders the jobs waiting for a slot (the lowest first): when the
+// wait began, pushed back LaneAge for each lane below high.
+func WaitRank(p Priority, waitingSince time.Time) time.Time {
+	lanes := 1 // normal
+	switch p {
+	case PriorityHigh:
+		lanes = 0
+	case PriorityLow:
+		lanes = 2
+	}
+	return waitingSince.Add(time.Duration(lanes) * LaneAge)
 }
 
 // SubmitStep is where a submitted job goes first.

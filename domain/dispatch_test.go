@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func TestPlanDispatch(t *testing.T) {
 		due     time.Duration // the wait's timer, from now
 		since   time.Time     // the wait's WaitingSince
 		retryAt bool          // the failure retries
+		reason  string        // the failure's reason
 	}{
 		{name: "started already", job: routedJob(t, 1, 3, false), in: DispatchInput{Attempt: 1, Route: chosen, Chosen: true}, step: StepStale},
 		{name: "a later attempt's", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 2, Route: chosen, Chosen: true}, step: StepStale},
@@ -38,14 +40,26 @@ func TestPlanDispatch(t *testing.T) {
 			WaitingSince: now.Add(-time.Minute), Route: chosen, Chosen: true}, step: StepWait, due: 5 * time.Second, since: now.Add(-time.Minute)},
 		{name: "normal, never held back", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, HoldLow: true, Route: chosen, Chosen: true},
 			step: StepDeliver, events: []EventType{EventRouted}},
-		{name: "every candidate at capacity", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1,
-			Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 250 * time.Millisecond},
+		{name: "every candidate at capacity", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
+			Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 250 * time.Millisecond, since: now},
+		{name: "at capacity, waited 8 s", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
+			WaitingSince: now.Add(-8 * time.Second), Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond},
+			step: StepWait, due: 2 * time.Second, since: now.Add(-8 * time.Second)},
+		{name: "at capacity, the bound comes first", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 9 * time.Second,
+			WaitingSince: now.Add(-8 * time.Second), Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond},
+			step: StepWait, due: time.Second, since: now.Add(-8 * time.Second)},
+		{name: "at capacity past the bound", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
+			WaitingSince: now.Add(-30 * time.Second), Route: RouteResult{AllAtCapacity: true}},
+			step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed}, retryAt: true, reason: "at_capacity"},
+		{name: "all unavailable past the bound", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
+			WaitingSince: now.Add(-30 * time.Second), Route: RouteResult{Rejected: []RouteRejection{{AgentID: "a1", Reason: RouteRejectBreakerOpen}}}},
+			step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed}, retryAt: true, reason: "all_unavailable"},
 		{name: "none routable yet, first look", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
 			CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 250 * time.Millisecond, since: now},
 		{name: "none routable yet, waited 8 s", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
 			WaitingSince: now.Add(-8 * time.Second), CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 2 * time.Second, since: now.Add(-8 * time.Second)},
 		{name: "none routable past the bound", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
-			WaitingSince: now.Add(-31 * time.Second)}, step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed}, retryAt: true},
+			WaitingSince: now.Add(-31 * time.Second)}, step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed}, retryAt: true, reason: "no_agent"},
 		{name: "no wait asked", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1},
 			step: StepNoAgent, events: []EventType{EventRouted, EventAttemptFailed}, retryAt: true},
 		{name: "no agent on the last attempt", job: submitted(1, PriorityNormal), in: DispatchInput{Attempt: 1},
@@ -63,7 +77,11 @@ func TestPlanDispatch(t *testing.T) {
 		require.Equal(t, tc.events, typesOrNil(plan.Events), tc.name)
 		if tc.step == StepWait {
 			require.NotNil(t, plan.Timer, tc.name)
-			require.Equal(t, Timer{Attempt: tc.in.Attempt, Phase: PhaseRetry, Due: now.Add(tc.due), WaitingSince: tc.since}, *plan.Timer, tc.name)
+			want := Timer{Attempt: tc.in.Attempt, Phase: PhaseRetry, Due: now.Add(tc.due), WaitingSince: tc.since}
+			if !tc.in.HoldLow { // a wait for a slot or an agent says what it waits for
+				want.Namespace, want.Capability, want.Rank = "n", "c", WaitRank(tc.job.Priority, tc.since)
+			}
+			require.Equal(t, want, *plan.Timer, tc.name)
 			continue
 		}
 		require.Nil(t, plan.Timer, tc.name)
@@ -75,6 +93,11 @@ func TestPlanDispatch(t *testing.T) {
 			require.True(t, plan.Effects.ClearTimer && plan.Effects.Callback, tc.name)
 			require.Equal(t, tc.retryAt, plan.Effects.Dispatch != nil, tc.name)
 			require.Equal(t, tc.in.Route.Chosen, j.AgentID, tc.name+": ROUTED names what the route chose, if anything")
+			if tc.reason != "" {
+				var af AttemptFailed
+				require.NoError(t, json.Unmarshal(plan.Events[1].Data, &af), tc.name)
+				require.Equal(t, tc.reason, af.Reason, tc.name)
+			}
 		}
 	}
 }
@@ -103,4 +126,20 @@ func TestPlanSubmit(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, PlanSubmit(tc.status, tc.plain, tc.p), "%s plain=%v %s", tc.status, tc.plain, tc.p)
 	}
+}
+
+// TestWaitRank: a slot given back goes to high work before normal before
+// low, oldest first within a lane; a job that waited LaneAge longer than
+// one of the lane above ranks with it, so no lane starves.
+func TestWaitRank(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	lowOld := WaitRank(PriorityLow, t0)
+	normal := WaitRank(PriorityNormal, t0.Add(30*time.Second))
+	high := WaitRank(PriorityHigh, t0.Add(40*time.Second))
+	highLater := WaitRank(PriorityHigh, t0.Add(41*time.Second))
+	require.True(t, high.Before(highLater), "oldest first within a lane")
+	require.True(t, high.Before(normal) && normal.Before(lowOld), "high, then normal, then low")
+	require.True(t, WaitRank(PriorityLow, t0).Before(WaitRank(PriorityHigh, t0.Add(2*LaneAge+time.Second))),
+		"a low job that waited two lanes' age longer goes before a high one")
 }

@@ -29,6 +29,10 @@ type QueuedAttempt struct {
 	// WaitingSince is when the attempt began waiting for a routable agent
 	// (zero: it is not waiting).
 	WaitingSince time.Time
+	// Capability and Rank are the wait's (Timer's), kept while its
+	// dispatch is queued: its turn at a slot came.
+	Capability string
+	Rank       time.Time
 }
 
 // Timer is a job's one timer: what it waits for (Phase) and when it is due.
@@ -44,6 +48,11 @@ type Timer struct {
 	// WaitingSince is when the attempt began waiting for a routable agent
 	// (zero: it is not waiting for one); a wait is bounded by route_wait_ms.
 	WaitingSince time.Time
+	// Capability and Rank name what a waiting attempt (WaitTimer) waits
+	// for: a slot given back by an agent offering Capability (in
+	// Namespace) wakes its waiter of the lowest Rank at once (WaitRank).
+	Capability string
+	Rank       time.Time
 }
 
 // Sample is one attempt's outcome for the agent's breaker window.

@@ -22,12 +22,15 @@ const (
 )
 
 // RouteWait reports whether a dispatch that could route the job to no agent
-// waits, spending no attempt, rather than spending it: always when every
-// candidate is at capacity (a slot comes back when an attempt ends), and for
-// up to limit since the attempt began waiting when no agent is routable.
+// waits, spending no attempt, rather than spending it: for up to limit (the
+// job's route_wait_ms) since the attempt began waiting, whatever it waits
+// for: a slot when every candidate is at capacity, or a routable agent. A
+// service that never waits for a routable agent (limit ≤ 0) still waits
+// for a slot, up to DefaultRouteWait: a slot comes back when an attempt
+// ends.
 func RouteWait(allAtCapacity bool, waitingSince, now time.Time, limit time.Duration) bool {
-	if allAtCapacity {
-		return true
+	if allAtCapacity && limit <= 0 {
+		limit = DefaultRouteWait
 	}
 	if waitingSince.IsZero() {
 		return limit > 0

@@ -46,7 +46,10 @@ func TestRouteWait(t *testing.T) {
 		limit    time.Duration
 		want     bool
 	}{
-		{"at capacity waits however long", true, now.Add(-time.Hour), time.Second, true},
+		{"at capacity inside the limit", true, now.Add(-29 * time.Second), 30 * time.Second, true},
+		{"at capacity at the limit the attempt is spent", true, now.Add(-30 * time.Second), 30 * time.Second, false},
+		{"at capacity with no limit, the default bounds it", true, now.Add(-29 * time.Second), -1, true},
+		{"at capacity with no limit, past the default", true, now.Add(-domain.DefaultRouteWait), -1, false},
 		{"first wait begins", false, time.Time{}, 30 * time.Second, true},
 		{"inside the limit", false, now.Add(-29 * time.Second), 30 * time.Second, true},
 		{"at the limit the attempt is spent", false, now.Add(-30 * time.Second), 30 * time.Second, false},

@@ -76,6 +76,10 @@ type RouteRequest struct {
 	// words, if it was; it does not score, and the result carries it so
 	// that the explanation starts from the intent.
 	Intent *IntentResolution `json:"intent,omitempty"`
+	// IgnoreCapacity ranks agents at capacity as any other: the caller
+	// counts their slots exactly itself (the snapshot's count may be a
+	// moment old: a slot just given back).
+	IgnoreCapacity bool `json:"-"`
 }
 
 // RouteConfig holds the scoring constants. Unlike the other configs, zero
@@ -490,7 +494,7 @@ func (rc *routeCtx) filter(a *RouteAgent) string {
 			return RouteRejectCanary
 		}
 	}
-	if a.MaxConcurrent > 0 && a.InFlight >= a.MaxConcurrent {
+	if a.MaxConcurrent > 0 && a.InFlight >= a.MaxConcurrent && !rc.req.IgnoreCapacity {
 		return RouteRejectAtCapacity
 	}
 	return ""
@@ -819,6 +823,20 @@ func containsWords(s, w string) bool {
 		}
 		_, size := utf8.DecodeRuneInString(s[i:])
 		from = i + size
+	}
+	return false
+}
+
+// Unavailable reports whether an agent offering the capability exists but
+// none could take the job for its state (not routable, breaker open, not
+// accepting, in inspection): the attempt is spent as all_unavailable
+// rather than no_agent.
+func (r RouteResult) Unavailable() bool {
+	for _, rj := range r.Rejected {
+		switch rj.Reason {
+		case RouteRejectState, RouteRejectBreakerOpen, RouteRejectNotAccepting, RouteRejectInspection:
+			return true
+		}
 	}
 	return false
 }

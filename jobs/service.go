@@ -193,6 +193,9 @@ type Service struct {
 	callbacks    *callback.Sender // calls callers back
 	inbox        *inbox.Inbox     // the pull agents' inboxes
 	dispatcher   *dispatch.Dispatcher
+	// waiters signals the deadline sweep that a commit woke an attempt
+	// waiting for a slot (jobstore.WakeWaiters).
+	waiters chan struct{}
 }
 
 // NewService returns a Service. Call SetClient before use.
@@ -209,13 +212,18 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		http: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // deliveries never follow redirects
 		}},
-		now: time.Now, pressureSeen: map[lane]bool{}}
+		now: time.Now, pressureSeen: map[lane]bool{}, waiters: make(chan struct{}, 1)}
 	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
 		Now: func() time.Time { return s.now() }, Finished: s.countFinished})
 	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
 		Now: func() time.Time { return s.now() }, Jitter: s.jitter, Claimed: func(ctx context.Context) {
 			s.metrics.deliveries.Add(ctx, 1, telemetry.WithAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
 				attribute.String("reason", "claimed")))
+		}, Waiters: func() {
+			select {
+			case s.waiters <- struct{}{}:
+			default: // a wake is pending already
+			}
 		}})
 	s.a2a = adapter.New(pool, store, s.jobs, reg, &a2aclient.Client{HTTP: s.http}, s,
 		func(ctx context.Context, l *jobstore.Loaded, url string, body []byte, h http.Header) (int, error) {

@@ -102,8 +102,9 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	var phase domain.TimerPhase
 	var due time.Time
 	var riverJobID *int64
-	var waitingSince *time.Time
-	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID, &waitingSince)
+	var waitingSince, rank *time.Time
+	var capability string
+	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID, &waitingSince, &capability, &rank)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil // handled meanwhile, or locked by another sweeper
 	}
@@ -121,19 +122,22 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"}
 	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: phase, Due: due}, CallbackMaxAttempts,
 		now, s.jitter(), s.attemptPolicy(), md)
-	var since time.Time
+	queued := &domain.QueuedAttempt{Attempt: attempt, Capability: capability}
 	if waitingSince != nil {
-		since = *waitingSince
+		queued.WaitingSince = *waitingSince
+	}
+	if rank != nil {
+		queued.Rank = *rank
 	}
 	switch d.Do {
 	case domain.TimerDispatch:
-		return "", s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: attempt, WaitingSince: since}})
+		return "", s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})
 	case domain.TimerRedispatch:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.LostAfter)
 		if err != nil || alive {
 			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.LostAfter), err)
 		}
-		return "redispatched", s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: attempt, WaitingSince: since}})
+		return "redispatched", s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})
 	case domain.TimerRequeueCallback:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.CallbackGrace)
 		if err != nil || alive {

@@ -14,7 +14,7 @@ func (s *Service) Sweeps() []sweep.Sweep {
 		{Name: "deadline_sweep", Every: s.cfg.DeadlineSweepInterval, Run: func(ctx context.Context) error {
 			_, err := s.SweepDeadlines(ctx)
 			return err
-		}},
+		}, Wake: s.waiters}, // a slot given back to a waiting attempt: dispatch it now
 		{Name: "repair_sweep", Every: s.cfg.RepairSweepInterval, Run: func(ctx context.Context) error {
 			_, err := s.SweepRepairs(ctx)
 			return err

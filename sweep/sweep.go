@@ -29,6 +29,8 @@ type Sweep struct {
 	Name  string
 	Every time.Duration
 	Run   func(ctx context.Context) error
+	// Wake, if set, runs the sweep at once, between its intervals.
+	Wake <-chan struct{}
 }
 
 // Runner runs sweeps while its process leads.
@@ -145,8 +147,9 @@ func (r *Runner) lead(ctx context.Context) (led bool, err error) {
 // never answer is given up, and the next run starts afresh.
 const runTimeout = time.Minute
 
-// loop runs s at once and then every s.Every until ctx ends; a run that
-// fails is logged and the next one tries again.
+// loop runs s at once and then every s.Every, and whenever s.Wake
+// signals, until ctx ends; a run that fails is logged and the next one
+// tries again.
 func (r *Runner) loop(ctx context.Context, s Sweep) {
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
@@ -161,6 +164,7 @@ func (r *Runner) loop(ctx context.Context, s Sweep) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.Wake: // a nil channel never signals
 		}
 	}
 }

@@ -153,13 +153,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 			return run.complete(ctx, tx)
 		})
 	case domain.StepInbox:
-		err := d.inbox.Put(ctx, l, agent, plan.Events[0])
+		err := d.inbox.Put(ctx, l, agent, plan.Events[0], d.rank(l, run))
 		if errors.Is(err, jobstore.ErrNoSlot) {
 			return d.waitForSlot(ctx, run, l) // another process took the last slot first
 		}
 		return err
 	}
-	deadline, err := d.recordRouted(ctx, l, agent, plan.Events[0])
+	deadline, err := d.recordRouted(ctx, l, agent, plan.Events[0], d.rank(l, run))
 	if errors.Is(err, jobstore.ErrNoSlot) {
 		return d.waitForSlot(ctx, run, l) // another process took the last slot first
 	}
@@ -181,7 +181,8 @@ func (d *Dispatcher) capacityWait(ns string) time.Duration {
 // waitForSlot makes the attempt wait for a slot of its agent, which
 // another process took first.
 func (d *Dispatcher) waitForSlot(ctx context.Context, run Run, l *jobstore.Loaded) error {
-	return d.waitOn(ctx, run, l, domain.WaitTimer(run.Attempt, true, run.WaitingSince, d.cfg.Now().UTC(), d.capacityWait(l.Namespace)))
+	return d.waitOn(ctx, run, l, domain.WaitTimer(&l.Job, run.Attempt, true, run.WaitingSince, d.cfg.Now().UTC(),
+		d.capacityWait(l.Namespace), l.RouteWait(d.cfg.RouteWait)))
 }
 
 // span is the context and span of one dispatch of attempt of l, with the
@@ -221,6 +222,17 @@ func (d *Dispatcher) route(l *jobstore.Loaded) (domain.RouteResult, *registry.Ag
 	}
 	snap := d.registry.Snapshot()
 	route := snap.Route(req)
+	if route.AllAtCapacity {
+		// The snapshot's count of slots may be a moment old (a slot just
+		// given back: this dispatch may be the waiter it woke). The best
+		// agent is tried anyway; the unit of work counts its slots
+		// exactly, and refuses the attempt (ErrNoSlot: it waits) if none
+		// is free.
+		req.IgnoreCapacity = true
+		if exact := snap.Route(req); exact.Chosen != "" {
+			route = exact
+		}
+	}
 	if route.Chosen == "" {
 		return route, nil
 	}
@@ -253,14 +265,25 @@ func (d *Dispatcher) waitOn(ctx context.Context, run Run, l *jobstore.Loaded, t 
 // dispatcher should have recorded an outcome), and answers the attempt's
 // deadline; on success l is the fold after ROUTED. The write shares its
 // transaction with concurrent ones (the unit of work's writer).
-func (d *Dispatcher) recordRouted(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) (time.Time, error) {
+func (d *Dispatcher) recordRouted(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event, rank time.Time) (time.Time, error) {
 	now := d.cfg.Now().UTC()
 	deadline := now.Add(l.Timeout())
 	attempt := l.Attempts + 1
 	err := d.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed},
 		Effects: domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted, Due: deadline.Add(d.cfg.LostAfter)}},
-		Slot:    &jobstore.Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt}})
+		Slot: &jobstore.Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, MaxConcurrent: agent.MaxConcurrent,
+			Attempt: attempt, Rank: rank}})
 	return deadline, err
+}
+
+// rank is the run's rank among the attempts waiting for a slot
+// (domain.WaitRank): from when its wait began, or now.
+func (d *Dispatcher) rank(l *jobstore.Loaded, run Run) time.Time {
+	since := run.WaitingSince
+	if since.IsZero() {
+		since = d.cfg.Now().UTC()
+	}
+	return domain.WaitRank(l.Priority, since)
 }
 
 // recordDelivery appends what the delivery decided (domain.Delivery), in

@@ -51,6 +51,10 @@ type Config struct {
 	Jitter func() float64
 	// Claimed, if set, is told of every attempt a claim delivered.
 	Claimed func(ctx context.Context)
+	// Waiters, if set, is told when a commit woke an attempt waiting for
+	// a slot (jobstore.WakeWaiters on the same channel), and when the
+	// listener (re)connects: something may have been missed.
+	Waiters func()
 }
 
 // Inbox holds the pull agents' inboxes, and wakes this process's waiting
@@ -113,9 +117,21 @@ func (b *Inbox) wake(key string) {
 }
 
 // Run listens for attempts put in pull agents' inboxes, by any process,
-// and wakes this process's claims, until ctx ends.
+// and wakes this process's claims, until ctx ends. The same channel wakes
+// the attempts waiting for a slot (Config.Waiters): one listening
+// connection a process serves both.
 func (b *Inbox) Run(ctx context.Context) {
-	eventstore.ListenPayloads(ctx, b.pool, jobstore.InboxChannel, b.logger, b.wake)
+	eventstore.ListenPayloads(ctx, b.pool, jobstore.InboxChannel, b.logger, func(payload string) {
+		if payload == jobstore.WakeWaiters || payload == "" {
+			if b.cfg.Waiters != nil {
+				b.cfg.Waiters()
+			}
+			if payload != "" {
+				return
+			}
+		}
+		b.wake(payload)
+	})
 }
 
 // Put puts the attempt in pull agent's inbox: in one write (shared
@@ -125,12 +141,12 @@ func (b *Inbox) Run(ctx context.Context) {
 // completes the River job once Work returns (a rerun finds the attempt
 // routed and does nothing). Nothing is sent: the agent's claim delivers
 // it.
-func (b *Inbox) Put(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) error {
+func (b *Inbox) Put(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event, rank time.Time) error {
 	key := domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}
 	attempt := l.Attempts + 1
 	return b.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed}, Notify: key.String(),
 		Effects: domain.Effects{Timer: domain.InboxTimer(attempt, key.Namespace, key.ID, b.cfg.Now().UTC(), b.cfg.ClaimTimeout)},
-		Slot:    &jobstore.Slot{Agent: key, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt}})
+		Slot:    &jobstore.Slot{Agent: key, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt, Rank: rank}})
 }
 
 // Claim answers up to max deliveries from pull agent a's inbox, waiting up

@@ -29,6 +29,11 @@ var ErrConflict = domain.NewError(domain.ErrConflict, "conflict")
 // transaction that put it there (Write.Notify).
 const InboxChannel = "agentreach_inbox"
 
+// WakeWaiters is the payload on InboxChannel of a transaction that gave a
+// slot to a waiting attempt (its timer came due): it wakes the deadline
+// sweep, which dispatches it, in whichever process leads the sweeps.
+const WakeWaiters = "!waiters"
+
 // Config tunes the timers the store writes.
 type Config struct {
 	// LostAfter is how long a queued attempt's River job may take to

@@ -20,6 +20,7 @@ import (
 
 var (
 	qCountSlotsOfAgents = queries.Must("CountSlotsOfAgents")
+	qWaitersOfAgents    = queries.Must("WaitersOfAgents")
 	qLockAgentSlots     = queries.Must("LockAgentSlots")
 	qLockJobTimers      = queries.Must("LockJobTimers")
 	qTransactionTime    = queries.Must("TransactionTime")
@@ -107,6 +108,10 @@ type Slot struct {
 	Agent         domain.AgentKey
 	MaxConcurrent int
 	Attempt       int
+	// Rank is the attempt's rank among those waiting for a slot
+	// (domain.WaitRank): a slot whose turn came to an attempt of a lower
+	// rank (a slot given back woke it) is left to it.
+	Rank time.Time
 }
 
 // Decide folds the write's events onto a copy of its fold (the job's
@@ -546,8 +551,12 @@ func (s *Store) insertRiverJobs(ctx context.Context, tx pgx.Tx, ws []*Write) err
 // queueSlotCount queues on b, under every limited agent's advisory lock
 // (taken in one order), the count of the slots it holds for every process
 // on the database: the agents with a max_concurrent that ws take slots
-// of. Reading it, the writes of ws take the free ones in turn, and a
-// write refused one gets ErrNoSlot. It reports whether it queued any.
+// of, and the attempts whose turn at one of their slots came
+// (WaitersOfAgents). Reading them, the writes of ws take the free ones in
+// turn, leaving one to each attempt whose turn came with a lower rank
+// than theirs (Slot.Rank; a slot given back woke it, and its dispatch is
+// on its way); a write refused one gets ErrNoSlot. It reports whether it
+// queued any.
 func queueSlotCount(b *pgx.Batch, ws []*Write) bool {
 	limited := slotLimitedAgents(ws)
 	if len(limited) == 0 {
@@ -558,6 +567,20 @@ func queueSlotCount(b *pgx.Batch, ws []*Write) bool {
 		nss[i], ids[i] = k.Namespace, k.ID
 		b.Queue(qLockAgentSlots, k.Namespace, k.ID)
 	}
+	type waiter struct {
+		job  string
+		rank time.Time
+	}
+	waiters := map[domain.AgentKey][]waiter{}
+	b.Queue(qWaitersOfAgents, nss, ids).Query(func(rows pgx.Rows) error {
+		var k domain.AgentKey
+		var wt waiter
+		_, err := pgx.ForEachRow(rows, []any{&k.Namespace, &k.ID, &wt.job, &wt.rank}, func() error {
+			waiters[k] = append(waiters[k], wt)
+			return nil
+		})
+		return err
+	})
 	b.Queue(qCountSlotsOfAgents, nss, ids).Query(func(rows pgx.Rows) error {
 		held := map[domain.AgentKey]int{}
 		var k domain.AgentKey
@@ -565,14 +588,24 @@ func queueSlotCount(b *pgx.Batch, ws []*Write) bool {
 		if _, err := pgx.ForEachRow(rows, []any{&k.Namespace, &k.ID, &n}, func() error { held[k] = n; return nil }); err != nil {
 			return err
 		}
+		taken := map[string]bool{} // the jobs that took a slot here: no longer waiting
 		for _, w := range ws {
-			if c := w.Slot; c != nil && c.MaxConcurrent > 0 && w.Err == nil {
-				if held[c.Agent] >= c.MaxConcurrent {
-					w.Err = ErrNoSlot
-					continue
-				}
-				held[c.Agent]++
+			c := w.Slot
+			if c == nil || c.MaxConcurrent <= 0 || w.Err != nil {
+				continue
 			}
+			ahead := 0
+			for _, wt := range waiters[c.Agent] {
+				if wt.job != w.jobID() && !taken[wt.job] && wt.rank.Before(c.Rank) {
+					ahead++
+				}
+			}
+			if held[c.Agent]+ahead >= c.MaxConcurrent {
+				w.Err = ErrNoSlot
+				continue
+			}
+			held[c.Agent]++
+			taken[w.jobID()] = true
 		}
 		return nil
 	})
@@ -616,8 +649,12 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 		r.timers.set(id, s.callbackTimer(w.callbackJob))
 	}
 	if q := fx.Queue; q != nil {
-		r.timers.set(id, domain.Timer{Attempt: q.Attempt, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter),
-			RiverJobID: w.dispatchJob, WaitingSince: q.WaitingSince})
+		t := domain.Timer{Attempt: q.Attempt, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter),
+			RiverJobID: w.dispatchJob, WaitingSince: q.WaitingSince}
+		if q.Capability != "" { // a waiter's turn came: it keeps its place
+			t.Namespace, t.Capability, t.Rank = w.After.Namespace, q.Capability, q.Rank
+		}
+		r.timers.set(id, t)
 	}
 	if w.Notify != "" && !slices.Contains(r.notify, w.Notify) {
 		r.notify = append(r.notify, w.Notify)
@@ -625,8 +662,8 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 }
 
 // effectRows are the rows of writes' effects, a statement of each kind:
-// slots taken, slots given back, timers cleared, timers set, attempt
-// samples and inbox notifications. A job's slot and timer are the last
+// slots taken, timers cleared, timers set, slots given back (each to the
+// most urgent waiter), attempt samples and inbox notifications. A job's slot and timer are the last
 // set.
 type effectRows struct {
 	take           slotSet
@@ -643,14 +680,15 @@ func (r *effectRows) statements() []eventstore.Statement {
 	if t := &r.take; len(t.jobIDs) > 0 {
 		add(qTakeAgentSlotsReplacing, eventstore.UUIDs(t.jobIDs), t.namespaces, t.agentIDs, t.attempts)
 	}
-	if len(r.release) > 0 {
-		add(qReleaseAgentSlots, eventstore.UUIDs(r.release))
-	}
 	if len(r.clear) > 0 {
 		add(qClearJobTimers, eventstore.UUIDs(r.clear))
 	}
 	if t := &r.timers; len(t.jobIDs) > 0 {
-		add(qSetJobTimers, eventstore.UUIDs(t.jobIDs), t.attempts, t.agentIDs, t.phases, t.dues, t.riverIDs, t.since, t.namespaces)
+		add(qSetJobTimers, eventstore.UUIDs(t.jobIDs), t.attempts, t.agentIDs, t.phases, t.dues, t.riverIDs, t.since, t.namespaces,
+			t.capabilities, t.ranks)
+	}
+	if len(r.release) > 0 { // after the timers: a waiter written here may take a slot given back here
+		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters)
 	}
 	if m := &r.samples; len(m.agentIDs) > 0 {
 		add(qRecordAgentAttempts, m.namespaces, m.agentIDs, m.ats, m.oks)
@@ -683,12 +721,12 @@ func (r *slotSet) set(jobID, namespace, agentID string, attempt int) {
 
 // timerSet is timers to set (SetJobTimers' arrays), a job's last.
 type timerSet struct {
-	jobIDs, agentIDs, phases, namespaces []string
-	attempts                             []int32
-	dues                                 []time.Time
-	riverIDs                             []*int64
-	since                                []*time.Time
-	at                                   map[string]int
+	jobIDs, agentIDs, phases, namespaces, capabilities []string
+	attempts                                           []int32
+	dues                                               []time.Time
+	riverIDs                                           []*int64
+	since, ranks                                       []*time.Time
+	at                                                 map[string]int
 }
 
 func (r *timerSet) set(jobID string, t domain.Timer) {
@@ -711,9 +749,15 @@ func (r *timerSet) set(jobID string, t domain.Timer) {
 		r.agentIDs, r.phases, r.namespaces = append(r.agentIDs, ""), append(r.phases, ""), append(r.namespaces, "")
 		r.attempts, r.dues = append(r.attempts, 0), append(r.dues, time.Time{})
 		r.riverIDs, r.since = append(r.riverIDs, nil), append(r.since, nil)
+		r.capabilities, r.ranks = append(r.capabilities, ""), append(r.ranks, nil)
+	}
+	var rank *time.Time
+	if !t.Rank.IsZero() {
+		rank = &t.Rank
 	}
 	r.attempts[i], r.agentIDs[i], r.phases[i], r.dues[i] = int32(t.Attempt), t.AgentID, string(t.Phase), t.Due
 	r.riverIDs[i], r.since[i], r.namespaces[i] = rj, since, t.Namespace
+	r.capabilities[i], r.ranks[i] = t.Capability, rank
 }
 
 // sampleRows are attempt samples to record (RecordAgentAttempts' arrays).

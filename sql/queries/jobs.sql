@@ -63,7 +63,7 @@ SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500
 
 -- name: LockDueJobTimer
 -- Takes a job's timer for this sweeper; no row when it is gone or another sweeper holds it.
-SELECT attempt, phase, due_at, river_job_id, waiting_since FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED;
+SELECT attempt, phase, due_at, river_job_id, waiting_since, coalesce(capability, ''), rank_at FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED;
 
 -- name: LockJobTimers
 -- Takes the timer rows of a shared write's jobs, in job order, before it
@@ -121,6 +121,16 @@ SELECT s.namespace, s.agent_id, count(*)::int FROM agent_slots s
 JOIN unnest($1::text[], $2::text[]) AS a(namespace, agent_id) USING (namespace, agent_id)
 GROUP BY s.namespace, s.agent_id;
 
+-- name: WaitersOfAgents
+-- The attempts whose turn at a slot of each agent ($1[i], $2[i]) came:
+-- waiting for one of its capabilities, with a retry timer due (a slot given
+-- back woke it, or it looks again) or a dispatch queued; with their ranks.
+SELECT k.namespace, k.agent_id, t.job_id::text, t.rank_at
+FROM unnest($1::text[], $2::text[]) AS k(namespace, agent_id)
+JOIN agents a ON a.namespace = k.namespace AND a.agent_id = k.agent_id
+JOIN job_timers t ON t.namespace = k.namespace AND t.capability = ANY(a.capabilities)
+WHERE t.capability IS NOT NULL AND (t.phase = 'queued' OR (t.phase = 'retry' AND t.due_at <= now()));
+
 -- name: TransactionTime
 -- When the transaction began: what its events record as recorded_at.
 SELECT now();
@@ -151,11 +161,14 @@ ORDER BY finished_at DESC LIMIT 100;
 
 -- name: SetJobTimers
 -- Sets the timers of a shared transaction's writes in one statement (SetJobTimer's, a job a row).
-INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace)
-SELECT * FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::timestamptz[], $8::text[])
+INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, capability, rank_at)
+SELECT job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, NULLIF(capability, ''), rank_at
+FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::timestamptz[], $8::text[],
+    $9::text[], $10::timestamptz[]) AS t(job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, capability, rank_at)
 ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
     phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id,
-    waiting_since = excluded.waiting_since, namespace = excluded.namespace;
+    waiting_since = excluded.waiting_since, namespace = excluded.namespace,
+    capability = excluded.capability, rank_at = excluded.rank_at;
 
 -- name: ClearJobTimers
 -- Drops the timers of a shared transaction's writes that leave nothing to watch.
@@ -174,5 +187,27 @@ ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = ex
     attempt = excluded.attempt, taken_at = now();
 
 -- name: ReleaseAgentSlots
--- The slots of a shared transaction's writes whose attempts ended.
-DELETE FROM agent_slots WHERE job_id = ANY($1::uuid[]);
+-- The slots of a shared transaction's writes whose attempts ended, each
+-- handed at once to the most urgent attempt waiting for its agent (the
+-- lowest rank among the retry timers of its namespace naming one of its
+-- capabilities, not yet due; FOR UPDATE SKIP LOCKED: never waits on
+-- another transaction): that timer comes due now, and $2 is notified with
+-- $3 on commit, to wake the deadline sweep that dispatches it.
+WITH freed AS (
+    DELETE FROM agent_slots WHERE job_id = ANY($1::uuid[]) RETURNING namespace, agent_id
+), per_agent AS (
+    SELECT namespace, agent_id, count(*) AS n FROM freed GROUP BY namespace, agent_id
+), picked AS (
+    SELECT w.job_id FROM per_agent p
+    JOIN agents a ON a.namespace = p.namespace AND a.agent_id = p.agent_id
+    CROSS JOIN LATERAL (
+        SELECT t.job_id FROM job_timers t
+        WHERE t.phase = 'retry' AND t.namespace = p.namespace AND t.capability = ANY(a.capabilities) AND t.due_at > now()
+        ORDER BY t.rank_at, t.job_id
+        LIMIT p.n
+        FOR UPDATE OF t SKIP LOCKED
+    ) w
+), woken AS (
+    UPDATE job_timers t SET due_at = now() FROM picked WHERE t.job_id = picked.job_id RETURNING t.job_id
+)
+SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken LIMIT 1) AS any_woken;

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/internal/harness"
+	"github.com/agentreach/agentreach/webhook"
+)
+
+// gatedAgent is an inline agent that answers each delivery only when the
+// test lets one through, and records the order in which jobs came.
+type gatedAgent struct {
+	srv  *httptest.Server
+	gate chan struct{}
+	mu   sync.Mutex
+	came []string
+}
+
+func newGatedAgent(t *testing.T) *gatedAgent {
+	t.Helper()
+	a := &gatedAgent{gate: make(chan struct{})}
+	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		var env webhook.Envelope
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		a.mu.Lock()
+		a.came = append(a.came, env.JobID)
+		a.mu.Unlock()
+		select {
+		case <-a.gate:
+		case <-r.Context().Done():
+			return
+		}
+		answer("SUCCESS", "")(w, env)
+	}))
+	t.Cleanup(func() { close(a.gate); a.srv.Close() })
+	return a
+}
+
+func (a *gatedAgent) order() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.came...)
+}
+
+// waitCame waits until the agent has been delivered n jobs.
+func (a *gatedAgent) waitCame(t *testing.T, n int) []string {
+	t.Helper()
+	ok, err := harness.Until(t.Context(), 20*time.Second, 5*time.Millisecond, func() (bool, error) { return len(a.order()) >= n, nil })
+	require.NoError(t, err)
+	require.True(t, ok, "the agent got %d jobs, not %d", len(a.order()), n)
+	return a.order()
+}
+
+// TestFreedSlotGoesToTheMostUrgentJob: jobs waiting for the one slot of an
+// agent get it in priority order, high before normal before low, oldest
+// first within a lane, whatever order they came in and whenever their own
+// timers look again: each slot given back wakes the next one at once.
+func TestFreedSlotGoesToTheMostUrgentJob(t *testing.T) {
+	t.Parallel()
+	r, dsn := service(t)
+	base := r.m.URL()
+	agent := newGatedAgent(t)
+	postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":"one-slot","capabilities":["t.slot"],"endpoint":%q,"max_concurrent":1,"ttl_seconds":120}`,
+		agent.srv.URL+"/deliver"), http.StatusCreated, nil)
+	waitState(t, base, "one-slot", "HEALTHY", 20*time.Second)
+	waitRoute(t, base, "t.slot", func(rj routeJSON) bool { return len(rj.Candidates) > 0 })
+
+	job := func(priority string) string {
+		return submitOK(t, base, fmt.Sprintf(`{"capability":"t.slot","payload":{},"priority":%q,"timeout_ms":60000,"route_wait_ms":120000}`, priority))
+	}
+	holder := job("normal")
+	agent.waitCame(t, 1)
+
+	pool := openDB(t, dsn)
+	waiting := func(n int) {
+		t.Helper()
+		ok, err := harness.Until(t.Context(), 20*time.Second, 5*time.Millisecond, func() (bool, error) {
+			var got int
+			err := pool.QueryRow(t.Context(), `SELECT count(*) FROM job_timers WHERE capability = 't.slot'`).Scan(&got)
+			return got == n, err
+		})
+		require.NoError(t, err)
+		require.True(t, ok, "%d jobs never all waited for the slot", n)
+	}
+	low1 := job("low")
+	waiting(1)
+	low2 := job("low")
+	waiting(2)
+	normal := job("normal")
+	waiting(3)
+	high := job("high")
+	waiting(4)
+
+	want := []string{holder, high, normal, low1, low2}
+	for i := 1; i < len(want); i++ {
+		agent.gate <- struct{}{} // the slot's holder answers: the slot comes back
+		got := agent.waitCame(t, i+1)
+		require.Equal(t, want[:i+1], got, "after %d slots given back", i)
+	}
+	agent.gate <- struct{}{}
+	for _, id := range want {
+		j := waitTerminal(t, base, id, 30*time.Second)
+		require.Equal(t, "SUCCESS", j.Status)
+		require.Equal(t, 1, j.Attempts, "a wait for a slot spends no attempt")
+	}
+}

@@ -1,0 +1,130 @@
+package jobstore
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// agentRow registers agent id of namespace default offering caps, as the
+// registry's read model holds it (the unit of work reads its
+// capabilities).
+func agentRow(t *testing.T, s *Store, id string, caps ...string) {
+	t.Helper()
+	_, err := s.pool.Exec(context.Background(), `INSERT INTO agents (agent_id, namespace, capabilities, endpoint, state, instance_id,
+		token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at, stream_version, max_concurrent)
+		VALUES ($1, $2, $3, 'http://127.0.0.1:9/', 'UP', $4, '\x00', now(), now(), now() + interval '1 hour', now(), 1, 1)`,
+		id, domain.DefaultNamespace, caps, uuid.New())
+	require.NoError(t, err)
+}
+
+// newJobOf writes a submitted job of the capability and priority.
+func newJobOf(t *testing.T, s *Store, capability string, p domain.Priority) *Loaded {
+	t.Helper()
+	ctx := context.Background()
+	sub := domain.Submitted{Capability: capability, Payload: json.RawMessage(`{}`), Priority: p}
+	require.NoError(t, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes))
+	sub.JobID = uuid.Must(uuid.NewV7()).String()
+	evs, _ := domain.SubmitEvents(sub, false, time.Now(), time.Hour, domain.Metadata{Actor: "test"})
+	w := &Write{L: &Loaded{Job: domain.Job{Submitted: domain.Submitted{JobID: sub.JobID}}}, Events: evs}
+	require.NoError(t, w.Decide())
+	s.Commit(ctx, []*Write{w}, nil)
+	require.NoError(t, w.Err)
+	l, err := s.Load(ctx, nil, sub.JobID)
+	require.NoError(t, err)
+	return l
+}
+
+func takeSlot(s *Store, l *Loaded, agentID string, rank time.Time) error {
+	return s.Write(context.Background(), &Write{L: l, Events: []domain.Event{routedEvent(l, agentID)},
+		Effects: domain.Effects{Timer: &domain.Timer{Attempt: l.Attempts + 1, AgentID: agentID, Phase: domain.PhaseRouted, Due: time.Now().Add(time.Hour)}},
+		Slot:    &Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agentID}, MaxConcurrent: 1, Attempt: l.Attempts + 1, Rank: rank}})
+}
+
+func endAttempt(t *testing.T, s *Store, l *Loaded) {
+	t.Helper()
+	ev := domain.NewEvent(domain.EventAttemptFailed, domain.AttemptFailed{Attempt: l.Attempts, AgentID: l.AgentID, Reason: "http_503"},
+		domain.Metadata{Actor: "test"})
+	require.NoError(t, s.Write(context.Background(), &Write{L: l, Events: []domain.Event{ev}, Effects: domain.Effects{ClearTimer: true}}))
+}
+
+// dueNow reports whether the job's timer is due.
+func dueNow(t *testing.T, s *Store, id string) bool {
+	t.Helper()
+	var due bool
+	require.NoError(t, s.pool.QueryRow(context.Background(), `SELECT due_at <= now() FROM job_timers WHERE job_id = $1`, id).Scan(&due))
+	return due
+}
+
+// TestSlotGoesToTheMostUrgentWaiter: a slot given back wakes, in the
+// same transaction, the waiter of the lowest rank for that agent (high
+// before normal before low, oldest first), and announces it on the inbox
+// channel; until that waiter takes the slot, an attempt of a higher rank
+// that looks again is refused it (it cannot steal the waiter's turn),
+// while the waiter takes it.
+func TestSlotGoesToTheMostUrgentWaiter(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	agentRow(t, s, "one-slot", "doc:parse", "doc:sum")
+	agentRow(t, s, "elsewhere", "img:crop")
+
+	holder := newJobOf(t, s, "doc:parse", domain.PriorityNormal)
+	require.NoError(t, takeSlot(s, holder, "one-slot", time.Time{}))
+
+	now := time.Now().UTC()
+	wait := func(l *Loaded, since time.Time) {
+		tm := domain.WaitTimer(&l.Job, 1, true, since, now, time.Hour, time.Hour) // looks again only in an hour
+		require.NoError(t, s.events.InTx(ctx, func(tx pgx.Tx) error { return s.AppendTx(ctx, tx, l, domain.Effects{Timer: &tm}) }))
+	}
+	low := newJobOf(t, s, "doc:parse", domain.PriorityLow)
+	wait(low, now.Add(-3*time.Second))
+	normal := newJobOf(t, s, "doc:sum", domain.PriorityNormal) // another capability of the same agent
+	wait(normal, now.Add(-2*time.Second))
+	high := newJobOf(t, s, "doc:parse", domain.PriorityHigh)
+	wait(high, now.Add(-time.Second))
+	other := newJobOf(t, s, "img:crop", domain.PriorityHigh) // waits for another agent
+	wait(other, now.Add(-time.Minute))
+
+	conn, err := s.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "LISTEN "+InboxChannel)
+	require.NoError(t, err)
+
+	endAttempt(t, s, holder)
+	require.True(t, dueNow(t, s, high.JobID), "the high job's turn came")
+	for _, l := range []*Loaded{low, normal, other} {
+		require.False(t, dueNow(t, s, l.JobID), "%s still waits", l.Capability)
+	}
+	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	n, err := conn.Conn().WaitForNotification(nctx)
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, WakeWaiters, n.Payload)
+
+	// The low job looks again before the high job's dispatch takes its
+	// turn: the slot is free, but not for it.
+	require.ErrorIs(t, takeSlot(s, low, "one-slot", domain.WaitRank(domain.PriorityLow, now.Add(-3*time.Second))), ErrNoSlot)
+	// A fresh high job ranks before a normal one that waited two seconds,
+	// but after the high job whose turn came.
+	fresh := newJobOf(t, s, "doc:parse", domain.PriorityHigh)
+	require.ErrorIs(t, takeSlot(s, fresh, "one-slot", domain.WaitRank(domain.PriorityHigh, now)), ErrNoSlot)
+	require.NoError(t, takeSlot(s, high, "one-slot", domain.WaitRank(domain.PriorityHigh, now.Add(-time.Second))))
+
+	// Its attempt ends: the normal job is next, then the low one.
+	endAttempt(t, s, high)
+	require.True(t, dueNow(t, s, normal.JobID))
+	require.False(t, dueNow(t, s, low.JobID))
+	require.NoError(t, takeSlot(s, normal, "one-slot", domain.WaitRank(domain.PriorityNormal, now.Add(-2*time.Second))))
+	endAttempt(t, s, normal)
+	require.True(t, dueNow(t, s, low.JobID))
+	require.False(t, dueNow(t, s, other.JobID), "no slot of its agent came back")
+}

@@ -118,7 +118,11 @@ func WaitTimer(j *Job, attempt int, atCapacity bool, waitingSince, now time.Time
 	if atCapacity && bound <= 0 {
 		bound = DefaultRouteWait
 	}
-	due := now.Add(RouteWaitInterval(now.Sub(waitingSince), capacityWait))
+	interval := RouteWaitInterval(now.Sub(waitingSince), capacityWait)
+	if atCapacity {
+		interval = CapacityRecheck(now.Sub(waitingSince), capacityWait)
+	}
+	due := now.Add(interval)
 	if end := waitingSince.Add(bound); bound > 0 && end.Before(due) {
 		due = end
 	}

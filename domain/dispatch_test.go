@@ -44,7 +44,7 @@ func TestPlanDispatch(t *testing.T) {
 			Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 250 * time.Millisecond, since: now},
 		{name: "at capacity, waited 8 s", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
 			WaitingSince: now.Add(-8 * time.Second), Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond},
-			step: StepWait, due: 2 * time.Second, since: now.Add(-8 * time.Second)},
+			step: StepWait, due: 8 * time.Second, since: now.Add(-8 * time.Second)},
 		{name: "at capacity, the bound comes first", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 9 * time.Second,
 			WaitingSince: now.Add(-8 * time.Second), Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond},
 			step: StepWait, due: time.Second, since: now.Add(-8 * time.Second)},

@@ -101,3 +101,18 @@ const MaxRouteWaitInterval = 2 * time.Second
 func RouteWaitInterval(waited, base time.Duration) time.Duration {
 	return min(max(base, waited/4), MaxRouteWaitInterval)
 }
+
+// MaxCapacityRecheck bounds how long an attempt waiting for a slot sleeps
+// between two looks of its own.
+const MaxCapacityRecheck = 10 * time.Second
+
+// CapacityRecheck is when an attempt that waits for a slot looks again by
+// itself: soon at first (base, the capacity wait), then after as long as
+// it has waited, up to MaxCapacityRecheck. A slot given back wakes the
+// most urgent waiter at once; these looks are only the safety net for a
+// wake that came before the wait was written, or capacity that came
+// without a slot given back (an agent registered, or raised its
+// max_concurrent), so a crowd of waiters does not churn the database.
+func CapacityRecheck(waited, base time.Duration) time.Duration {
+	return min(max(base, waited), MaxCapacityRecheck)
+}

@@ -112,3 +112,11 @@ func TestRouteWaitInterval(t *testing.T) {
 	require.Equal(t, time.Second, domain.RouteWaitInterval(4*time.Second, base))
 	require.Equal(t, domain.MaxRouteWaitInterval, domain.RouteWaitInterval(time.Minute, base))
 }
+
+func TestCapacityRecheck(t *testing.T) {
+	t.Parallel()
+	base := 250 * time.Millisecond
+	require.Equal(t, base, domain.CapacityRecheck(0, base))
+	require.Equal(t, 3*time.Second, domain.CapacityRecheck(3*time.Second, base))
+	require.Equal(t, domain.MaxCapacityRecheck, domain.CapacityRecheck(time.Minute, base))
+}

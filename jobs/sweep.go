@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/jobs/dispatch"
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
@@ -71,11 +72,22 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 	}
 	for _, id := range ids {
 		var what string
+		var direct *dispatch.Start // a waiter whose turn came, dispatched by this process once committed
 		err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
+			if direct != nil { // a try before, rolled back
+				s.dispatcher.Release()
+			}
 			var err error
-			what, err = s.expireTx(ctx, tx, id)
+			what, direct, err = s.expireTx(ctx, tx, id)
 			return err
 		})
+		if direct != nil {
+			if err == nil {
+				s.dispatcher.Direct(*direct)
+			} else {
+				s.dispatcher.Release()
+			}
+		}
 		if err != nil {
 			// One job's trouble must not hold up every other timer.
 			s.logger.ErrorContext(ctx, "deadline sweep: job left for the next sweep", "job_id", id, "err", err)
@@ -97,7 +109,11 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 	return rep, s.recordSweep(ctx, rep)
 }
 
-func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, error) {
+// expireTx decides job id's due timer in tx. A waiter whose turn at a slot
+// came is answered as a direct dispatch to start once tx commits (it holds
+// a direct dispatcher), when one is free: no River job to insert and
+// fetch.
+func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, *dispatch.Start, error) {
 	var attempt int
 	var phase domain.TimerPhase
 	var due time.Time
@@ -106,18 +122,18 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	var capability string
 	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID, &waitingSince, &capability, &rank)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil // handled meanwhile, or locked by another sweeper
+		return "", nil, nil // handled meanwhile, or locked by another sweeper
 	}
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	now := s.now().UTC()
 	if due.After(now) {
-		return "", nil // moved meanwhile
+		return "", nil, nil // moved meanwhile
 	}
 	l, err := s.Load(ctx, tx, id)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"}
 	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: phase, Due: due}, CallbackMaxAttempts,
@@ -131,28 +147,37 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, e
 	}
 	switch d.Do {
 	case domain.TimerDispatch:
-		return "", s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})
+		if queued.Capability != "" && s.dispatcher.Reserve() {
+			// The durable promise is the queued timer, naming no River
+			// job: should this process die first, the sweep finds it due
+			// after LostAfter and enqueues the attempt in River.
+			t := domain.Timer{Attempt: attempt, Phase: domain.PhaseQueued, Due: now.Add(s.cfg.LostAfter), WaitingSince: queued.WaitingSince,
+				Namespace: l.Namespace, Capability: queued.Capability, Rank: queued.Rank}
+			st := &dispatch.Start{L: l, Attempt: attempt, WaitingSince: queued.WaitingSince}
+			return "", st, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Timer: &t})
+		}
+		return "", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})
 	case domain.TimerRedispatch:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.LostAfter)
 		if err != nil || alive {
-			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.LostAfter), err)
+			return "", nil, s.postpone(ctx, tx, id, now.Add(s.cfg.LostAfter), err)
 		}
-		return "redispatched", s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})
+		return "redispatched", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})
 	case domain.TimerRequeueCallback:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.CallbackGrace)
 		if err != nil || alive {
-			return "", s.postpone(ctx, tx, id, now.Add(s.cfg.CallbackGrace), err)
+			return "", nil, s.postpone(ctx, tx, id, now.Add(s.cfg.CallbackGrace), err)
 		}
-		return "callback_requeued", s.jobs.AppendTx(ctx, tx, l, domain.Effects{RequeueCallback: true})
+		return "callback_requeued", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{RequeueCallback: true})
 	case domain.TimerAppend:
 		held := *l
 		err := s.jobs.AppendTx(ctx, tx, l, d.Effects, d.Events...)
 		if err == nil && d.CancelAtAgent {
 			s.cancelAtAgent(ctx, &held) // a courtesy, in the background
 		}
-		return d.Report, err
+		return d.Report, nil, err
 	}
-	return "", s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: true}) // its work is done
+	return "", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: true}) // its work is done
 }
 
 // riverJobAlive reports whether a River job is waiting to run or running

@@ -120,16 +120,19 @@ func (d *Dispatcher) Release() {
 
 // Start is what a direct dispatcher starts from: the committed fold L
 // and, when the submit routed it (RouteAtSubmit), the agent its first
-// attempt goes to and the attempt's deadline.
+// attempt goes to and the attempt's deadline. Attempt (1 when zero) and
+// WaitingSince are those of a waiter whose turn at a slot came.
 type Start struct {
-	L        *jobstore.Loaded
-	Agent    *registry.Agent
-	Deadline time.Time
+	L            *jobstore.Loaded
+	Agent        *registry.Agent
+	Deadline     time.Time
+	Attempt      int
+	WaitingSince time.Time
 }
 
-// Direct dispatches the first attempt of the committed job st.L, which
-// holds a reservation: it delivers an attempt routed at submit, and
-// routes one that was not.
+// Direct dispatches an attempt of the committed job st.L (its first, or
+// st.Attempt), which holds a reservation: it delivers an attempt routed at
+// submit, and routes one that was not.
 func (d *Dispatcher) Direct(st Start) {
 	p := d.direct.Load()
 	if p.held.Load() {
@@ -140,7 +143,7 @@ func (d *Dispatcher) Direct(st Start) {
 		defer d.Release()
 		ctx, cancel := context.WithTimeout(p.ctx, d.cfg.InlineWait+30*time.Second) // as the dispatch job's Timeout
 		defer cancel()
-		run := Run{Attempt: 1, Cause: "direct"}
+		run := Run{Attempt: max(st.Attempt, 1), WaitingSince: st.WaitingSince, Cause: "direct"}
 		var err error
 		if st.Agent != nil {
 			err = d.deliverRouted(ctx, run, st)
@@ -151,7 +154,7 @@ func (d *Dispatcher) Direct(st Start) {
 			d.logger.DebugContext(ctx, "direct dispatch failed; River takes the attempt", "job_id", st.L.JobID, "err", err)
 			hctx, cancel := context.WithTimeout(p.ctx, 10*time.Second) // the dispatch's own may be spent
 			defer cancel()
-			d.HandOver(hctx, st.L.JobID)
+			d.HandOver(hctx, st.L.JobID, run.Attempt, run.WaitingSince)
 		}
 	}()
 }
@@ -181,20 +184,20 @@ func (d *Dispatcher) deliverRouted(ctx context.Context, run Run, st Start) error
 	return d.deliverAndRecord(ctx, run, l, st.Agent, st.Deadline, md)
 }
 
-// HandOver enqueues the first attempt of job id in River's dispatch
-// queue, unless it has started (or the job moved on): what a direct
-// dispatch could not do, River does, with its retries. Should this fail
-// too, the attempt's timer answers for it.
-func (d *Dispatcher) HandOver(ctx context.Context, id string) {
+// HandOver enqueues the attempt of job id in River's dispatch queue,
+// unless it has started (or the job moved on): what a direct dispatch
+// could not do, River does, with its retries. Should this fail too, the
+// attempt's timer answers for it.
+func (d *Dispatcher) HandOver(ctx context.Context, id string, attempt int, waitingSince time.Time) {
 	err := d.events.InTx(ctx, func(tx pgx.Tx) error {
 		l, err := d.jobs.Load(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if l.Attempts != 0 || l.Status != domain.StatusSubmitted {
+		if !l.CanStart(attempt) {
 			return nil
 		}
-		return d.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: 1}})
+		return d.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: attempt, WaitingSince: waitingSince}})
 	})
 	if err != nil {
 		d.logger.WarnContext(ctx, "hand a direct dispatch to River; its timer will", "job_id", id, "err", err)

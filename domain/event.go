@@ -185,6 +185,9 @@ type SweepReported struct {
 	// NotClaimed are attempts a pull agent did not claim in time, routed
 	// again.
 	NotClaimed []string `json:"not_claimed,omitempty"`
+	// AgentGone are attempts claimed by a pull agent that went DOWN or
+	// OFFLINE holding them, routed again.
+	AgentGone []string `json:"agent_gone,omitempty"`
 }
 
 // Metadata travels with every event: who caused it and within which trace.

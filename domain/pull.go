@@ -92,3 +92,23 @@ func notClaimed(j *Job, t Timer, now time.Time, md Metadata) TimerDecision {
 	fx.Sample = &Sample{AgentID: j.AgentID, At: now, OK: false}
 	return TimerDecision{Do: TimerAppend, Report: ReasonNotClaimed, Events: evs, Effects: fx}
 }
+
+// ReasonAgentGone is the failure of an attempt a pull agent had claimed
+// when the agent went DOWN (its lease lapsed) or OFFLINE without
+// answering or releasing it.
+const ReasonAgentGone = "agent_gone"
+
+// AgentGone decides what becomes of j's attempt, delivered to a pull agent
+// that went DOWN or OFFLINE holding it: the attempt is spent (the agent
+// had it, and may have started it) and the job routed again at once,
+// away from that agent if another can take it; the last attempt goes to
+// the dead letter.
+func AgentGone(j *Job, state AgentState, now time.Time, md Metadata) ([]Event, Effects) {
+	agentID := j.AgentID
+	evs, fx := Reroute(j, func(at time.Time) Event {
+		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: j.Attempts, AgentID: agentID, Reason: ReasonAgentGone,
+			Error: "pull agent " + agentID + " went " + string(state) + " holding the attempt", RetryAt: at}, md)
+	}, now, md, ReasonAgentGone)
+	fx.Sample = &Sample{AgentID: agentID, At: now, OK: false}
+	return evs, fx
+}

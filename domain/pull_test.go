@@ -175,3 +175,40 @@ func TestPullRegistration(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentGone: an attempt held by a pull agent that went DOWN or
+// OFFLINE is spent and routed again at once, away from that agent; on the
+// last attempt the job goes to the dead letter. Either way its slot comes
+// back.
+func TestAgentGone(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		max   int
+		state AgentState
+		want  []EventType
+	}{
+		{"lease lapsed, attempts left", 3, AgentDown, []EventType{EventAttemptFailed}},
+		{"offline, the last attempt", 1, AgentOffline, []EventType{EventAttemptFailed, EventDeadLetter}},
+	} {
+		j := claimed(t, routedJob(t, 1, tc.max, false), now)
+		require.Equal(t, StatusDelivered, j.Status, tc.name)
+		evs, fx := AgentGone(j, tc.state, now, Metadata{})
+		require.Equal(t, tc.want, types(evs), tc.name)
+		var af AttemptFailed
+		require.NoError(t, json.Unmarshal(evs[0].Data, &af), tc.name)
+		require.Equal(t, ReasonAgentGone, af.Reason, tc.name)
+		require.Contains(t, af.Error, string(tc.state), tc.name)
+		require.Equal(t, &Sample{AgentID: j.AgentID, At: now, OK: false}, fx.Sample, tc.name)
+		after := apply(t, j, evs)
+		require.Empty(t, after.SlotHolder, tc.name)
+		if tc.max > 1 {
+			require.Equal(t, &NextDispatch{Attempt: 2, At: now}, fx.Dispatch, tc.name+": routed again at once")
+			require.Equal(t, j.AgentID, after.LastFailedAgent, tc.name+": and away from the gone agent")
+		} else {
+			require.Nil(t, fx.Dispatch, tc.name)
+			require.Equal(t, StatusDeadLetter, after.Status, tc.name)
+		}
+	}
+}

@@ -22,13 +22,14 @@ var (
 	qPostponeJobTimer     = queries.Must("PostponeJobTimer")
 	qJobsNeedingRepair    = queries.Must("JobsNeedingRepair")
 	qPruneIdempotencyKeys = queries.Must("PruneIdempotencyKeys")
+	qGoneAgentsClaims     = queries.Must("GoneAgentsClaims")
 )
 
 // SweepReport says what a sweep repaired.
 type SweepReport domain.SweepReported
 
 func (r SweepReport) empty() bool {
-	return len(r.TimedOut)+len(r.Lost)+len(r.Redispatched)+len(r.CallbacksRequeued)+len(r.NotClaimed) == 0
+	return len(r.TimedOut)+len(r.Lost)+len(r.Redispatched)+len(r.CallbacksRequeued)+len(r.NotClaimed)+len(r.AgentGone) == 0
 }
 
 func (s *Service) recordSweep(ctx context.Context, rep SweepReport) error {
@@ -36,7 +37,8 @@ func (s *Service) recordSweep(ctx context.Context, rep SweepReport) error {
 		return nil
 	}
 	s.logger.InfoContext(ctx, "sweep repaired jobs", "sweep", rep.Sweep, "timed_out", len(rep.TimedOut), "lost", len(rep.Lost),
-		"redispatched", len(rep.Redispatched), "callbacks_requeued", len(rep.CallbacksRequeued), "not_claimed", len(rep.NotClaimed))
+		"redispatched", len(rep.Redispatched), "callbacks_requeued", len(rep.CallbacksRequeued), "not_claimed", len(rep.NotClaimed),
+		"agent_gone", len(rep.AgentGone))
 	_, err := s.store.Append(ctx, "sweep:"+rep.Sweep, eventstore.Any,
 		domain.NewEvent(domain.EventSweepReport, domain.SweepReported(rep), domain.Metadata{Actor: "sweep:" + rep.Sweep}))
 	return err
@@ -106,7 +108,72 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 			rep.NotClaimed = append(rep.NotClaimed, id)
 		}
 	}
+	gone, err := s.releaseGoneAgentsClaims(ctx)
+	rep.AgentGone = gone
+	if err != nil {
+		return rep, err
+	}
 	return rep, s.recordSweep(ctx, rep)
+}
+
+// releaseGoneAgentsClaims routes again the attempts claimed by pull agents
+// that went DOWN (their lease lapsed: no heartbeat and no claim for
+// ttl_seconds) or OFFLINE while holding them (domain.AgentGone), each in
+// its own transaction with its timer, and answers their jobs.
+func (s *Service) releaseGoneAgentsClaims(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, qGoneAgentsClaims)
+	if err != nil {
+		return nil, fmt.Errorf("claims of gone pull agents: %w", err)
+	}
+	type claim struct {
+		id    string
+		state domain.AgentState
+	}
+	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (claim, error) {
+		var c claim
+		return c, r.Scan(&c.id, &c.state)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claims of gone pull agents: %w", err)
+	}
+	var out []string
+	for _, c := range claims {
+		released := false
+		err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
+			released = false
+			var attempt int
+			var phase domain.TimerPhase
+			var due time.Time
+			var riverJobID *int64
+			var since, rank *time.Time
+			var capability string
+			err := tx.QueryRow(ctx, qLockDueJobTimer, c.id).Scan(&attempt, &phase, &due, &riverJobID, &since, &capability, &rank)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // another sweeper holds it, or it is gone
+			}
+			if err != nil {
+				return err
+			}
+			l, err := s.Load(ctx, tx, c.id)
+			if err != nil {
+				return err
+			}
+			if phase != domain.PhaseDelivered || l.Status != domain.StatusDelivered || l.Attempts != attempt || l.SlotHolder == "" {
+				return nil // answered or moved on meanwhile
+			}
+			evs, fx := domain.AgentGone(&l.Job, c.state, s.now().UTC(), domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"})
+			released = true
+			return s.jobs.AppendTx(ctx, tx, l, fx, evs...)
+		})
+		if err != nil {
+			s.logger.ErrorContext(ctx, "deadline sweep: a gone agent's claim left for the next sweep", "job_id", c.id, "err", err)
+			continue
+		}
+		if released {
+			out = append(out, c.id)
+		}
+	}
+	return out, nil
 }
 
 // expireTx decides job id's due timer in tx. A waiter whose turn at a slot

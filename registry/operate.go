@@ -90,10 +90,12 @@ func (r *Registry) PullAgent(ctx context.Context, id, token string) (*Agent, err
 	return a, nil
 }
 
-// Claimed records that pull agent a claims: its first claim since it
-// (re)registered proves it can serve, as a probe does, and makes it
-// HEALTHY. Later claims change nothing and write nothing.
+// Claimed records that pull agent a claims: a claim renews its lease as
+// a heartbeat does (buffered: an agent that claims is alive, and what it
+// holds stays its own), and its first claim since it (re)registered proves
+// it can serve, as a probe does, and makes it HEALTHY.
 func (r *Registry) Claimed(ctx context.Context, a *Agent, md domain.Metadata) (*Agent, error) {
+	r.heartbeats.add(a.Key(), r.now().UTC(), domain.HealthReport{})
 	if a.State != domain.AgentProbing || a.ProbeOK {
 		return a, nil
 	}

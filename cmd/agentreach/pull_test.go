@@ -258,6 +258,51 @@ func TestPullAgentDiesHoldingWork(t *testing.T) {
 	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "TIMEOUT", "ROUTED", "DELIVERED", "SUCCESS"}, evs)
 }
 
+// TestPullAgentGoneHoldingWork: a pull agent that claimed a job and then
+// went silent (no heartbeat, no claim) goes DOWN when its lease lapses, and
+// the job it held is routed again then, not at its deadline ten minutes
+// later: the attempt is spent as agent_gone, and another agent gets it.
+func TestPullAgentGoneHoldingWork(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	var reg agentJSON
+	postJSON(t, base+"/v1/agents", `{"agent_id":"silent","capabilities":["g.cap"],"mode":"pull","ttl_seconds":5}`, http.StatusCreated, &reg)
+	silent := &pullAgent{base: base, id: "silent", token: reg.Token}
+	silent.mustClaim(t, 1, 0)
+	waitRoute(t, base, "g.cap", func(rj routeJSON) bool { return rj.Chosen == "silent" })
+	id := submitOK(t, base, `{"capability":"g.cap","payload":{},"timeout_ms":600000}`)
+	env := silent.claimOne(t, 10*time.Second)
+	require.Equal(t, id, env.JobID) // and nothing more is heard of it
+
+	healthy := registerPull(t, base, "healthy", "g.cap", "")
+	env = healthy.claimOne(t, 40*time.Second) // a 5 s lease, then a sweep: far sooner than the deadline
+	require.Equal(t, id, env.JobID)
+	require.Equal(t, 2, env.Attempt)
+	healthy.report(t, env, "SUCCESS")
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 10*time.Second).Status)
+	var evs struct {
+		Events []struct {
+			Type string `json:"type"`
+			Data struct {
+				Reason  string `json:"reason"`
+				AgentID string `json:"agent_id"`
+			} `json:"data"`
+		} `json:"events"`
+	}
+	getJSON(t, base+"/v1/jobs/"+id+"/events", http.StatusOK, &evs)
+	var got []string
+	for _, e := range evs.Events {
+		got = append(got, e.Type)
+		if e.Type == "ATTEMPT_FAILED" {
+			require.Equal(t, "agent_gone", e.Data.Reason)
+			require.Equal(t, "silent", e.Data.AgentID)
+		}
+	}
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED", "ATTEMPT_FAILED", "ROUTED", "DELIVERED", "SUCCESS"}, got)
+	waitState(t, base, "silent", "DOWN", 10*time.Second)
+}
+
 // TestPullRelease: an agent gives back a claimed job unstarted (it goes
 // to another agent, spending nothing), fails one with an error (a spent
 // attempt: with max_attempts 1, the dead letter), and going offline gives

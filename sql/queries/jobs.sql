@@ -131,6 +131,15 @@ JOIN agents a ON a.namespace = k.namespace AND a.agent_id = k.agent_id
 JOIN job_timers t ON t.namespace = k.namespace AND t.capability = ANY(a.capabilities)
 WHERE t.capability IS NOT NULL AND (t.phase = 'queued' OR (t.phase = 'retry' AND t.due_at <= now()));
 
+-- name: GoneAgentsClaims
+-- The attempts pull agents hold claimed (a slot and a delivered timer)
+-- although the agent went DOWN (its lease lapsed) or OFFLINE.
+SELECT s.job_id::text, a.state FROM agent_slots s
+JOIN agents a ON a.namespace = s.namespace AND a.agent_id = s.agent_id
+JOIN job_timers t ON t.job_id = s.job_id
+WHERE a.mode = 'pull' AND a.state IN ('DOWN', 'OFFLINE') AND t.phase = 'delivered'
+LIMIT 500;
+
 -- name: TransactionTime
 -- When the transaction began: what its events record as recorded_at.
 SELECT now();

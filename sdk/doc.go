@@ -4,6 +4,11 @@
 // heartbeats on a goroutine of its own that never waits on the agent's work,
 // re-registers when the registry has forgotten it, reports results of
 // asynchronous work, and goes offline gracefully when its context ends.
+// Every call to Agent-Reach (register, heartbeat, claim, release, a
+// result) is tried again, a few times within its context, when the service
+// answers 429 or 503 (it wrote nothing; after its Retry-After) or the
+// request never left; a result also after a broken connection, since a
+// repeated result is recorded as a harmless duplicate.
 //
 //	agent := sdk.New(sdk.Config{ServerURL: "http://127.0.0.1:8080"},
 //		sdk.Registration{AgentID: "ocr-1", Capabilities: []string{"document:parse:ocr"}},

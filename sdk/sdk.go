@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -13,9 +14,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/agentreach/agentreach/webhook"
@@ -381,33 +384,87 @@ func (a *Agent) callWith(ctx context.Context, bearer, method, path string, body,
 }
 
 // do sends body as JSON to Agent-Reach with client and decodes a 2xx
-// answer into into; any other answer is a *StatusError.
+// answer into into; any other answer is a *StatusError. A 429 or 503, or
+// a request that never left, is tried again (send).
 func (a *Agent) do(ctx context.Context, client *http.Client, bearer, method, path string, body, into any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.cfg.ServerURL+path, bytes.NewReader(b))
+	status, rb, err := send(ctx, client, false, func() (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, method, a.cfg.ServerURL+path, bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		return req, nil
+	})
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode/100 != 2 {
-		return &StatusError{Status: resp.StatusCode, Body: string(rb)}
+	if status/100 != 2 {
+		return &StatusError{Status: status, Body: string(rb)}
 	}
 	if into != nil && len(rb) > 0 {
 		return json.Unmarshal(rb, into)
 	}
 	return nil
+}
+
+// sendRetries is how many times send tries a call again.
+const sendRetries = 4
+
+// send makes the request newReq builds, and makes it again, up to
+// sendRetries times within ctx, when Agent-Reach answered 429 or 503 (it
+// wrote nothing: after its Retry-After, else after 100 ms doubling), or
+// when the request never left (connection refused); an idempotent call
+// (a result: a repeat is a harmless duplicate) also after a broken
+// connection. It answers the last status and body.
+func send(ctx context.Context, client *http.Client, idempotent bool, newReq func() (*http.Request, error)) (int, []byte, error) {
+	wait := 100 * time.Millisecond
+	for try := 0; ; try++ {
+		req, err := newReq()
+		if err != nil {
+			return 0, nil, err
+		}
+		var status int
+		var body []byte
+		var after time.Duration
+		resp, err := client.Do(req)
+		if err == nil {
+			body, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			status = resp.StatusCode
+			if status != http.StatusTooManyRequests && status != http.StatusServiceUnavailable {
+				return status, body, nil
+			}
+			after = retryAfter(resp.Header.Get("Retry-After"))
+		} else if ctx.Err() != nil || !idempotent && !errors.Is(err, syscall.ECONNREFUSED) {
+			return 0, nil, err
+		}
+		d := cmp.Or(after, wait)
+		if dl, ok := ctx.Deadline(); try == sendRetries || ok && time.Now().Add(d).After(dl) {
+			return status, body, err // no time left to try again
+		}
+		sleep(ctx, d)
+		if ctx.Err() != nil {
+			return status, body, cmp.Or(err, ctx.Err())
+		}
+		wait *= 2
+	}
+}
+
+// retryAfter reads a Retry-After of seconds (at most a minute); anything
+// else is zero.
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, time.Minute)
 }
 
 // Report sends the outcome of an accepted (202) delivery to its result URL
@@ -422,23 +479,23 @@ func (a *Agent) Report(ctx context.Context, d Delivery, r Result) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ResultURL, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+a.currentToken())
-	if tp := d.traceparent(); tp != "" {
-		req.Header.Set("traceparent", tp)
-	}
-	resp, err := a.cfg.HTTPClient.Do(req)
+	status, rb, err := send(ctx, a.cfg.HTTPClient, true, func() (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ResultURL, bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+a.currentToken())
+		if tp := d.traceparent(); tp != "" {
+			req.Header.Set("traceparent", tp)
+		}
+		return req, nil
+	})
 	if err != nil {
 		return fmt.Errorf("sdk: report result of job %s: %w", d.JobID, err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		rb, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return &StatusError{Status: resp.StatusCode, Body: string(rb)}
+	if status/100 != 2 {
+		return &StatusError{Status: status, Body: string(rb[:min(len(rb), 4096)])}
 	}
 	return nil
 }

@@ -6,9 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,4 +81,72 @@ func TestReportCarriesTheTrace(t *testing.T) {
 	require.NoError(t, agent.Report(context.Background(), sdk.Delivery{Envelope: webhook.Envelope{JobID: "j", ResultURL: srv.URL, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}}, sdk.Success(nil)))
 	made := <-got
 	require.Regexp(t, `^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$`, made)
+}
+
+// Report tries again when Agent-Reach answers 429 or 503 (it wrote
+// nothing: PostgreSQL briefly out of connections, say), after its
+// Retry-After, and the same body goes each time; a service that keeps
+// answering 503 gets a *StatusError after a few tries, and a 400 is not
+// tried again.
+func TestReportRetriesUnavailable(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var bodies []string
+	answers := []int{http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusOK}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		bodies = append(bodies, string(b))
+		code := answers[min(len(bodies), len(answers))-1]
+		if code == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+		}
+		w.WriteHeader(code)
+	}))
+	defer srv.Close()
+	agent := sdk.New(sdk.Config{ServerURL: srv.URL}, sdk.Registration{AgentID: "a"}, nil)
+	d := sdk.Delivery{Envelope: webhook.Envelope{JobID: "j", Attempt: 2, ResultURL: srv.URL}}
+	require.NoError(t, agent.Report(context.Background(), d, sdk.Success(map[string]int{"n": 1})))
+	mu.Lock()
+	require.Len(t, bodies, 3)
+	require.Equal(t, bodies[0], bodies[1])
+	require.Equal(t, bodies[0], bodies[2])
+	bodies = nil
+	answers = []int{http.StatusServiceUnavailable}
+	mu.Unlock()
+
+	err := agent.Report(context.Background(), d, sdk.Success(nil))
+	var se *sdk.StatusError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, http.StatusServiceUnavailable, se.Status)
+	mu.Lock()
+	require.Len(t, bodies, 5, "tried, then four more times")
+	bodies = nil
+	answers = []int{http.StatusBadRequest, http.StatusOK}
+	mu.Unlock()
+
+	require.ErrorAs(t, agent.Report(context.Background(), d, sdk.Success(nil)), &se)
+	require.Equal(t, http.StatusBadRequest, se.Status)
+	mu.Lock()
+	require.Len(t, bodies, 1, "a refusal is final")
+	mu.Unlock()
+}
+
+// A report whose context ends before Retry-After is not tried again.
+func TestReportRetryWithinItsDeadline(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n.Add(1)
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	agent := sdk.New(sdk.Config{ServerURL: srv.URL}, sdk.Registration{AgentID: "a"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var se *sdk.StatusError
+	require.ErrorAs(t, agent.Report(ctx, sdk.Delivery{Envelope: webhook.Envelope{JobID: "j", ResultURL: srv.URL}}, sdk.Success(nil)), &se)
+	require.EqualValues(t, 1, n.Load(), "no time left for the wait it asked")
 }

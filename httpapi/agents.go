@@ -110,6 +110,9 @@ type recoveryResponse struct {
 // healthReportResponse is an agent's own report of its health; a figure
 // it never reported is null (a queue length, 0).
 type healthReportResponse struct {
+	// InFlight is what the agent reports holding; the agent's own
+	// in_flight is the service's count of its slots, which routing uses.
+	InFlight    int      `json:"in_flight"`
 	QueueLength int      `json:"queue_length"`
 	ErrorRate   *float64 `json:"error_rate"`
 	PoolUsage   *float64 `json:"pool_usage"`
@@ -161,9 +164,9 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 		Context: nonNilMap(a.Context), Metadata: nonNilMap(a.Metadata), State: string(a.State), Hold: a.Hold, InstanceID: a.InstanceID,
 		RecentRestarts: a.RecentRestarts, ProbesNeeded: domain.ProbesNeeded(a.RecentRestarts),
 		FlapPenalty:  domain.FlapPenalty(a.RecentRestarts, a.RegisteredAt, time.Now()),
-		HealthReport: healthReportResponse{QueueLength: a.ReportedQueueLength, ErrorRate: a.ReportedErrorRate, PoolUsage: a.ReportedPoolUsage},
+		HealthReport: healthReportResponse{InFlight: a.ReportedInFlight, QueueLength: a.ReportedQueueLength, ErrorRate: a.ReportedErrorRate, PoolUsage: a.ReportedPoolUsage},
 		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
-		StateChangedAt: a.StateChangedAt.UTC(), InFlight: max(snap.InFlight(a.Key()), a.ReportedInFlight), Breaker: br,
+		StateChangedAt: a.StateChangedAt.UTC(), InFlight: snap.InFlight(a.Key()), Breaker: br,
 		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3,
 	}
 }

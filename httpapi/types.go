@@ -48,7 +48,8 @@ type agentHealthResponse struct {
 	LatencyP99MS  *float64 `json:"latency_p99_ms"`
 	DeliveryP50MS *float64 `json:"delivery_p50_ms"`
 	DeliveryP95MS *float64 `json:"delivery_p95_ms"`
-	// Pending: delivered, waiting for the result inside the deadline.
+	// Pending: under way, not answered yet (an inline call, a 202 waiting
+	// for its result, a claim): never counted as a failure.
 	Pending             int      `json:"pending"`
 	BusinessSuccessRate *float64 `json:"business_success_rate"`
 	// Unclaimed: waiting in a pull agent's inbox, in no rate yet.

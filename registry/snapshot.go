@@ -197,8 +197,11 @@ func slotsHeld(ctx context.Context, q interface {
 	return inFlight, err
 }
 
-// routeView judges every agent's breaker and builds the router's index. It
-// raises inFlight to what an agent reports holding, where that is more.
+// routeView judges every agent's breaker and builds the router's index.
+// An agent's load is the service's own count of the attempts it holds
+// (its slots); the in_flight a heartbeat reports shows beside it, never
+// in its place. The attempts it holds are pending, not failures: the
+// failure term counts only the recent attempts that settled.
 func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, samples map[domain.AgentKey][]domain.AttemptSample,
 	recents map[domain.AgentKey]recentStats, inFlight map[domain.AgentKey]int) (map[domain.AgentKey]domain.BreakerStatus, *domain.RouteIndex) {
 	breakers := make(map[domain.AgentKey]domain.BreakerStatus, len(agents))
@@ -206,14 +209,15 @@ func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, s
 	for id, a := range agents {
 		b := domain.EvaluateBreaker(samples[id], now, s.breakerConfig(a.Namespace))
 		breakers[id] = b
-		n := max(inFlight[id], a.ReportedInFlight)
-		inFlight[id] = n
+		n := inFlight[id]
 		// The state is the sweep's: it writes lease changes every
 		// SweepInterval and may hold them back in self-preservation.
 		state := a.State
 		failureRate, attempts := b.ErrorRate, b.Attempts
-		if rc, ok := recents[id]; ok && rc.attempted > 0 {
-			failureRate, attempts = 1-float64(rc.succeeded)/float64(rc.attempted), rc.attempted
+		if rc, ok := recents[id]; ok {
+			if settled := rc.attempted - n; settled > 0 {
+				failureRate, attempts = max(0, 1-float64(rc.succeeded)/float64(settled)), settled
+			}
 		}
 		view = append(view, domain.RouteAgent{
 			ID: id.ID, Namespace: a.Namespace, Capabilities: a.Capabilities, Aliases: a.Aliases,

@@ -319,7 +319,7 @@ func TestHeartbeatHealthReport(t *testing.T) {
 	rj := waitRoute(t, base, "t.hb", func(rj routeJSON) bool {
 		for _, c := range rj.Candidates {
 			for _, term := range c.Terms {
-				if term.Name == "load" && term.Value == -11.25 { // (1 in flight + 2 queued) / 4 of −15
+				if term.Name == "load" && term.Value == -7.5 { // (0 slots held + 2 queued) / 4 of −15: the reported in_flight is not the load
 					return true
 				}
 			}
@@ -328,7 +328,9 @@ func TestHeartbeatHealthReport(t *testing.T) {
 	})
 	require.Len(t, rj.Candidates, 1)
 	var a struct {
+		InFlight     int `json:"in_flight"`
 		HealthReport struct {
+			InFlight    int      `json:"in_flight"`
 			QueueLength int      `json:"queue_length"`
 			ErrorRate   *float64 `json:"error_rate"`
 			PoolUsage   *float64 `json:"pool_usage"`
@@ -336,6 +338,8 @@ func TestHeartbeatHealthReport(t *testing.T) {
 	}
 	getJSON(t, base+"/v1/agents/reporter", http.StatusOK, &a)
 	require.Equal(t, 2, a.HealthReport.QueueLength)
+	require.Equal(t, 1, a.HealthReport.InFlight, "the agent's report shows")
+	require.Zero(t, a.InFlight, "beside the service's own count")
 	require.NotNil(t, a.HealthReport.ErrorRate)
 	require.InDelta(t, 0.25, *a.HealthReport.ErrorRate, 1e-9)
 	require.InDelta(t, 0.5, *a.HealthReport.PoolUsage, 1e-9)
@@ -345,6 +349,8 @@ func TestHeartbeatHealthReport(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, out)
 	getJSON(t, base+"/v1/agents/reporter", http.StatusOK, &a)
 	require.Equal(t, 2, a.HealthReport.QueueLength)
+	require.Equal(t, 1, a.HealthReport.InFlight, "the agent's report shows")
+	require.Zero(t, a.InFlight, "beside the service's own count")
 
 	for field, body := range map[string]string{
 		"queue_length": `{"queue_length":-1}`,

@@ -116,3 +116,82 @@ func TestFreedSlotGoesToTheMostUrgentJob(t *testing.T) {
 		require.Equal(t, 1, j.Attempts, "a wait for a slot spends no attempt")
 	}
 }
+
+// TestInFlightIsPendingNeverFailed: a slow agent holding six inline calls
+// it has not answered yet shows them pending, with no reach or success
+// rate against it, and the router's failure term does not count them
+// (it would take 50 points off a busy, healthy agent).
+func TestInFlightIsPendingNeverFailed(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	agent := newGatedAgent(t)
+	postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":"slow","capabilities":["t.slow"],"endpoint":%q,"ttl_seconds":120}`,
+		agent.srv.URL+"/deliver"), http.StatusCreated, nil)
+	waitState(t, base, "slow", "HEALTHY", 20*time.Second)
+	waitRoute(t, base, "t.slow", func(rj routeJSON) bool { return len(rj.Candidates) > 0 })
+	var ids []string
+	for range 6 {
+		ids = append(ids, submitOK(t, base, `{"capability":"t.slow","payload":{},"timeout_ms":120000}`))
+	}
+	agent.waitCame(t, 6)
+
+	type metrics struct {
+		Agents []struct {
+			AgentID     string   `json:"agent_id"`
+			Attempted   int      `json:"attempted"`
+			Pending     int      `json:"pending"`
+			ReachRate   *float64 `json:"reach_rate"`
+			SuccessRate *float64 `json:"success_rate"`
+		} `json:"agents"`
+	}
+	var seen time.Time
+	ok, err := harness.Until(t.Context(), 20*time.Second, 20*time.Millisecond, func() (bool, error) {
+		var m metrics
+		getJSON(t, base+"/v1/metrics/agents?window=5m", http.StatusOK, &m)
+		for _, a := range m.Agents {
+			if a.AgentID == "slow" && a.Attempted == 6 {
+				require.Equal(t, 6, a.Pending, "under way is pending")
+				require.Nil(t, a.ReachRate, "nothing settled: no rate")
+				require.Nil(t, a.SuccessRate)
+				seen = time.Now()
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err)
+	require.True(t, ok, "the six attempts never showed in the agent's figures")
+
+	// A snapshot taken after the figures showed them: no failure term.
+	rj := waitRouteAfter(t, base, "t.slow", seen)
+	require.Len(t, rj.Candidates, 1)
+	for _, term := range rj.Candidates[0].Terms {
+		if term.Name == "failure_rate" {
+			require.Zero(t, term.Value, "calls under way are no failures")
+		}
+	}
+	for range ids {
+		agent.gate <- struct{}{}
+	}
+	for _, id := range ids {
+		require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 30*time.Second).Status)
+	}
+}
+
+// waitRouteAfter answers the route of capability from a snapshot taken
+// after at.
+func waitRouteAfter(t *testing.T, base, capability string, at time.Time) routeJSON {
+	t.Helper()
+	var rj struct {
+		routeJSON
+		SnapshotAt time.Time `json:"snapshot_at"`
+	}
+	ok, err := harness.Until(t.Context(), 20*time.Second, 20*time.Millisecond, func() (bool, error) {
+		getJSON(t, base+"/v1/route?capability="+capability, http.StatusOK, &rj)
+		return rj.SnapshotAt.After(at), nil
+	})
+	require.NoError(t, err)
+	require.True(t, ok, "no snapshot after %s", at)
+	return rj.routeJSON
+}

@@ -33,10 +33,16 @@ WITH buckets AS (
     FROM agg a FULL JOIN known k ON k."window" = a."window" AND k.namespace = a.namespace AND k.agent_id = a.agent_id
 ), inbox AS (
     SELECT namespace, agent_id, count(*)::integer AS unclaimed FROM job_timers WHERE phase = 'inbox' GROUP BY 1, 2
+), calling AS (
+    -- Attempts routed to an agent that has not answered yet (an inline
+    -- call under way): pending, never a failure.
+    SELECT s.namespace, s.agent_id, count(*)::integer AS calling
+    FROM agent_slots s JOIN job_timers t ON t.job_id = s.job_id AND t.phase = 'routed' GROUP BY 1, 2
 ), s AS (
-    SELECT j.*, coalesce(i.unclaimed, 0) AS unclaimed,
-           greatest(0, j.attempted - coalesce(i.unclaimed, 0)) AS settled
+    SELECT j.*, coalesce(i.unclaimed, 0) AS unclaimed, coalesce(c.calling, 0) AS calling,
+           greatest(0, j.attempted - coalesce(i.unclaimed, 0) - coalesce(c.calling, 0)) AS settled
     FROM j LEFT JOIN inbox i ON i.namespace = j.namespace AND i.agent_id = j.agent_id
+           LEFT JOIN calling c ON c.namespace = j.namespace AND c.agent_id = j.agent_id
 )
 SELECT j."window", j.namespace, j.agent_id, j.attempted, j.delivered, j.succeeded, j.failed, j.timed_out, j.dead_lettered,
        j.delivered::double precision / nullif(j.settled, 0) AS reach_rate,
@@ -48,7 +54,7 @@ SELECT j."window", j.namespace, j.agent_id, j.attempted, j.delivered, j.succeede
        reach_hist_quantile(j.result_hist, 0.99) AS latency_p99_ms,
        reach_hist_quantile(j.delivery_hist, 0.50) AS delivery_p50_ms,
        reach_hist_quantile(j.delivery_hist, 0.95) AS delivery_p95_ms,
-       j.pending,
+       j.pending + j.calling AS pending,
        j.succeeded::double precision / nullif(j.delivered - j.pending, 0) AS business_success_rate,
        j.unclaimed,
        j.direct_attempted, j.direct_delivered, j.direct_succeeded, j.direct_failed

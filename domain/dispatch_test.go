@@ -41,7 +41,7 @@ func TestPlanDispatch(t *testing.T) {
 		{name: "normal, never held back", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, HoldLow: true, Route: chosen, Chosen: true},
 			step: StepDeliver, events: []EventType{EventRouted}},
 		{name: "every candidate at capacity", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
-			Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond}, step: StepWait, due: 250 * time.Millisecond, since: now},
+			Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond}, step: StepWait, due: MinCapacityRecheck, since: now},
 		{name: "at capacity, waited 8 s", job: submitted(3, PriorityNormal), in: DispatchInput{Attempt: 1, RouteWait: 30 * time.Second,
 			WaitingSince: now.Add(-8 * time.Second), Route: RouteResult{AllAtCapacity: true}, CapacityWait: 250 * time.Millisecond},
 			step: StepWait, due: 8 * time.Second, since: now.Add(-8 * time.Second)},
@@ -142,4 +142,19 @@ func TestWaitRank(t *testing.T) {
 	require.True(t, high.Before(normal) && normal.Before(lowOld), "high, then normal, then low")
 	require.True(t, WaitRank(PriorityLow, t0).Before(WaitRank(PriorityHigh, t0.Add(2*LaneAge+time.Second))),
 		"a low job that waited two lanes' age longer goes before a high one")
+}
+
+// TestPreferring: the agent whose slot was given to a job is chosen when
+// it is a candidate; the others keep their order behind it.
+func TestPreferring(t *testing.T) {
+	t.Parallel()
+	r := RouteResult{Chosen: "a", Canary: true, Candidates: []RouteCandidate{{AgentID: "a", Score: 3}, {AgentID: "b", Score: 2}, {AgentID: "c", Score: 1}}}
+	got := r.Preferring("c")
+	require.Equal(t, "c", got.Chosen)
+	require.False(t, got.Canary)
+	require.Equal(t, []string{"c", "a", "b"}, []string{got.Candidates[0].AgentID, got.Candidates[1].AgentID, got.Candidates[2].AgentID})
+	require.Equal(t, "a", r.Candidates[0].AgentID, "the route it came from is unchanged")
+	require.Equal(t, r, r.Preferring("z"), "not a candidate")
+	require.Equal(t, r, r.Preferring(""), "none")
+	require.Equal(t, r, r.Preferring("a"), "chosen already")
 }

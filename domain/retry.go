@@ -114,5 +114,9 @@ const MaxCapacityRecheck = 10 * time.Second
 // without a slot given back (an agent registered, or raised its
 // max_concurrent), so a crowd of waiters does not churn the database.
 func CapacityRecheck(waited, base time.Duration) time.Duration {
-	return min(max(base, waited), MaxCapacityRecheck)
+	return min(max(base, MinCapacityRecheck, waited), MaxCapacityRecheck)
 }
+
+// MinCapacityRecheck is the soonest an attempt waiting for a slot looks
+// again by itself.
+const MinCapacityRecheck = time.Second

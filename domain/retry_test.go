@@ -116,7 +116,7 @@ func TestRouteWaitInterval(t *testing.T) {
 func TestCapacityRecheck(t *testing.T) {
 	t.Parallel()
 	base := 250 * time.Millisecond
-	require.Equal(t, base, domain.CapacityRecheck(0, base))
+	require.Equal(t, domain.MinCapacityRecheck, domain.CapacityRecheck(0, base))
 	require.Equal(t, 3*time.Second, domain.CapacityRecheck(3*time.Second, base))
 	require.Equal(t, domain.MaxCapacityRecheck, domain.CapacityRecheck(time.Minute, base))
 }

@@ -840,3 +840,18 @@ func (r RouteResult) Unavailable() bool {
 	}
 	return false
 }
+
+// Preferring chooses agent id when it is a candidate: the agent whose slot
+// was just given back to this job. The others keep their order behind it.
+func (r RouteResult) Preferring(id string) RouteResult {
+	p := slices.IndexFunc(r.Candidates, func(c RouteCandidate) bool { return c.AgentID == id })
+	if id == "" || p <= 0 {
+		return r // not a candidate, or chosen already
+	}
+	cands := slices.Clone(r.Candidates)
+	w := cands[p]
+	copy(cands[1:p+1], cands[:p])
+	cands[0] = w
+	r.Candidates, r.Chosen, r.Canary = cands, id, false
+	return r
+}

@@ -146,8 +146,8 @@ func (s *Service) releaseGoneAgentsClaims(ctx context.Context) ([]string, error)
 			var due time.Time
 			var riverJobID *int64
 			var since, rank *time.Time
-			var capability string
-			err := tx.QueryRow(ctx, qLockDueJobTimer, c.id).Scan(&attempt, &phase, &due, &riverJobID, &since, &capability, &rank)
+			var capability, agentID string
+			err := tx.QueryRow(ctx, qLockDueJobTimer, c.id).Scan(&attempt, &phase, &due, &riverJobID, &since, &capability, &rank, &agentID)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil // another sweeper holds it, or it is gone
 			}
@@ -186,8 +186,8 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, *
 	var due time.Time
 	var riverJobID *int64
 	var waitingSince, rank *time.Time
-	var capability string
-	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID, &waitingSince, &capability, &rank)
+	var capability, agentID string
+	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID, &waitingSince, &capability, &rank, &agentID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil, nil // handled meanwhile, or locked by another sweeper
 	}
@@ -220,7 +220,7 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, *
 			// after LostAfter and enqueues the attempt in River.
 			t := domain.Timer{Attempt: attempt, Phase: domain.PhaseQueued, Due: now.Add(s.cfg.LostAfter), WaitingSince: queued.WaitingSince,
 				Namespace: l.Namespace, Capability: queued.Capability, Rank: queued.Rank}
-			st := &dispatch.Start{L: l, Attempt: attempt, WaitingSince: queued.WaitingSince}
+			st := &dispatch.Start{L: l, Attempt: attempt, WaitingSince: queued.WaitingSince, Prefer: agentID}
 			return "", st, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Timer: &t})
 		}
 		return "", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})

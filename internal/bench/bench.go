@@ -75,10 +75,13 @@ type options struct {
 	// measured end-to-end peak. openFor is how long it is offered.
 	rate    float64
 	openFor time.Duration
+	// satFor is how long the saturated fleet is offered more work than
+	// it can take.
+	satFor time.Duration
 }
 
 // phaseNames are the measurements --only may name, in the order they run.
-var phaseNames = []string{"pgbench", "river", "submits", "e2e", "open", "pull", "light", "lookup", "routing"}
+var phaseNames = []string{"pgbench", "river", "submits", "e2e", "open", "pull", "saturated", "light", "lookup", "routing"}
 
 // runs reports whether the measurement phase is to run.
 func (o options) runs(phase string) bool {
@@ -109,6 +112,7 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.StringVar(&o.only, "only", "", "run only these measurements, comma-separated, of: "+strings.Join(phaseNames, ", "))
 	fs.Float64Var(&o.rate, "rate", 0, "the open loop's offered load in jobs/s (default: half the measured end-to-end peak)")
 	fs.DurationVar(&o.openFor, "open-for", 10*time.Second, "how long the open loop offers its load")
+	fs.DurationVar(&o.satFor, "sat-for", 20*time.Second, "how long the saturated fleet is offered 1.5 times the work it can take")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, err
 	}
@@ -169,7 +173,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	for _, step := range []struct {
 		phase string
 		run   func(context.Context) error
-	}{{"submits", r.submits}, {"e2e", r.endToEnd}, {"open", r.openLoop}, {"pull", r.endToEndPull}, {"light", r.lightLoad}, {"lookup", r.lookups}} {
+	}{{"submits", r.submits}, {"e2e", r.endToEnd}, {"open", r.openLoop}, {"pull", r.endToEndPull}, {"saturated", r.saturated}, {"light", r.lightLoad}, {"lookup", r.lookups}} {
 		if !o.runs(step.phase) {
 			continue
 		}

@@ -198,7 +198,7 @@ func TestFlags(t *testing.T) {
 	env := cli.Env{Stdout: io.Discard, Stderr: &errOut, Getenv: func(k string) string { return map[string]string{"DATABASE_URL": "postgres://x"}[k] }}
 	o, err := parseFlags(env, []string{"--jobs", "10", "--png", "b.png"})
 	require.NoError(t, err)
-	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png", openFor: 10 * time.Second}, o)
+	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png", openFor: 10 * time.Second, satFor: 20 * time.Second}, o)
 	require.True(t, o.runs("e2e"), "no --only runs everything")
 	o, err = parseFlags(env, []string{"--only", "e2e, open", "--rate", "100"})
 	require.NoError(t, err)

@@ -128,6 +128,8 @@ type Start struct {
 	Deadline     time.Time
 	Attempt      int
 	WaitingSince time.Time
+	// Prefer is the agent whose slot was given to this waiter.
+	Prefer string
 }
 
 // Direct dispatches an attempt of the committed job st.L (its first, or
@@ -143,7 +145,7 @@ func (d *Dispatcher) Direct(st Start) {
 		defer d.Release()
 		ctx, cancel := context.WithTimeout(p.ctx, d.cfg.InlineWait+30*time.Second) // as the dispatch job's Timeout
 		defer cancel()
-		run := Run{Attempt: max(st.Attempt, 1), WaitingSince: st.WaitingSince, Cause: "direct"}
+		run := Run{Attempt: max(st.Attempt, 1), WaitingSince: st.WaitingSince, Prefer: st.Prefer, Cause: "direct"}
 		var err error
 		if st.Agent != nil {
 			err = d.deliverRouted(ctx, run, st)
@@ -164,7 +166,7 @@ func (d *Dispatcher) Direct(st Start) {
 // with no max_concurrent (its slot needs no count). It returns ROUTED, the
 // agent and the attempt's deadline, or a nil agent.
 func (d *Dispatcher) RouteAtSubmit(l *jobstore.Loaded) (domain.Event, *registry.Agent, time.Time) {
-	route, agent := d.route(l)
+	route, agent := d.route(l, "")
 	if agent == nil || agent.Pull() || agent.MaxConcurrent > 0 {
 		return domain.Event{}, nil, time.Time{}
 	}

@@ -105,6 +105,9 @@ type Run struct {
 	WaitingSince time.Time
 	// Cause is what the events record as their causation.
 	Cause string
+	// Prefer is the agent whose slot given back woke this waiter: it is
+	// tried first, whatever the snapshot counts of its slots.
+	Prefer string
 	// Complete completes the run's River job in tx, when the run ends
 	// waiting or without an agent; nil for a direct run.
 	Complete func(ctx context.Context, tx pgx.Tx) error
@@ -136,7 +139,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 	in.HoldLow = l.Priority == domain.PriorityLow && d.cfg.HoldLow(ctx, l.Namespace)
 	var agent *registry.Agent
 	if !in.HoldLow {
-		in.Route, agent = d.route(l)
+		in.Route, agent = d.route(l, run.Prefer)
 		in.Chosen, in.Pull = agent != nil, agent != nil && agent.Pull()
 	}
 	plan := domain.PlanDispatch(&l.Job, in)
@@ -213,15 +216,21 @@ func (d *Dispatcher) deliverAndRecord(ctx context.Context, run Run, l *jobstore.
 }
 
 // route ranks the job's candidates in the snapshot and returns the route
-// and the chosen agent (nil when none was chosen).
-func (d *Dispatcher) route(l *jobstore.Loaded) (domain.RouteResult, *registry.Agent) {
+// and the chosen agent (nil when none was chosen): prefer, the agent whose
+// slot was given to the job, when it is a candidate.
+func (d *Dispatcher) route(l *jobstore.Loaded, prefer string) (domain.RouteResult, *registry.Agent) {
 	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
 		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, ProtocolVersions: l.Constraints.ProtocolVersions,
 		Exclude: excluded(l),
 		Intent:  l.Resolution, // ROUTED shows the resolution the capability came from
 	}
 	snap := d.registry.Snapshot()
-	route := snap.Route(req)
+	if prefer != "" {
+		// A slot of prefer was given to this job: the snapshot may not
+		// know yet, and the unit of work counts its slots exactly.
+		req.IgnoreCapacity = true
+	}
+	route := snap.Route(req).Preferring(prefer)
 	if route.AllAtCapacity {
 		// The snapshot's count of slots may be a moment old (a slot just
 		// given back: this dispatch may be the waiter it woke). The best

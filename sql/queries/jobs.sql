@@ -58,12 +58,14 @@ DELETE FROM approval_policies WHERE namespace = $1;
 INSERT INTO approval_policies (namespace, pattern, created_by) VALUES ($1, $2, $3);
 
 -- name: DueJobTimers
--- The jobs whose timers are due at $1, oldest first, for the deadline sweep.
-SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY due_at LIMIT 500;
+-- The jobs whose timers are due at $1, for the deadline sweep: the attempts
+-- waiting for a slot first, the most urgent first (a slot may be theirs),
+-- then the others, oldest first.
+SELECT job_id::text FROM job_timers WHERE due_at <= $1 ORDER BY rank_at NULLS LAST, due_at LIMIT 500;
 
 -- name: LockDueJobTimer
 -- Takes a job's timer for this sweeper; no row when it is gone or another sweeper holds it.
-SELECT attempt, phase, due_at, river_job_id, waiting_since, coalesce(capability, ''), rank_at FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED;
+SELECT attempt, phase, due_at, river_job_id, waiting_since, coalesce(capability, ''), rank_at, agent_id FROM job_timers WHERE job_id = $1 FOR UPDATE SKIP LOCKED;
 
 -- name: LockJobTimers
 -- Takes the timer rows of a shared write's jobs, in job order, before it
@@ -199,24 +201,25 @@ ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = ex
 -- The slots of a shared transaction's writes whose attempts ended, each
 -- handed at once to the most urgent attempt waiting for its agent (the
 -- lowest rank among the retry timers of its namespace naming one of its
--- capabilities, not yet due; FOR UPDATE SKIP LOCKED: never waits on
--- another transaction): that timer comes due now, and $2 is notified with
--- $3 on commit, to wake the deadline sweep that dispatches it.
+-- capabilities, due or not; FOR UPDATE SKIP LOCKED: never waits on
+-- another transaction): that timer comes due now, naming the agent whose
+-- slot it is (its dispatch tries that agent first), and $2 is notified
+-- with $3 on commit, to wake the deadline sweep that dispatches it.
 WITH freed AS (
     DELETE FROM agent_slots WHERE job_id = ANY($1::uuid[]) RETURNING namespace, agent_id
 ), per_agent AS (
     SELECT namespace, agent_id, count(*) AS n FROM freed GROUP BY namespace, agent_id
 ), picked AS (
-    SELECT w.job_id FROM per_agent p
+    SELECT w.job_id, p.agent_id FROM per_agent p
     JOIN agents a ON a.namespace = p.namespace AND a.agent_id = p.agent_id
     CROSS JOIN LATERAL (
         SELECT t.job_id FROM job_timers t
-        WHERE t.phase = 'retry' AND t.namespace = p.namespace AND t.capability = ANY(a.capabilities) AND t.due_at > now()
+        WHERE t.phase = 'retry' AND t.namespace = p.namespace AND t.capability = ANY(a.capabilities)
         ORDER BY t.rank_at, t.job_id
         LIMIT p.n
         FOR UPDATE OF t SKIP LOCKED
     ) w
 ), woken AS (
-    UPDATE job_timers t SET due_at = now() FROM picked WHERE t.job_id = picked.job_id RETURNING t.job_id
+    UPDATE job_timers t SET due_at = now(), agent_id = picked.agent_id FROM picked WHERE t.job_id = picked.job_id RETURNING t.job_id
 )
 SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken LIMIT 1) AS any_woken;

@@ -60,8 +60,8 @@ func TestSubmitQueuesAndDrops(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), depth[QueueDispatchNormal])
 	var timers int
-	var riverID *int64
-	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*), max(river_job_id) FROM job_timers WHERE phase = 'queued'`).Scan(&timers, &riverID))
+	var riverID int64
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*), coalesce(max(river_job_id), 0) FROM job_timers WHERE phase = 'queued'`).Scan(&timers, &riverID))
 	require.Equal(t, 3, timers)
 
 	tx, err := s.pool.Begin(ctx)

@@ -141,24 +141,15 @@ func (s *Service) releaseGoneAgentsClaims(ctx context.Context) ([]string, error)
 		released := false
 		err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
 			released = false
-			var attempt int
-			var phase domain.TimerPhase
-			var due time.Time
-			var riverJobID *int64
-			var since, rank *time.Time
-			var capability, agentID string
-			err := tx.QueryRow(ctx, qLockDueJobTimer, c.id).Scan(&attempt, &phase, &due, &riverJobID, &since, &capability, &rank, &agentID)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil // another sweeper holds it, or it is gone
-			}
-			if err != nil {
-				return err
+			t, err := lockDueTimer(ctx, tx, c.id)
+			if t == nil || err != nil {
+				return err // another sweeper holds it, or it is gone
 			}
 			l, err := s.Load(ctx, tx, c.id)
 			if err != nil {
 				return err
 			}
-			if phase != domain.PhaseDelivered || l.Status != domain.StatusDelivered || l.Attempts != attempt || l.SlotHolder == "" {
+			if t.Phase != domain.PhaseDelivered || l.Status != domain.StatusDelivered || l.Attempts != t.Attempt || l.SlotHolder == "" {
 				return nil // answered or moved on meanwhile
 			}
 			evs, fx := domain.AgentGone(&l.Job, c.state, s.now().UTC(), domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"})
@@ -181,21 +172,13 @@ func (s *Service) releaseGoneAgentsClaims(ctx context.Context) ([]string, error)
 // a direct dispatcher), when one is free: no River job to insert and
 // fetch.
 func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, *dispatch.Start, error) {
-	var attempt int
-	var phase domain.TimerPhase
-	var due time.Time
-	var riverJobID *int64
-	var waitingSince, rank *time.Time
-	var capability, agentID string
-	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&attempt, &phase, &due, &riverJobID, &waitingSince, &capability, &rank, &agentID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil, nil // handled meanwhile, or locked by another sweeper
+	t, err := lockDueTimer(ctx, tx, id)
+	if t == nil || err != nil {
+		return "", nil, err // handled meanwhile, or locked by another sweeper
 	}
-	if err != nil {
-		return "", nil, err
-	}
+	attempt, riverJobID := t.Attempt, t.RiverJobID
 	now := s.now().UTC()
-	if due.After(now) {
+	if t.Due.After(now) {
 		return "", nil, nil // moved meanwhile
 	}
 	l, err := s.Load(ctx, tx, id)
@@ -203,15 +186,9 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, *
 		return "", nil, err
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"}
-	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: phase, Due: due}, CallbackMaxAttempts,
+	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: t.Phase, Due: t.Due}, CallbackMaxAttempts,
 		now, s.jitter(), s.attemptPolicy(), md)
-	queued := &domain.QueuedAttempt{Attempt: attempt, Capability: capability}
-	if waitingSince != nil {
-		queued.WaitingSince = *waitingSince
-	}
-	if rank != nil {
-		queued.Rank = *rank
-	}
+	queued := &domain.QueuedAttempt{Attempt: attempt, WaitingSince: t.WaitingSince, Capability: t.Capability, Rank: t.Rank}
 	switch d.Do {
 	case domain.TimerDispatch:
 		if queued.Capability != "" && s.dispatcher.Reserve() {
@@ -220,7 +197,7 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, *
 			// after LostAfter and enqueues the attempt in River.
 			t := domain.Timer{Attempt: attempt, Phase: domain.PhaseQueued, Due: now.Add(s.cfg.LostAfter), WaitingSince: queued.WaitingSince,
 				Namespace: l.Namespace, Capability: queued.Capability, Rank: queued.Rank}
-			st := &dispatch.Start{L: l, Attempt: attempt, WaitingSince: queued.WaitingSince, Prefer: agentID}
+			st := &dispatch.Start{L: l, Attempt: attempt, WaitingSince: queued.WaitingSince, Prefer: t.AgentID}
 			return "", st, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Timer: &t})
 		}
 		return "", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})
@@ -247,14 +224,14 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, *
 	return "", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{ClearTimer: true}) // its work is done
 }
 
-// riverJobAlive reports whether a River job is waiting to run or running
+// riverJobAlive reports whether River job id (0: none) is waiting to run or running
 // for less than grace (so its process is presumably alive). A missing,
 // finished or long-running job is not.
-func (s *Service) riverJobAlive(ctx context.Context, tx pgx.Tx, id *int64, grace time.Duration) (bool, error) {
-	if id == nil {
+func (s *Service) riverJobAlive(ctx context.Context, tx pgx.Tx, id int64, grace time.Duration) (bool, error) {
+	if id == 0 {
 		return false, nil
 	}
-	job, err := s.client.JobGetTx(ctx, tx, *id)
+	job, err := s.client.JobGetTx(ctx, tx, id)
 	if errors.Is(err, rivertype.ErrNotFound) {
 		return false, nil
 	}
@@ -344,4 +321,29 @@ func (s *Service) pruneIdempotencyKeys(ctx context.Context) error {
 		return fmt.Errorf("prune idempotency keys: %w", err)
 	}
 	return nil
+}
+
+// lockDueTimer takes job id's timer for this sweeper; nil when it is gone
+// or another sweeper holds it.
+func lockDueTimer(ctx context.Context, tx pgx.Tx, id string) (*domain.Timer, error) {
+	var t domain.Timer
+	var riverJobID *int64
+	var since, rank *time.Time
+	err := tx.QueryRow(ctx, qLockDueJobTimer, id).Scan(&t.Attempt, &t.Phase, &t.Due, &riverJobID, &since, &t.Capability, &rank, &t.AgentID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if riverJobID != nil {
+		t.RiverJobID = *riverJobID
+	}
+	if since != nil {
+		t.WaitingSince = *since
+	}
+	if rank != nil {
+		t.Rank = *rank
+	}
+	return &t, nil
 }

@@ -284,24 +284,34 @@ func benchOpenLoop(ctx context.Context, base, callback, capability string, rate 
 	ids := make([]string, n)
 	errs := make([]error, n)
 	body := jobBody(capability, callback)
-	interval := time.Duration(float64(time.Second) / rate)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range n {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		wg.Go(func() { ids[i], errs[i] = submitJob(ctx, client, base, body) })
+	if err := paced(ctx, rate, n, func(i int) { ids[i], errs[i] = submitJob(ctx, client, base, body) }); err != nil {
+		return nil, err
 	}
-	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return ids, waitAcked(ctx, acked, int64(n))
+}
+
+// paced runs send(0) … send(n-1), each on a goroutine of its own, the
+// i-th i/rate seconds after the first (an open loop: arrivals do not wait
+// for answers), and waits for them all; ctx ending stops the arrivals.
+func paced(ctx context.Context, rate float64, n int, send func(i int)) error {
+	interval := time.Duration(float64(time.Second) / rate)
+	start := time.Now()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range n {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		wg.Go(func() { send(i) })
+	}
+	return nil
 }
 
 // waitAcked waits up to 5 minutes until n callbacks were acknowledged.

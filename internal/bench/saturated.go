@@ -159,32 +159,22 @@ func offerSaturated(ctx context.Context, base string, rate float64, d time.Durat
 	high, low = map[string]time.Time{}, map[string]time.Time{}
 	var mu sync.Mutex
 	errs := make([]error, n)
-	interval := time.Duration(float64(time.Second) / rate)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for i := range n {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return nil, nil, time.Time{}, ctx.Err()
-			case <-time.After(wait):
-			}
-		}
+	err = paced(ctx, rate, n, func(i int) {
 		priority, into := "low", low
 		if i%satHighEach == satHighEach-1 {
 			priority, into = "high", high
 		}
-		wg.Go(func() {
-			at := time.Now()
-			body := fmt.Sprintf(`{"capability":"bench.slow","payload":{},"priority":%q,"route_wait_ms":3600000,"timeout_ms":60000}`, priority)
-			id, err := submitJob(ctx, client, base, body)
-			errs[i] = err
-			mu.Lock()
-			into[id] = at
-			mu.Unlock()
-		})
+		at := time.Now()
+		body := fmt.Sprintf(`{"capability":"bench.slow","payload":{},"priority":%q,"route_wait_ms":3600000,"timeout_ms":60000}`, priority)
+		id, err := submitJob(ctx, client, base, body)
+		errs[i] = err
+		mu.Lock()
+		into[id] = at
+		mu.Unlock()
+	})
+	if err != nil {
+		return nil, nil, time.Time{}, err
 	}
-	wg.Wait()
 	return high, low, time.Now(), errors.Join(errs...)
 }
 

@@ -25,7 +25,8 @@ func agentRow(t *testing.T, s *Store, id string, caps ...string) {
 	require.NoError(t, err)
 }
 
-// newJobOf writes a submitted job of the capability and priority.
+// newJobOf writes a submitted job of the capability and priority, as a
+// write that creates its stream.
 func newJobOf(t *testing.T, s *Store, capability string, p domain.Priority) *Loaded {
 	t.Helper()
 	ctx := context.Background()

@@ -2,12 +2,10 @@ package jobstore
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -43,18 +41,7 @@ func newStore(t *testing.T) (*Store, *queued) {
 // newJob writes a submitted job, as a write that creates its stream.
 func newJob(t *testing.T, s *Store) *Loaded {
 	t.Helper()
-	ctx := context.Background()
-	sub := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`)}
-	require.NoError(t, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes))
-	sub.JobID = uuid.Must(uuid.NewV7()).String()
-	evs, _ := domain.SubmitEvents(sub, false, time.Now(), time.Hour, domain.Metadata{Actor: "test"})
-	w := &Write{L: &Loaded{Job: domain.Job{Submitted: domain.Submitted{JobID: sub.JobID}}}, Events: evs}
-	require.NoError(t, w.Decide())
-	s.Commit(ctx, []*Write{w}, nil)
-	require.NoError(t, w.Err)
-	l, err := s.Load(ctx, nil, sub.JobID)
-	require.NoError(t, err)
-	return l
+	return newJobOf(t, s, "doc:parse", domain.PriorityNormal)
 }
 
 func routedEvent(l *Loaded, agentID string) domain.Event {

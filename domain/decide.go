@@ -19,6 +19,7 @@ const (
 	ObservedAccepted ObservationKind = "accepted" // 202: the result comes later
 	ObservedHung     ObservationKind = "hung"     // delivered, no answer by the deadline
 	ObservedFailed   ObservationKind = "failed"   // not delivered
+	ObservedPaused   ObservationKind = "paused"   // 429 or 503 with Retry-After: not taken, ask again later
 	// A2A agents only:
 	ObservedRejected  ObservationKind = "rejected"  // the agent refused the task: route elsewhere
 	ObservedCancelled ObservationKind = "cancelled" // the agent cancelled the task
@@ -156,6 +157,8 @@ func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, l
 		}
 		evs, fx := Reroute(afterDelivered(), failure, now, md, obs.Reason)
 		return append([]Event{delivered}, evs...), fx
+	case ObservedPaused:
+		return Paused(j, obs, now, md)
 	case ObservedHung:
 		evs, fx := FailAttempt(j, func(at time.Time) Event {
 			return NewEvent(EventTimeout, TimedOut{Attempt: attempt, AgentID: agentID, Deadline: deadline, RetryAt: at}, md)
@@ -169,6 +172,26 @@ func Delivery(j *Job, routedAt time.Time, obs Observation, deadline time.Time, l
 			LatencyMS: float64(latency.Microseconds()) / 1000, Body: obs.Body}, md)
 	}, obs.RetryAfter, now, jitter, md, obs.Reason)
 	fx.Sample = &Sample{AgentID: agentID, At: now, OK: false}
+	return evs, fx
+}
+
+// Paused ends an attempt whose agent answered "not now" (obs: a 429 or
+// 503 with Retry-After) before taking it: the agent is paused until then,
+// the attempt is not spent (up to MaxAttempts of them, as an unclaimed
+// one) and no failure is counted against the agent (no sample), and the
+// job is routed again at once, to another agent or to wait.
+func Paused(j *Job, obs Observation, now time.Time, md Metadata) ([]Event, Effects) {
+	until := now.Add(obs.RetryAfter)
+	after := *j
+	if after.Unspent < after.MaxAttempts {
+		after.Unspent++ // as the fold will count it
+	}
+	attempt, agentID := j.Attempts, j.AgentID
+	evs, fx := Reroute(&after, func(at time.Time) Event {
+		return NewEvent(EventAttemptFailed, AttemptFailed{Attempt: attempt, AgentID: agentID, Reason: ReasonAgentPaused,
+			Error: obs.ErrText, RetryAt: at, HTTPStatus: obs.HTTPStatus, PausedUntil: until}, md)
+	}, now, md, ReasonAgentPaused)
+	fx.Pause = &AgentPause{AgentID: agentID, Until: until}
 	return evs, fx
 }
 

@@ -68,6 +68,10 @@ func TestDelivery(t *testing.T) {
 			want: []EventType{EventAttemptFailed}, retry: true, status: StatusSubmitted},
 		{name: "hung", obs: Observation{Kind: ObservedHung},
 			want: []EventType{EventDelivered, EventTimeout}, retry: true, sampleOK: ptr(false), status: StatusTimeout},
+		{name: "paused", obs: Observation{Kind: ObservedPaused, Reason: ReasonAgentPaused, RetryAfter: 5 * time.Second},
+			want: []EventType{EventAttemptFailed}, retry: true, status: StatusSubmitted}, // no sample: no failure of the agent's
+		{name: "paused, last attempt", last: true, obs: Observation{Kind: ObservedPaused, Reason: ReasonAgentPaused, RetryAfter: time.Second},
+			want: []EventType{EventAttemptFailed}, retry: true, status: StatusSubmitted}, // spends nothing
 		{name: "not delivered", obs: Observation{Kind: ObservedFailed, Reason: "connection_refused"},
 			want: []EventType{EventAttemptFailed}, retry: true, sampleOK: ptr(false), status: StatusSubmitted},
 		{name: "rejected, last attempt", last: true, obs: Observation{Kind: ObservedRejected, Reason: ReasonRejected},
@@ -107,6 +111,13 @@ func TestDelivery(t *testing.T) {
 				require.Equal(t, *tc.sampleOK, fx.Sample.OK)
 			}
 			require.Equal(t, tc.poll, fx.Poll == attempt)
+			if tc.obs.Kind == ObservedPaused {
+				require.Equal(t, &AgentPause{AgentID: j.AgentID, Until: now.Add(tc.obs.RetryAfter)}, fx.Pause)
+				require.Equal(t, now, fx.Dispatch.At, "routed again at once")
+				require.Equal(t, j.Spent()-1, after.Spent(), "the routed attempt is given back")
+			} else {
+				require.Nil(t, fx.Pause)
+			}
 			if after.Status.Terminal() {
 				require.True(t, fx.Callback, "an ending job calls its caller back")
 				require.True(t, fx.ClearTimer, "an ending job keeps no timer")

@@ -76,8 +76,15 @@ func PlanDispatch(j *Job, in DispatchInput) DispatchPlan {
 		return DispatchPlan{Step: StepWait, Timer: &Timer{Attempt: in.Attempt, Phase: PhaseRetry, Due: in.Now.Add(in.HoldFor),
 			WaitingSince: in.WaitingSince}}
 	}
-	if !in.Chosen && RouteWait(in.Route.AllAtCapacity, in.WaitingSince, in.Now, in.RouteWait) {
-		t := WaitTimer(j, in.Attempt, in.Route.AllAtCapacity, in.WaitingSince, in.Now, in.CapacityWait, in.RouteWait)
+	// Agents at capacity or paused come back by themselves: a wait for
+	// them is bounded even when the service never waits for a routable
+	// agent, and one for a pause looks again when the first pause ends.
+	busy := in.Route.AllAtCapacity || !in.Route.ResumeAt.IsZero()
+	if !in.Chosen && RouteWait(busy, in.WaitingSince, in.Now, in.RouteWait) {
+		t := WaitTimer(j, in.Attempt, busy, in.WaitingSince, in.Now, in.CapacityWait, in.RouteWait)
+		if r := in.Route.ResumeAt; r.After(in.Now) && r.Before(t.Due) {
+			t.Due = r
+		}
 		return DispatchPlan{Step: StepWait, Timer: &t}
 	}
 	routed := NewRouted(in.Attempt, in.Route, in.Metadata)

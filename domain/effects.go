@@ -21,6 +21,15 @@ type Effects struct {
 	// Queue hands an attempt to River's dispatch queue now, watched by
 	// the queued timer.
 	Queue *QueuedAttempt
+	// Pause gives the agent no work until Until (it asked, with a
+	// Retry-After).
+	Pause *AgentPause
+}
+
+// AgentPause is an agent's pause: no work for it until Until.
+type AgentPause struct {
+	AgentID string
+	Until   time.Time
 }
 
 // QueuedAttempt is an attempt handed to River's dispatch queue.

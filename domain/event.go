@@ -36,6 +36,9 @@ const (
 	// EventInputProvided records the caller's input sent to the agent of a
 	// job that awaited it. It changes no status: the agent's answer does.
 	EventInputProvided EventType = "INPUT_PROVIDED"
+	// EventProgress: the agent working on the attempt said how far it got,
+	// and may have extended its deadline (POST /v1/jobs/{id}/progress).
+	EventProgress EventType = "PROGRESS"
 )
 
 // JobEventTypes lists every job event type, for exhaustive tests and for
@@ -45,7 +48,7 @@ var JobEventTypes = []EventType{
 	EventRouted, EventDelivered, EventAttemptFailed, EventSuccess, EventFailed,
 	EventTimeout, EventDeadLetter, EventCancelled, EventResultDuplicate,
 	EventCallbackSent, EventCallbackFailed, EventAwaitingInput, EventResumed, EventInputProvided,
-	EventIntentResolved,
+	EventIntentResolved, EventProgress,
 }
 
 // The events of the other streams. Agent events (AGENT_REGISTERED and the

@@ -36,6 +36,10 @@ var JobStatuses = []JobStatus{
 	StatusCancelled, StatusRejected, StatusAwaitingInput,
 }
 
+// Waiting reports whether a job in status s waits for an attempt to
+// start: what a lane's depth counts (backpressure).
+func (s JobStatus) Waiting() bool { return s == StatusSubmitted || s == StatusTimeout }
+
 // Terminal reports whether a job in status s is finished for good.
 func (s JobStatus) Terminal() bool {
 	switch s {
@@ -98,6 +102,7 @@ var transitions = map[JobStatus]map[EventType]JobStatus{
 		EventResultDuplicate: StatusDelivered,
 		EventAwaitingInput:   StatusAwaitingInput,
 		EventInputProvided:   StatusDelivered, // the agent's answer to the input beat it
+		EventProgress:        StatusDelivered,
 	},
 	StatusAwaitingInput: {
 		EventInputProvided:   StatusAwaitingInput,
@@ -257,6 +262,9 @@ type AttemptFailed struct {
 	HTTPStatus int     `json:"http_status,omitempty"`
 	LatencyMS  float64 `json:"latency_ms,omitempty"`
 	Body       string  `json:"body,omitempty"`
+	// PausedUntil is when the pause an agent asked for ends (reason
+	// agent_paused: a 429 or 503 with Retry-After).
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 }
 
 // Outcome is the data of a SUCCESS or FAILED event. LatencyMS is the time
@@ -318,6 +326,8 @@ type Job struct {
 	AgentID   string    // agent of the latest attempt
 	Delivered bool      // the latest attempt reached its agent and awaits a result
 	Deadline  time.Time // result deadline of the latest delivered attempt
+	// Progress is what the agent last said of its progress (PROGRESS).
+	Progress json.RawMessage
 	// RemoteTaskID is the A2A task id of the latest delivered attempt.
 	RemoteTaskID string
 	Result       json.RawMessage
@@ -358,6 +368,10 @@ type Job struct {
 const (
 	ReasonNotClaimed = "not_claimed"
 	ReasonReleased   = "released"
+	// ReasonAgentPaused: the agent answered the delivery 429 or 503 with
+	// a Retry-After; it gets no work until then (Effects.Pause), and the
+	// job goes elsewhere or waits. Not a failure of the agent's.
+	ReasonAgentPaused = "agent_paused"
 )
 
 // Attempt-failure reasons that mean the agent refused the job, so it is
@@ -437,6 +451,8 @@ func (j *Job) applyData(e Event) error {
 		j.Deadline = time.Time{}
 	case EventResumed:
 		return applyAs(e, func(d Resumed) { j.Deadline = d.Deadline })
+	case EventProgress:
+		return applyAs(e, func(d Progressed) { j.Deadline, j.Progress = d.Deadline, d.Progress })
 	case EventAttemptFailed:
 		return applyAs(e, j.onAttemptFailed)
 	case EventSuccess, EventFailed:
@@ -500,7 +516,7 @@ func (j *Job) onAttemptFailed(d AttemptFailed) {
 	if d.Error != "" {
 		j.Error = d.Reason + ": " + d.Error
 	}
-	if (d.Reason == ReasonNotClaimed || d.Reason == ReasonReleased) && j.Unspent < j.MaxAttempts {
+	if (d.Reason == ReasonNotClaimed || d.Reason == ReasonReleased || d.Reason == ReasonAgentPaused) && j.Unspent < j.MaxAttempts {
 		j.Unspent++
 	}
 }

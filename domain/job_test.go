@@ -47,6 +47,7 @@ func TestTransitionExhaustive(t *testing.T) {
 			domain.EventResultDuplicate: S(domain.StatusDelivered),
 			domain.EventAwaitingInput:   S(domain.StatusAwaitingInput),
 			domain.EventInputProvided:   S(domain.StatusDelivered),
+			domain.EventProgress:        S(domain.StatusDelivered),
 		},
 		domain.StatusAwaitingInput: {
 			domain.EventInputProvided:   S(domain.StatusAwaitingInput),

@@ -45,6 +45,16 @@ func (w Watermarks) QueueHigh(wasHigh bool, depth int) bool {
 // Overloaded reports whether a submit to a lane of that depth is refused.
 func (w Watermarks) Overloaded(depth int) bool { return depth >= w.Limit }
 
+// Admit decides which of want submits, in the order they came, a lane
+// of that depth takes under limit (0: no limit): the first ones while the
+// depth stays within it. It answers how many.
+func Admit(depth, want, limit int) int {
+	if limit <= 0 {
+		return want
+	}
+	return max(min(want, limit-depth), 0)
+}
+
 // QueueLevelChanged is the data of QUEUE_HIGH and QUEUE_NORMAL, on the
 // stream "queue:<namespace>/<lane>".
 type QueueLevelChanged struct {

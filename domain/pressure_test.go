@@ -29,3 +29,21 @@ func TestWatermarks(t *testing.T) {
 	require.False(t, w.Overloaded(19))
 	require.True(t, w.Overloaded(20))
 }
+
+func TestAdmit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ depth, want, limit, admitted int }{
+		{0, 5, 0, 5},   // no limit
+		{0, 5, 40, 5},  // room for all
+		{38, 5, 40, 2}, // the first two, the 39th and 40th
+		{40, 1, 40, 0}, // the 41st
+		{45, 3, 40, 0}, // over already (a recount will tell)
+		{39, 1, 40, 1}, // the 40th
+		{0, 0, 40, 0},
+	} {
+		require.Equal(t, tc.admitted, domain.Admit(tc.depth, tc.want, tc.limit), "%+v", tc)
+	}
+	for _, s := range domain.JobStatuses {
+		require.Equal(t, s == domain.StatusSubmitted || s == domain.StatusTimeout, s.Waiting(), s)
+	}
+}

@@ -3,6 +3,7 @@ package domain
 import (
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -43,6 +44,9 @@ type RouteAgent struct {
 	State   AgentState
 	// Breaker is the agent's breaker state; empty counts as closed.
 	Breaker BreakerState
+	// PausedUntil: the agent asked for no work until then (a 429 or 503
+	// with Retry-After to a delivery); zero when it did not.
+	PausedUntil time.Time
 	// FailureRate in 0..1 and RecentAttempts describe recent attempts, e.g.
 	// BreakerStatus.ErrorRate and BreakerStatus.Attempts.
 	FailureRate    float64
@@ -80,6 +84,9 @@ type RouteRequest struct {
 	// counts their slots exactly itself (the snapshot's count may be a
 	// moment old: a slot just given back).
 	IgnoreCapacity bool `json:"-"`
+	// Now is the time of the decision: an agent's pause ends then (zero:
+	// no agent counts as paused).
+	Now time.Time `json:"-"`
 }
 
 // RouteConfig holds the scoring constants. Unlike the other configs, zero
@@ -133,6 +140,7 @@ const (
 	RouteRejectCapability   = "capability_mismatch"
 	RouteRejectState        = "state_not_routable"
 	RouteRejectBreakerOpen  = "breaker_open"
+	RouteRejectPaused       = "paused"          // it asked for no work until RouteAgent.PausedUntil
 	RouteRejectNotAccepting = "not_accepting"   // Context["accepting"] == false
 	RouteRejectInspection   = "inspection_mode" // Context["mode"] == "inspection"
 	RouteRejectVersion      = "version_mismatch"
@@ -194,6 +202,9 @@ type RouteResult struct {
 	// agent passed every filter but capacity: the dispatcher should wait for
 	// a slot instead of failing the job.
 	AllAtCapacity bool `json:"all_at_capacity,omitempty"`
+	// ResumeAt is, when there is no candidate, when the first agent that
+	// asked for a pause (rejected as paused) takes work again.
+	ResumeAt time.Time `json:"resume_at,omitzero"`
 	// Chosen is the agent to try, "" when there is no candidate. It is always
 	// Candidates[0].
 	Chosen string `json:"chosen"`
@@ -449,6 +460,9 @@ func (rc *routeCtx) consider(acc *routeAcc, a *RouteAgent, pre *routePre) bool {
 		if reason == RouteRejectAtCapacity {
 			acc.atCapacity++
 		}
+		if reason == RouteRejectPaused && (acc.resumeAt.IsZero() || a.PausedUntil.Before(acc.resumeAt)) {
+			acc.resumeAt = a.PausedUntil
+		}
 		return false
 	}
 	start := len(acc.terms)
@@ -468,6 +482,9 @@ func (rc *routeCtx) filter(a *RouteAgent) string {
 	}
 	if a.Breaker == BreakerOpen {
 		return RouteRejectBreakerOpen
+	}
+	if req.Now.Before(a.PausedUntil) {
+		return RouteRejectPaused
 	}
 	if a.Context != nil {
 		if v, ok := a.Context["accepting"].(bool); ok && !v {
@@ -578,6 +595,7 @@ type routeAcc struct {
 	terms      []ScoreTerm // routeTermCount per candidate, in candidate order
 	rejected   []RouteRejection
 	atCapacity int
+	resumeAt   time.Time // the first paused agent's pause ends
 }
 
 func (acc *routeAcc) reject(id, reason string) {
@@ -621,6 +639,7 @@ func (acc *routeAcc) finish(rc *routeCtx, weights []int, rnd func(n int) int) Ro
 		Intent:        rc.req.Intent,
 	}
 	if len(cands) == 0 {
+		res.ResumeAt = acc.resumeAt
 		return res
 	}
 	chosen := ""
@@ -834,7 +853,7 @@ func containsWords(s, w string) bool {
 func (r RouteResult) Unavailable() bool {
 	for _, rj := range r.Rejected {
 		switch rj.Reason {
-		case RouteRejectState, RouteRejectBreakerOpen, RouteRejectNotAccepting, RouteRejectInspection:
+		case RouteRejectState, RouteRejectBreakerOpen, RouteRejectPaused, RouteRejectNotAccepting, RouteRejectInspection:
 			return true
 		}
 	}

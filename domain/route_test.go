@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -127,6 +128,8 @@ func TestRouteFilters(t *testing.T) {
 		{"offline", ra("a", func(a *domain.RouteAgent) { a.State = domain.AgentOffline }), req(), domain.RouteRejectState},
 		{"no state", ra("a", func(a *domain.RouteAgent) { a.State = "" }), req(), domain.RouteRejectState},
 		{"breaker open", ra("a", func(a *domain.RouteAgent) { a.Breaker = domain.BreakerOpen }), req(), domain.RouteRejectBreakerOpen},
+		{"paused", ra("a", func(a *domain.RouteAgent) { a.PausedUntil = time.Unix(200, 0) }), reqAt(time.Unix(100, 0)), domain.RouteRejectPaused},
+		{"pause over", ra("a", func(a *domain.RouteAgent) { a.PausedUntil = time.Unix(200, 0) }), reqAt(time.Unix(200, 0)), ""},
 		{"breaker half-open passes", ra("a", func(a *domain.RouteAgent) { a.Breaker = domain.BreakerHalfOpen }), req(), ""},
 		{"breaker unknown counts as closed", ra("a", func(a *domain.RouteAgent) { a.Breaker = "" }), req(), ""},
 		{"not accepting", ra("a", func(a *domain.RouteAgent) { a.Context = map[string]any{"accepting": false} }), req(), domain.RouteRejectNotAccepting},
@@ -672,4 +675,11 @@ func TestRouteRecordedDropsZeroTerms(t *testing.T) {
 			require.NotContains(t, string(b), `"terms":null`)
 		})
 	}
+}
+
+// reqAt is req() decided at now.
+func reqAt(now time.Time) domain.RouteRequest {
+	r := req()
+	r.Now = now
+	return r
 }

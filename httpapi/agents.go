@@ -89,6 +89,9 @@ type agentResponse struct {
 	FlapPenalty    float64 `json:"flap_penalty"`
 	// Hold is an operator's hold: "drain" or "down".
 	Hold string `json:"hold,omitempty"`
+	// PausedUntil: the agent asked for no work until then (it answered a
+	// delivery 429 or 503 with Retry-After); only while it lasts.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
 	// InboxDepth is how many attempts wait in a pull agent's inbox,
 	// unclaimed (pull agents only, in GET /v1/agents and /v1/agents/{id}).
 	InboxDepth *int `json:"inbox_depth,omitempty"`
@@ -167,8 +170,17 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 		HealthReport: healthReportResponse{InFlight: a.ReportedInFlight, QueueLength: a.ReportedQueueLength, ErrorRate: a.ReportedErrorRate, PoolUsage: a.ReportedPoolUsage},
 		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
 		StateChangedAt: a.StateChangedAt.UTC(), InFlight: snap.InFlight(a.Key()), Breaker: br,
-		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3,
+		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3, PausedUntil: pausedNow(a.PausedUntil),
 	}
+}
+
+// pausedNow is until while it is still ahead (a pause that ended shows no more).
+func pausedNow(until *time.Time) *time.Time {
+	if until == nil || !time.Now().Before(*until) {
+		return nil
+	}
+	u := until.UTC()
+	return &u
 }
 
 func nonNil(s []string) []string {

@@ -28,6 +28,8 @@ type Jobs interface {
 	Replay(ctx context.Context, id string, md domain.Metadata) (domain.SubmitResult, error)
 	ProvideInput(ctx context.Context, id string, payload json.RawMessage, md domain.Metadata) (*jobstore.Loaded, error)
 	ReportResult(ctx context.Context, id, token string, rep domain.ResultReport, md domain.Metadata) (domain.Recorded, *jobstore.Loaded, error)
+	ReportProgress(ctx context.Context, id, token string, attempt int, extend time.Duration, progress json.RawMessage,
+		md domain.Metadata) (*jobstore.Loaded, error)
 }
 
 // Approvals is the approval face: a namespace's policy, and an

@@ -136,6 +136,10 @@ type jobResponse struct {
 	MaxAttempts int             `json:"max_attempts"`
 	Priority    string          `json:"priority"`
 	Result      json.RawMessage `json:"result,omitempty"`
+	// Progress is what the agent last said of its progress on the
+	// attempt (PROGRESS); Deadline the running attempt's deadline.
+	Progress    json.RawMessage `json:"progress,omitempty"`
+	Deadline    *time.Time      `json:"deadline,omitempty"`
 	BizCode     string          `json:"biz_code,omitempty"`
 	Error       string          `json:"error,omitempty"`
 	TraceID     string          `json:"trace_id"`
@@ -166,6 +170,13 @@ func toJobResponse(l *jobstore.Loaded) jobResponse {
 	}
 	if l.CallbackURL != "" {
 		r.Callback = &callbackState{URL: l.CallbackURL, Acknowledged: l.CallbackAcked, Attempts: l.Callbacks, GaveUp: l.CallbackGaveUp}
+	}
+	if l.Status == domain.StatusDelivered && !l.Deadline.IsZero() {
+		d := l.Deadline.UTC()
+		r.Deadline = &d
+	}
+	if l.Status == domain.StatusDelivered {
+		r.Progress = l.Progress
 	}
 	return r
 }
@@ -280,6 +291,33 @@ func (s *Server) reportResult(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"recorded": recorded, "job": toJobResponse(l)})
+}
+
+type progressRequest struct {
+	Attempt  int             `json:"attempt"`
+	ExtendMS int64           `json:"extend_ms"`
+	Progress json.RawMessage `json:"progress"`
+}
+
+// reportProgress records an agent's progress on an attempt it holds and
+// extends its deadline: POST /v1/jobs/{id}/progress (agent token).
+func (s *Server) reportProgress(c *gin.Context) {
+	var req progressRequest
+	if err := bindJSON(c, &req, false); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if req.ExtendMS < 0 || req.ExtendMS > domain.MaxExtend.Milliseconds() {
+		_ = c.Error(&domain.FieldError{Field: "extend_ms", Message: fmt.Sprintf("must be 0 to %d", domain.MaxExtend.Milliseconds())})
+		return
+	}
+	l, err := s.deps.Jobs.ReportProgress(c.Request.Context(), c.Param("job_id"), bearer(c), req.Attempt,
+		time.Duration(req.ExtendMS)*time.Millisecond, req.Progress, s.meta(c, "agent"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, toJobResponse(l))
 }
 
 type cancelRequest struct {

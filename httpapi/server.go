@@ -148,16 +148,7 @@ func New(deps Deps) *gin.Engine {
 
 	s.agentRoutes(v1)
 
-	v1.POST("/jobs", s.need(""), s.submitJob) // jobs:submit:<pattern>, checked per capability
-	v1.GET("/jobs", s.need(auth.ScopeJobsRead), s.listJobs)
-	v1.GET("/jobs/:job_id", s.need(auth.ScopeJobsRead), s.getJob)
-	v1.GET("/jobs/:job_id/events", s.need(auth.ScopeJobsRead), s.jobEvents)
-	v1.POST("/jobs/:job_id/result", s.agentRate, s.reportResult) // agent token
-	v1.POST("/jobs/:job_id/cancel", s.need(""), s.cancelJob)
-	v1.POST("/jobs/:job_id/replay", s.need(""), s.replayJob)
-	v1.POST("/jobs/:job_id/input", s.need(""), s.provideInput)
-	v1.POST("/jobs/:job_id/approve", s.need(auth.ScopeJobsApprove), s.approveJob)
-	v1.POST("/jobs/:job_id/reject", s.need(auth.ScopeJobsApprove), s.rejectJob)
+	s.jobRoutes(v1)
 
 	s.intentRoutes(v1)
 
@@ -382,4 +373,19 @@ func newTraceID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// jobRoutes are the jobs' routes.
+func (s *Server) jobRoutes(v1 *gin.RouterGroup) {
+	v1.POST("/jobs", s.need(""), s.submitJob) // jobs:submit:<pattern>, checked per capability
+	v1.GET("/jobs", s.need(auth.ScopeJobsRead), s.listJobs)
+	v1.GET("/jobs/:job_id", s.need(auth.ScopeJobsRead), s.getJob)
+	v1.GET("/jobs/:job_id/events", s.need(auth.ScopeJobsRead), s.jobEvents)
+	v1.POST("/jobs/:job_id/result", s.agentRate, s.reportResult)     // agent token
+	v1.POST("/jobs/:job_id/progress", s.agentRate, s.reportProgress) // agent token
+	v1.POST("/jobs/:job_id/cancel", s.need(""), s.cancelJob)
+	v1.POST("/jobs/:job_id/replay", s.need(""), s.replayJob)
+	v1.POST("/jobs/:job_id/input", s.need(""), s.provideInput)
+	v1.POST("/jobs/:job_id/approve", s.need(auth.ScopeJobsApprove), s.approveJob)
+	v1.POST("/jobs/:job_id/reject", s.need(auth.ScopeJobsApprove), s.rejectJob)
 }

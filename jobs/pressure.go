@@ -2,33 +2,24 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
-	"github.com/agentreach/agentreach/sql/queries"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 )
 
-var qQueueDepthByLane = queries.Must("QueueDepthByLane")
-
 // ErrOverloaded: the lane's queue is at its hard limit; the submit is
-// refused and nothing is written (429 overloaded, Retry-After).
-var ErrOverloaded error = &domain.KindError{Kind: domain.ErrUnavailable, Code: "overloaded",
-	Message: "overloaded: too many jobs wait in this namespace and lane, try again later"}
+// refused and nothing is written (429 overloaded, Retry-After). The unit
+// of work decides it on the lane's exact count (jobstore.Store.admit).
+var ErrOverloaded = jobstore.ErrOverloaded
 
-// pressureEvery is how old the queue depths a process judges by may be.
+// pressureEvery is how old the queue depths a process judges its
+// watermarks by may be.
 const pressureEvery = time.Second
-
-// lane is one namespace's lane.
-type lane struct {
-	namespace string
-	priority  domain.Priority
-}
 
 // pressure is this process's view of the queue depths, read at most once
 // per pressureEvery, and of which lanes are high (with the watermarks'
@@ -36,29 +27,23 @@ type lane struct {
 type pressure struct {
 	mu    sync.Mutex
 	at    time.Time
-	depth map[lane]int
-	high  map[lane]bool
+	depth map[jobstore.Lane]int
+	high  map[jobstore.Lane]bool
 }
 
 // depths refreshes the view when it is older than pressureEvery.
-func (s *Service) depths(ctx context.Context) (map[lane]int, map[lane]bool, error) {
+func (s *Service) depths(ctx context.Context) (map[jobstore.Lane]int, map[jobstore.Lane]bool, error) {
 	p := &s.pressure
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.depth != nil && s.now().Sub(p.at) < pressureEvery {
 		return p.depth, p.high, nil
 	}
-	rows, err := s.pool.Query(ctx, qQueueDepthByLane)
+	depth, err := s.jobs.LaneDepths(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("queue depths: %w", err)
+		return nil, nil, err
 	}
-	depth := map[lane]int{}
-	var k lane
-	var n int
-	if _, err := pgx.ForEachRow(rows, []any{&k.namespace, &k.priority, &n}, func() error { depth[k] = n; return nil }); err != nil {
-		return nil, nil, fmt.Errorf("queue depths: %w", err)
-	}
-	high := map[lane]bool{}
+	high := map[jobstore.Lane]bool{}
 	w := s.cfg.Watermarks
 	for k, was := range p.high {
 		if w.QueueHigh(was, depth[k]) {
@@ -74,18 +59,6 @@ func (s *Service) depths(ctx context.Context) (map[lane]int, map[lane]bool, erro
 	return depth, high, nil
 }
 
-// checkOverload refuses a submit to a lane at its hard limit.
-func (s *Service) checkOverload(ctx context.Context, sub *domain.Submitted) error {
-	depth, _, err := s.depths(ctx)
-	if err != nil {
-		return err
-	}
-	if s.cfg.Watermarks.Overloaded(depth[lane{sub.Namespace, sub.Priority}]) {
-		return ErrOverloaded
-	}
-	return nil
-}
-
 // holdLow reports whether low work of namespace ns is held back: one of its
 // lanes is above the high watermark.
 func (s *Service) holdLow(ctx context.Context, ns string) bool {
@@ -94,7 +67,7 @@ func (s *Service) holdLow(ctx context.Context, ns string) bool {
 		return false // the depths are a hint; a database problem shows elsewhere
 	}
 	for k := range high {
-		if k.namespace == ns {
+		if k.Namespace == ns {
 			return true
 		}
 	}
@@ -106,12 +79,15 @@ func (s *Service) holdLow(ctx context.Context, ns string) bool {
 // stream (whose last event says its level, for every process), with one
 // warning in the log.
 func (s *Service) SweepPressure(ctx context.Context) error {
+	if err := s.jobs.RecountLanes(ctx); err != nil {
+		return err
+	}
 	depth, _, err := s.depths(ctx)
 	if err != nil {
 		return err
 	}
 	s.pressure.mu.Lock()
-	lanes := map[lane]bool{}
+	lanes := map[jobstore.Lane]bool{}
 	for k := range depth {
 		lanes[k] = true
 		s.pressureSeen[k] = true
@@ -122,7 +98,7 @@ func (s *Service) SweepPressure(ctx context.Context) error {
 	s.pressure.mu.Unlock()
 	w := s.cfg.Watermarks
 	for k := range lanes {
-		stream := domain.QueueStream(k.namespace, k.priority)
+		stream := domain.QueueStream(k.Namespace, k.Priority)
 		last, _, err := eventstore.Last(ctx, s.pool, stream)
 		if err != nil {
 			return err
@@ -135,13 +111,13 @@ func (s *Service) SweepPressure(ctx context.Context) error {
 		typ, mark := domain.EventQueueNormal, w.Low
 		if now {
 			typ, mark = domain.EventQueueHigh, w.High
-			s.logger.WarnContext(ctx, "queue above its high watermark: low work is held back", "namespace", k.namespace,
-				"lane", k.priority, "depth", depth[k], "high", w.High, "limit", w.Limit)
+			s.logger.WarnContext(ctx, "queue above its high watermark: low work is held back", "namespace", k.Namespace,
+				"lane", k.Priority, "depth", depth[k], "high", w.High, "limit", w.Limit)
 		} else {
-			s.logger.InfoContext(ctx, "queue under its low watermark again", "namespace", k.namespace, "lane", k.priority, "depth", depth[k])
+			s.logger.InfoContext(ctx, "queue under its low watermark again", "namespace", k.Namespace, "lane", k.Priority, "depth", depth[k])
 		}
 		if _, err := s.store.Append(ctx, stream, last.Version, domain.NewEvent(typ,
-			domain.QueueLevelChanged{Namespace: k.namespace, Lane: k.priority, Depth: depth[k], Mark: mark},
+			domain.QueueLevelChanged{Namespace: k.Namespace, Lane: k.Priority, Depth: depth[k], Mark: mark},
 			domain.Metadata{Actor: "sweep:pressure"})); err != nil {
 			return err
 		}

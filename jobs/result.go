@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/jobstore"
@@ -77,4 +78,64 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain
 		s.callbacks.Now(ctx, l, md.CausationID)
 	}
 	return recorded, l, nil
+}
+
+// ReportProgress records an agent's progress on an attempt of a job it
+// holds (PROGRESS), extending the attempt's deadline to now+extend when
+// that is later (domain.Progress). token must be the token of the agent
+// the attempt went to; a pull agent's report renews its lease, as a claim
+// does. An attempt no longer running is a conflict.
+func (s *Service) ReportProgress(ctx context.Context, id, token string, attempt int, extend time.Duration, progress json.RawMessage,
+	md domain.Metadata) (*jobstore.Loaded, error) {
+	if len(progress) > 0 && !json.Valid(progress) {
+		return nil, &domain.FieldError{Field: "progress", Message: "must be valid JSON"}
+	}
+	if len(progress) > s.cfg.MaxPayloadBytes {
+		return nil, &domain.FieldError{Field: "progress", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes)}
+	}
+	if extend < 0 || extend > domain.MaxExtend {
+		return nil, &domain.FieldError{Field: "extend_ms", Message: fmt.Sprintf("must be 0 to %d", domain.MaxExtend.Milliseconds())}
+	}
+	caller, err := s.registry.AgentByToken(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.Load(ctx, nil, id)
+	if err == nil && l.Namespace != caller.Namespace {
+		err = fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if attempt == 0 {
+		attempt = l.Attempts
+	}
+	if agentID := l.AttemptAgents[attempt]; agentID == "" {
+		return nil, &domain.FieldError{Field: "attempt", Message: fmt.Sprintf("job %s has no attempt %d at an agent", id, attempt)}
+	} else if caller.AgentID != agentID {
+		return nil, fmt.Errorf("attempt %d of job %s: %w", attempt, id, ErrForbidden)
+	}
+	if caller.Pull() {
+		if _, err := s.registry.Claimed(ctx, caller, md); err != nil {
+			return nil, err
+		}
+	}
+	md.Actor = "agent:" + caller.AgentID
+	err = s.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
+		if retry {
+			var err error
+			if l, err = s.Load(ctx, nil, id); err != nil {
+				return nil, err
+			}
+		}
+		evs, fx, err := domain.Progress(&l.Job, attempt, caller.AgentID, extend, progress, s.now().UTC(), md)
+		if err != nil {
+			return nil, err
+		}
+		return &jobstore.Write{L: l, Events: evs, Effects: fx}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }

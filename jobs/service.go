@@ -185,7 +185,7 @@ type Service struct {
 	pressure pressure
 	// pressureSeen are the lanes the pressure sweep has seen, so a lane
 	// that empties is lowered too.
-	pressureSeen map[lane]bool
+	pressureSeen map[jobstore.Lane]bool
 	tracer       trace.Tracer
 	metrics      instruments
 	batcher      *batcher
@@ -212,9 +212,9 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		http: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse // deliveries never follow redirects
 		}},
-		now: time.Now, pressureSeen: map[lane]bool{}, waiters: make(chan struct{}, 1)}
+		now: time.Now, pressureSeen: map[jobstore.Lane]bool{}, waiters: make(chan struct{}, 1)}
 	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
-		Now: func() time.Time { return s.now() }, Finished: s.countFinished})
+		QueueLimit: cfg.Watermarks.Limit, AgentsChannel: registry.NotifyChannel, Now: func() time.Time { return s.now() }, Finished: s.countFinished})
 	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
 		Now: func() time.Time { return s.now() }, Jitter: s.jitter, Claimed: func(ctx context.Context) {
 			s.metrics.deliveries.Add(ctx, 1, telemetry.WithAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),
@@ -293,9 +293,6 @@ func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*j
 // submits). When it returns without error the job is committed.
 func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (domain.SubmitResult, error) {
 	if err := s.prepare(ctx, &sub); err != nil {
-		return domain.SubmitResult{}, err
-	}
-	if err := s.checkOverload(ctx, &sub); err != nil {
 		return domain.SubmitResult{}, err
 	}
 	var res domain.SubmitResult

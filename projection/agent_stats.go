@@ -289,8 +289,11 @@ func (row *statsRow) count(t domain.EventType, f attemptFacts) {
 		row.failed++
 		row.resultMS = append(row.resultMS, f.LatencyMS)
 	case domain.EventAttemptFailed:
-		if f.Reason == "business_failure" {
+		switch f.Reason {
+		case "business_failure":
 			row.failed++
+		case domain.ReasonAgentPaused:
+			row.attempted-- // the agent said "not now" before taking it: no attempt of its
 		}
 	case domain.EventTimeout:
 		row.timedOut++

@@ -218,6 +218,9 @@ type Agent struct {
 	RecentRestarts int
 	ProbeStreak    int
 	breakerOpen    bool // as last recorded on its stream
+	// PausedUntil: the agent asked for no work until then (a 429 or 503
+	// with Retry-After); nil when it never did.
+	PausedUntil    *time.Time
 	RegisteredAt   time.Time
 	LastSeenAt     time.Time
 	LeaseExpiresAt time.Time
@@ -283,7 +286,8 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 		&a.Weight, &a.MaxConcurrent, &a.Version, &a.RolloutPercent, &a.TTLSeconds, &ctxJSON, &mdJSON, &state, &a.InstanceID,
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
 		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold,
-		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion, &a.RecentRestarts, &a.ProbeStreak, &a.breakerOpen, &a.Mode)
+		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion, &a.RecentRestarts, &a.ProbeStreak, &a.breakerOpen, &a.Mode,
+		&a.PausedUntil)
 	if err != nil {
 		return nil, err
 	}

@@ -524,7 +524,7 @@ func TestAgentQueriesReturnAgentColumns(t *testing.T) {
 		return out
 	}
 	want := columns(qLoadAgent)
-	require.Len(t, want, 36)
+	require.Len(t, want, 37)
 	for name, q := range map[string]string{
 		"LoadAgentForUpdate": qLoadAgentForUpdate, "ListAgents": qListAgents, "AgentByToken": qAgentByToken,
 		"LockLiveAgents": qLockLiveAgents, "SnapshotAgents": qSnapshotAgents,

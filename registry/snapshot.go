@@ -224,7 +224,7 @@ func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, s
 			Protocol: a.Protocol, ProtocolVersion: a.ProtocolVersion, Version: a.Version, Weight: a.Weight, MaxConcurrent: a.MaxConcurrent,
 			InFlight: n, Queued: a.ReportedQueueLength, RolloutPercent: a.RolloutPercent, Context: a.Context, State: state,
 			Breaker: b.State, FailureRate: failureRate, RecentAttempts: attempts,
-			FlapPenalty: domain.FlapPenalty(a.RecentRestarts, a.RegisteredAt, now),
+			FlapPenalty: domain.FlapPenalty(a.RecentRestarts, a.RegisteredAt, now), PausedUntil: pausedUntil(a),
 		})
 	}
 	return breakers, domain.NewRouteIndex(view)
@@ -280,6 +280,9 @@ func (s *Snapshot) LoadedAt() time.Time {
 // Route ranks the agents for req with the registry's scoring; every term of
 // every candidate is in the result.
 func (s *Snapshot) Route(req domain.RouteRequest) domain.RouteResult {
+	if req.Now.IsZero() {
+		req.Now = s.r.now()
+	}
 	s.mu.RLock()
 	ix := s.index
 	cfg, version := s.r.cfg.Route, 0
@@ -340,4 +343,13 @@ func (s *Snapshot) Skills(namespace string) []Skill {
 	}
 	slices.SortFunc(out, func(a, b Skill) int { return strings.Compare(a.Capability, b.Capability) })
 	return out
+}
+
+// pausedUntil is when a's pause (a 429 or 503 with Retry-After) ends;
+// zero when it has none.
+func pausedUntil(a *Agent) time.Time {
+	if a.PausedUntil == nil {
+		return time.Time{}
+	}
+	return *a.PausedUntil
 }

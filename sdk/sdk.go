@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -583,10 +584,12 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // done(false) ends it.
 func (a *Agent) jobContext(req context.Context, d Delivery) (context.Context, func(accepted bool)) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(req))
+	keep := func() {}
 	if !d.Deadline.IsZero() {
-		var stop context.CancelFunc
-		ctx, stop = context.WithDeadline(ctx, d.Deadline)
-		context.AfterFunc(ctx, stop)
+		ctx, keep = a.keepAlive(ctx, cancel, d)
+	}
+	if a.pull != nil {
+		keep() // a claimed attempt is held at Agent-Reach from its claim on
 	}
 	stopReq := context.AfterFunc(req, func() { cancel(context.Canceled) })
 	j := &job{attempt: d.Attempt, cancel: cancel}
@@ -607,8 +610,92 @@ func (a *Agent) jobContext(req context.Context, d Delivery) (context.Context, fu
 		stopReq()
 		if !accepted {
 			cancel(context.Canceled)
+		} else if a.pull == nil {
+			keep() // a pushed attempt is held at Agent-Reach once it answered 202
 		}
 	}
+}
+
+// keepAlive ends the job's context (cancel) at its deadline, and answers
+// keep, which starts keeping the job once Agent-Reach holds it as
+// delivered (a claim; a push answered 202): while the handler runs past
+// two thirds of the attempt's time, it reports progress, extending the
+// deadline by the attempt's whole time again, and so on until the context
+// ends. An attempt Agent-Reach says no longer runs (409: finished, timed
+// out, cancelled) ends the context with ErrJobCancelled; a report that
+// fails otherwise leaves the deadline as it was. A handler answering a
+// push inline has the deadline it came with.
+func (a *Agent) keepAlive(parent context.Context, cancel context.CancelCauseFunc, d Delivery) (context.Context, func()) {
+	ctx := &heldContext{Context: parent}
+	ctx.deadline.Store(&d.Deadline)
+	span := time.Until(d.Deadline)
+	if span <= 0 {
+		cancel(context.DeadlineExceeded)
+		return ctx, func() {}
+	}
+	expire := time.AfterFunc(span, func() { cancel(context.DeadlineExceeded) })
+	context.AfterFunc(ctx, func() { expire.Stop() })
+	return ctx, func() { go a.extend(ctx, cancel, d, span, expire) }
+}
+
+// heldContext is a job's context, whose deadline moves when the job is
+// kept (Agent.Progress).
+type heldContext struct {
+	context.Context
+	deadline atomic.Pointer[time.Time]
+}
+
+// Deadline implements context.Context.
+func (c *heldContext) Deadline() (time.Time, bool) { return *c.deadline.Load(), true }
+
+// extend is keepAlive's keeper of one job.
+func (a *Agent) extend(ctx *heldContext, cancel context.CancelCauseFunc, d Delivery, span time.Duration, expire *time.Timer) {
+	deadline := d.Deadline
+	for {
+		renew := time.NewTimer(time.Until(deadline) - span/3)
+		select {
+		case <-ctx.Done():
+			renew.Stop()
+			return
+		case <-renew.C:
+		}
+		rctx, stop := context.WithDeadline(ctx, deadline)
+		next, err := a.Progress(rctx, d, span, nil)
+		stop()
+		var se *StatusError
+		switch {
+		case errors.As(err, &se) && se.Status == http.StatusConflict:
+			a.log.Info("sdk: the attempt no longer runs at Agent-Reach", "job_id", d.JobID, "attempt", d.Attempt)
+			cancel(ErrJobCancelled)
+			return
+		case err != nil || next.IsZero():
+			a.log.Warn("sdk: the deadline of a long job was not extended", "job_id", d.JobID, "attempt", d.Attempt, "err", err)
+			return
+		}
+		deadline = next
+		ctx.deadline.Store(&next)
+		expire.Reset(time.Until(deadline))
+	}
+}
+
+// Progress reports how far the work on delivery d got (progress: any JSON
+// value, or nil), which the caller reads in the job's events, and extends
+// the attempt's deadline to now+extend when that is later (0: as it is).
+// It answers the attempt's deadline. The SDK calls it by itself for a
+// handler that runs long (past two thirds of its time); a handler may
+// call it to say more. A 409 *StatusError says the attempt no longer runs.
+func (a *Agent) Progress(ctx context.Context, d Delivery, extend time.Duration, progress any) (time.Time, error) {
+	body := map[string]any{"attempt": d.Attempt, "extend_ms": extend.Milliseconds()}
+	if progress != nil {
+		body["progress"] = progress
+	}
+	var out struct {
+		Deadline time.Time `json:"deadline"`
+	}
+	if err := a.call(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(d.JobID)+"/progress", body, &out); err != nil {
+		return time.Time{}, fmt.Errorf("sdk: progress of job %s: %w", d.JobID, err)
+	}
+	return out.Deadline, nil
 }
 
 // endJob ends the context of an accepted job once its result is reported.

@@ -49,8 +49,8 @@ func (c carrier) Carry(ctx context.Context, a *registry.Agent, at dispatch.Attem
 		return domain.Observation{Kind: domain.ObservedRejected, Reason: domain.ReasonIncompatible, ErrText: rpc.Error()}
 	case errors.As(err, &rpc):
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "a2a_error_" + strconv.Itoa(-rpc.Code), ErrText: dispatch.Truncate(rpc.Error(), 256)}
-	case errors.As(err, &httpErr) && httpErr.Status == http.StatusTooManyRequests:
-		return dispatch.RateLimited(httpErr.RetryAfter, ad.cfg.Now())
+	case errors.As(err, &httpErr) && (httpErr.Status == http.StatusTooManyRequests || httpErr.Status == http.StatusServiceUnavailable):
+		return dispatch.RateLimited(httpErr.Status, httpErr.RetryAfter, httpErr.Body, ad.cfg.Now())
 	case errors.As(err, &httpErr):
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_" + strconv.Itoa(httpErr.Status), ErrText: httpErr.Body}
 	case errors.Is(err, a2a.ErrBadTask):

@@ -140,10 +140,11 @@ func rejects(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue)
 }
 
 type fullEventJSON struct {
-	StreamID string          `json:"stream_id"`
-	Type     string          `json:"type"`
-	Data     json.RawMessage `json:"data"`
-	Metadata struct {
+	StreamID   string          `json:"stream_id"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	RecordedAt time.Time       `json:"recorded_at"`
+	Metadata   struct {
 		Actor string `json:"actor"`
 	} `json:"metadata"`
 }

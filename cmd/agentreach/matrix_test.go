@@ -282,6 +282,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 			agentToken = holder.token
 			return matrixCall{"POST", "/v1/jobs/" + id + "/result", fmt.Sprintf(`{"status":"SUCCESS","attempt":%d}`, env.Attempt)}
 		},
+		"POST /v1/jobs/{job_id}/progress": func() matrixCall {
+			id := submit(longJob)
+			var env webhook.Envelope
+			for env = <-holder.envelopes; env.JobID != id; env = <-holder.envelopes {
+			}
+			agentToken = holder.token
+			waitJobAuth(t, base, asKey(adminA), id, "DELIVERED")
+			return matrixCall{"POST", "/v1/jobs/" + id + "/progress", fmt.Sprintf(`{"attempt":%d,"extend_ms":1000,"progress":{"n":1}}`, env.Attempt)}
+		},
 		"POST /v1/jobs/{job_id}/cancel": func() matrixCall { return matrixCall{"POST", "/v1/jobs/" + pending() + "/cancel", ""} },
 		"POST /v1/jobs/{job_id}/input":  func() matrixCall { return matrixCall{"POST", "/v1/jobs/" + pending() + "/input", `{"payload":{}}`} },
 		"POST /v1/jobs/{job_id}/replay": func() matrixCall {

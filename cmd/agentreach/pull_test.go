@@ -522,3 +522,60 @@ func TestPullCancel(t *testing.T) {
 	require.Equal(t, "CANCELLED", getJob(t, base, held).Status)
 	require.Equal(t, "RESULT_DUPLICATE", types(jobEvents(t, base, held))[len(jobEvents(t, base, held))-1])
 }
+
+// TestProgressExtendsTheClaim: an agent working past its job's timeout
+// keeps it by reporting progress (PROGRESS, which the caller reads, moves
+// the deadline); a report for an attempt that no longer runs is a
+// conflict, another agent's is forbidden, a bad extension a 400.
+func TestProgressExtendsTheClaim(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	worker := registerPull(t, base, "worker", "p.cap", "")
+	other := registerPull(t, base, "other", "p.other", "")
+	worker.mustClaim(t, 1, 0)
+	waitRoute(t, base, "p.cap", func(rj routeJSON) bool { return rj.Chosen == "worker" })
+	id := submitOK(t, base, `{"capability":"p.cap","payload":{},"timeout_ms":1500,"max_attempts":1}`)
+	env := worker.claimOne(t, 10*time.Second)
+	require.Equal(t, id, env.JobID)
+
+	progress := func(token, body string) (int, string) {
+		return call(t, http.MethodPost, base+"/v1/jobs/"+id+"/progress", "Bearer "+token, body)
+	}
+	code, out := progress(worker.token, `{"attempt":1,"extend_ms":-1}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Contains(t, out, "extend_ms")
+	code, out = progress(other.token, `{"attempt":1,"extend_ms":5000}`)
+	require.Equal(t, http.StatusForbidden, code, out)
+
+	// Three reports, each 1 s apart, keep the 1.5 s attempt alive for 3 s and more.
+	first := time.Now()
+	for i := range 3 {
+		code, out = progress(worker.token, fmt.Sprintf(`{"attempt":1,"extend_ms":2500,"progress":{"step":%d}}`, i+1))
+		require.Equal(t, http.StatusOK, code, out)
+		var j struct {
+			Status   string          `json:"status"`
+			Progress json.RawMessage `json:"progress"`
+			Deadline time.Time       `json:"deadline"`
+		}
+		getJSON(t, base+"/v1/jobs/"+id, http.StatusOK, &j)
+		require.Equal(t, "DELIVERED", j.Status, "report %d: still held", i+1)
+		require.JSONEq(t, fmt.Sprintf(`{"step":%d}`, i+1), string(j.Progress))
+		require.True(t, j.Deadline.After(time.Now().Add(time.Second)), "the deadline moved on")
+		time.Sleep(time.Second) // the agent's work between reports: the time that must pass
+	}
+	require.Greater(t, time.Since(first), 2500*time.Millisecond)
+	worker.report(t, env, "SUCCESS")
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 10*time.Second).Status)
+	code, out = progress(worker.token, `{"attempt":1,"extend_ms":1000}`)
+	require.Equal(t, http.StatusConflict, code, out)
+
+	var n int
+	for _, e := range jobEventsFull(t, base, id) {
+		if e.Type == "PROGRESS" {
+			n++
+		}
+		require.NotEqual(t, "TIMEOUT", e.Type)
+	}
+	require.Equal(t, 3, n, "each report is an event the caller reads")
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -194,4 +196,76 @@ func waitRouteAfter(t *testing.T, base, capability string, at time.Time) routeJS
 	require.NoError(t, err)
 	require.True(t, ok, "no snapshot after %s", at)
 	return rj.routeJSON
+}
+
+// An agent that answers "not now" (429 or 503 with Retry-After) is paused,
+// not punished: it gets no work until then (the route says so, and the
+// agent shows until when), the attempt spends nothing (one attempt allowed,
+// and the job still succeeds on the same agent after the pause) and no
+// failure is counted against it (its breaker saw none).
+func TestAgentPausedNotPunished(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	var deliveries atomic.Int32
+	newTestAgent(t, base, "moody", "t.moody", 50, func(w http.ResponseWriter, env webhook.Envelope) {
+		if deliveries.Add(1) == 1 {
+			w.Header().Set("Retry-After", "3")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		answer("SUCCESS", "")(w, env)
+	})
+	id := submitOK(t, base, `{"capability":"t.moody","payload":{},"max_attempts":1}`)
+
+	// While paused: the route rejects it as paused, and the agent says until when.
+	rj := waitRoute(t, base, "t.moody", func(rj routeJSON) bool { return len(rj.Rejected) == 1 })
+	require.Equal(t, "paused", rj.Rejected[0].Reason)
+	var a struct {
+		PausedUntil *time.Time `json:"paused_until"`
+	}
+	getJSON(t, base+"/v1/agents/moody", http.StatusOK, &a)
+	require.NotNil(t, a.PausedUntil, "the pause shows on the agent")
+
+	j := waitTerminal(t, base, id, 30*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, "the pause spent no attempt: %s", eventsText(t, base, id))
+	require.Equal(t, int32(2), deliveries.Load())
+	var paused struct {
+		Reason      string    `json:"reason"`
+		PausedUntil time.Time `json:"paused_until"`
+		HTTPStatus  int       `json:"http_status"`
+	}
+	var deliveredAt []time.Time
+	for _, e := range jobEventsFull(t, base, id) {
+		switch e.Type {
+		case "ATTEMPT_FAILED":
+			require.NoError(t, json.Unmarshal(e.Data, &paused))
+		case "DELIVERED":
+			deliveredAt = append(deliveredAt, e.RecordedAt)
+		}
+	}
+	require.Equal(t, "agent_paused", paused.Reason)
+	require.Equal(t, 503, paused.HTTPStatus)
+	require.Len(t, deliveredAt, 1, "the refused delivery was not delivered")
+	require.False(t, deliveredAt[0].Before(paused.PausedUntil.Add(-50*time.Millisecond)), "no work before the pause ended")
+
+	var after struct {
+		PausedUntil *time.Time `json:"paused_until"`
+		Breaker     struct {
+			ErrorRate float64 `json:"error_rate"`
+		} `json:"breaker"`
+	}
+	getJSON(t, base+"/v1/agents/moody", http.StatusOK, &after)
+	require.Nil(t, after.PausedUntil, "the pause is over")
+	require.Zero(t, after.Breaker.ErrorRate, "a pause is no failure")
+}
+
+// eventsText is a job's events, for a failure's message.
+func eventsText(t *testing.T, base, id string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range jobEventsFull(t, base, id) {
+		fmt.Fprintf(&b, "%s %s %s\n", e.RecordedAt.Format("15:04:05.000"), e.Type, e.Data)
+	}
+	return b.String()
 }

@@ -165,3 +165,46 @@ func TestSDKPullAgent(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, "OFFLINE", agentState(t, base, "sdk-pull"))
 }
+
+// TestSDKKeepsALongJob: a handler that runs past its job's timeout_ms is
+// kept by the SDK by itself (progress reports extending the deadline):
+// the job succeeds on its one attempt, and the caller sees PROGRESS.
+func TestSDKKeepsALongJob(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	release := make(chan struct{})
+	agent := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1, ClaimWait: 2 * time.Second},
+		sdk.Registration{AgentID: "sdk-long", Mode: sdk.ModePull, Capabilities: []string{"sdkl.work"}, MaxConcurrent: 1, TTLSeconds: 10},
+		func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+			select {
+			case <-release:
+				return sdk.Success(map[string]any{"done": true}), nil
+			case <-ctx.Done():
+				return sdk.Result{}, context.Cause(ctx)
+			}
+		})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+	waitRoute(t, base, "sdkl.work", func(rj routeJSON) bool { return rj.Chosen == "sdk-long" })
+
+	id := submitOK(t, base, `{"capability":"sdkl.work","payload":{},"timeout_ms":1500,"max_attempts":1}`)
+	// The handler holds the job until its deadline was extended twice: far
+	// past its 1.5 s.
+	waitFor(t, 20*time.Second, "two progress reports", func() bool {
+		n := 0
+		for _, e := range jobEventsFull(t, base, id) {
+			if e.Type == "PROGRESS" {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	close(release)
+	j := waitTerminal(t, base, id, 20*time.Second)
+	require.Equal(t, "SUCCESS", j.Status, eventsText(t, base, id))
+	require.Equal(t, 1, j.Attempts)
+	cancel()
+	require.NoError(t, <-done)
+}

@@ -629,7 +629,12 @@ func TestSessionCookie(t *testing.T) {
 	code, _ = withCookie(admin, http.MethodGet, "/riverui/", nil)
 	require.Equal(t, http.StatusOK, code, "River UI opens with the sign-in cookie")
 
-	// An unsafe request counts the cookie only from this origin.
+	// An unsafe request counts the cookie only from this origin. (River
+	// records its queues a moment after it starts: wait for the one paused.)
+	waitFor(t, 20*time.Second, "River's a2a_poll queue", func() bool {
+		code, _ := withCookie(admin, http.MethodGet, "/riverui/api/queues/a2a_poll", nil)
+		return code == http.StatusOK
+	})
 	pause := "/riverui/api/queues/a2a_poll/pause"
 	code, _ = withCookie(admin, http.MethodPut, pause, map[string]string{"Sec-Fetch-Site": "cross-site"})
 	require.Equal(t, http.StatusUnauthorized, code, "another site's request")

@@ -357,7 +357,9 @@ function agentRow(a, m, points) {
       a.mode === "pull" ? [" ", el("span", { class: "pill pull", title: "pull agent: claims its work, no endpoint" }, "pull")] : null,
       el("div", { class: "muted" }, a.capabilities.join(", "))),
     el("td", {}, a.namespace),
-    el("td", { class: "lease" }, pill(a.state), a.hold ? [" ", pill("hold: " + a.hold, "hold")] : null),
+    el("td", { class: "lease" }, pill(a.state), a.hold ? [" ", pill("hold: " + a.hold, "hold")] : null,
+      a.paused_until ? [" ", el("span", { class: "pill hold", title: "It answered 429 or 503 with Retry-After: no new work until then, no failure counted." },
+        "paused until " + new Date(a.paused_until).toLocaleTimeString())] : null),
     el("td", { class: "health" }, bar(m.health_score), m.health_score == null ? "n/a" : m.health_score.toFixed(2)),
     el("td", {}, pct(m.reach_rate)), el("td", {}, pct(m.success_rate)),
     el("td", {}, m.latency_p50_ms == null ? "–" : m.latency_p50_ms.toFixed(1) + " / " + m.latency_p95_ms.toFixed(1)),
@@ -453,8 +455,9 @@ function agentView(root, route) {
         api("/v1/alerts?namespace=" + enc(ns) + "&subject=" + enc(id) + "&limit=20"), api("/v1/metrics/agents?window=1h&namespace=" + enc(ns))]);
       agent = a;
       const m = metrics.agents.find((x) => x.agent_id === id) || {};
-      draw(head, JSON.stringify([a.state, a.hold, a.breaker.state, m.health_score]), () => [el("h2", {}, id, " ", pill(a.state),
-        a.hold ? [" ", pill("hold: " + a.hold, "hold")] : null, " ", el("span", { class: "muted" }, "breaker "), pill(a.breaker.state)),
+      draw(head, JSON.stringify([a.state, a.hold, a.paused_until, a.breaker.state, m.health_score]), () => [el("h2", {}, id, " ", pill(a.state),
+        a.hold ? [" ", pill("hold: " + a.hold, "hold")] : null,
+        a.paused_until ? [" ", el("span", { class: "pill hold" }, "paused until " + new Date(a.paused_until).toLocaleTimeString())] : null, " ", el("span", { class: "muted" }, "breaker "), pill(a.breaker.state)),
       el("p", { class: "muted" }, "namespace " + a.namespace + " · " + (a.mode === "pull" ? "pull agent" : a.protocol + " " + a.endpoint) +
         " · health " + (m.health_score == null ? "n/a" : m.health_score.toFixed(2)) + " · reach " + pct(m.reach_rate) + " · success " + pct(m.success_rate) + " (1h)")]);
       const rows = [

@@ -45,6 +45,7 @@ type agentView struct {
 	Recent           *registry.Recent `json:"recent,omitempty"`
 	SelfPreservation *preservation    `json:"self_preservation,omitempty"`
 	Hold             string           `json:"hold,omitempty"`
+	PausedUntil      *time.Time       `json:"paused_until,omitempty"`
 	Recovery         *struct {
 		LastMS        *float64 `json:"last_ms"`
 		Mean24hMS     *float64 `json:"mean_24h_ms"`
@@ -246,13 +247,7 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		row("time to recover", "last %s, mean %s over %d recoveries in 24h",
 			(time.Duration(*r.LastMS) * time.Millisecond).Round(100*time.Millisecond), mean, r.Recoveries24h)
 	}
-	if a.RecentRestarts >= 3 {
-		row("flapping", "%d restarts in the last hour: %d probes in a row to leave PROBING, score %.1f now (halving every 10m)",
-			a.RecentRestarts, a.ProbesNeeded, -a.FlapPenalty)
-	}
-	if a.Hold != "" {
-		row("operator hold", "%s (lifted by `agentreach agents up` or a new registration)", a.Hold)
-	}
+	a.holdRows(row)
 	if a.pull() {
 		row("mode", "pull (claims its work; no endpoint)")
 		row("inbox", "%d waiting to be claimed", a.inboxDepth())
@@ -318,4 +313,20 @@ func maxText(n int) string {
 		return "unlimited"
 	}
 	return fmt.Sprint(n)
+}
+
+// holdRows are dig's rows of what keeps work from the agent for a while:
+// flapping, an operator's hold, the agent's own pause.
+func (a *agentView) holdRows(row func(name, format string, args ...any)) {
+	if a.RecentRestarts >= 3 {
+		row("flapping", "%d restarts in the last hour: %d probes in a row to leave PROBING, score %.1f now (halving every 10m)",
+			a.RecentRestarts, a.ProbesNeeded, -a.FlapPenalty)
+	}
+	if a.Hold != "" {
+		row("operator hold", "%s (lifted by `agentreach agents up` or a new registration)", a.Hold)
+	}
+	if a.PausedUntil != nil {
+		row("paused", "until %s: it answered 429 or 503 with Retry-After (no new work until then; not a failure)",
+			a.PausedUntil.UTC().Format(time.RFC3339))
+	}
 }

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -104,11 +105,17 @@ func classifyNetErr(ctx context.Context, err error) string {
 	return "connection_error"
 }
 
-// RateLimited is the failed attempt of an agent that answered 429, paused
-// for what its Retry-After header value v asks.
-func RateLimited(v string, now time.Time) domain.Observation {
-	return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_429", ErrText: "agent is rate limiting",
-		RetryAfter: parseRetryAfter(v, now)}
+// RateLimited is what an agent's 429 or 503 (status) to a delivery says:
+// with a Retry-After header (v) it asks for no work until then
+// (ObservedPaused: not taken, not a failure); without, it is a failed
+// attempt (http_429, http_503) like any other status.
+func RateLimited(status int, v, body string, now time.Time) domain.Observation {
+	if d := parseRetryAfter(v, now); d > 0 {
+		return domain.Observation{Kind: domain.ObservedPaused, Reason: domain.ReasonAgentPaused, RetryAfter: d, HTTPStatus: status,
+			ErrText: fmt.Sprintf("the agent answered %d with Retry-After %s: no work for it until then", status, v)}
+	}
+	return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_" + strconv.Itoa(status), ErrText: Truncate(body, 256),
+		HTTPStatus: status}
 }
 
 // parseRetryAfter reads seconds or an HTTP date; anything else is zero. It

@@ -54,10 +54,20 @@ func TestPushCarry(t *testing.T) {
 		}, want: domain.Observation{Kind: domain.ObservedResult, Status: domain.StatusSuccess, Result: json.RawMessage(`{"ok":true}`), BizCode: "B1", HTTPStatus: 200}},
 		{name: "accepted", answer: func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) },
 			want: domain.Observation{Kind: domain.ObservedAccepted, HTTPStatus: 202}},
-		{name: "rate limited", answer: func(w http.ResponseWriter, _ *http.Request) {
+		{name: "not now", answer: func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Retry-After", "7")
 			w.WriteHeader(http.StatusTooManyRequests)
-		}, want: domain.Observation{Kind: domain.ObservedFailed, Reason: "http_429", ErrText: "agent is rate limiting", RetryAfter: 7 * time.Second, HTTPStatus: 429}},
+		}, want: domain.Observation{Kind: domain.ObservedPaused, Reason: domain.ReasonAgentPaused,
+			ErrText: "the agent answered 429 with Retry-After 7: no work for it until then", RetryAfter: 7 * time.Second, HTTPStatus: 429}},
+		{name: "busy, not now", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}, want: domain.Observation{Kind: domain.ObservedPaused, Reason: domain.ReasonAgentPaused,
+			ErrText: "the agent answered 503 with Retry-After 2: no work for it until then", RetryAfter: 2 * time.Second, HTTPStatus: 503}},
+		{name: "rate limited, no Retry-After", answer: func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, "slow down")
+		}, want: domain.Observation{Kind: domain.ObservedFailed, Reason: "http_429", ErrText: "slow down", HTTPStatus: 429}},
 		{name: "server error", answer: func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "busy\x00")

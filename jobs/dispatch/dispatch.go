@@ -201,6 +201,13 @@ func (d *Dispatcher) span(ctx context.Context, l *jobstore.Loaded, attempt int) 
 func (d *Dispatcher) deliverAndRecord(ctx context.Context, run Run, l *jobstore.Loaded, agent *registry.Agent, deadline time.Time, md domain.Metadata) error {
 	out, latency := d.carry(ctx, agent, Attempt{L: l, N: run.Attempt, Deadline: deadline})
 	recorded, err := d.recordDelivery(ctx, run, l, out, deadline, latency, md)
+	if err == nil && out.Kind == domain.ObservedPaused {
+		// The agent is paused from this commit on: the job's next route
+		// (at once) must know it, before the registry's NOTIFY lands.
+		if err := d.registry.Snapshot().Refresh(ctx); err != nil {
+			d.logger.WarnContext(ctx, "refresh the registry after an agent's pause", "err", err)
+		}
+	}
 	if err == nil && recorded != nil && recorded.CallsBack() {
 		// The job ended here: its caller is called back from this fold, by
 		// a direct dispatcher itself (its slot bounds the callbacks too).

@@ -78,8 +78,8 @@ func (p Push) Carry(ctx context.Context, a *registry.Agent, at Attempt) (obs dom
 		return domain.Observation{Kind: domain.ObservedResult, Status: domain.JobStatus(r.Status), Result: r.Result, BizCode: r.BizCode}
 	case http.StatusAccepted:
 		return domain.Observation{Kind: domain.ObservedAccepted}
-	case http.StatusTooManyRequests:
-		return RateLimited(resp.Header.Get("Retry-After"), p.Now())
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		return RateLimited(resp.StatusCode, resp.Header.Get("Retry-After"), string(answer), p.Now())
 	default:
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "http_" + strconv.Itoa(resp.StatusCode), ErrText: Truncate(string(answer), 256)}
 	}

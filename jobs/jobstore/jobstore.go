@@ -24,6 +24,12 @@ import (
 // a job that awaits none).
 var ErrConflict = domain.NewError(domain.ErrConflict, "conflict")
 
+// ErrOverloaded: the lane's queue is at its limit (Config.QueueLimit);
+// the submit is refused and nothing of it is written (429 overloaded,
+// Retry-After).
+var ErrOverloaded error = &domain.KindError{Kind: domain.ErrUnavailable, Code: "overloaded",
+	Message: "overloaded: too many jobs wait in this namespace and lane, try again later"}
+
 // InboxChannel is the PostgreSQL channel on which an attempt put in a pull
 // agent's inbox is announced (its payload: "namespace/agent_id"), by the
 // transaction that put it there (Write.Notify).
@@ -44,6 +50,12 @@ type Config struct {
 	CallbackGrace time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// QueueLimit is how many jobs a namespace's lane may hold waiting for
+	// an attempt: a submit past it fails with ErrOverloaded (0: no limit).
+	QueueLimit int
+	// AgentsChannel is the channel that tells the registries of every
+	// process that an agent changed (a pause, domain.Effects.Pause).
+	AgentsChannel string
 	// Finished, if set, is told of every job a committed write ended.
 	Finished func(ctx context.Context, before, after domain.JobStatus)
 }

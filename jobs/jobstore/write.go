@@ -31,6 +31,7 @@ var (
 	qSetJobTimers            = queries.Must("SetJobTimers")
 	qRecordAgentAttempts     = queries.Must("RecordAgentAttempts")
 	qNotifyInbox             = queries.Must("NotifyInbox")
+	qPauseAgents             = queries.Must("PauseAgents")
 )
 
 // ErrNoSlot says every one of an agent's max_concurrent slots is taken.
@@ -100,6 +101,9 @@ type Write struct {
 	dispatchJob, callbackJob int64
 	// arrival is the write's place in its Commit's list.
 	arrival int
+	// admitted: the write's new job was counted into its lane's depth
+	// under the lane's lock (admit).
+	admitted bool
 }
 
 // Slot is the slot an attempt takes of its agent before it starts; with
@@ -138,7 +142,7 @@ func (w *Write) jobID() string {
 func (w *Write) empty() bool {
 	fx := w.Effects
 	return len(w.Events) == 0 && w.Slot == nil && fx.Timer == nil && !fx.ClearTimer && fx.Sample == nil && fx.Dispatch == nil &&
-		!fx.RequeueCallback && fx.Poll == 0 && fx.Queue == nil
+		!fx.RequeueCallback && fx.Poll == 0 && fx.Queue == nil && fx.Pause == nil
 }
 
 // callback reports whether the write ends a job whose caller waits for
@@ -401,6 +405,9 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 			return nil, err
 		}
 	}
+	if err := s.admit(ctx, tx, ws); err != nil {
+		return nil, err
+	}
 	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted); err != nil {
 		return culprit, err
 	}
@@ -489,7 +496,7 @@ func lockTimers(ws []*Write) *eventstore.Statement {
 func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write, lock bool) (*Write, error) {
 	var appends []eventstore.StreamAppend
 	var appenders []*Write // the write of each append
-	var fx effectRows
+	fx := effectRows{agentsChannel: s.cfg.AgentsChannel}
 	for _, w := range ws {
 		if len(w.Events) > 0 {
 			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.jobID()), Expected: w.L.Version, Events: w.Events})
@@ -631,7 +638,7 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 		r.clear = append(r.clear, id)
 	}
 	if fx.Timer != nil {
-		r.timers.set(id, *fx.Timer)
+		r.timers.setOf(&w.After, *fx.Timer)
 	}
 	if smp := fx.Sample; smp != nil && smp.AgentID != "" {
 		r.samples.add(w.After.Namespace, smp.AgentID, smp.At, smp.OK)
@@ -640,13 +647,13 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 		// A retry waits on the job's timer rather than as a scheduled River
 		// job: River promotes scheduled jobs every 5 s, the deadline sweep
 		// every DeadlineSweepInterval (1 s).
-		r.timers.set(id, domain.Timer{Attempt: d.Attempt, Phase: domain.PhaseRetry, Due: d.At})
+		r.timers.setOf(&w.After, domain.Timer{Attempt: d.Attempt, Phase: domain.PhaseRetry, Due: d.At})
 	}
 	if w.CallsBack() {
-		r.timers.set(id, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
+		r.timers.setOf(&w.After, s.callbackTimer(0)) // no River job yet: the sweep queues one if the writer's call never lands
 	}
 	if w.riverCallback() {
-		r.timers.set(id, s.callbackTimer(w.callbackJob))
+		r.timers.setOf(&w.After, s.callbackTimer(w.callbackJob))
 	}
 	if q := fx.Queue; q != nil {
 		t := domain.Timer{Attempt: q.Attempt, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter),
@@ -654,7 +661,14 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 		if q.Capability != "" { // a waiter's turn came: it keeps its place
 			t.Namespace, t.Capability, t.Rank = w.After.Namespace, q.Capability, q.Rank
 		}
-		r.timers.set(id, t)
+		r.timers.setOf(&w.After, t)
+	}
+	if p := fx.Pause; p != nil {
+		r.pauses.namespaces, r.pauses.agentIDs = append(r.pauses.namespaces, w.After.Namespace), append(r.pauses.agentIDs, p.AgentID)
+		r.pauses.until = append(r.pauses.until, p.Until)
+	}
+	if !w.L.Status.Waiting() && w.After.Status.Waiting() { // the job (again) waits for an attempt
+		r.lanes.add(w.After.Namespace, string(w.After.Priority), w.admitted)
 	}
 	if w.Notify != "" && !slices.Contains(r.notify, w.Notify) {
 		r.notify = append(r.notify, w.Notify)
@@ -670,7 +684,16 @@ type effectRows struct {
 	release, clear []string
 	timers         timerSet
 	samples        sampleRows
+	lanes          laneRows
+	pauses         pauseRows
 	notify         []string
+	agentsChannel  string
+}
+
+// pauseRows are agents' pauses (PauseAgents' arrays).
+type pauseRows struct {
+	namespaces, agentIDs []string
+	until                []time.Time
 }
 
 // statements are r's statements, in that order.
@@ -685,13 +708,22 @@ func (r *effectRows) statements() []eventstore.Statement {
 	}
 	if t := &r.timers; len(t.jobIDs) > 0 {
 		add(qSetJobTimers, eventstore.UUIDs(t.jobIDs), t.attempts, t.agentIDs, t.phases, t.dues, t.riverIDs, t.since, t.namespaces,
-			t.capabilities, t.ranks)
+			t.capabilities, t.ranks, t.lanes)
 	}
 	if len(r.release) > 0 { // after the timers: a waiter written here may take a slot given back here
 		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters)
 	}
 	if m := &r.samples; len(m.agentIDs) > 0 {
 		add(qRecordAgentAttempts, m.namespaces, m.agentIDs, m.ats, m.oks)
+	}
+	if l := &r.lanes.admitted; len(l.n) > 0 {
+		add(qAddLaneDepths, l.namespaces, l.lanes, l.n)
+	}
+	if l := &r.lanes.entered; len(l.n) > 0 {
+		add(qAddLaneEntries, l.namespaces, l.lanes, l.n)
+	}
+	if p := &r.pauses; len(p.agentIDs) > 0 {
+		add(qPauseAgents, p.namespaces, p.agentIDs, p.until, r.agentsChannel)
 	}
 	for _, agent := range r.notify {
 		add(qNotifyInbox, InboxChannel, agent)
@@ -721,12 +753,12 @@ func (r *slotSet) set(jobID, namespace, agentID string, attempt int) {
 
 // timerSet is timers to set (SetJobTimers' arrays), a job's last.
 type timerSet struct {
-	jobIDs, agentIDs, phases, namespaces, capabilities []string
-	attempts                                           []int32
-	dues                                               []time.Time
-	riverIDs                                           []*int64
-	since, ranks                                       []*time.Time
-	at                                                 map[string]int
+	jobIDs, agentIDs, phases, namespaces, capabilities, lanes []string
+	attempts                                                  []int32
+	dues                                                      []time.Time
+	riverIDs                                                  []*int64
+	since, ranks                                              []*time.Time
+	at                                                        map[string]int
 }
 
 func (r *timerSet) set(jobID string, t domain.Timer) {
@@ -749,7 +781,7 @@ func (r *timerSet) set(jobID string, t domain.Timer) {
 		r.agentIDs, r.phases, r.namespaces = append(r.agentIDs, ""), append(r.phases, ""), append(r.namespaces, "")
 		r.attempts, r.dues = append(r.attempts, 0), append(r.dues, time.Time{})
 		r.riverIDs, r.since = append(r.riverIDs, nil), append(r.since, nil)
-		r.capabilities, r.ranks = append(r.capabilities, ""), append(r.ranks, nil)
+		r.capabilities, r.ranks, r.lanes = append(r.capabilities, ""), append(r.ranks, nil), append(r.lanes, "")
 	}
 	var rank *time.Time
 	if !t.Rank.IsZero() {
@@ -758,6 +790,16 @@ func (r *timerSet) set(jobID string, t domain.Timer) {
 	r.attempts[i], r.agentIDs[i], r.phases[i], r.dues[i] = int32(t.Attempt), t.AgentID, string(t.Phase), t.Due
 	r.riverIDs[i], r.since[i], r.namespaces[i] = rj, since, t.Namespace
 	r.capabilities[i], r.ranks[i] = t.Capability, rank
+}
+
+// setOf sets the timer t of job j: in j's namespace (when t names none)
+// and lane, which a lane's recount reads.
+func (r *timerSet) setOf(j *domain.Job, t domain.Timer) {
+	if t.Namespace == "" {
+		t.Namespace = j.Namespace
+	}
+	r.set(j.JobID, t)
+	r.lanes[r.at[j.JobID]] = string(j.Priority)
 }
 
 // sampleRows are attempt samples to record (RecordAgentAttempts' arrays).

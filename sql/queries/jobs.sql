@@ -146,9 +146,52 @@ LIMIT 500;
 -- When the transaction began: what its events record as recorded_at.
 SELECT now();
 
--- name: QueueDepthByLane
--- How many jobs wait for an attempt, per namespace and lane (priority), from the jobs read model.
-SELECT namespace, priority, count(*)::int FROM jobs WHERE status IN ('SUBMITTED', 'TIMEOUT') GROUP BY namespace, priority;
+-- name: LockLanes
+-- Takes the depth rows of the lanes ($1[i] namespace, $2[i] lane, sorted)
+-- a submit adds jobs to, making those missing: no other submit to them
+-- decides until this transaction ends.
+INSERT INTO lane_depths (namespace, lane) SELECT * FROM unnest($1::text[], $2::text[])
+ON CONFLICT (namespace, lane) DO UPDATE SET depth = lane_depths.depth;
+
+-- name: LaneDepths
+-- How many jobs wait in each lane ($1[i] namespace, $2[i] lane; all with
+-- NULL): never fewer than the truth (jobs that left are subtracted by a
+-- recount only).
+SELECT d.namespace, d.lane, d.depth + coalesce((SELECT sum(e.n) FROM lane_entries e
+    WHERE e.namespace = d.namespace AND e.lane = d.lane), 0)::int
+FROM lane_depths d
+WHERE $1::text[] IS NULL OR (d.namespace, d.lane) IN (SELECT * FROM unnest($1::text[], $2::text[]));
+
+-- name: RecountLanes
+-- Sets each lane's depth ($1[i] namespace, $2[i] lane, rows taken by
+-- LockLanes) to its jobs' waiting timers, folding the entries this
+-- statement sees (one snapshot: an entry committed later stays, and its
+-- timer was not counted).
+WITH lanes AS (
+    SELECT * FROM unnest($1::text[], $2::text[]) AS l(namespace, lane)
+), folded AS (
+    DELETE FROM lane_entries e USING lanes l WHERE e.namespace = l.namespace AND e.lane = l.lane
+), waiting AS (
+    SELECT t.namespace, t.lane, count(*)::int AS n FROM job_timers t
+    WHERE t.phase IN ('queued', 'retry', 'routed', 'inbox') AND (t.namespace, t.lane) IN (SELECT * FROM lanes)
+    GROUP BY t.namespace, t.lane
+)
+UPDATE lane_depths d SET depth = coalesce(w.n, 0)
+FROM lanes l LEFT JOIN waiting w ON w.namespace = l.namespace AND w.lane = l.lane
+WHERE d.namespace = l.namespace AND d.lane = l.lane;
+
+-- name: AllLanes
+-- Every lane that has a depth row or entries, sorted: the pressure sweep's.
+SELECT namespace, lane FROM lane_depths UNION SELECT namespace, lane FROM lane_entries ORDER BY 1, 2;
+
+-- name: AddLaneDepths
+-- Adds the jobs a submit admitted to their lanes' depths (rows taken by LockLanes).
+UPDATE lane_depths d SET depth = d.depth + a.n FROM unnest($1::text[], $2::text[], $3::int[]) AS a(namespace, lane, n)
+WHERE d.namespace = a.namespace AND d.lane = a.lane;
+
+-- name: AddLaneEntries
+-- Jobs that came back to waiting for an attempt, taking no lock.
+INSERT INTO lane_entries (namespace, lane, n) SELECT * FROM unnest($1::text[], $2::text[], $3::int[]);
 
 -- name: ClaimInbox
 -- The oldest $3 attempts waiting in pull agent $1/$2's inbox, locked for this claim; those another claim or sweeper holds are skipped.
@@ -172,14 +215,15 @@ ORDER BY finished_at DESC LIMIT 100;
 
 -- name: SetJobTimers
 -- Sets the timers of a shared transaction's writes in one statement (SetJobTimer's, a job a row).
-INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, capability, rank_at)
-SELECT job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, NULLIF(capability, ''), rank_at
+INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, capability, rank_at, lane)
+SELECT job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, NULLIF(capability, ''), rank_at, lane
 FROM unnest($1::uuid[], $2::int[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[], $7::timestamptz[], $8::text[],
-    $9::text[], $10::timestamptz[]) AS t(job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, capability, rank_at)
+    $9::text[], $10::timestamptz[], $11::text[])
+    AS t(job_id, attempt, agent_id, phase, due_at, river_job_id, waiting_since, namespace, capability, rank_at, lane)
 ON CONFLICT (job_id) DO UPDATE SET attempt = excluded.attempt, agent_id = excluded.agent_id,
     phase = excluded.phase, due_at = excluded.due_at, river_job_id = excluded.river_job_id,
     waiting_since = excluded.waiting_since, namespace = excluded.namespace,
-    capability = excluded.capability, rank_at = excluded.rank_at;
+    capability = excluded.capability, rank_at = excluded.rank_at, lane = excluded.lane;
 
 -- name: ClearJobTimers
 -- Drops the timers of a shared transaction's writes that leave nothing to watch.
@@ -223,3 +267,14 @@ WITH freed AS (
     UPDATE job_timers t SET due_at = now(), agent_id = picked.agent_id FROM picked WHERE t.job_id = picked.job_id RETURNING t.job_id
 )
 SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken LIMIT 1) AS any_woken;
+
+-- name: PauseAgents
+-- Pauses agents ($1[i] namespace, $2[i] agent) until $3[i] (a later pause
+-- wins), and tells every process's registry snapshot on $4 at commit.
+WITH paused AS (
+    UPDATE agents a SET paused_until = greatest(a.paused_until, p.until)
+    FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS p(namespace, agent_id, until)
+    WHERE a.namespace = p.namespace AND a.agent_id = p.agent_id
+    RETURNING 1
+)
+SELECT pg_notify($4, '') FROM (SELECT 1 FROM paused LIMIT 1) AS any_paused;

@@ -9,7 +9,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
 FROM agents WHERE namespace = $1 AND agent_id = $2;
 
 -- name: LoadAgentForUpdate
@@ -18,7 +18,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
 FROM agents WHERE namespace = $1 AND agent_id = $2 FOR UPDATE;
 
 -- name: ListAgents
@@ -27,7 +27,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
 FROM agents
 WHERE NOT deregistered
   AND ($1 = '' OR namespace = $1)
@@ -69,7 +69,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
 FROM agents
 WHERE token_hash = $1 OR prev_token_hash = $1 ORDER BY deregistered LIMIT 1;
 
@@ -110,7 +110,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
 FROM agents
 WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED;
 
@@ -120,7 +120,7 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
 FROM agents WHERE NOT deregistered;
 
 -- name: SnapshotAttempts

@@ -176,3 +176,31 @@ async def test_a_forgotten_worker_registers_again_and_claims_on(service: Service
                           what="a new registration")
         await healthy(service, worker.agent_id)
         assert (await c.run(cap, {}, timeout=20)).result == "still here"
+
+
+async def test_a_long_handler_is_kept_past_its_timeout(service: Service) -> None:
+    # The handler runs until two progress reports extended its 1.5 s
+    # deadline: the SDK reports them by itself; the job succeeds on its one
+    # attempt, and the caller reads PROGRESS.
+    worker = new_worker(service)
+    cap = unique("slow")
+    release = asyncio.Event()
+
+    @worker.handler(cap)
+    async def slow(job: JobContext) -> dict[str, Any]:
+        await release.wait()
+        return {"done": True}
+
+    async with working(worker), AsyncClient(service.url) as c:
+        sub = await c.submit(cap, {}, timeout_ms=1500, max_attempts=1)
+
+        async def progressed() -> int:
+            return len([e for e in await c.events(sub.job_id) if e.type == "PROGRESS"])
+
+        deadline = asyncio.get_running_loop().time() + 20
+        while await progressed() < 2:
+            assert asyncio.get_running_loop().time() < deadline, "no two progress reports"
+            await asyncio.sleep(0.1)
+        release.set()
+        job = await c.wait(sub.job_id, timeout=20)
+        assert job.status == "SUCCESS" and job.attempts == 1

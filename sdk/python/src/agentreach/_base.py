@@ -16,7 +16,7 @@ import random
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Literal, Mapping, Sequence, TypeVar, Union
 from urllib.parse import quote
@@ -25,11 +25,12 @@ from ._transport import AsyncTransport, Call, env_key, env_url
 from .errors import (
     AgentReachError,
     APIError,
+    Conflict,
     NotFound,
     TransportError,
     Unauthenticated,
 )
-from .models import Delivery, Result, success
+from .models import Delivery, Result, parse_time, success
 
 __all__ = [
     "JobContext",
@@ -567,13 +568,22 @@ class AgentBase:
                 hit = True
         return hit
 
-    async def _run_handler(self, route: _Route, ctx: JobContext) -> _Outcome:
-        """Runs the handler within the job's deadline; never raises (but CancelledError of the caller)."""
+    async def _run_handler(self, route: _Route, ctx: JobContext, keep: bool = False) -> _Outcome:
+        """Runs the handler within the job's deadline; never raises (but CancelledError of the caller).
+
+        With ``keep`` (Agent-Reach holds the attempt as delivered: a claim, a
+        push answered 202), a handler that runs past two thirds of its time
+        is kept: the SDK reports progress, extending the deadline by the
+        attempt's whole time again (:meth:`_keep`).
+        """
         assert self._loop is not None
         left = ctx.time_left()
-        timer = None
+        timers: list[asyncio.TimerHandle] = []
+        keeper = None
         if left is not None:
-            timer = self._loop.call_later(max(0.0, left), ctx._cancel, "deadline")
+            timers.append(self._loop.call_later(max(0.0, left), ctx._cancel, "deadline"))
+            if keep and left > 0:
+                keeper = asyncio.ensure_future(self._keep(ctx, left, timers))
         try:
             fn = route.handler
             if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
@@ -608,8 +618,58 @@ class AgentBase:
             log.exception("agentreach: handler for %s failed on job %s", ctx.capability, ctx.job_id)
             return _Outcome("error", error=e)
         finally:
-            if timer is not None:
-                timer.cancel()
+            for t in timers:
+                t.cancel()
+            if keeper is not None:
+                keeper.cancel()
+
+    async def _keep(self, ctx: JobContext, span: float, timers: list[asyncio.TimerHandle]) -> None:
+        """Keeps a long job: at two thirds of its time, progress extending the deadline by ``span`` again.
+
+        An attempt Agent-Reach says no longer runs (409) is cancelled; a
+        report that fails otherwise leaves the deadline as it was.
+        """
+        assert self._loop is not None
+        while not ctx.cancelled:
+            left = ctx.time_left()
+            if left is None:
+                return
+            await asyncio.sleep(max(0.0, left - span / 3))
+            if ctx.cancelled:
+                return
+            try:
+                deadline = await self.progress(ctx.delivery, extend=span)
+            except Conflict:
+                log.info("agentreach: job %s attempt %d no longer runs at Agent-Reach", ctx.job_id, ctx.attempt)
+                ctx._cancel("cancelled")
+                return
+            except AgentReachError as e:
+                log.warning("agentreach: the deadline of long job %s was not extended: %s", ctx.job_id, e)
+                return
+            if deadline is None:
+                return
+            ctx.delivery = replace(ctx.delivery, deadline=deadline)
+            for t in timers:
+                t.cancel()
+            timers[:] = [self._loop.call_later(max(0.0, ctx.time_left() or 0.0), ctx._cancel, "deadline")]
+
+    async def progress(self, delivery: Delivery, progress: Any = None, extend: float = 0.0) -> datetime | None:
+        """Reports how far the work on an attempt got, and extends its deadline.
+
+        ``progress`` is any JSON value, which the caller reads in the job's
+        events (``PROGRESS``); ``extend`` (seconds) makes the deadline now +
+        extend when that is later. Answers the attempt's deadline. The SDK
+        calls it by itself for a handler that runs long; a handler may call
+        it to say more. Raises :class:`Conflict` when the attempt no longer
+        runs (finished, timed out, cancelled).
+        """
+        assert self._t is not None, "the agent is not started"
+        body: dict[str, Any] = {"attempt": delivery.attempt, "extend_ms": int(extend * 1000)}
+        if progress is not None:
+            body["progress"] = progress
+        url = self.server_url + "/v1/jobs/" + quote(delivery.job_id, safe="") + "/progress"
+        resp = await self._t.call(Call("POST", url, json=body, bearer=self._token, credential="agent token", retries=4))
+        return parse_time(resp.get("deadline")) if isinstance(resp, dict) else None
 
     def _count(self, outcome: _Outcome, ctx: JobContext) -> None:
         if outcome.kind == "result":

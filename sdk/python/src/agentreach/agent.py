@@ -402,7 +402,7 @@ class Agent(AgentBase):
 
     async def _run_accepted(self, route: _Route, ctx: JobContext) -> None:
         try:
-            outcome = await self._run_handler(route, ctx)
+            outcome = await self._run_handler(route, ctx, keep=True)
             self._count(outcome, ctx)
             if outcome.kind == "result" and outcome.result is not None:
                 await self._report_quietly(ctx, outcome.result)

@@ -268,7 +268,7 @@ class Worker(AgentBase):
             if route is None:
                 await self._release([ctx.delivery], f"this worker serves no {ctx.capability!r}")
                 return
-            outcome = await self._run_handler(route, ctx)
+            outcome = await self._run_handler(route, ctx, keep=True)
             self._count(outcome, ctx)
             await self._settle(ctx, outcome)
         finally:

@@ -298,6 +298,10 @@ const (
 	TimerRequeueCallback
 	// TimerAppend: append Events with Effects.
 	TimerAppend
+	// TimerOrdered: a job waiting for its turn among its ordering key's
+	// looks whether it came: if so its first attempt is queued
+	// (TimerDispatch), else it waits another OrderedRecheck.
+	TimerOrdered
 )
 
 // TimerDecision is what to do about a due timer.
@@ -324,6 +328,8 @@ func DueTimer(j *Job, t Timer, callbackMax int, now time.Time, jitter float64, p
 		return TimerDecision{Do: TimerDispatch}
 	case t.Phase == PhaseQueued && waiting:
 		return TimerDecision{Do: TimerRedispatch}
+	case t.Phase == PhaseOrdered && waiting:
+		return TimerDecision{Do: TimerOrdered}
 	case t.Phase == PhaseCallback && j.Status.Terminal() && j.CallbackURL != "" && !j.CallbackAcked && !j.CallbackGaveUp &&
 		j.Callbacks < callbackMax:
 		return TimerDecision{Do: TimerRequeueCallback}

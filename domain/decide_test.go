@@ -280,6 +280,8 @@ func TestDueTimer(t *testing.T) {
 		report     string
 	}{
 		{"the first dispatch, queued", submitted(), Timer{Attempt: 1, Phase: PhaseQueued}, false, TimerRedispatch, nil, ""},
+		{"waiting for its ordering key's turn", submitted(), Timer{Attempt: 1, Phase: PhaseOrdered}, false, TimerOrdered, nil, ""},
+		{"its turn came and went", delivered(), Timer{Attempt: 1, Phase: PhaseOrdered}, false, TimerDrop, nil, ""},
 		{"a retry's wait over", failed1(), Timer{Attempt: 2, Phase: PhaseRetry}, false, TimerDispatch, nil, ""},
 		{"a retry already under way", failed1(), Timer{Attempt: 1, Phase: PhaseRetry}, false, TimerDrop, nil, ""},
 		{"the callback not run", done(), Timer{Phase: PhaseCallback}, false, TimerRequeueCallback, nil, ""},

@@ -170,16 +170,23 @@ const (
 	SubmitDirect
 	// SubmitQueue: its first attempt goes to River's dispatch queue.
 	SubmitQueue
+	// SubmitOrdered: jobs with its ordering_key submitted before it have
+	// not ended: it waits for them (OrderedTimer).
+	SubmitOrdered
 )
 
 // PlanSubmit decides where a submission goes first, given the status
-// SubmitEvents gave it and whether it is plain (no Idempotency-Key, no
-// parent, nothing written beside it): a plain one that is not low may
-// start directly; low work waits in its own lane.
-func PlanSubmit(status JobStatus, plain bool, p Priority) SubmitStep {
+// SubmitEvents gave it, whether it is plain (no Idempotency-Key, no
+// parent, no ordering_key, nothing written beside it) and how many jobs of
+// its ordering_key are ahead of it: approval first; then a job behind
+// others of its key waits for them; a plain one that is not low may start
+// directly; low work waits in its own lane.
+func PlanSubmit(status JobStatus, plain bool, p Priority, ahead int) SubmitStep {
 	switch {
 	case status == StatusAwaitingApproval:
 		return SubmitApproval
+	case ahead > 0:
+		return SubmitOrdered
 	case plain && p != PriorityLow:
 		return SubmitDirect
 	}

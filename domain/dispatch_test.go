@@ -122,16 +122,19 @@ func TestPlanSubmit(t *testing.T) {
 		status JobStatus
 		plain  bool
 		p      Priority
+		ahead  int
 		want   SubmitStep
 	}{
-		{StatusAwaitingApproval, true, PriorityHigh, SubmitApproval},
-		{StatusAwaitingApproval, false, PriorityLow, SubmitApproval},
-		{StatusSubmitted, true, PriorityHigh, SubmitDirect},
-		{StatusSubmitted, true, PriorityNormal, SubmitDirect},
-		{StatusSubmitted, true, PriorityLow, SubmitQueue},
-		{StatusSubmitted, false, PriorityHigh, SubmitQueue},
+		{StatusAwaitingApproval, true, PriorityHigh, 0, SubmitApproval},
+		{StatusAwaitingApproval, false, PriorityLow, 0, SubmitApproval},
+		{StatusAwaitingApproval, false, PriorityLow, 2, SubmitApproval}, // its turn is looked at once approved
+		{StatusSubmitted, true, PriorityHigh, 0, SubmitDirect},
+		{StatusSubmitted, true, PriorityNormal, 0, SubmitDirect},
+		{StatusSubmitted, true, PriorityLow, 0, SubmitQueue},
+		{StatusSubmitted, false, PriorityHigh, 0, SubmitQueue},
+		{StatusSubmitted, false, PriorityHigh, 1, SubmitOrdered},
 	} {
-		require.Equal(t, tc.want, PlanSubmit(tc.status, tc.plain, tc.p), "%s plain=%v %s", tc.status, tc.plain, tc.p)
+		require.Equal(t, tc.want, PlanSubmit(tc.status, tc.plain, tc.p, tc.ahead), "%s plain=%v %s ahead %d", tc.status, tc.plain, tc.p, tc.ahead)
 	}
 }
 

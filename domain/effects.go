@@ -39,9 +39,11 @@ type QueuedAttempt struct {
 	// (zero: it is not waiting).
 	WaitingSince time.Time
 	// Capability and Rank are the wait's (Timer's), kept while its
-	// dispatch is queued: its turn at a slot came.
+	// dispatch is queued: its turn at a slot came; Agent is the agent
+	// whose slot it was given.
 	Capability string
 	Rank       time.Time
+	Agent      string
 }
 
 // Timer is a job's one timer: what it waits for (Phase) and when it is due.

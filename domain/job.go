@@ -185,6 +185,10 @@ type Submitted struct {
 	BackoffBaseMS  int             `json:"backoff_base_ms"`
 	BackoffMaxMS   int             `json:"backoff_max_ms"`
 	ReplayOf       string          `json:"replay_of,omitempty"`
+	// OrderingKey, when set, orders the job among its namespace's jobs of
+	// the same key: they are delivered one at a time, in submit order, the
+	// next when the one before is terminal (ordering.go).
+	OrderingKey string `json:"ordering_key,omitempty"`
 	// RouteWaitMS bounds how long an attempt waits, spending nothing, for an
 	// agent to become routable; 0 means the service's default (30 s unless
 	// configured).

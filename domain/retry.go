@@ -71,6 +71,10 @@ const (
 	// PhaseQueued: a dispatch is in River's queue; due when it should have
 	// started (else it is enqueued again).
 	PhaseQueued TimerPhase = "queued"
+	// PhaseOrdered: a job waits for the jobs before it with its
+	// ordering_key to end; the one ending before it makes it due (a
+	// retry, at once), and it looks again itself at due_at.
+	PhaseOrdered TimerPhase = "ordered"
 	// PhaseRouted: an attempt was routed; due when its dispatcher should
 	// have recorded an outcome.
 	PhaseRouted TimerPhase = "routed"

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxPayloadBytes bounds a job's payload unless configured otherwise.
@@ -92,6 +94,9 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 	}
 	if len(s.IdempotencyKey) > 255 {
 		return fieldErr("Idempotency-Key", "must be at most 255 characters")
+	}
+	if len(s.OrderingKey) > 255 || !utf8.ValidString(s.OrderingKey) || strings.ContainsRune(s.OrderingKey, 0) {
+		return fieldErr("ordering_key", "must be at most 255 characters of UTF-8 text without NUL")
 	}
 	return nil
 }

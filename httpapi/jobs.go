@@ -30,6 +30,9 @@ type submitRequest struct {
 	BackoffBaseMS int                `json:"backoff_base_ms"`
 	BackoffMaxMS  int                `json:"backoff_max_ms"`
 	RouteWaitMS   int                `json:"route_wait_ms"`
+	// OrderingKey delivers the namespace's jobs of the same key one at a
+	// time, in submit order.
+	OrderingKey string `json:"ordering_key"`
 	// Intent, instead of Capability: the caller's words, resolved to a
 	// capability of the namespace's catalogue before the job is submitted.
 	Intent string `json:"intent"`
@@ -62,7 +65,7 @@ func submission(req submitRequest) domain.Submitted {
 		Priority: domain.Priority(req.Priority), TimeoutMS: req.TimeoutMS, MaxAttempts: req.MaxAttempts,
 		CallbackURL: req.CallbackURL, ParentJobID: req.ParentJobID, Constraints: req.Constraints,
 		RetryOnFailed: req.RetryOnFailed, BackoffBaseMS: req.BackoffBaseMS, BackoffMaxMS: req.BackoffMaxMS,
-		RouteWaitMS: req.RouteWaitMS, Intent: req.Intent,
+		RouteWaitMS: req.RouteWaitMS, Intent: req.Intent, OrderingKey: req.OrderingKey,
 	}
 }
 
@@ -146,6 +149,7 @@ type jobResponse struct {
 	ParentJobID string          `json:"parent_job_id,omitempty"`
 	RootJobID   string          `json:"root_job_id,omitempty"`
 	ReplayOf    string          `json:"replay_of,omitempty"`
+	OrderingKey string          `json:"ordering_key,omitempty"`
 	Callback    *callbackState  `json:"callback,omitempty"`
 	SubmittedAt time.Time       `json:"submitted_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
@@ -163,7 +167,7 @@ func toJobResponse(l *jobstore.Loaded) jobResponse {
 	r := jobResponse{JobID: l.JobID, Namespace: l.Namespace, Status: string(l.Status), Capability: l.Capability, Intent: l.Intent,
 		AgentID: l.AgentID, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts, Priority: string(l.Priority),
 		Result: l.Result, BizCode: l.BizCode, Error: l.Error, TraceID: l.TraceID, ParentJobID: l.ParentJobID,
-		RootJobID: l.RootJobID, ReplayOf: l.ReplayOf, SubmittedAt: l.SubmittedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC()}
+		RootJobID: l.RootJobID, ReplayOf: l.ReplayOf, OrderingKey: l.OrderingKey, SubmittedAt: l.SubmittedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC()}
 	if !l.FinishedAt.IsZero() {
 		t := l.FinishedAt.UTC()
 		r.FinishedAt = &t

@@ -128,10 +128,31 @@ func (s *Service) decideApproval(ctx context.Context, id string, approve bool, r
 		if err != nil {
 			return fmt.Errorf("job %s: %v: %w", id, err, ErrConflict) //nolint:errorlint // the kind is ErrConflict's
 		}
+		if approve && l.OrderingKey != "" { // approved, it may still wait for its turn
+			// Under the key's lock: a job of the key ending meanwhile
+			// either ended before (none ahead) or wakes this one after.
+			if _, err := tx.Exec(ctx, qLockOrderingKeys, []string{l.Namespace}, []string{l.OrderingKey}); err != nil {
+				return fmt.Errorf("lock ordering key: %w", err)
+			}
+			ahead, err := s.orderAhead(ctx, tx, l)
+			if err != nil {
+				return err
+			}
+			fx = domain.WaitTurn(fx, ahead, s.now())
+		}
 		return s.jobs.AppendTx(ctx, tx, l, fx, evs...)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return s.Load(ctx, nil, id)
+}
+
+// orderAhead answers how many jobs of l's ordering key are ahead of it.
+func (s *Service) orderAhead(ctx context.Context, tx pgx.Tx, l *jobstore.Loaded) (int, error) {
+	var ahead int
+	if err := tx.QueryRow(ctx, qOrderAhead, l.JobID).Scan(&ahead); err != nil {
+		return 0, fmt.Errorf("ordering key of job %s: %w", l.JobID, err)
+	}
+	return ahead, nil
 }

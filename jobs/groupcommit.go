@@ -131,10 +131,12 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 	ws := make([]*jobstore.Write, len(batch))
 	of := make(map[*jobstore.Write]*batchItem, len(batch))
 	namespaces := map[string]bool{}
+	lanes := make([]jobstore.Lane, 0, len(batch))
 	for i, it := range batch {
 		ws[i] = &jobstore.Write{L: &jobstore.Loaded{Job: domain.Job{Submitted: domain.Submitted{JobID: it.sub.JobID}}}}
 		of[ws[i]] = it
 		namespaces[it.sub.Namespace] = true
+		lanes = append(lanes, jobstore.Lane{Namespace: it.sub.Namespace, Priority: it.sub.Priority})
 	}
 	nsList := make([]string, 0, len(namespaces))
 	for ns := range namespaces {
@@ -142,8 +144,12 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 	}
 	var patterns approvalPatterns
 	s.jobs.Commit(ctx, ws, &jobstore.Prelude{
+		Lanes: lanes,
 		Begin: func(b *pgx.Batch) { queueApprovalPatterns(b, nsList, &patterns) },
 		Prepare: func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*jobstore.Write) error {
+			if err := lockOrderingKeys(ctx, tx, batch); err != nil {
+				return err
+			}
 			keys := map[[2]string]*batchItem{} // the keys this transaction claimed
 			for _, w := range ws {
 				it := of[w]
@@ -213,6 +219,14 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 			return
 		}
 	}
+	ahead := 0
+	if sub.OrderingKey != "" {
+		plain = false // its key's queue is written beside it
+		if err := tx.QueryRow(ctx, qEnterOrder, sub.Namespace, sub.OrderingKey, sub.JobID).Scan(&ahead); err != nil {
+			w.Err = fmt.Errorf("ordering key: %w", err)
+			return
+		}
+	}
 	evs, res := s.submittedEvents(sub, it.md, patterns)
 	it.res, w.Events = res, evs
 	if it.with != nil {
@@ -222,8 +236,10 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 		}
 		plain = false
 	}
-	step := domain.PlanSubmit(res.Status, plain, sub.Priority)
+	step := domain.PlanSubmit(res.Status, plain, sub.Priority, ahead)
 	switch {
+	case step == domain.SubmitOrdered:
+		w.Effects.Timer = domain.OrderedTimer(s.now())
 	case step == domain.SubmitApproval:
 		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)}
 	case step == domain.SubmitDirect && (it.reserved || s.dispatcher.Reserve()):
@@ -302,4 +318,22 @@ func submittedFold(jobID string, evs []domain.Event, at time.Time) (*jobstore.Lo
 		}
 	}
 	return l, nil
+}
+
+// lockOrderingKeys takes the locks of the ordering keys of batch's
+// submits, in one order, before any of them joins its key's queue.
+func lockOrderingKeys(ctx context.Context, tx pgx.Tx, batch []*batchItem) error {
+	var nss, keys []string
+	for _, it := range batch {
+		if it.sub.OrderingKey != "" {
+			nss, keys = append(nss, it.sub.Namespace), append(keys, it.sub.OrderingKey)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, qLockOrderingKeys, nss, keys); err != nil {
+		return fmt.Errorf("lock ordering keys: %w", err)
+	}
+	return nil
 }

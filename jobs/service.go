@@ -38,6 +38,9 @@ var (
 	qClaimIdempotencyKey = queries.Must("ClaimIdempotencyKey")
 	qIdempotencyKeyJob   = queries.Must("IdempotencyKeyJob")
 	qCountRootDescendant = queries.Must("CountRootDescendant")
+	qLockOrderingKeys    = queries.Must("LockOrderingKeys")
+	qEnterOrder          = queries.Must("EnterOrder")
+	qOrderAhead          = queries.Must("OrderAhead")
 )
 
 // Errors the service returns; callers match them with errors.Is.

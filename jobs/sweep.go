@@ -64,15 +64,42 @@ func (w *deadlineSweepWorker) Work(ctx context.Context, _ *river.Job[DeadlineSwe
 // anywhere.
 func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 	rep := SweepReport{Sweep: "deadline"}
+	for again := true; again; {
+		var err error
+		if again, err = s.sweepDue(ctx, &rep); err != nil {
+			return rep, err
+		}
+	}
+	gone, err := s.releaseGoneAgentsClaims(ctx)
+	rep.AgentGone = gone
+	if err != nil {
+		return rep, err
+	}
+	return rep, s.recordSweep(ctx, rep)
+}
+
+// sweepDue decides the timers due now, the most urgent waiters first,
+// each in a transaction of its own, into rep. A slot given back meanwhile
+// (a waiter woken: s.waiters) stops it early, reporting again: the woken
+// waiter is the most urgent, and must not wait behind the rest of this
+// run (waiters looking again by themselves, each a dispatch).
+func (s *Service) sweepDue(ctx context.Context, rep *SweepReport) (again bool, err error) {
 	rows, err := s.pool.Query(ctx, qDueJobTimers, s.now().UTC())
 	if err != nil {
-		return rep, fmt.Errorf("deadline sweep: %w", err)
+		return false, fmt.Errorf("deadline sweep: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return rep, fmt.Errorf("deadline sweep: %w", err)
+		return false, fmt.Errorf("deadline sweep: %w", err)
 	}
-	for _, id := range ids {
+	for i, id := range ids {
+		if i > 0 {
+			select {
+			case <-s.waiters:
+				return true, nil
+			default:
+			}
+		}
 		var what string
 		var direct *dispatch.Start // a waiter whose turn came, dispatched by this process once committed
 		err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
@@ -108,12 +135,7 @@ func (s *Service) SweepDeadlines(ctx context.Context) (SweepReport, error) {
 			rep.NotClaimed = append(rep.NotClaimed, id)
 		}
 	}
-	gone, err := s.releaseGoneAgentsClaims(ctx)
-	rep.AgentGone = gone
-	if err != nil {
-		return rep, err
-	}
-	return rep, s.recordSweep(ctx, rep)
+	return false, nil
 }
 
 // releaseGoneAgentsClaims routes again the attempts claimed by pull agents
@@ -188,19 +210,30 @@ func (s *Service) expireTx(ctx context.Context, tx pgx.Tx, id string) (string, *
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "sweep:deadline"}
 	d := domain.DueTimer(&l.Job, domain.Timer{Attempt: attempt, Phase: t.Phase, Due: t.Due}, CallbackMaxAttempts,
 		now, s.jitter(), s.attemptPolicy(), md)
-	queued := &domain.QueuedAttempt{Attempt: attempt, WaitingSince: t.WaitingSince, Capability: t.Capability, Rank: t.Rank}
+	queued := &domain.QueuedAttempt{Attempt: attempt, WaitingSince: t.WaitingSince, Capability: t.Capability, Rank: t.Rank, Agent: t.AgentID}
 	switch d.Do {
 	case domain.TimerDispatch:
+		if queued.Capability != "" && t.AgentID == "" { // a waiter looking again by itself, not woken
+			if next, busy := s.dispatcher.StillBusy(l, attempt, queued.WaitingSince); busy {
+				return "", nil, s.postpone(ctx, tx, id, next, nil)
+			}
+		}
 		if queued.Capability != "" && s.dispatcher.Reserve() {
 			// The durable promise is the queued timer, naming no River
 			// job: should this process die first, the sweep finds it due
 			// after LostAfter and enqueues the attempt in River.
 			t := domain.Timer{Attempt: attempt, Phase: domain.PhaseQueued, Due: now.Add(s.cfg.LostAfter), WaitingSince: queued.WaitingSince,
-				Namespace: l.Namespace, Capability: queued.Capability, Rank: queued.Rank}
+				Namespace: l.Namespace, Capability: queued.Capability, Rank: queued.Rank, AgentID: queued.Agent}
 			st := &dispatch.Start{L: l, Attempt: attempt, WaitingSince: queued.WaitingSince, Prefer: t.AgentID}
 			return "", st, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Timer: &t})
 		}
 		return "", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued})
+	case domain.TimerOrdered:
+		ahead, err := s.orderAhead(ctx, tx, l)
+		if err != nil || ahead > 0 {
+			return "", nil, s.postpone(ctx, tx, id, now.Add(domain.OrderedRecheck), err)
+		}
+		return "", nil, s.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: queued}) // its turn came
 	case domain.TimerRedispatch:
 		alive, err := s.riverJobAlive(ctx, tx, riverJobID, s.cfg.LostAfter)
 		if err != nil || alive {

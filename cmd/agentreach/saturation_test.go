@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -268,4 +269,87 @@ func eventsText(t *testing.T, base, id string) string {
 		fmt.Fprintf(&b, "%s %s %s\n", e.RecordedAt.Format("15:04:05.000"), e.Type, e.Data)
 	}
 	return b.String()
+}
+
+// TestOrderingKey: jobs of one ordering key are delivered one at a time,
+// in submit order, the next when the one before ended, while other keys
+// go on beside them; a job of the key that dead-letters ends its turn.
+func TestOrderingKey(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	type span struct {
+		key        string
+		n          int
+		start, end time.Time
+	}
+	var (
+		mu      sync.Mutex
+		spans   []span
+		running int
+		peak    int
+	)
+	newTestAgent(t, base, "ord", "t.ord", 50, func(w http.ResponseWriter, env webhook.Envelope) {
+		var p struct {
+			Key string `json:"key"`
+			N   int    `json:"n"`
+		}
+		_ = json.Unmarshal(env.Payload, &p)
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		start := time.Now()
+		mu.Unlock()
+		time.Sleep(150 * time.Millisecond) // the work: jobs of a key must not overlap it
+		mu.Lock()
+		running--
+		spans = append(spans, span{p.Key, p.N, start, time.Now()})
+		mu.Unlock()
+		answer("SUCCESS", "")(w, env)
+	})
+	waitRoute(t, base, "t.ord", func(rj routeJSON) bool { return rj.Chosen == "ord" })
+
+	first := submitOK(t, base, `{"capability":"t.nobody","payload":{},"ordering_key":"c","max_attempts":1,"route_wait_ms":100}`)
+	var ids []string
+	for n := range 4 {
+		for _, key := range []string{"a", "b"} {
+			ids = append(ids, submitOK(t, base, fmt.Sprintf(`{"capability":"t.ord","payload":{"key":%q,"n":%d},"ordering_key":%q}`, key, n, key)))
+		}
+	}
+	after := submitOK(t, base, `{"capability":"t.ord","payload":{"key":"c","n":0},"ordering_key":"c"}`)
+	for _, id := range append(ids, after) {
+		require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 60*time.Second).Status, eventsText(t, base, id))
+	}
+	require.Equal(t, "DEAD_LETTER", waitTerminal(t, base, first, 10*time.Second).Status)
+
+	mu.Lock()
+	defer mu.Unlock()
+	byKey := map[string][]span{}
+	for _, s := range spans {
+		byKey[s.key] = append(byKey[s.key], s)
+	}
+	for _, key := range []string{"a", "b"} {
+		got := byKey[key]
+		slices.SortFunc(got, func(x, y span) int { return x.start.Compare(y.start) })
+		require.Len(t, got, 4, key)
+		for i, s := range got {
+			require.Equal(t, i, s.n, "key %s: delivered in submit order", key)
+			if i > 0 {
+				require.False(t, s.start.Before(got[i-1].end), "key %s: job %d started before job %d ended", key, i, i-1)
+			}
+		}
+	}
+	require.GreaterOrEqual(t, peak, 2, "other keys go on beside each other")
+	var deadAt, routedAt time.Time
+	for _, e := range jobEventsFull(t, base, first) {
+		if e.Type == "DEAD_LETTER" {
+			deadAt = e.RecordedAt
+		}
+	}
+	for _, e := range jobEventsFull(t, base, after) {
+		if e.Type == "ROUTED" && routedAt.IsZero() {
+			routedAt = e.RecordedAt
+		}
+	}
+	require.False(t, routedAt.Before(deadAt), "the next job of key c started only once the first dead-lettered")
 }

@@ -172,6 +172,26 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 	return d.deliverAndRecord(ctx, run, l, agent, deadline, md)
 }
 
+// StillBusy reports, from the registry's snapshot alone, whether a waiter
+// for a slot (attempt of l, waiting since waitingSince) that looks again
+// by itself would only wait again: every agent that could take it is at
+// capacity, and its wait's bound is not reached. It then answers when it
+// should look next (domain.WaitTimer). A slot given back wakes the waiter
+// anyway; this spares the dispatch (and its transactions) of a look that
+// finds nothing, which a deep backlog makes by the hundred a second.
+func (d *Dispatcher) StillBusy(l *jobstore.Loaded, attempt int, waitingSince time.Time) (time.Time, bool) {
+	now := d.cfg.Now().UTC()
+	bound := l.RouteWait(d.cfg.RouteWait)
+	if waitingSince.IsZero() || !domain.RouteWait(true, waitingSince, now, bound) {
+		return time.Time{}, false
+	}
+	if !d.registry.Snapshot().Route(routeRequest(l)).AllAtCapacity {
+		return time.Time{}, false
+	}
+	t := domain.WaitTimer(&l.Job, attempt, true, waitingSince, now, d.capacityWait(l.Namespace), bound)
+	return t.Due, true
+}
+
 // capacityWait is how long an attempt of namespace ns waits when every
 // candidate is at capacity: its routing policy's, or the service's.
 func (d *Dispatcher) capacityWait(ns string) time.Duration {
@@ -226,11 +246,7 @@ func (d *Dispatcher) deliverAndRecord(ctx context.Context, run Run, l *jobstore.
 // and the chosen agent (nil when none was chosen): prefer, the agent whose
 // slot was given to the job, when it is a candidate.
 func (d *Dispatcher) route(l *jobstore.Loaded, prefer string) (domain.RouteResult, *registry.Agent) {
-	req := domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
-		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, ProtocolVersions: l.Constraints.ProtocolVersions,
-		Exclude: excluded(l),
-		Intent:  l.Resolution, // ROUTED shows the resolution the capability came from
-	}
+	req := routeRequest(l)
 	snap := d.registry.Snapshot()
 	if prefer != "" {
 		// A slot of prefer was given to this job: the snapshot may not
@@ -253,6 +269,15 @@ func (d *Dispatcher) route(l *jobstore.Loaded, prefer string) (domain.RouteResul
 		return route, nil
 	}
 	return route, snap.Agent(domain.AgentKey{Namespace: l.Namespace, ID: route.Chosen})
+}
+
+// routeRequest is what routing the next attempt of l asks.
+func routeRequest(l *jobstore.Loaded) domain.RouteRequest {
+	return domain.RouteRequest{JobID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, Hint: l.Hint,
+		Version: l.Constraints.Version, Protocol: l.Constraints.Protocol, ProtocolVersions: l.Constraints.ProtocolVersions,
+		Exclude: excluded(l),
+		Intent:  l.Resolution, // ROUTED shows the resolution the capability came from
+	}
 }
 
 // excluded are the agents the next attempt must avoid: the last one that

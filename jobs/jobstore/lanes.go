@@ -38,10 +38,28 @@ type Lane struct {
 // limit's next job is refused exactly, and a refusal is never made on a
 // count that a recount would lower.
 
+// laneView is lanes taken and read in a transaction (queueLaneLock).
+type laneView struct {
+	locked []Lane
+	depth  map[Lane]int
+}
+
+// queueLaneLock queues on b the taking and reading of lanes' rows.
+func queueLaneLock(b *pgx.Batch, lanes []Lane) *laneView {
+	v := &laneView{locked: slices.Clone(lanes), depth: map[Lane]int{}}
+	slices.SortFunc(v.locked, compareLanes)
+	v.locked = slices.Compact(v.locked)
+	nss, prs := laneArrays(v.locked)
+	b.Queue(qLockLanes, nss, prs)
+	b.Queue(qLaneDepths, nss, prs).Query(func(rows pgx.Rows) error { return scanLanes(rows, v.depth) })
+	return v
+}
+
 // admit counts the new jobs of ws that wait for an attempt into their
 // lanes under the lanes' locks, in the order the writes came; those past
-// the limit fail alone with ErrOverloaded.
-func (s *Store) admit(ctx context.Context, tx pgx.Tx, ws []*Write) error {
+// the limit fail alone with ErrOverloaded. pre holds the lanes taken and
+// read already, if any were.
+func (s *Store) admit(ctx context.Context, tx pgx.Tx, ws []*Write, pre *laneView) error {
 	want := map[Lane][]*Write{}
 	for _, w := range ws {
 		w.admitted = false
@@ -54,13 +72,16 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, ws []*Write) error {
 		return nil
 	}
 	lanes := sortedLanes(want)
-	nss, prs := laneArrays(lanes)
-	b := &pgx.Batch{}
-	b.Queue(qLockLanes, nss, prs)
-	depth := map[Lane]int{}
-	b.Queue(qLaneDepths, nss, prs).Query(func(rows pgx.Rows) error { return scanLanes(rows, depth) })
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("lane depths: %w", err)
+	var depth map[Lane]int
+	if pre != nil && !slices.ContainsFunc(lanes, func(k Lane) bool { return !slices.Contains(pre.locked, k) }) {
+		depth = pre.depth // every lane wanted was taken with BEGIN
+	} else {
+		b := &pgx.Batch{}
+		v := queueLaneLock(b, lanes)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("lane depths: %w", err)
+		}
+		depth = v.depth
 	}
 	var over []Lane
 	for _, k := range lanes {
@@ -138,10 +159,12 @@ func sortedLanes(m map[Lane][]*Write) []Lane {
 	for k := range m {
 		out = append(out, k)
 	}
-	slices.SortFunc(out, func(a, b Lane) int {
-		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Priority, b.Priority))
-	})
+	slices.SortFunc(out, compareLanes)
 	return out
+}
+
+func compareLanes(a, b Lane) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Priority, b.Priority))
 }
 
 func laneArrays(lanes []Lane) (nss, prs []string) {

@@ -32,6 +32,8 @@ var (
 	qRecordAgentAttempts     = queries.Must("RecordAgentAttempts")
 	qNotifyInbox             = queries.Must("NotifyInbox")
 	qPauseAgents             = queries.Must("PauseAgents")
+	qLockOrderingKeysOfJobs  = queries.Must("LockOrderingKeysOfJobs")
+	qLeaveOrder              = queries.Must("LeaveOrder")
 )
 
 // ErrNoSlot says every one of an agent's max_concurrent slots is taken.
@@ -315,6 +317,10 @@ func (wr *writer) run(ctx context.Context) {
 type Prelude struct {
 	Begin   func(b *pgx.Batch)
 	Prepare func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*Write) error
+	// Lanes are the lanes the writes may add jobs to, when known before
+	// Prepare: their rows are taken and read with BEGIN, saving admit a
+	// round trip.
+	Lanes []Lane
 }
 
 // Commit commits ws in one transaction, setting each one's Err: a
@@ -385,6 +391,10 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 	if pre != nil && pre.Begin != nil {
 		pre.Begin(b)
 	}
+	var lanes *laneView
+	if pre != nil && len(pre.Lanes) > 0 {
+		lanes = queueLaneLock(b, pre.Lanes)
+	}
 	if counted {
 		queueSlotCount(b, ws)
 	}
@@ -405,7 +415,7 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 			return nil, err
 		}
 	}
-	if err := s.admit(ctx, tx, ws); err != nil {
+	if err := s.admit(ctx, tx, ws, lanes); err != nil {
 		return nil, err
 	}
 	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted); err != nil {
@@ -659,13 +669,16 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 		t := domain.Timer{Attempt: q.Attempt, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter),
 			RiverJobID: w.dispatchJob, WaitingSince: q.WaitingSince}
 		if q.Capability != "" { // a waiter's turn came: it keeps its place
-			t.Namespace, t.Capability, t.Rank = w.After.Namespace, q.Capability, q.Rank
+			t.Namespace, t.Capability, t.Rank, t.AgentID = w.After.Namespace, q.Capability, q.Rank, q.Agent
 		}
 		r.timers.setOf(&w.After, t)
 	}
 	if p := fx.Pause; p != nil {
 		r.pauses.namespaces, r.pauses.agentIDs = append(r.pauses.namespaces, w.After.Namespace), append(r.pauses.agentIDs, p.AgentID)
 		r.pauses.until = append(r.pauses.until, p.Until)
+	}
+	if w.After.OrderingKey != "" && w.After.Status.Terminal() && !w.L.Status.Terminal() {
+		r.ended = append(r.ended, id) // the next job of its key may start
 	}
 	if !w.L.Status.Waiting() && w.After.Status.Waiting() { // the job (again) waits for an attempt
 		r.lanes.add(w.After.Namespace, string(w.After.Priority), w.admitted)
@@ -686,6 +699,7 @@ type effectRows struct {
 	samples        sampleRows
 	lanes          laneRows
 	pauses         pauseRows
+	ended          []string // jobs with an ordering key that ended
 	notify         []string
 	agentsChannel  string
 }
@@ -712,6 +726,10 @@ func (r *effectRows) statements() []eventstore.Statement {
 	}
 	if len(r.release) > 0 { // after the timers: a waiter written here may take a slot given back here
 		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters)
+	}
+	if len(r.ended) > 0 { // after the timers too: the next job of a key may be written here
+		add(qLockOrderingKeysOfJobs, eventstore.UUIDs(r.ended))
+		add(qLeaveOrder, eventstore.UUIDs(r.ended), InboxChannel, WakeWaiters)
 	}
 	if m := &r.samples; len(m.agentIDs) > 0 {
 		add(qRecordAgentAttempts, m.namespaces, m.agentIDs, m.ats, m.oks)

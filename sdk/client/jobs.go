@@ -82,6 +82,9 @@ type SubmitRequest struct {
 	BackoffBaseMS int64        `json:"backoff_base_ms,omitempty"`
 	BackoffMaxMS  int64        `json:"backoff_max_ms,omitempty"`
 	RouteWaitMS   int64        `json:"route_wait_ms,omitempty"`
+	// OrderingKey delivers the namespace's jobs of the same key one at a
+	// time, in submit order (the next when the one before is terminal).
+	OrderingKey string `json:"ordering_key,omitempty"`
 	// IdempotencyKey, sent as the Idempotency-Key header, makes a retry of
 	// the same submit answer the same job for 24 hours (the same key with
 	// another body is ErrConflict).

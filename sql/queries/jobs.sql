@@ -124,13 +124,13 @@ JOIN unnest($1::text[], $2::text[]) AS a(namespace, agent_id) USING (namespace, 
 GROUP BY s.namespace, s.agent_id;
 
 -- name: WaitersOfAgents
--- The attempts whose turn at a slot of each agent ($1[i], $2[i]) came:
--- waiting for one of its capabilities, with a retry timer due (a slot given
--- back woke it, or it looks again) or a dispatch queued; with their ranks.
+-- The attempts whose turn at a slot of each agent ($1[i], $2[i]) came: a
+-- slot of that agent given back woke them (their timer names it), and their
+-- retry timer is due or their dispatch queued; with their ranks. A waiter
+-- looking again by itself takes no turn from anyone.
 SELECT k.namespace, k.agent_id, t.job_id::text, t.rank_at
 FROM unnest($1::text[], $2::text[]) AS k(namespace, agent_id)
-JOIN agents a ON a.namespace = k.namespace AND a.agent_id = k.agent_id
-JOIN job_timers t ON t.namespace = k.namespace AND t.capability = ANY(a.capabilities)
+JOIN job_timers t ON t.namespace = k.namespace AND t.agent_id = k.agent_id
 WHERE t.capability IS NOT NULL AND (t.phase = 'queued' OR (t.phase = 'retry' AND t.due_at <= now()));
 
 -- name: GoneAgentsClaims
@@ -173,7 +173,7 @@ WITH lanes AS (
     DELETE FROM lane_entries e USING lanes l WHERE e.namespace = l.namespace AND e.lane = l.lane
 ), waiting AS (
     SELECT t.namespace, t.lane, count(*)::int AS n FROM job_timers t
-    WHERE t.phase IN ('queued', 'retry', 'routed', 'inbox') AND (t.namespace, t.lane) IN (SELECT * FROM lanes)
+    WHERE t.phase IN ('queued', 'retry', 'routed', 'inbox', 'ordered') AND (t.namespace, t.lane) IN (SELECT * FROM lanes)
     GROUP BY t.namespace, t.lane
 )
 UPDATE lane_depths d SET depth = coalesce(w.n, 0)
@@ -278,3 +278,49 @@ WITH paused AS (
     RETURNING 1
 )
 SELECT pg_notify($4, '') FROM (SELECT 1 FROM paused LIMIT 1) AS any_paused;
+
+-- name: LockOrderingKeys
+-- Takes the advisory locks of ordering keys ($1[i] namespace, $2[i] key),
+-- in one order: whoever adds a job to a key's queue or takes one off holds
+-- it, so no two decide on the same queue.
+SELECT pg_advisory_xact_lock(h) FROM (
+    SELECT DISTINCT hashtextextended(n || '/' || k, 1) AS h FROM unnest($1::text[], $2::text[]) AS u(n, k)
+) AS keys ORDER BY h;
+
+-- name: EnterOrder
+-- Puts job $3 at the back of namespace $1's queue of ordering key $2 (its
+-- lock held) and answers how many are ahead of it.
+WITH ahead AS (
+    SELECT count(*)::int AS n FROM ordered_jobs WHERE namespace = $1 AND ordering_key = $2
+), entered AS (
+    INSERT INTO ordered_jobs (namespace, ordering_key, job_id) VALUES ($1, $2, $3)
+)
+SELECT n FROM ahead;
+
+-- name: OrderAhead
+-- How many jobs are ahead of job $1 in its ordering key's queue.
+SELECT count(*)::int FROM ordered_jobs o JOIN ordered_jobs me
+    ON me.job_id = $1 AND o.namespace = me.namespace AND o.ordering_key = me.ordering_key AND o.seq < me.seq;
+
+-- name: LockOrderingKeysOfJobs
+-- LockOrderingKeys for the keys of jobs $1.
+SELECT pg_advisory_xact_lock(h) FROM (
+    SELECT DISTINCT hashtextextended(namespace || '/' || ordering_key, 1) AS h FROM ordered_jobs WHERE job_id = ANY($1::uuid[])
+) AS keys ORDER BY h;
+
+-- name: LeaveOrder
+-- Takes jobs $1, which ended, off their keys' queues (the keys' locks
+-- held) and makes the next job of each key due at once if it waits for its
+-- turn; $2 is notified with $3 on commit, to wake the deadline sweep.
+WITH gone AS (
+    DELETE FROM ordered_jobs WHERE job_id = ANY($1::uuid[]) RETURNING namespace, ordering_key
+), heads AS (
+    SELECT DISTINCT ON (o.namespace, o.ordering_key) o.job_id FROM ordered_jobs o
+    JOIN (SELECT DISTINCT namespace, ordering_key FROM gone) g USING (namespace, ordering_key)
+    WHERE o.job_id <> ALL($1::uuid[])
+    ORDER BY o.namespace, o.ordering_key, o.seq
+), woken AS (
+    UPDATE job_timers t SET phase = 'retry', due_at = now() FROM heads
+    WHERE t.job_id = heads.job_id AND t.phase = 'ordered' RETURNING 1
+)
+SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken LIMIT 1) AS any_woken;

@@ -312,6 +312,7 @@ class Client(_Options):
         backoff_base_ms: int | None = None,
         backoff_max_ms: int | None = None,
         route_wait_ms: int | None = None,
+        ordering_key: str | None = None,
     ) -> Submitted:
         """Submits a job; answers once it is committed (``SUBMITTED``).
 
@@ -324,7 +325,7 @@ class Client(_Options):
                                max_attempts=max_attempts, callback_url=callback_url, parent_job_id=parent_job_id,
                                constraints=dict(constraints) if constraints else None, retry_on_failed=retry_on_failed,
                                backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
-                               route_wait_ms=route_wait_ms))
+                               route_wait_ms=route_wait_ms, ordering_key=ordering_key))
         return Submitted.from_json(self._call(_submit_call(self._key, capability, payload, idempotency_key, opts)))
 
     def get(self, job_id: str) -> Job:
@@ -714,13 +715,14 @@ class AsyncClient(_Options):
         backoff_base_ms: int | None = None,
         backoff_max_ms: int | None = None,
         route_wait_ms: int | None = None,
+        ordering_key: str | None = None,
     ) -> Submitted:
         """See :meth:`Client.submit`."""
         opts = self._opts(dict(namespace=namespace, hint=hint, priority=priority, timeout_ms=timeout_ms,
                                max_attempts=max_attempts, callback_url=callback_url, parent_job_id=parent_job_id,
                                constraints=dict(constraints) if constraints else None, retry_on_failed=retry_on_failed,
                                backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
-                               route_wait_ms=route_wait_ms))
+                               route_wait_ms=route_wait_ms, ordering_key=ordering_key))
         return Submitted.from_json(await self._call(_submit_call(self._key, capability, payload, idempotency_key, opts)))
 
     async def get(self, job_id: str) -> Job:

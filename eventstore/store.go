@@ -191,6 +191,8 @@ type StreamAppend struct {
 type Statement struct {
 	SQL  string
 	Args []any
+	// Rows, when set, reads the statement's rows.
+	Rows func(pgx.Rows) error
 }
 
 // StatementError says which statement of an AppendAll failed: before's
@@ -218,7 +220,7 @@ func (e *StatementError) Unwrap() error { return e.Err }
 func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, appends []StreamAppend, after []Statement) error {
 	b := &pgx.Batch{}
 	for _, st := range before {
-		b.Queue(st.SQL, st.Args...)
+		queueStatement(b, st)
 	}
 	var stale []int
 	if err := queueAppends(b, appends, &stale); err != nil {
@@ -229,7 +231,7 @@ func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, ap
 		appendsAt = -1 // no events: after follows before
 	}
 	for _, st := range after {
-		b.Queue(st.SQL, st.Args...)
+		queueStatement(b, st)
 	}
 	if len(b.QueuedQueries) == 0 {
 		return nil
@@ -267,6 +269,14 @@ func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, ap
 		index++ // after's statements keep their places
 	}
 	return &StatementError{Index: index, Err: err}
+}
+
+// queueStatement queues st on b, reading its rows with st.Rows if set.
+func queueStatement(b *pgx.Batch, st Statement) {
+	q := b.Queue(st.SQL, st.Args...)
+	if st.Rows != nil {
+		q.Query(st.Rows)
+	}
 }
 
 // queueAppends queues on b, as one statement, the appends of many streams

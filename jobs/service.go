@@ -217,7 +217,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		}},
 		now: time.Now, pressureSeen: map[jobstore.Lane]bool{}, waiters: make(chan struct{}, 1)}
 	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
-		QueueLimit: cfg.Watermarks.Limit, AgentsChannel: registry.NotifyChannel, Now: func() time.Time { return s.now() }, Finished: s.countFinished})
+		QueueLimit: cfg.Watermarks.Limit, AgentsChannel: registry.NotifyChannel, Woken: s.handOver, Now: func() time.Time { return s.now() }, Finished: s.countFinished})
 	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
 		Now: func() time.Time { return s.now() }, Jitter: s.jitter, Claimed: func(ctx context.Context) {
 			s.metrics.deliveries.Add(ctx, 1, telemetry.WithAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),

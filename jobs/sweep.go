@@ -100,23 +100,7 @@ func (s *Service) sweepDue(ctx context.Context, rep *SweepReport) (again bool, e
 			default:
 			}
 		}
-		var what string
-		var direct *dispatch.Start // a waiter whose turn came, dispatched by this process once committed
-		err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
-			if direct != nil { // a try before, rolled back
-				s.dispatcher.Release()
-			}
-			var err error
-			what, direct, err = s.expireTx(ctx, tx, id)
-			return err
-		})
-		if direct != nil {
-			if err == nil {
-				s.dispatcher.Direct(*direct)
-			} else {
-				s.dispatcher.Release()
-			}
-		}
+		what, err := s.expireOne(ctx, id)
 		if err != nil {
 			// One job's trouble must not hold up every other timer.
 			s.logger.ErrorContext(ctx, "deadline sweep: job left for the next sweep", "job_id", id, "err", err)
@@ -187,6 +171,46 @@ func (s *Service) releaseGoneAgentsClaims(ctx context.Context) ([]string, error)
 		}
 	}
 	return out, nil
+}
+
+// expireOne decides job id's due timer in a transaction of its own (a
+// waiter whose turn came is dispatched by this process once committed),
+// and says what it did for the sweep's report.
+func (s *Service) expireOne(ctx context.Context, id string) (string, error) {
+	var what string
+	var direct *dispatch.Start
+	err := s.jobs.RetryTx(ctx, func(tx pgx.Tx) error {
+		if direct != nil { // a try before, rolled back
+			s.dispatcher.Release()
+		}
+		var err error
+		what, direct, err = s.expireTx(ctx, tx, id)
+		return err
+	})
+	if direct != nil {
+		if err == nil {
+			s.dispatcher.Direct(*direct)
+		} else {
+			s.dispatcher.Release()
+		}
+	}
+	return what, err
+}
+
+// handOver dispatches at once the waiters a commit of this process woke
+// (jobstore.Config.Woken), each as the deadline sweep would: no NOTIFY
+// and no sweep run between a slot given back and its next job. The sweep
+// leader, woken too, skips a timer locked or dispatched here.
+func (s *Service) handOver(ids []string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, id := range ids {
+			if _, err := s.expireOne(ctx, id); err != nil {
+				s.logger.DebugContext(ctx, "hand-over of a woken waiter left to the deadline sweep", "job_id", id, "err", err)
+			}
+		}
+	}()
 }
 
 // expireTx decides job id's due timer in tx. A waiter whose turn at a slot

@@ -38,7 +38,14 @@
 // the handler's Agent.Report or the deadline; ErrRefused releases the
 // attempt unstarted (routed again at once, no attempt spent); any other
 // error or a panic releases it as a failed attempt, with the error's text.
-// A job's context ends at the delivery's deadline or at its Report. A pull
+// A job's context ends at the delivery's deadline or at its Report. A
+// handler that runs long is kept by itself: at two thirds of its time the
+// agent reports progress, extending the deadline by the attempt's whole
+// time again (its context's Deadline moves with it), for a claimed job and
+// a push job answered 202; Agent.Progress says more (the caller reads it
+// as PROGRESS). An attempt that no longer runs ends the context with cause
+// ErrJobCancelled. A handler answering a push inline keeps the deadline it
+// came with. A pull
 // agent learns of cancelled jobs from its heartbeats' answers (it has no
 // endpoint for a cancel notice): the context of a cancelled attempt it
 // holds ends with cause ErrJobCancelled, and nothing is sent back for it.

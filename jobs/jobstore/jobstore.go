@@ -56,6 +56,12 @@ type Config struct {
 	// AgentsChannel is the channel that tells the registries of every
 	// process that an agent changed (a pause, domain.Effects.Pause).
 	AgentsChannel string
+	// Woken, if set, is told of the waiting attempts that slots given back
+	// by a committed Commit woke (their timers due now, naming the agent):
+	// the process may dispatch them at once rather than wait for the
+	// deadline sweep (which the commit wakes too: whoever locks a timer
+	// first dispatches it).
+	Woken func(jobIDs []string)
 	// Finished, if set, is told of every job a committed write ended.
 	Finished func(ctx context.Context, before, after domain.JobStatus)
 }

@@ -172,7 +172,7 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.Ef
 	if err := w.Decide(); err != nil {
 		return err
 	}
-	if _, err := s.writeIn(ctx, tx, []*Write{w}, true, false); err != nil {
+	if _, err := s.writeIn(ctx, tx, []*Write{w}, true, false, nil); err != nil {
 		return err
 	}
 	if w.Err != nil {
@@ -418,11 +418,15 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 	if err := s.admit(ctx, tx, ws, lanes); err != nil {
 		return nil, err
 	}
-	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted); err != nil {
+	var woken []string
+	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted, &woken); err != nil {
 		return culprit, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, err
+	}
+	if len(woken) > 0 && s.cfg.Woken != nil {
+		s.cfg.Woken(woken)
 	}
 	for _, w := range ws {
 		w.At = at
@@ -435,7 +439,7 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 // one of its own, so a failure names its write). counted says the agents'
 // slots were counted already; a write refused one gets ErrNoSlot and is
 // left out, as is a write that failed before or has nothing to write.
-func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, counted bool) (culprit *Write, err error) {
+func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, counted bool, woken *[]string) (culprit *Write, err error) {
 	if !counted {
 		b := &pgx.Batch{}
 		if queueSlotCount(b, ws) {
@@ -473,11 +477,11 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, coun
 		}
 	}
 	if !alone {
-		culprit, err := s.appendAll(ctx, tx, live, !lockFirst)
+		culprit, err := s.appendAll(ctx, tx, live, !lockFirst, woken)
 		return culprit, err
 	}
 	for _, w := range live {
-		if _, err := s.appendAll(ctx, tx, []*Write{w}, !lockFirst); err != nil {
+		if _, err := s.appendAll(ctx, tx, []*Write{w}, !lockFirst, woken); err != nil {
 			return w, err
 		}
 	}
@@ -503,10 +507,10 @@ func lockTimers(ws []*Write) *eventstore.Statement {
 // appendAll sends, in one round trip, the lock of ws' timer rows (with
 // lock), their events and the statements of their effects. It answers the
 // write whose events were stale, if one's were.
-func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write, lock bool) (*Write, error) {
+func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write, lock bool, woken *[]string) (*Write, error) {
 	var appends []eventstore.StreamAppend
 	var appenders []*Write // the write of each append
-	fx := effectRows{agentsChannel: s.cfg.AgentsChannel}
+	fx := effectRows{agentsChannel: s.cfg.AgentsChannel, woken: woken}
 	for _, w := range ws {
 		if len(w.Events) > 0 {
 			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.jobID()), Expected: w.L.Version, Events: w.Events})
@@ -702,6 +706,8 @@ type effectRows struct {
 	ended          []string // jobs with an ordering key that ended
 	notify         []string
 	agentsChannel  string
+	// woken collects the waiters the slots given back woke (nil: not kept).
+	woken *[]string
 }
 
 // pauseRows are agents' pauses (PauseAgents' arrays).
@@ -726,6 +732,18 @@ func (r *effectRows) statements() []eventstore.Statement {
 	}
 	if len(r.release) > 0 { // after the timers: a waiter written here may take a slot given back here
 		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters)
+		out[len(out)-1].Rows = func(rows pgx.Rows) error {
+			_, err := pgx.ForEachRow(rows, []any{new(string)}, func() error { return nil })
+			return err
+		}
+		if r.woken != nil {
+			woken := r.woken
+			out[len(out)-1].Rows = func(rows pgx.Rows) error {
+				var id string
+				_, err := pgx.ForEachRow(rows, []any{&id}, func() error { *woken = append(*woken, id); return nil })
+				return err
+			}
+		}
 	}
 	if len(r.ended) > 0 { // after the timers too: the next job of a key may be written here
 		add(qLockOrderingKeysOfJobs, eventstore.UUIDs(r.ended))

@@ -248,7 +248,8 @@ ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = ex
 -- capabilities, due or not; FOR UPDATE SKIP LOCKED: never waits on
 -- another transaction): that timer comes due now, naming the agent whose
 -- slot it is (its dispatch tries that agent first), and $2 is notified
--- with $3 on commit, to wake the deadline sweep that dispatches it.
+-- with $3 on commit, to wake the deadline sweep that dispatches it. It
+-- answers the woken jobs: the committing process may dispatch them first.
 WITH freed AS (
     DELETE FROM agent_slots WHERE job_id = ANY($1::uuid[]) RETURNING namespace, agent_id
 ), per_agent AS (
@@ -265,8 +266,10 @@ WITH freed AS (
     ) w
 ), woken AS (
     UPDATE job_timers t SET due_at = now(), agent_id = picked.agent_id FROM picked WHERE t.job_id = picked.job_id RETURNING t.job_id
+), notified AS (
+    SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken LIMIT 1) AS any_woken
 )
-SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken LIMIT 1) AS any_woken;
+SELECT w.job_id::text FROM woken w, (SELECT count(*) FROM notified) AS n;
 
 -- name: PauseAgents
 -- Pauses agents ($1[i] namespace, $2[i] agent) until $3[i] (a later pause

@@ -58,9 +58,11 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def _answer(send: Send, status: int, body: Any = None) -> None:
+async def _answer(send: Send, status: int, body: Any = None, retry_after: int | None = None) -> None:
     data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})
 
@@ -351,7 +353,8 @@ class Agent(AgentBase):
             await _answer(send, 503, _error("the agent is shutting down"))
             return
         if self.max_concurrent and self.in_flight >= self.max_concurrent:
-            await _answer(send, 503, _error("the agent is at max_concurrent"))
+            # "Not now": Agent-Reach pauses the agent a second, counting no failure.
+            await _answer(send, 503, _error("the agent is at max_concurrent"), retry_after=1)
             return
         if route.accept and delivery.direct:
             await _answer(send, 501, _error(_NO_RESULT_URL))

@@ -174,8 +174,8 @@ func (r *run) offerFleet(ctx context.Context, kind, capability string, log *slot
 		return fmt.Errorf("saturated %s fleet: no job was delivered during the offer", kind)
 	}
 	util := log.busy(first, end).Seconds() / (float64(satAgents*satSlots) * end.Sub(first).Seconds())
-	r.res.add(fmt.Sprintf("saturated fleet: slot utilisation, %d %s agents × %d slots × %s jobs, offered %.1f× capacity for %s",
-		satAgents, kind, satSlots, satWork, satOverload, r.o.satFor), fmt.Sprintf("%.1f %%", 100*util), "aim: ≥ 95 %", "")
+	r.res.add(fmt.Sprintf("saturated %s fleet: slot utilisation, %d agents × %d slots × %s jobs, offered %.1f× capacity for %s",
+		kind, satAgents, satSlots, satWork, satOverload, r.o.satFor), fmt.Sprintf("%.1f %%", 100*util), "aim: ≥ 95 %", "")
 	r.res.add(fmt.Sprintf("saturated %s fleet: a high job's wait for a slot, submit → %s (p50 / p99 ms; the low jobs' median)",
 		kind, map[string]string{"push": "delivery", "pull": "claimed"}[kind]),
 		fmt.Sprintf("%.0f / %.0f (%.0f)", pct(hw, 0.50), pct(hw, 0.99), pct(lw, 0.50)),

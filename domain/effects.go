@@ -24,6 +24,8 @@ type Effects struct {
 	// Pause gives the agent no work until Until (it asked, with a
 	// Retry-After).
 	Pause *AgentPause
+	// EnterOrder puts a new job at the back of its ordering key's queue.
+	EnterOrder bool
 }
 
 // AgentPause is an agent's pause: no work for it until Until.

@@ -151,6 +151,7 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 				return err
 			}
 			keys := map[[2]string]*batchItem{} // the keys this transaction claimed
+			order := orderCount{}              // the submits of each ordering key it joins to its queue
 			for _, w := range ws {
 				it := of[w]
 				k := [2]string{it.sub.Namespace, it.sub.IdempotencyKey}
@@ -161,9 +162,12 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 					it.res, w.Err = sameKey(first, it)
 					continue
 				}
-				s.prepareSubmit(ctx, tx, at, w, it, patterns)
+				s.prepareSubmit(ctx, tx, at, w, it, patterns, order)
 				if w.Err == nil && !it.res.Existing && k[1] != "" {
 					keys[k] = it
+				}
+				if w.Err == nil && w.Effects.EnterOrder {
+					order[[2]string{it.sub.Namespace, it.sub.OrderingKey}]++
 				}
 			}
 			return nil
@@ -204,7 +208,8 @@ func sameKey(first, it *batchItem) (domain.SubmitResult, error) {
 // dispatcher routes it at once) and their effects. A submission whose
 // Idempotency-Key names an earlier job writes nothing; one refused fails
 // alone (w.Err).
-func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *jobstore.Write, it *batchItem, patterns approvalPatterns) {
+func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *jobstore.Write, it *batchItem, patterns approvalPatterns,
+	order orderCount) {
 	w.Events, w.Effects, w.Slot, it.direct = nil, domain.Effects{}, nil, dispatch.Start{}
 	sub := it.sub // a try of its own: the checks fill in its root
 	plain := sub.IdempotencyKey == "" && sub.ParentJobID == ""
@@ -222,10 +227,12 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 	ahead := 0
 	if sub.OrderingKey != "" {
 		plain = false // its key's queue is written beside it
-		if err := tx.QueryRow(ctx, qEnterOrder, sub.Namespace, sub.OrderingKey, sub.JobID).Scan(&ahead); err != nil {
+		if err := tx.QueryRow(ctx, qOrderQueueLength, sub.Namespace, sub.OrderingKey).Scan(&ahead); err != nil {
 			w.Err = fmt.Errorf("ordering key: %w", err)
 			return
 		}
+		ahead += order.before(sub) // the submits of the key before it in this transaction
+		w.Effects.EnterOrder = true
 	}
 	evs, res := s.submittedEvents(sub, it.md, patterns)
 	it.res, w.Events = res, evs
@@ -336,4 +343,13 @@ func lockOrderingKeys(ctx context.Context, tx pgx.Tx, batch []*batchItem) error 
 		return fmt.Errorf("lock ordering keys: %w", err)
 	}
 	return nil
+}
+
+// orderCount counts, by namespace and ordering key, the submits of a
+// transaction that join their key's queue: a later one of the same key is
+// behind them too.
+type orderCount map[[2]string]int
+
+func (o orderCount) before(sub domain.Submitted) int {
+	return o[[2]string{sub.Namespace, sub.OrderingKey}]
 }

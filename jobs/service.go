@@ -39,7 +39,7 @@ var (
 	qIdempotencyKeyJob   = queries.Must("IdempotencyKeyJob")
 	qCountRootDescendant = queries.Must("CountRootDescendant")
 	qLockOrderingKeys    = queries.Must("LockOrderingKeys")
-	qEnterOrder          = queries.Must("EnterOrder")
+	qOrderQueueLength    = queries.Must("OrderQueueLength")
 	qOrderAhead          = queries.Must("OrderAhead")
 )
 

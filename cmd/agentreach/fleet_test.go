@@ -513,6 +513,10 @@ func TestBackpressure(t *testing.T) {
 	sent.Wait()
 	require.Len(t, waiting, 6, "the limit is 6")
 	require.Equal(t, 4, overloaded, "the 7th and later: 429 overloaded")
+	// A refused submit with an ordering key leaves nothing in its key's
+	// queue: the key's next job, later, starts at once.
+	code, out := call(t, http.MethodPost, base+"/v1/jobs", "", `{"capability":"t.served","payload":{},"ordering_key":"k"}`)
+	require.Equal(t, http.StatusTooManyRequests, code, out)
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/jobs", strings.NewReader(`{"capability":"t.nobody","payload":{}}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -565,7 +569,7 @@ func TestBackpressure(t *testing.T) {
 	require.Equal(t, 0, getJob(t, base, low).Attempts, "held back, spending nothing")
 
 	// A job that leaves makes room at once, before any sweep counts again.
-	code, out := call(t, http.MethodPost, base+"/v1/jobs/"+waiting[0]+"/cancel", "", "")
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+waiting[0]+"/cancel", "", "")
 	require.Equal(t, http.StatusOK, code, out)
 	waiting[0] = submitOK(t, base, `{"capability":"t.nobody","payload":{},"max_attempts":5,"backoff_base_ms":600000}`)
 	for _, id := range waiting {
@@ -573,6 +577,8 @@ func TestBackpressure(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, out)
 	}
 	require.Equal(t, "SUCCESS", waitTerminal(t, base, low, 30*time.Second).Status, "under the low watermark, held work goes on")
+	keyed := submitOK(t, base, `{"capability":"t.served","payload":{},"ordering_key":"k"}`)
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, keyed, 20*time.Second).Status, "no refused job holds the key")
 	waitFor(t, 20*time.Second, "QUEUE_NORMAL", func() bool { return len(queueEvents()) == 2 })
 	require.Equal(t, []string{"QUEUE_HIGH", "QUEUE_NORMAL"}, queueEvents(), "once per crossing")
 }

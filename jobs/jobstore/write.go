@@ -34,6 +34,7 @@ var (
 	qPauseAgents             = queries.Must("PauseAgents")
 	qLockOrderingKeysOfJobs  = queries.Must("LockOrderingKeysOfJobs")
 	qLeaveOrder              = queries.Must("LeaveOrder")
+	qEnterOrders             = queries.Must("EnterOrders")
 )
 
 // ErrNoSlot says every one of an agent's max_concurrent slots is taken.
@@ -144,7 +145,7 @@ func (w *Write) jobID() string {
 func (w *Write) empty() bool {
 	fx := w.Effects
 	return len(w.Events) == 0 && w.Slot == nil && fx.Timer == nil && !fx.ClearTimer && fx.Sample == nil && fx.Dispatch == nil &&
-		!fx.RequeueCallback && fx.Poll == 0 && fx.Queue == nil && fx.Pause == nil
+		!fx.RequeueCallback && fx.Poll == 0 && fx.Queue == nil && fx.Pause == nil && !fx.EnterOrder
 }
 
 // callback reports whether the write ends a job whose caller waits for
@@ -681,6 +682,9 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 		r.pauses.namespaces, r.pauses.agentIDs = append(r.pauses.namespaces, w.After.Namespace), append(r.pauses.agentIDs, p.AgentID)
 		r.pauses.until = append(r.pauses.until, p.Until)
 	}
+	if fx.EnterOrder && w.After.OrderingKey != "" {
+		r.entered = append(r.entered, w)
+	}
 	if w.After.OrderingKey != "" && w.After.Status.Terminal() && !w.L.Status.Terminal() {
 		r.ended = append(r.ended, id) // the next job of its key may start
 	}
@@ -704,6 +708,7 @@ type effectRows struct {
 	lanes          laneRows
 	pauses         pauseRows
 	ended          []string // jobs with an ordering key that ended
+	entered        []*Write // new jobs that join their ordering key's queue
 	notify         []string
 	agentsChannel  string
 	// woken collects the waiters the slots given back woke (nil: not kept).
@@ -744,6 +749,14 @@ func (r *effectRows) statements() []eventstore.Statement {
 				return err
 			}
 		}
+	}
+	if len(r.entered) > 0 { // in the order they came (the keys' locks are the submits')
+		ws := slices.SortedStableFunc(slices.Values(r.entered), func(a, b *Write) int { return cmp.Compare(a.arrival, b.arrival) })
+		var nss, keys, ids []string
+		for _, w := range ws {
+			nss, keys, ids = append(nss, w.After.Namespace), append(keys, w.After.OrderingKey), append(ids, w.jobID())
+		}
+		add(qEnterOrders, nss, keys, eventstore.UUIDs(ids))
 	}
 	if len(r.ended) > 0 { // after the timers too: the next job of a key may be written here
 		add(qLockOrderingKeysOfJobs, eventstore.UUIDs(r.ended))

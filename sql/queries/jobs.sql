@@ -290,15 +290,15 @@ SELECT pg_advisory_xact_lock(h) FROM (
     SELECT DISTINCT hashtextextended(n || '/' || k, 1) AS h FROM unnest($1::text[], $2::text[]) AS u(n, k)
 ) AS keys ORDER BY h;
 
--- name: EnterOrder
--- Puts job $3 at the back of namespace $1's queue of ordering key $2 (its
--- lock held) and answers how many are ahead of it.
-WITH ahead AS (
-    SELECT count(*)::int AS n FROM ordered_jobs WHERE namespace = $1 AND ordering_key = $2
-), entered AS (
-    INSERT INTO ordered_jobs (namespace, ordering_key, job_id) VALUES ($1, $2, $3)
-)
-SELECT n FROM ahead;
+-- name: OrderQueueLength
+-- How many jobs are in namespace $1's queue of ordering key $2 (its lock held).
+SELECT count(*)::int FROM ordered_jobs WHERE namespace = $1 AND ordering_key = $2;
+
+-- name: EnterOrders
+-- Puts jobs ($1[i] namespace, $2[i] key, $3[i] job) at the back of their
+-- keys' queues, in the order given (the keys' locks held).
+INSERT INTO ordered_jobs (namespace, ordering_key, job_id)
+SELECT n, k, j FROM unnest($1::text[], $2::text[], $3::uuid[]) WITH ORDINALITY AS u(n, k, j, i) ORDER BY i;
 
 -- name: OrderAhead
 -- How many jobs are ahead of job $1 in its ordering key's queue.

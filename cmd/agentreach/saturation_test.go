@@ -353,3 +353,36 @@ func TestOrderingKey(t *testing.T) {
 	}
 	require.False(t, routedAt.Before(deadAt), "the next job of key c started only once the first dead-lettered")
 }
+
+// TestOrderingKeyAndApproval: a job of a key that needed approval keeps
+// the place it took at submit; approved while the job before it runs, it
+// waits for that job's end before it is routed.
+func TestOrderingKeyAndApproval(t *testing.T) {
+	t.Parallel()
+	svc, dsn := service(t)
+	base := svc.m.URL()
+	agent := newGatedAgent(t)
+	postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":"gate","capabilities":["t.first","t.risky"],"endpoint":%q,"ttl_seconds":120}`,
+		agent.srv.URL+"/deliver"), http.StatusCreated, nil)
+	waitRoute(t, base, "t.first", func(rj routeJSON) bool { return rj.Chosen == "gate" })
+	code, out := call(t, http.MethodPut, base+"/v1/policies/approvals", "", `{"patterns":["t.risky"]}`)
+	require.Equal(t, http.StatusOK, code, out)
+
+	first := submitOK(t, base, `{"capability":"t.first","payload":{},"ordering_key":"q"}`)
+	agent.waitCame(t, 1) // held at the agent
+	code, sub := submit(t, base, `{"capability":"t.risky","payload":{},"ordering_key":"q"}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", sub)
+	require.Equal(t, "AWAITING_APPROVAL", sub["status"])
+	risky := sub["job_id"].(string)
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+risky+"/approve", "", `{}`)
+	require.Equal(t, http.StatusOK, code, out)
+	var phase string // written by the approval's own transaction
+	require.NoError(t, openDB(t, dsn).QueryRow(t.Context(), `SELECT phase FROM job_timers WHERE job_id = $1`, risky).Scan(&phase))
+	require.Equal(t, "ordered", phase, "approved, it still waits for the job before it")
+	agent.gate <- struct{}{} // the first job ends
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, first, 20*time.Second).Status)
+	agent.waitCame(t, 2)
+	agent.gate <- struct{}{}
+	require.Equal(t, "SUCCESS", waitTerminal(t, base, risky, 20*time.Second).Status)
+	require.Equal(t, []string{first, risky}, agent.order())
+}

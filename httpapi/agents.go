@@ -535,7 +535,9 @@ type routeResponse struct {
 	Candidates    []domain.RouteCandidate `json:"candidates"`
 	Rejected      []domain.RouteRejection `json:"rejected"`
 	AllAtCapacity bool                    `json:"all_at_capacity"`
-	SnapshotAt    time.Time               `json:"snapshot_at"`
+	// ResumeAt, with no candidate: when the first paused agent takes work again.
+	ResumeAt   *time.Time `json:"resume_at,omitempty"`
+	SnapshotAt time.Time  `json:"snapshot_at"`
 	// PolicyVersion is the namespace's routing policy version the route
 	// used (0: the compiled-in one).
 	PolicyVersion int  `json:"policy_version"`
@@ -579,6 +581,10 @@ func (s *Server) route(c *gin.Context) {
 		SnapshotAt: s.deps.Agents.Snapshot().LoadedAt(), PolicyVersion: res.PolicyVersion, Canary: res.Canary}
 	if res.Intent != nil {
 		out.Intent = toResolutionJSON(*res.Intent)
+	}
+	if !res.ResumeAt.IsZero() {
+		t := res.ResumeAt.UTC()
+		out.ResumeAt = &t
 	}
 	c.JSON(http.StatusOK, out)
 }

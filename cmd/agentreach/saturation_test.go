@@ -222,6 +222,11 @@ func TestAgentPausedNotPunished(t *testing.T) {
 	// While paused: the route rejects it as paused, and the agent says until when.
 	rj := waitRoute(t, base, "t.moody", func(rj routeJSON) bool { return len(rj.Rejected) == 1 })
 	require.Equal(t, "paused", rj.Rejected[0].Reason)
+	var resume struct {
+		ResumeAt *time.Time `json:"resume_at"`
+	}
+	getJSON(t, base+"/v1/route?capability=t.moody", http.StatusOK, &resume)
+	require.NotNil(t, resume.ResumeAt, "the route says when the pause ends")
 	var a struct {
 		PausedUntil *time.Time `json:"paused_until"`
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/jobstore"
+	"github.com/agentreach/agentreach/registry"
 )
 
 // ReportResult records an agent's result for an attempt of a job. token
@@ -28,30 +29,11 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain
 	if len(rep.Result) > s.cfg.MaxPayloadBytes {
 		return "", nil, &domain.FieldError{Field: "result", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes)}
 	}
-	// The token first: a caller without one learns nothing of the job, and
-	// an agent learns nothing of another namespace's.
-	caller, err := s.registry.AgentByToken(ctx, token)
+	caller, l, attempt, err := s.heldBy(ctx, id, token, rep.Attempt)
 	if err != nil {
 		return "", nil, err
 	}
-	l, err := s.Load(ctx, nil, id)
-	if err == nil && l.Namespace != caller.Namespace {
-		err = fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
-	}
-	if err != nil {
-		return "", nil, err
-	}
-	attempt := rep.Attempt
-	if attempt == 0 {
-		attempt = l.Attempts
-	}
-	agentID := l.AttemptAgents[attempt]
-	if agentID == "" {
-		return "", nil, &domain.FieldError{Field: "attempt", Message: fmt.Sprintf("job %s has no attempt %d at an agent", id, attempt)}
-	}
-	if caller.AgentID != agentID {
-		return "", nil, fmt.Errorf("attempt %d of job %s: %w", attempt, id, ErrForbidden)
-	}
+	agentID := caller.AgentID
 	md.Actor = "agent:" + agentID
 	// Decided on the fold read above and written in a transaction shared
 	// with concurrent writes (write.go), at its version: reloaded only on
@@ -96,24 +78,9 @@ func (s *Service) ReportProgress(ctx context.Context, id, token string, attempt 
 	if extend < 0 || extend > domain.MaxExtend {
 		return nil, &domain.FieldError{Field: "extend_ms", Message: fmt.Sprintf("must be 0 to %d", domain.MaxExtend.Milliseconds())}
 	}
-	caller, err := s.registry.AgentByToken(ctx, token)
+	caller, l, attempt, err := s.heldBy(ctx, id, token, attempt)
 	if err != nil {
 		return nil, err
-	}
-	l, err := s.Load(ctx, nil, id)
-	if err == nil && l.Namespace != caller.Namespace {
-		err = fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if attempt == 0 {
-		attempt = l.Attempts
-	}
-	if agentID := l.AttemptAgents[attempt]; agentID == "" {
-		return nil, &domain.FieldError{Field: "attempt", Message: fmt.Sprintf("job %s has no attempt %d at an agent", id, attempt)}
-	} else if caller.AgentID != agentID {
-		return nil, fmt.Errorf("attempt %d of job %s: %w", attempt, id, ErrForbidden)
 	}
 	if caller.Pull() {
 		if _, err := s.registry.Claimed(ctx, caller, md); err != nil {
@@ -138,4 +105,33 @@ func (s *Service) ReportProgress(ctx context.Context, id, token string, attempt 
 		return nil, err
 	}
 	return l, nil
+}
+
+// heldBy answers the agent of token, job id and its attempt (0: the
+// latest), when that attempt went to that agent: the token first, so a
+// caller without one learns nothing of the job, and an agent nothing of
+// another namespace's (not found); another agent's attempt is forbidden.
+func (s *Service) heldBy(ctx context.Context, id, token string, attempt int) (*registry.Agent, *jobstore.Loaded, int, error) {
+	caller, err := s.registry.AgentByToken(ctx, token)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	l, err := s.Load(ctx, nil, id)
+	if err == nil && l.Namespace != caller.Namespace {
+		err = fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if attempt == 0 {
+		attempt = l.Attempts
+	}
+	agentID := l.AttemptAgents[attempt]
+	if agentID == "" {
+		return nil, nil, 0, &domain.FieldError{Field: "attempt", Message: fmt.Sprintf("job %s has no attempt %d at an agent", id, attempt)}
+	}
+	if caller.AgentID != agentID {
+		return nil, nil, 0, fmt.Errorf("attempt %d of job %s: %w", attempt, id, ErrForbidden)
+	}
+	return caller, l, attempt, nil
 }

@@ -737,17 +737,16 @@ func (r *effectRows) statements() []eventstore.Statement {
 	}
 	if len(r.release) > 0 { // after the timers: a waiter written here may take a slot given back here
 		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters)
-		out[len(out)-1].Rows = func(rows pgx.Rows) error {
-			_, err := pgx.ForEachRow(rows, []any{new(string)}, func() error { return nil })
+		woken := r.woken
+		out[len(out)-1].Rows = func(rows pgx.Rows) error { // the waiters it woke
+			var id string
+			_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+				if woken != nil {
+					*woken = append(*woken, id)
+				}
+				return nil
+			})
 			return err
-		}
-		if r.woken != nil {
-			woken := r.woken
-			out[len(out)-1].Rows = func(rows pgx.Rows) error {
-				var id string
-				_, err := pgx.ForEachRow(rows, []any{&id}, func() error { *woken = append(*woken, id); return nil })
-				return err
-			}
 		}
 	}
 	if len(r.entered) > 0 { // in the order they came (the keys' locks are the submits')

@@ -62,13 +62,13 @@ func TestDirectDispatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, riverJobs(low.JobID), "low work waits in its lane")
 
-	s.dispatcher.HandOver(ctx, direct, 1, time.Time{})
+	s.dispatcher.HandOver(ctx, direct, domain.QueuedAttempt{Attempt: 1})
 	require.Equal(t, 1, riverJobs(direct), "an attempt not started is handed to River")
 	l, err := s.Load(ctx, nil, direct)
 	require.NoError(t, err)
 	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: "a"}, domain.Metadata{Actor: "test"})
 	require.NoError(t, s.store.InTx(ctx, func(tx pgx.Tx) error { return s.jobs.AppendTx(ctx, tx, l, domain.Effects{}, routed) }))
-	s.dispatcher.HandOver(ctx, direct, 1, time.Time{})
+	s.dispatcher.HandOver(ctx, direct, domain.QueuedAttempt{Attempt: 1})
 	require.Equal(t, 1, riverJobs(direct), "an attempt that started is not")
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/jobs/dispatch"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
@@ -198,17 +199,28 @@ func (s *Service) expireOne(ctx context.Context, id string) (string, error) {
 }
 
 // handOver dispatches at once the waiters a commit of this process woke
-// (jobstore.Config.Woken), each as the deadline sweep would: no NOTIFY
-// and no sweep run between a slot given back and its next job. The sweep
-// leader, woken too, skips a timer locked or dispatched here.
-func (s *Service) handOver(ids []string) {
+// (jobstore.Config.Woken): no NOTIFY, no sweep and no other transaction
+// between a slot given back and its next job's route. Their timers are
+// queued: should this process die first, the deadline sweep enqueues them.
+func (s *Service) handOver(woken []jobstore.Woken) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, id := range ids {
-			if _, err := s.expireOne(ctx, id); err != nil {
-				s.logger.DebugContext(ctx, "hand-over of a woken waiter left to the deadline sweep", "job_id", id, "err", err)
+		for _, w := range woken {
+			l, err := s.Load(ctx, nil, w.JobID)
+			if err != nil {
+				s.logger.DebugContext(ctx, "hand-over of a woken waiter left to the deadline sweep", "job_id", w.JobID, "err", err)
+				continue
 			}
+			if !l.CanStart(w.Attempt) {
+				continue // it moved on meanwhile: its timer says what is left
+			}
+			if !s.dispatcher.Reserve() {
+				s.dispatcher.HandOver(ctx, w.JobID, domain.QueuedAttempt{Attempt: w.Attempt, WaitingSince: w.WaitingSince,
+					Capability: l.Capability, Rank: domain.WaitRank(l.Priority, w.WaitingSince), Agent: w.Agent})
+				continue
+			}
+			s.dispatcher.Direct(dispatch.Start{L: l, Attempt: w.Attempt, WaitingSince: w.WaitingSince, Prefer: w.Agent})
 		}
 	}()
 }

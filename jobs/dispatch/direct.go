@@ -156,7 +156,11 @@ func (d *Dispatcher) Direct(st Start) {
 			d.logger.DebugContext(ctx, "direct dispatch failed; River takes the attempt", "job_id", st.L.JobID, "err", err)
 			hctx, cancel := context.WithTimeout(p.ctx, 10*time.Second) // the dispatch's own may be spent
 			defer cancel()
-			d.HandOver(hctx, st.L.JobID, run.Attempt, run.WaitingSince)
+			q := domain.QueuedAttempt{Attempt: run.Attempt, WaitingSince: run.WaitingSince, Agent: run.Prefer}
+			if !run.WaitingSince.IsZero() { // a waiter: it keeps its place
+				q.Capability, q.Rank = st.L.Capability, domain.WaitRank(st.L.Priority, run.WaitingSince)
+			}
+			d.HandOver(hctx, st.L.JobID, q)
 		}
 	}()
 }
@@ -186,20 +190,20 @@ func (d *Dispatcher) deliverRouted(ctx context.Context, run Run, st Start) error
 	return d.deliverAndRecord(ctx, run, l, st.Agent, st.Deadline, md)
 }
 
-// HandOver enqueues the attempt of job id in River's dispatch queue,
+// HandOver enqueues the attempt q of job id in River's dispatch queue,
 // unless it has started (or the job moved on): what a direct dispatch
 // could not do, River does, with its retries. Should this fail too, the
 // attempt's timer answers for it.
-func (d *Dispatcher) HandOver(ctx context.Context, id string, attempt int, waitingSince time.Time) {
+func (d *Dispatcher) HandOver(ctx context.Context, id string, q domain.QueuedAttempt) {
 	err := d.events.InTx(ctx, func(tx pgx.Tx) error {
 		l, err := d.jobs.Load(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		if !l.CanStart(attempt) {
+		if !l.CanStart(q.Attempt) {
 			return nil
 		}
-		return d.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: attempt, WaitingSince: waitingSince}})
+		return d.jobs.AppendTx(ctx, tx, l, domain.Effects{Queue: &q})
 	})
 	if err != nil {
 		d.logger.WarnContext(ctx, "hand a direct dispatch to River; its timer will", "job_id", id, "err", err)

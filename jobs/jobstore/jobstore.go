@@ -57,13 +57,22 @@ type Config struct {
 	// process that an agent changed (a pause, domain.Effects.Pause).
 	AgentsChannel string
 	// Woken, if set, is told of the waiting attempts that slots given back
-	// by a committed Commit woke (their timers due now, naming the agent):
-	// the process may dispatch them at once rather than wait for the
-	// deadline sweep (which the commit wakes too: whoever locks a timer
-	// first dispatches it).
-	Woken func(jobIDs []string)
+	// by a committed Commit woke, and must dispatch them: their timers are
+	// queued, due after LostAfter (should the process die first, the
+	// deadline sweep enqueues them in River). Unset, a commit wakes the
+	// deadline sweep instead (WakeWaiters).
+	Woken func([]Woken)
 	// Finished, if set, is told of every job a committed write ended.
 	Finished func(ctx context.Context, before, after domain.JobStatus)
+}
+
+// Woken is a waiting attempt that a slot given back woke: its job, its
+// attempt, when its wait began, and the agent whose slot it is.
+type Woken struct {
+	JobID        string
+	Attempt      int
+	WaitingSince time.Time
+	Agent        string
 }
 
 // EnqueueKind is what a River job inserted for a write does.

@@ -419,8 +419,12 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 	if err := s.admit(ctx, tx, ws, lanes); err != nil {
 		return nil, err
 	}
-	var woken []string
-	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted, &woken); err != nil {
+	var woken []Woken
+	wokenInto := &woken
+	if s.cfg.Woken == nil {
+		wokenInto = nil // the commit wakes the deadline sweep
+	}
+	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted, wokenInto); err != nil {
 		return culprit, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -440,7 +444,7 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 // one of its own, so a failure names its write). counted says the agents'
 // slots were counted already; a write refused one gets ErrNoSlot and is
 // left out, as is a write that failed before or has nothing to write.
-func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, counted bool, woken *[]string) (culprit *Write, err error) {
+func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, counted bool, woken *[]Woken) (culprit *Write, err error) {
 	if !counted {
 		b := &pgx.Batch{}
 		if queueSlotCount(b, ws) {
@@ -508,10 +512,10 @@ func lockTimers(ws []*Write) *eventstore.Statement {
 // appendAll sends, in one round trip, the lock of ws' timer rows (with
 // lock), their events and the statements of their effects. It answers the
 // write whose events were stale, if one's were.
-func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write, lock bool, woken *[]string) (*Write, error) {
+func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write, lock bool, woken *[]Woken) (*Write, error) {
 	var appends []eventstore.StreamAppend
 	var appenders []*Write // the write of each append
-	fx := effectRows{agentsChannel: s.cfg.AgentsChannel, woken: woken}
+	fx := effectRows{agentsChannel: s.cfg.AgentsChannel, woken: woken, lostAfter: s.cfg.LostAfter}
 	for _, w := range ws {
 		if len(w.Events) > 0 {
 			appends = append(appends, eventstore.StreamAppend{Stream: domain.JobStream(w.jobID()), Expected: w.L.Version, Events: w.Events})
@@ -711,8 +715,11 @@ type effectRows struct {
 	entered        []*Write // new jobs that join their ordering key's queue
 	notify         []string
 	agentsChannel  string
-	// woken collects the waiters the slots given back woke (nil: not kept).
-	woken *[]string
+	// woken collects the waiters the slots given back woke, for the
+	// committing process to dispatch (nil: the deadline sweep does).
+	woken *[]Woken
+	// lostAfter is how long a woken waiter's queued timer waits for that.
+	lostAfter time.Duration
 }
 
 // pauseRows are agents' pauses (PauseAgents' arrays).
@@ -736,13 +743,13 @@ func (r *effectRows) statements() []eventstore.Statement {
 			t.capabilities, t.ranks, t.lanes)
 	}
 	if len(r.release) > 0 { // after the timers: a waiter written here may take a slot given back here
-		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters)
 		woken := r.woken
+		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters, woken != nil, r.lostAfter)
 		out[len(out)-1].Rows = func(rows pgx.Rows) error { // the waiters it woke
-			var id string
-			_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+			var wk Woken
+			_, err := pgx.ForEachRow(rows, []any{&wk.JobID, &wk.Attempt, &wk.WaitingSince, &wk.Agent}, func() error {
 				if woken != nil {
-					*woken = append(*woken, id)
+					*woken = append(*woken, wk)
 				}
 				return nil
 			})

@@ -246,10 +246,12 @@ ON CONFLICT (job_id) DO UPDATE SET namespace = excluded.namespace, agent_id = ex
 -- handed at once to the most urgent attempt waiting for its agent (the
 -- lowest rank among the retry timers of its namespace naming one of its
 -- capabilities, due or not; FOR UPDATE SKIP LOCKED: never waits on
--- another transaction): that timer comes due now, naming the agent whose
--- slot it is (its dispatch tries that agent first), and $2 is notified
--- with $3 on commit, to wake the deadline sweep that dispatches it. It
--- answers the woken jobs: the committing process may dispatch them first.
+-- another transaction). With $4 the committing process dispatches the
+-- woken itself: their timers become queued, due after $5 (should it die
+-- first, the deadline sweep enqueues them), naming the agent whose slot it
+-- is. Without, they come due now, naming the agent, and $2 is notified with
+-- $3 on commit, to wake the deadline sweep that dispatches them. It
+-- answers the woken attempts.
 WITH freed AS (
     DELETE FROM agent_slots WHERE job_id = ANY($1::uuid[]) RETURNING namespace, agent_id
 ), per_agent AS (
@@ -265,11 +267,15 @@ WITH freed AS (
         FOR UPDATE OF t SKIP LOCKED
     ) w
 ), woken AS (
-    UPDATE job_timers t SET due_at = now(), agent_id = picked.agent_id FROM picked WHERE t.job_id = picked.job_id RETURNING t.job_id
+    UPDATE job_timers t SET agent_id = picked.agent_id,
+        phase = CASE WHEN $4::bool THEN 'queued' ELSE t.phase END,
+        due_at = CASE WHEN $4::bool THEN now() + $5::interval ELSE now() END
+    FROM picked WHERE t.job_id = picked.job_id
+    RETURNING t.job_id, t.attempt, coalesce(t.waiting_since, now()) AS waiting_since, t.agent_id
 ), notified AS (
-    SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken LIMIT 1) AS any_woken
+    SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken WHERE NOT $4::bool LIMIT 1) AS any_woken
 )
-SELECT w.job_id::text FROM woken w, (SELECT count(*) FROM notified) AS n;
+SELECT w.job_id::text, w.attempt, w.waiting_since, w.agent_id FROM woken w, (SELECT count(*) FROM notified) AS n;
 
 -- name: PauseAgents
 -- Pauses agents ($1[i] namespace, $2[i] agent) until $3[i] (a later pause

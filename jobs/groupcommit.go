@@ -210,7 +210,7 @@ func sameKey(first, it *batchItem) (domain.SubmitResult, error) {
 // alone (w.Err).
 func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *jobstore.Write, it *batchItem, patterns approvalPatterns,
 	order orderCount) {
-	w.Events, w.Effects, w.Slot, it.direct = nil, domain.Effects{}, nil, dispatch.Start{}
+	w.Events, w.Effects, w.Slot, w.WaitsAtSubmit, it.direct = nil, domain.Effects{}, nil, false, dispatch.Start{}
 	sub := it.sub // a try of its own: the checks fill in its root
 	plain := sub.IdempotencyKey == "" && sub.ParentJobID == ""
 	if !plain {
@@ -244,6 +244,19 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 		plain = false
 	}
 	step := domain.PlanSubmit(res.Status, plain, sub.Priority, ahead)
+	var l *jobstore.Loaded // the fold of a job that may be routed now
+	if step == domain.SubmitDirect || step == domain.SubmitQueue {
+		var err error
+		if l, err = submittedFold(sub.JobID, w.Events, at); err != nil {
+			w.Err = err
+			return
+		}
+		if t := s.dispatcher.WaitAtSubmit(l); t != nil {
+			w.Effects.Timer, w.WaitsAtSubmit = t, true
+			w.Err = w.Decide()
+			return
+		}
+	}
 	switch {
 	case step == domain.SubmitOrdered:
 		w.Effects.Timer = domain.OrderedTimer(s.now())
@@ -251,7 +264,7 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseApproval, Due: s.now().Add(s.cfg.ApprovalTimeout)}
 	case step == domain.SubmitDirect && (it.reserved || s.dispatcher.Reserve()):
 		it.reserved = true
-		if err := s.directStart(w, it, at); err != nil {
+		if err := s.directStart(w, it, l, at); err != nil {
 			w.Err = err
 			return
 		}
@@ -285,25 +298,20 @@ func (s *Service) checkSubmit(ctx context.Context, tx pgx.Tx, sub *domain.Submit
 	return nil, sp.Commit(ctx)
 }
 
-// directStart readies the submission of w for its direct dispatcher, as
-// of its transaction's time at: the fold its dispatcher starts from and,
-// routed at once when it can be (dispatch.Dispatcher.RouteAtSubmit), its ROUTED in the same
+// directStart readies the submission of w, whose fold is l, for its
+// direct dispatcher, as of its transaction's time at: routed at once when
+// it can be (dispatch.Dispatcher.RouteAtSubmit), its ROUTED in the same
 // append as its SUBMITTED, with the routed timer and the agent's slot. One
 // that cannot be waits on the queued timer, naming no River job, for its
 // dispatcher to route it.
-func (s *Service) directStart(w *jobstore.Write, it *batchItem, at time.Time) error {
-	id := it.sub.JobID
-	l, err := submittedFold(id, w.Events, at)
-	if err != nil {
-		return err
-	}
+func (s *Service) directStart(w *jobstore.Write, it *batchItem, l *jobstore.Loaded, at time.Time) error {
 	it.direct = dispatch.Start{L: l}
 	routed, agent, deadline := s.dispatcher.RouteAtSubmit(l)
 	if agent == nil {
 		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter)}
 		return nil
 	}
-	if err := l.ApplyNew(domain.JobStream(id), routed, at); err != nil {
+	if err := l.ApplyNew(domain.JobStream(it.sub.JobID), routed, at); err != nil {
 		return err
 	}
 	w.Events = append(w.Events, routed)

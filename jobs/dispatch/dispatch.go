@@ -192,6 +192,20 @@ func (d *Dispatcher) StillBusy(l *jobstore.Loaded, attempt int, waitingSince tim
 	return t.Due, true
 }
 
+// WaitAtSubmit is the timer of the first attempt of l, being submitted,
+// when every agent that could take it is at capacity in the registry's
+// snapshot: it waits for a slot from its submit on, woken when one is
+// given back, with no dispatch to find that out (nil: some agent may take
+// it). The snapshot may be a moment old; the submit's transaction checks
+// the exact count (jobstore.Write.WaitsAtSubmit).
+func (d *Dispatcher) WaitAtSubmit(l *jobstore.Loaded) *domain.Timer {
+	if !d.registry.Snapshot().Route(routeRequest(l)).AllAtCapacity {
+		return nil
+	}
+	t := domain.WaitTimer(&l.Job, 1, true, time.Time{}, d.cfg.Now().UTC(), d.capacityWait(l.Namespace), l.RouteWait(d.cfg.RouteWait))
+	return &t
+}
+
 // capacityWait is how long an attempt of namespace ns waits when every
 // candidate is at capacity: its routing policy's, or the service's.
 func (d *Dispatcher) capacityWait(ns string) time.Duration {

@@ -27,6 +27,7 @@ var (
 
 	qTakeAgentSlotsReplacing = queries.Must("TakeAgentSlotsReplacing")
 	qReleaseAgentSlots       = queries.Must("ReleaseAgentSlots")
+	qWakeNewWaitersIfFree    = queries.Must("WakeNewWaitersIfFree")
 	qClearJobTimers          = queries.Must("ClearJobTimers")
 	qSetJobTimers            = queries.Must("SetJobTimers")
 	qRecordAgentAttempts     = queries.Must("RecordAgentAttempts")
@@ -91,6 +92,12 @@ type Write struct {
 	// write commits: a job it ends gets the callback timer, the durable
 	// promise, but no River callback job.
 	CallbackNow bool
+	// WaitsAtSubmit says the write submits a job whose first attempt
+	// waits for a slot at once (its timer), every agent that could take it
+	// looking full in the registry's snapshot: should one have a slot free
+	// after all by the exact count, the commit wakes it as a slot given
+	// back would (WakeNewWaitersIfFree).
+	WaitsAtSubmit bool
 
 	// After is the fold after Events (Decide).
 	After domain.Job
@@ -658,6 +665,9 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 	}
 	if fx.Timer != nil {
 		r.timers.setOf(&w.After, *fx.Timer)
+		if w.WaitsAtSubmit {
+			r.waits = append(r.waits, id)
+		}
 	}
 	if smp := fx.Sample; smp != nil && smp.AgentID != "" {
 		r.samples.add(w.After.Namespace, smp.AgentID, smp.At, smp.OK)
@@ -711,6 +721,7 @@ type effectRows struct {
 	samples        sampleRows
 	lanes          laneRows
 	pauses         pauseRows
+	waits          []string // jobs whose first attempt waits at submit (Write.WaitsAtSubmit)
 	ended          []string // jobs with an ordering key that ended
 	entered        []*Write // new jobs that join their ordering key's queue
 	notify         []string
@@ -720,6 +731,18 @@ type effectRows struct {
 	woken *[]Woken
 	// lostAfter is how long a woken waiter's queued timer waits for that.
 	lostAfter time.Duration
+}
+
+// readWoken reads the waiters a statement woke into r.woken (when kept).
+func (r *effectRows) readWoken(rows pgx.Rows) error {
+	var wk Woken
+	_, err := pgx.ForEachRow(rows, []any{&wk.JobID, &wk.Attempt, &wk.WaitingSince, &wk.Agent}, func() error {
+		if r.woken != nil {
+			*r.woken = append(*r.woken, wk)
+		}
+		return nil
+	})
+	return err
 }
 
 // pauseRows are agents' pauses (PauseAgents' arrays).
@@ -743,18 +766,12 @@ func (r *effectRows) statements() []eventstore.Statement {
 			t.capabilities, t.ranks, t.lanes)
 	}
 	if len(r.release) > 0 { // after the timers: a waiter written here may take a slot given back here
-		woken := r.woken
-		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters, woken != nil, r.lostAfter)
-		out[len(out)-1].Rows = func(rows pgx.Rows) error { // the waiters it woke
-			var wk Woken
-			_, err := pgx.ForEachRow(rows, []any{&wk.JobID, &wk.Attempt, &wk.WaitingSince, &wk.Agent}, func() error {
-				if woken != nil {
-					*woken = append(*woken, wk)
-				}
-				return nil
-			})
-			return err
-		}
+		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters, r.woken != nil, r.lostAfter)
+		out[len(out)-1].Rows = r.readWoken
+	}
+	if len(r.waits) > 0 { // after the slots given back: they went to the waiters before
+		add(qWakeNewWaitersIfFree, eventstore.UUIDs(r.waits), InboxChannel, WakeWaiters, r.woken != nil, r.lostAfter)
+		out[len(out)-1].Rows = r.readWoken
 	}
 	if len(r.entered) > 0 { // in the order they came (the keys' locks are the submits')
 		ws := slices.SortedStableFunc(slices.Values(r.entered), func(a, b *Write) int { return cmp.Compare(a.arrival, b.arrival) })

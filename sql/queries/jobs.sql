@@ -277,6 +277,44 @@ WITH freed AS (
 )
 SELECT w.job_id::text, w.attempt, w.waiting_since, w.agent_id FROM woken w, (SELECT count(*) FROM notified) AS n;
 
+-- name: WakeNewWaitersIfFree
+-- The waits for a slot that submits of this transaction ($1) began because
+-- every agent that could take them looked full in the registry's
+-- snapshot, though one has a slot free by the exact count (the slots held,
+-- and those handed to woken waiters): as many of them as it has free, the
+-- most urgent first, are woken as ReleaseAgentSlots wakes (with $4
+-- queued, due after $5; without, due now, notifying $2 with $3), and
+-- answered.
+WITH waits AS (
+    SELECT t.job_id, t.namespace, t.capability, t.rank_at FROM job_timers t
+    WHERE t.job_id = ANY($1::uuid[]) AND t.phase = 'retry' AND t.capability IS NOT NULL
+), free AS (
+    SELECT a.namespace, a.agent_id, a.capabilities, a.max_concurrent
+        - (SELECT count(*) FROM agent_slots s WHERE s.namespace = a.namespace AND s.agent_id = a.agent_id)
+        - (SELECT count(*) FROM job_timers o WHERE o.namespace = a.namespace AND o.agent_id = a.agent_id
+              AND o.capability IS NOT NULL AND (o.phase = 'queued' OR (o.phase = 'retry' AND o.due_at <= now()))) AS n
+    FROM agents a
+    WHERE a.max_concurrent > 0 AND a.state IN ('HEALTHY', 'SUSPECT') AND (a.paused_until IS NULL OR a.paused_until <= now())
+        AND EXISTS (SELECT 1 FROM waits w WHERE w.namespace = a.namespace AND w.capability = ANY(a.capabilities))
+), picked AS (
+    SELECT w.job_id, f.agent_id, f.n,
+        row_number() OVER (PARTITION BY f.namespace, f.agent_id ORDER BY w.rank_at, w.job_id) AS nth
+    FROM waits w CROSS JOIN LATERAL (
+        SELECT f.namespace, f.agent_id, f.n FROM free f
+        WHERE f.namespace = w.namespace AND w.capability = ANY(f.capabilities) AND f.n > 0
+        ORDER BY f.n DESC, f.agent_id LIMIT 1
+    ) f
+), woken AS (
+    UPDATE job_timers t SET agent_id = p.agent_id,
+        phase = CASE WHEN $4::bool THEN 'queued' ELSE t.phase END,
+        due_at = CASE WHEN $4::bool THEN now() + $5::interval ELSE now() END
+    FROM picked p WHERE t.job_id = p.job_id AND p.nth <= p.n
+    RETURNING t.job_id, t.attempt, coalesce(t.waiting_since, now()) AS waiting_since, t.agent_id
+), notified AS (
+    SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken WHERE NOT $4::bool LIMIT 1) AS any_woken
+)
+SELECT w.job_id::text, w.attempt, w.waiting_since, w.agent_id FROM woken w, (SELECT count(*) FROM notified) AS n;
+
 -- name: PauseAgents
 -- Pauses agents ($1[i] namespace, $2[i] agent) until $3[i] (a later pause
 -- wins), and tells every process's registry snapshot on $4 at commit.

@@ -3,6 +3,7 @@ package jobstore
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/pgtest"
 )
 
 // agentRow registers agent id of namespace default offering caps, as the
@@ -128,4 +131,81 @@ func TestSlotGoesToTheMostUrgentWaiter(t *testing.T) {
 	endAttempt(t, s, normal)
 	require.True(t, dueNow(t, s, low.JobID))
 	require.False(t, dueNow(t, s, other.JobID), "no slot of its agent came back")
+}
+
+// TestWaitAtSubmitTakesAFreeSlot: a submit whose job waits for a slot
+// from its transaction on (the snapshot said every agent was full) is
+// woken in that transaction when its agent has a slot free after all, the
+// most urgent first and no more than the slots free; a slot held, or
+// handed to a waiter already, wakes no one. The committing process is told
+// of the woken (Config.Woken), whose timers are queued and name the agent.
+func TestWaitAtSubmitTakesAFreeSlot(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var woken []Woken
+	pool := pgtest.NewPool(t)
+	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10 * time.Second, CallbackGrace: 45 * time.Second,
+		Woken: func(ws []Woken) { mu.Lock(); woken = append(woken, ws...); mu.Unlock() }})
+	ctx := context.Background()
+	agentRow(t, s, "one-slot", "doc:parse")
+	submitWaiting := func(p domain.Priority) []*Write {
+		var ws []*Write
+		for range 2 {
+			sub := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`), Priority: p}
+			require.NoError(t, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes))
+			sub.JobID = uuid.Must(uuid.NewV7()).String()
+			evs, _ := domain.SubmitEvents(sub, false, time.Now(), time.Hour, domain.Metadata{Actor: "test"})
+			w := &Write{L: &Loaded{Job: domain.Job{Submitted: sub}}, Events: evs, WaitsAtSubmit: true}
+			tm := domain.WaitTimer(&w.L.Job, 1, true, time.Time{}, time.Now().UTC(), time.Hour, time.Hour) // looks again in an hour
+			w.Effects.Timer = &tm
+			w.L.Job = domain.Job{Submitted: domain.Submitted{JobID: sub.JobID}}
+			require.NoError(t, w.Decide())
+			ws = append(ws, w)
+		}
+		s.Commit(ctx, ws, nil)
+		for _, w := range ws {
+			require.NoError(t, w.Err)
+		}
+		return ws
+	}
+	phase := func(id string) (p string, agent *string) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT phase, agent_id FROM job_timers WHERE job_id = $1`, id).Scan(&p, &agent))
+		return p, agent
+	}
+	takeWoken := func() []Woken {
+		mu.Lock()
+		defer mu.Unlock()
+		out := woken
+		woken = nil
+		return out
+	}
+
+	// The slot is free: of two low jobs, the older is woken, the other waits.
+	low := submitWaiting(domain.PriorityLow)
+	got := takeWoken()
+	require.Len(t, got, 1, "one slot free, one waiter woken")
+	require.Equal(t, low[0].jobID(), got[0].JobID)
+	require.Equal(t, "one-slot", got[0].Agent)
+	require.Equal(t, 1, got[0].Attempt)
+	p, agent := phase(low[0].jobID())
+	require.Equal(t, "queued", p, "the committing process dispatches it; should it die, the sweep does")
+	require.Equal(t, "one-slot", *agent)
+	p, agent = phase(low[1].jobID())
+	require.Equal(t, "retry", p)
+	require.True(t, agent == nil || *agent == "", "it names no agent")
+
+	// The slot is the woken job's: high jobs submitted now wait.
+	high := submitWaiting(domain.PriorityHigh)
+	require.Empty(t, takeWoken(), "a slot handed to a waiter is not free")
+	holder, err := s.Load(ctx, nil, low[0].jobID())
+	require.NoError(t, err)
+	require.NoError(t, takeSlot(s, holder, "one-slot", domain.WaitRank(domain.PriorityLow, time.Now().Add(-time.Minute))))
+	submitWaiting(domain.PriorityNormal)
+	require.Empty(t, takeWoken(), "a slot held is not free")
+
+	// Its attempt ends: the slot goes to the most urgent waiter, a high job.
+	endAttempt(t, s, holder)
+	got = takeWoken()
+	require.Len(t, got, 1)
+	require.Equal(t, high[0].jobID(), got[0].JobID)
 }

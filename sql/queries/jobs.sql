@@ -294,7 +294,7 @@ WITH waits AS (
         - (SELECT count(*) FROM job_timers o WHERE o.namespace = a.namespace AND o.agent_id = a.agent_id
               AND o.capability IS NOT NULL AND (o.phase = 'queued' OR (o.phase = 'retry' AND o.due_at <= now()))) AS n
     FROM agents a
-    WHERE a.max_concurrent > 0 AND a.state IN ('HEALTHY', 'SUSPECT') AND (a.paused_until IS NULL OR a.paused_until <= now())
+    WHERE a.max_concurrent > 0 AND a.state NOT IN ('PROBING', 'DOWN', 'DRAINING', 'OFFLINE') AND (a.paused_until IS NULL OR a.paused_until <= now())
         AND EXISTS (SELECT 1 FROM waits w WHERE w.namespace = a.namespace AND w.capability = ANY(a.capabilities))
 ), picked AS (
     SELECT w.job_id, f.agent_id, f.n,

@@ -191,6 +191,13 @@ func (a *App) poolConfig() (*pgxpool.Config, error) {
 	if a.cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(a.cfg.MaxConns)
 	}
+	// The service's statements are short and run often: PostgreSQL's JIT
+	// compiler, which a large table's estimates switch on, spends hundreds
+	// of milliseconds compiling what runs in a few. A URL that sets jit
+	// keeps its own.
+	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
+		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	return pcfg, nil
 }
 

@@ -3,6 +3,7 @@ package jobstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,7 +49,8 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}
-	rows, err := s.pool.Query(ctx, qListJobs, f.Namespace, string(f.Status), f.Capability, f.AgentID, f.Before, f.Limit)
+	sql, args := listQuery(f)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -58,4 +60,40 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 			&x.Priority, &x.BizCode, &x.Error, &x.TraceID, &x.SubmittedAt, &x.UpdatedAt, &x.FinishedAt)
 		return x, err
 	})
+}
+
+// listQuery is ListJobs with the conditions of f's filters (only those
+// given: a condition that may be empty would keep the planner from the
+// index) and the page's order and size, and its arguments.
+func listQuery(f ListFilter) (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Namespace != "" {
+		add("namespace = $%d", f.Namespace)
+	}
+	if f.Status != "" {
+		add("status = $%d", string(f.Status))
+	}
+	if f.Capability != "" {
+		add("capability = $%d", f.Capability)
+	}
+	if f.AgentID != "" {
+		add("agent_id = $%d", f.AgentID)
+	}
+	if f.Before != "" {
+		add("jobs.job_id < $%d::uuid", f.Before)
+	}
+	var b strings.Builder
+	b.WriteString(qListJobs)
+	for i, c := range conds {
+		b.WriteString(map[bool]string{true: " WHERE ", false: " AND "}[i == 0])
+		b.WriteString(c)
+	}
+	args = append(args, f.Limit)
+	fmt.Fprintf(&b, " ORDER BY jobs.job_id DESC LIMIT $%d", len(args))
+	return b.String(), args
 }

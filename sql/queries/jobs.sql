@@ -19,14 +19,16 @@ ON CONFLICT (root_job_id) DO UPDATE SET descendants = job_roots.descendants + 1
 RETURNING descendants;
 
 -- name: ListJobs
--- A page of the jobs read model, newest first; an empty filter matches every job.
+-- A page of the jobs read model, newest first. jobstore.List appends the
+-- conditions of the filters given, then ORDER BY jobs.job_id DESC and the
+-- limit: each combination is a statement of its own, whose plan walks the
+-- index that leads with its columns (jobs_namespace_job_idx,
+-- jobs_status_idx, jobs_capability_idx, jobs_agent_idx, or the primary key)
+-- from the cursor, and stops at the page's end.
 SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
        max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
        submitted_at, updated_at, finished_at
 FROM jobs
-WHERE ($1 = '' OR namespace = $1) AND ($2 = '' OR status = $2) AND ($3 = '' OR capability = $3)
-  AND ($4 = '' OR agent_id = $4) AND ($5 = '' OR job_id < $5::uuid)
-ORDER BY job_id DESC LIMIT $6;
 
 -- name: EnsureCallbackSecret
 -- A namespace's callback secret ($2 if it had none yet) and, during a rotation's overlap, the previous one.

@@ -176,8 +176,8 @@ const (
 )
 
 // PlanSubmit decides where a submission goes first, given the status
-// SubmitEvents gave it, whether it is plain (no Idempotency-Key, no
-// parent, no ordering_key, nothing written beside it) and how many jobs of
+// SubmitEvents gave it, whether it is plain (no parent, no ordering_key,
+// nothing written beside it) and how many jobs of
 // its ordering_key are ahead of it: approval first; then a job behind
 // others of its key waits for them; a plain one that is not low may start
 // directly; low work waits in its own lane.

@@ -96,3 +96,31 @@ func TestSubmittedFold(t *testing.T) {
 	require.Equal(t, len(loaded.Records), len(fold.Records))
 	require.Equal(t, loaded.Records[0].Type, fold.Records[0].Type)
 }
+
+// TestKeyedSubmitTakesTheDirectRoad: a submit with an Idempotency-Key is
+// dispatched directly like any other (no River job), and its repeat
+// answers the same job without writing one.
+func TestKeyedSubmitTakesTheDirectRoad(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.StartGroupCommit(ctx, time.Millisecond, 1)
+	s.dispatcher.StartDirect(ctx, 4)
+	submit := func() domain.SubmitResult {
+		res, err := s.Submit(ctx, domain.Submitted{Capability: "none.yet", Payload: json.RawMessage(`{"n":1}`), IdempotencyKey: "k1"},
+			domain.Metadata{Actor: "test", TraceID: "t"})
+		require.NoError(t, err)
+		return res
+	}
+	first := submit()
+	require.False(t, first.Existing)
+	var river, keys int
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, DispatchArgs{}.Kind()).Scan(&river))
+	require.Zero(t, river, "no River job: a direct dispatcher took it")
+	again := submit()
+	require.True(t, again.Existing)
+	require.Equal(t, first.JobID, again.JobID)
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE job_id = $1`, first.JobID).Scan(&keys))
+	require.Equal(t, 1, keys)
+}

@@ -20,9 +20,12 @@ import (
 // unit of work (write.go) that creates its job's stream, decided in the
 // transaction (prepareSubmits): its events, and its first attempt queued
 // in River, routed at once for a direct dispatcher (direct.go), or held
-// for approval. A submit with an Idempotency-Key or a parent first claims
-// its key and counts against its root in a savepoint of its own, so that
-// a conflict of one does not fail the others; should the transaction fail
+// for approval. The Idempotency-Keys of a transaction's submits are
+// locked and read with its BEGIN (queueKeyLocks): a key an earlier submit
+// holds answers that submit's job (or a conflict), and a new job claims its
+// key in its own write, so a submit refused later claims nothing. A submit
+// with a parent counts against its root in a savepoint of its own, so that
+// a full root does not fail the others; should the transaction fail
 // on one member's data all the same, the unit of work leaves that member
 // out and commits the others. Without group commit a submit is a batch
 // of one.
@@ -143,9 +146,14 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 		nsList = append(nsList, ns)
 	}
 	var patterns approvalPatterns
+	held := map[[2]string]keyHolder{}
 	s.jobs.Commit(ctx, ws, &jobstore.Prelude{
 		Lanes: lanes,
-		Begin: func(b *pgx.Batch) { queueApprovalPatterns(b, nsList, &patterns) },
+		Begin: func(b *pgx.Batch) {
+			clear(held)
+			queueKeyLocks(b, batch, held)
+			queueApprovalPatterns(b, nsList, &patterns)
+		},
 		Prepare: func(ctx context.Context, tx pgx.Tx, at time.Time, ws []*jobstore.Write) error {
 			if err := lockOrderingKeys(ctx, tx, batch); err != nil {
 				return err
@@ -158,11 +166,11 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 				if first := keys[k]; first != nil && k[1] != "" {
 					// A retry of a submit in the same transaction: its job's
 					// events are not written yet, so it is answered here.
-					w.Events, w.Effects, w.Slot = nil, domain.Effects{}, nil
+					w.Events, w.Effects, w.Slot, w.Key = nil, domain.Effects{}, nil, nil
 					it.res, w.Err = sameKey(first, it)
 					continue
 				}
-				s.prepareSubmit(ctx, tx, at, w, it, patterns, order)
+				s.prepareSubmit(ctx, tx, at, w, it, submitContext{patterns: patterns, order: order, held: held})
 				if w.Err == nil && !it.res.Existing && k[1] != "" {
 					keys[k] = it
 				}
@@ -192,7 +200,7 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 }
 
 // sameKey answers a submit it whose Idempotency-Key the submit first
-// claimed in the same transaction, as claimKey would once first committed.
+// claimed in the same transaction, as heldKey would once first committed.
 func sameKey(first, it *batchItem) (domain.SubmitResult, error) {
 	if string(requestHash(first.sub)) != string(requestHash(it.sub)) {
 		return domain.SubmitResult{}, fmt.Errorf("Idempotency-Key %q was used for another request (job %s): %w",
@@ -208,19 +216,21 @@ func sameKey(first, it *batchItem) (domain.SubmitResult, error) {
 // dispatcher routes it at once) and their effects. A submission whose
 // Idempotency-Key names an earlier job writes nothing; one refused fails
 // alone (w.Err).
-func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *jobstore.Write, it *batchItem, patterns approvalPatterns,
-	order orderCount) {
-	w.Events, w.Effects, w.Slot, w.WaitsAtSubmit, it.direct = nil, domain.Effects{}, nil, false, dispatch.Start{}
+func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *jobstore.Write, it *batchItem, sc submitContext) {
+	w.Events, w.Effects, w.Slot, w.Key, w.WaitsAtSubmit, it.direct = nil, domain.Effects{}, nil, nil, false, dispatch.Start{}
 	sub := it.sub // a try of its own: the checks fill in its root
-	plain := sub.IdempotencyKey == "" && sub.ParentJobID == ""
-	if !plain {
-		existing, err := s.checkSubmit(ctx, tx, &sub)
-		if err != nil {
-			w.Err = err
-			return
+	if sub.IdempotencyKey != "" {
+		hash := requestHash(sub)
+		if h, ok := sc.held[[2]string{sub.Namespace, sub.IdempotencyKey}]; ok {
+			it.res, w.Err = s.heldKey(ctx, tx, sub, h, hash)
+			return // nothing to write: an earlier submit created the job
 		}
-		if existing != nil {
-			it.res = *existing
+		w.Key = &jobstore.KeyClaim{Key: sub.IdempotencyKey, Hash: hash}
+	}
+	plain := sub.ParentJobID == ""
+	if !plain {
+		if err := s.checkSubmit(ctx, tx, &sub); err != nil {
+			w.Err = err
 			return
 		}
 	}
@@ -231,10 +241,10 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 			w.Err = fmt.Errorf("ordering key: %w", err)
 			return
 		}
-		ahead += order.before(sub) // the submits of the key before it in this transaction
+		ahead += sc.order.before(sub) // the submits of the key before it in this transaction
 		w.Effects.EnterOrder = true
 	}
-	evs, res := s.submittedEvents(sub, it.md, patterns)
+	evs, res := s.submittedEvents(sub, it.md, sc.patterns)
 	it.res, w.Events = res, evs
 	if it.with != nil {
 		if err := it.with(ctx, tx, sub.JobID); err != nil {
@@ -274,28 +284,27 @@ func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w 
 	w.Err = w.Decide()
 }
 
-// checkSubmit claims sub's Idempotency-Key and counts sub against its
-// root's fan-out, in a savepoint of tx, so a reused key or a full root
-// fails this submission alone. It answers the job an earlier submit with
-// the same key created, if one did.
-func (s *Service) checkSubmit(ctx context.Context, tx pgx.Tx, sub *domain.Submitted) (*domain.SubmitResult, error) {
+// checkSubmit counts sub against its root's fan-out, in a savepoint of
+// tx, so a full root fails this submission alone.
+func (s *Service) checkSubmit(ctx context.Context, tx pgx.Tx, sub *domain.Submitted) error {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = sp.Rollback(ctx) }() // after Commit, a no-op
-	if sub.IdempotencyKey != "" {
-		existing, err := s.claimKey(ctx, sp, *sub, requestHash(*sub))
-		if err != nil || existing != nil {
-			return existing, err
-		}
+	if err := s.countDescendant(ctx, sp, sub); err != nil {
+		return err
 	}
-	if sub.ParentJobID != "" {
-		if err := s.countDescendant(ctx, sp, sub); err != nil {
-			return nil, err
-		}
-	}
-	return nil, sp.Commit(ctx)
+	return sp.Commit(ctx)
+}
+
+// submitContext is what the submits of one transaction share: the
+// approval patterns of their namespaces, the jobs each ordering key
+// gained, and the Idempotency-Keys earlier submits hold.
+type submitContext struct {
+	patterns approvalPatterns
+	order    orderCount
+	held     map[[2]string]keyHolder
 }
 
 // directStart readies the submission of w, whose fold is l, for its

@@ -35,8 +35,8 @@ import (
 )
 
 var (
-	qClaimIdempotencyKey = queries.Must("ClaimIdempotencyKey")
-	qIdempotencyKeyJob   = queries.Must("IdempotencyKeyJob")
+	qLockIdempotencyKeys = queries.Must("LockIdempotencyKeys")
+	qIdempotencyKeysHeld = queries.Must("IdempotencyKeysHeld")
 	qCountRootDescendant = queries.Must("CountRootDescendant")
 	qLockOrderingKeys    = queries.Must("LockOrderingKeys")
 	qOrderQueueLength    = queries.Must("OrderQueueLength")
@@ -354,30 +354,50 @@ func requestHash(sub domain.Submitted) []byte {
 	return h[:]
 }
 
-// claimKey records the idempotency key for this submit, or returns the job
-// an earlier submit with the same key created (ErrConflict if its request
-// differs). A concurrent submit with the same key waits on the key's row.
-func (s *Service) claimKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted, hash []byte) (*domain.SubmitResult, error) {
-	tag, err := tx.Exec(ctx, qClaimIdempotencyKey, sub.Namespace, sub.IdempotencyKey, sub.JobID, hash)
+// heldKey answers a submit sub (its request's hash) whose
+// Idempotency-Key an earlier submit holds (h): the job that one created,
+// or ErrConflict if it asked for something else.
+func (s *Service) heldKey(ctx context.Context, tx pgx.Tx, sub domain.Submitted, h keyHolder, hash []byte) (domain.SubmitResult, error) {
+	if string(h.hash) != string(hash) {
+		return domain.SubmitResult{}, fmt.Errorf("Idempotency-Key %q was used for another request (job %s): %w", sub.IdempotencyKey, h.jobID, ErrConflict)
+	}
+	l, err := s.Load(ctx, tx, h.jobID)
 	if err != nil {
-		return nil, fmt.Errorf("idempotency key: %w", err)
+		return domain.SubmitResult{}, err
 	}
-	if tag.RowsAffected() == 1 {
-		return nil, nil
+	return domain.SubmitResult{JobID: h.jobID, TraceID: l.TraceID, Status: l.Status, Existing: true}, nil
+}
+
+// keyHolder is the job an earlier submit with an Idempotency-Key
+// created, and the hash of its request.
+type keyHolder struct {
+	jobID string
+	hash  []byte
+}
+
+// queueKeyLocks queues on b the locks of the Idempotency-Keys of batch
+// (LockIdempotencyKeys) and the read of those earlier submits hold, into
+// held.
+func queueKeyLocks(b *pgx.Batch, batch []*batchItem, held map[[2]string]keyHolder) {
+	var nss, keys []string
+	for _, it := range batch {
+		if it.sub.IdempotencyKey != "" {
+			nss, keys = append(nss, it.sub.Namespace), append(keys, it.sub.IdempotencyKey)
+		}
 	}
-	var jobID string
-	var prev []byte
-	if err := tx.QueryRow(ctx, qIdempotencyKeyJob, sub.Namespace, sub.IdempotencyKey).Scan(&jobID, &prev); err != nil {
-		return nil, fmt.Errorf("idempotency key: %w", err)
+	if len(keys) == 0 {
+		return
 	}
-	if string(prev) != string(hash) {
-		return nil, fmt.Errorf("Idempotency-Key %q was used for another request (job %s): %w", sub.IdempotencyKey, jobID, ErrConflict)
-	}
-	l, err := s.Load(ctx, tx, jobID)
-	if err != nil {
-		return nil, err
-	}
-	return &domain.SubmitResult{JobID: jobID, TraceID: l.TraceID, Status: l.Status, Existing: true}, nil
+	b.Queue(qLockIdempotencyKeys, nss, keys)
+	b.Queue(qIdempotencyKeysHeld, nss, keys).Query(func(rows pgx.Rows) error {
+		var k [2]string
+		var h keyHolder
+		_, err := pgx.ForEachRow(rows, []any{&k[0], &k[1], &h.jobID, &h.hash}, func() error {
+			held[k] = h
+			return nil
+		})
+		return err
+	})
 }
 
 // countDescendant finds the job's root through its parent and counts the

@@ -517,6 +517,24 @@ func TestBackpressure(t *testing.T) {
 	// queue: the key's next job, later, starts at once.
 	code, out := call(t, http.MethodPost, base+"/v1/jobs", "", `{"capability":"t.served","payload":{},"ordering_key":"k"}`)
 	require.Equal(t, http.StatusTooManyRequests, code, out)
+	// A refused submit claims no Idempotency-Key: its retry, once there is
+	// room, creates the job.
+	keyedSubmit := func() (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/jobs",
+			strings.NewReader(`{"capability":"t.nobody","payload":{},"max_attempts":5,"backoff_base_ms":600000}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "refused-then-retried")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var r struct {
+			JobID string `json:"job_id"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&r)
+		return resp.StatusCode, r.JobID
+	}
+	code, _ = keyedSubmit()
+	require.Equal(t, http.StatusTooManyRequests, code)
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/jobs", strings.NewReader(`{"capability":"t.nobody","payload":{}}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -571,7 +589,12 @@ func TestBackpressure(t *testing.T) {
 	// A job that leaves makes room at once, before any sweep counts again.
 	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+waiting[0]+"/cancel", "", "")
 	require.Equal(t, http.StatusOK, code, out)
-	waiting[0] = submitOK(t, base, `{"capability":"t.nobody","payload":{},"max_attempts":5,"backoff_base_ms":600000}`)
+	code, waiting[0] = keyedSubmit()
+	require.Equal(t, http.StatusAccepted, code, "the key a refused submit named is free")
+	require.Equal(t, "SUBMITTED", getJob(t, base, waiting[0]).Status)
+	again, id := keyedSubmit()
+	require.Equal(t, http.StatusAccepted, again)
+	require.Equal(t, waiting[0], id, "and now holds the job it created")
 	for _, id := range waiting {
 		code, out := call(t, http.MethodPost, base+"/v1/jobs/"+id+"/cancel", "", "")
 		require.Equal(t, http.StatusOK, code, out)

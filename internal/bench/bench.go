@@ -370,7 +370,7 @@ func (r *run) endToEnd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rate, ids, err := benchEndToEnd(ctx, r.base, r.receiver.URL, "bench.echo", r.o.jobs, &r.acked)
+	rate, ids, err := benchEndToEnd(ctx, r.base, r.receiver.URL, "bench.echo", r.o.jobs, false, &r.acked)
 	if perr := stopProfiles(); err == nil {
 		err = perr
 	}
@@ -393,7 +393,24 @@ func (r *run) endToEnd(ctx context.Context) error {
 		"%.2f ms of CPU in this process (service, agents, load generator) and %.2f ms in PostgreSQL's backends",
 		rate, float64(after-commits)/float64(r.o.jobs), perJob(self), perJob(db))
 	r.bars = append(r.bars, chartBar{label: "end to end, push agents", value: rate})
-	return r.addEndToEnd(ctx, "end-to-end jobs/s, 4 push agents (submit → delivered → SUCCESS → callback acknowledged)", "", rate, ids)
+	if err := r.addEndToEnd(ctx, "end-to-end jobs/s, 4 push agents (submit → delivered → SUCCESS → callback acknowledged)", "", rate, ids); err != nil {
+		return err
+	}
+	return r.endToEndKeyed(ctx, rate)
+}
+
+// endToEndKeyed measures end to end again with an Idempotency-Key on
+// every submit, against plain, the rate just measured.
+func (r *run) endToEndKeyed(ctx context.Context, plain float64) error {
+	r.progress("end to end, %d jobs with callbacks, each submit with an Idempotency-Key …", r.o.jobs)
+	r.acked.Store(0)
+	rate, _, err := benchEndToEnd(ctx, r.base, r.receiver.URL, "bench.echo", r.o.jobs, true, &r.acked)
+	if err != nil {
+		return err
+	}
+	r.res.add("end-to-end jobs/s, each submit with an Idempotency-Key", fmt.Sprintf("%.0f", rate),
+		fmt.Sprintf("plain %.0f jobs/s", plain), fmt.Sprintf("%.2f × plain", rate/plain))
+	return nil
 }
 
 // openLoop offers jobs at a constant rate (--rate, or half the measured
@@ -442,7 +459,7 @@ func (r *run) endToEndPull(ctx context.Context) error {
 		return fmt.Errorf("pull agents: %w", causeOf(pctx, err))
 	}
 	r.acked.Store(0)
-	rate, ids, err := benchEndToEnd(pctx, r.base, r.receiver.URL, pullCapability, r.o.jobs, &r.acked)
+	rate, ids, err := benchEndToEnd(pctx, r.base, r.receiver.URL, pullCapability, r.o.jobs, false, &r.acked)
 	if err != nil {
 		return causeOf(pctx, err)
 	}

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -241,7 +242,7 @@ func submitUntil(ctx context.Context, client *http.Client, u string, end time.Ti
 // benchEndToEnd submits n jobs of capability with callbacks from 32
 // clients and returns jobs/s from the first submit to the last
 // acknowledged callback, and the jobs' ids.
-func benchEndToEnd(ctx context.Context, base, callback, capability string, n int, acked *atomic.Int64) (float64, []string, error) {
+func benchEndToEnd(ctx context.Context, base, callback, capability string, n int, keyed bool, acked *atomic.Int64) (float64, []string, error) {
 	const clients = 32
 	client, done := newClient(clients)
 	defer done()
@@ -251,10 +252,15 @@ func benchEndToEnd(ctx context.Context, base, callback, capability string, n int
 	var firstErr atomic.Value
 	start := time.Now()
 	body := jobBody(capability, callback)
+	run := uuid.NewString() // the keys of this run's submits, when keyed
 	for range clients {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				id, err := submitJob(ctx, client, base, body)
+				key := ""
+				if keyed {
+					key = fmt.Sprintf("%s-%d", run, i)
+				}
+				id, err := submitKeyed(ctx, client, base, body, key)
 				if err != nil {
 					firstErr.Store(err)
 					return
@@ -339,9 +345,17 @@ func jobBody(capability, callback string) string {
 // submitJob POSTs a job to base and returns its id; any answer but 202 is
 // an error.
 func submitJob(ctx context.Context, client *http.Client, base, body string) (string, error) {
+	return submitKeyed(ctx, client, base, body, "")
+}
+
+// submitKeyed is submitJob with an Idempotency-Key (none when empty).
+func submitKeyed(ctx context.Context, client *http.Client, base, body, key string) (string, error) {
 	req, err := harness.NewRequest(ctx, http.MethodPost, base+"/v1/jobs", body)
 	if err != nil {
 		return "", err
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -212,19 +212,23 @@ func TestEndToEndPushAndPull(t *testing.T) {
 	require.NoError(t, r.endToEndPull(t.Context()))
 	t.Logf("%s", r.res.markdown(""))
 
-	require.Len(t, r.res.rows, 5)
+	require.Len(t, r.res.rows, 6)
 	open := fmt.Sprintf("submit → delivered at an open-loop load of %.0f jobs/s, half the end-to-end peak (p50 / p95 / p99 ms)", r.peak/2)
 	for i, want := range []string{
 		"end-to-end jobs/s, 4 push agents (submit → delivered → SUCCESS → callback acknowledged)",
+		"end-to-end jobs/s, each submit with an Idempotency-Key",
 		open,
 		"end-to-end jobs/s, 4 pull agents (submit → claimed → SUCCESS → callback acknowledged)",
 		"submit → claimed under that load (p50 / p95 / p99 ms)",
 	} {
 		require.Equal(t, want, r.res.rows[i].metric)
 	}
-	require.Regexp(t, `^submit → claimed at an open-loop load of \d+ jobs/s, half the pull peak \(p50 / p95 / p99 ms\)$`, r.res.rows[4].metric)
+	require.Regexp(t, `^submit → claimed at an open-loop load of \d+ jobs/s, half the pull peak \(p50 / p95 / p99 ms\)$`, r.res.rows[5].metric)
+	keyed := r.res.rows[1]
+	require.Equal(t, "plain "+r.res.rows[0].ours+" jobs/s", keyed.baseline, "keyed submits beside plain ones")
+	require.Regexp(t, `^\d+\.\d\d × plain$`, keyed.ratio)
 	offered := max(int(r.peak/2), 1) // jobs in the open loop's second
-	for _, i := range []int{0, 2} {
+	for _, i := range []int{0, 3} {
 		rate, err := strconv.ParseFloat(r.res.rows[i].ours, 64)
 		require.NoError(t, err)
 		require.Positive(t, rate, r.res.rows[i].metric)
@@ -234,7 +238,7 @@ func TestEndToEndPushAndPull(t *testing.T) {
 		require.NoError(t, err, r.res.rows[i].ratio)
 		require.InDelta(t, rate/1000, ratio, 0.006, "the ratio, of the unrounded rate")
 	}
-	for _, i := range []int{1, 3, 4} {
+	for _, i := range []int{2, 4, 5} {
 		var p50, p95, p99 float64
 		_, err := fmt.Sscanf(r.res.rows[i].ours, "%f / %f / %f", &p50, &p95, &p99)
 		require.NoError(t, err, r.res.rows[i].ours)
@@ -262,7 +266,7 @@ func TestEndToEndPushAndPull(t *testing.T) {
 		}
 		return nil
 	}))
-	require.Len(t, delivered["bench.echo"], 60+offered)
+	require.Len(t, delivered["bench.echo"], 2*60+offered) // plain, keyed, then the open loop
 	pullOffered := len(delivered[pullCapability]) - 60 // the pull open loop's jobs
 	require.Positive(t, pullOffered)
 	for _, a := range delivered["bench.echo"] {

@@ -28,6 +28,7 @@ var (
 	qTakeAgentSlotsReplacing = queries.Must("TakeAgentSlotsReplacing")
 	qReleaseAgentSlots       = queries.Must("ReleaseAgentSlots")
 	qWakeNewWaitersIfFree    = queries.Must("WakeNewWaitersIfFree")
+	qClaimIdempotencyKeys    = queries.Must("ClaimIdempotencyKeys")
 	qClearJobTimers          = queries.Must("ClearJobTimers")
 	qSetJobTimers            = queries.Must("SetJobTimers")
 	qRecordAgentAttempts     = queries.Must("RecordAgentAttempts")
@@ -98,6 +99,10 @@ type Write struct {
 	// after all by the exact count, the commit wakes it as a slot given
 	// back would (WakeNewWaitersIfFree).
 	WaitsAtSubmit bool
+	// Key, when set, is the Idempotency-Key the write's new job claims in
+	// the write's own statements: a write left out claims nothing. Its
+	// lock is the caller's to hold (LockIdempotencyKeys).
+	Key *KeyClaim
 
 	// After is the fold after Events (Decide).
 	After domain.Job
@@ -114,6 +119,13 @@ type Write struct {
 	// admitted: the write's new job was counted into its lane's depth
 	// under the lane's lock (admit).
 	admitted bool
+}
+
+// KeyClaim is an Idempotency-Key a new job claims, with the hash of the
+// request that submitted it.
+type KeyClaim struct {
+	Key  string
+	Hash []byte
 }
 
 // Slot is the slot an attempt takes of its agent before it starts; with
@@ -696,6 +708,10 @@ func (s *Store) addEffects(r *effectRows, w *Write) {
 		r.pauses.namespaces, r.pauses.agentIDs = append(r.pauses.namespaces, w.After.Namespace), append(r.pauses.agentIDs, p.AgentID)
 		r.pauses.until = append(r.pauses.until, p.Until)
 	}
+	if k := w.Key; k != nil {
+		r.keys.namespaces, r.keys.keys = append(r.keys.namespaces, w.After.Namespace), append(r.keys.keys, k.Key)
+		r.keys.jobIDs, r.keys.hashes = append(r.keys.jobIDs, id), append(r.keys.hashes, k.Hash)
+	}
 	if fx.EnterOrder && w.After.OrderingKey != "" {
 		r.entered = append(r.entered, w)
 	}
@@ -722,6 +738,7 @@ type effectRows struct {
 	lanes          laneRows
 	pauses         pauseRows
 	waits          []string // jobs whose first attempt waits at submit (Write.WaitsAtSubmit)
+	keys           keyRows
 	ended          []string // jobs with an ordering key that ended
 	entered        []*Write // new jobs that join their ordering key's queue
 	notify         []string
@@ -743,6 +760,13 @@ func (r *effectRows) readWoken(rows pgx.Rows) error {
 		return nil
 	})
 	return err
+}
+
+// keyRows are the Idempotency-Keys new jobs claim (ClaimIdempotencyKeys'
+// arrays).
+type keyRows struct {
+	namespaces, keys, jobIDs []string
+	hashes                   [][]byte
 }
 
 // pauseRows are agents' pauses (PauseAgents' arrays).
@@ -768,6 +792,9 @@ func (r *effectRows) statements() []eventstore.Statement {
 	if len(r.release) > 0 { // after the timers: a waiter written here may take a slot given back here
 		add(qReleaseAgentSlots, eventstore.UUIDs(r.release), InboxChannel, WakeWaiters, r.woken != nil, r.lostAfter)
 		out[len(out)-1].Rows = r.readWoken
+	}
+	if k := &r.keys; len(k.keys) > 0 {
+		add(qClaimIdempotencyKeys, k.namespaces, k.keys, eventstore.UUIDs(k.jobIDs), k.hashes)
 	}
 	if len(r.waits) > 0 { // after the slots given back: they went to the waiters before
 		add(qWakeNewWaitersIfFree, eventstore.UUIDs(r.waits), InboxChannel, WakeWaiters, r.woken != nil, r.lostAfter)

@@ -3,14 +3,29 @@
 -- eventstore's; River's own rows are read through River's client, but for
 -- RiverQueueDepths.
 
--- name: ClaimIdempotencyKey
--- Records a submit's Idempotency-Key; no row affected means an earlier submit holds it.
-INSERT INTO idempotency_keys (namespace, key, job_id, request_hash)
-VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING;
+-- name: LockIdempotencyKeys
+-- Takes the advisory locks of the Idempotency-Keys of a transaction's
+-- submits ($1[i] namespace, $2[i] key), in one order: a submit claims its
+-- key under the lock, so no two submits claim one, and the transaction
+-- that holds it claims the key in its commit only if its job is written.
+SELECT pg_advisory_xact_lock(h) FROM (
+    SELECT DISTINCT hashtextextended(n || '/' || k, 2) AS h FROM unnest($1::text[], $2::text[]) AS u(n, k)
+) AS keys ORDER BY h;
 
--- name: IdempotencyKeyJob
--- The job an earlier submit with the key created, and the hash of its request.
-SELECT job_id::text, request_hash FROM idempotency_keys WHERE namespace = $1 AND key = $2;
+-- name: IdempotencyKeysHeld
+-- The keys among ($1[i] namespace, $2[i] key) that earlier submits hold,
+-- with the job each created and the hash of its request.
+SELECT i.namespace, i.key, i.job_id::text, i.request_hash
+FROM unnest($1::text[], $2::text[]) AS u(namespace, key)
+JOIN idempotency_keys i ON i.namespace = u.namespace AND i.key = u.key;
+
+-- name: ClaimIdempotencyKeys
+-- Records the Idempotency-Keys of a transaction's new jobs ($1[i]
+-- namespace, $2[i] key, $3[i] job, $4[i] hash of the request), their
+-- locks held (LockIdempotencyKeys).
+INSERT INTO idempotency_keys (namespace, key, job_id, request_hash)
+SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bytea[])
+ON CONFLICT DO NOTHING;
 
 -- name: CountRootDescendant
 -- Counts one more descendant against a root job and returns how many it has.

@@ -267,7 +267,7 @@ func TestEndToEndPushAndPull(t *testing.T) {
 		return nil
 	}))
 	require.Len(t, delivered["bench.echo"], 2*60+offered) // plain, keyed, then the open loop
-	pullOffered := len(delivered[pullCapability]) - 60 // the pull open loop's jobs
+	pullOffered := len(delivered[pullCapability]) - 60    // the pull open loop's jobs
 	require.Positive(t, pullOffered)
 	for _, a := range delivered["bench.echo"] {
 		require.Regexp(t, `^bench-[0-3]$`, a)

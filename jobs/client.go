@@ -39,6 +39,14 @@ func DefaultQueues() map[string]int {
 	}
 }
 
+// How long River keeps its finished rows: completed an hour, cancelled a
+// day, discarded (a work item that failed for good) a week.
+const (
+	RiverCompletedRetention = time.Hour
+	RiverCancelledRetention = 24 * time.Hour
+	RiverDiscardedRetention = 7 * 24 * time.Hour
+)
+
 // NewClient returns a River client on pool running workers. Start it once
 // the schema is migrated.
 func NewClient(pool *pgxpool.Pool, logger *slog.Logger, workers *river.Workers, cfg ClientConfig) (*river.Client[pgx.Tx], error) {
@@ -63,6 +71,12 @@ func NewClient(pool *pgxpool.Pool, logger *slog.Logger, workers *river.Workers, 
 		// insert, and poll often when a notification is missed.
 		FetchCooldown:     2 * time.Millisecond,
 		FetchPollInterval: 200 * time.Millisecond,
+		// River's rows are work items, not history: the event log is the
+		// audit trail. A finished one is kept long enough to look at in
+		// River UI, then River's cleaner deletes it.
+		CompletedJobRetentionPeriod: RiverCompletedRetention,
+		CancelledJobRetentionPeriod: RiverCancelledRetention,
+		DiscardedJobRetentionPeriod: RiverDiscardedRetention,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

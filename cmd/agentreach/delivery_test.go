@@ -201,7 +201,11 @@ func waitJob(t *testing.T, base, id string, done func(jobJSON) bool, within time
 		if done(j) {
 			return j
 		}
-		require.True(t, time.Now().Before(deadline), "job %s still %s after %s: %v", id, j.Status, within, types(jobEvents(t, base, id)))
+		if !time.Now().Before(deadline) {
+			evs := jobEvents(t, base, id)
+			require.Fail(t, "job not done in time", "job %s still %s after %s: %v; its last event: %s", id, j.Status, within, types(evs),
+				evs[len(evs)-1].Data)
+		}
 		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
 	}
 }

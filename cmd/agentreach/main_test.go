@@ -309,3 +309,21 @@ func TestVersionAndUsage(t *testing.T) {
 	require.Contains(t, err.Error(), `unknown command "frobnicate"`) // main prints it after the usage
 	require.Contains(t, out.String(), "Usage:")
 }
+
+// TestPoolSessionsRunWithoutJIT: the service's sessions run with jit off
+// (its short statements would pay hundreds of milliseconds of JIT
+// compilation once a table is large), and a URL that sets jit keeps its
+// own; the pool's size follows the flag.
+func TestPoolSessionsRunWithoutJIT(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{
+		"postgres://u@127.0.0.1:5432/db":        "off",
+		"postgres://u@127.0.0.1:5432/db?jit=on": "on",
+	} {
+		a := &App{cfg: Config{DatabaseURL: url, MaxConns: 7}}
+		pcfg, err := a.poolConfig()
+		require.NoError(t, err)
+		require.Equal(t, want, pcfg.ConnConfig.RuntimeParams["jit"], url)
+		require.EqualValues(t, 7, pcfg.MaxConns)
+	}
+}

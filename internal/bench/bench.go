@@ -80,6 +80,9 @@ type options struct {
 	// satFor is how long the saturated fleet is offered more work than
 	// it can take.
 	satFor time.Duration
+	// grow, when set, is how many jobs the growth fills the database to
+	// (and the run measures nothing else).
+	grow int
 }
 
 // phaseNames are the measurements --only may name, in the order they run.
@@ -115,8 +118,12 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 0, "the open loop's offered load in jobs/s (default: half the measured end-to-end peak)")
 	fs.DurationVar(&o.openFor, "open-for", 10*time.Second, "how long the open loop offers its load")
 	fs.DurationVar(&o.satFor, "sat-for", 20*time.Second, "how long the saturated fleet is offered 1.5 times the work it can take")
+	fs.IntVar(&o.grow, "grow", 0, "instead of the measurements above, grow the database to this many jobs through the normal write path, measuring at a hundredth, a tenth and all of it: bytes a job by table, list and view reads, fill rate")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, err
+	}
+	if o.grow < 0 || o.grow > 0 && o.only != "" {
+		return o, fmt.Errorf("--grow takes a positive number of jobs and runs alone, without --only: %w", cli.ErrUsage)
 	}
 	for _, p := range strings.Split(o.only, ",") {
 		if p = strings.TrimSpace(p); p != "" && !slices.Contains(phaseNames, p) {
@@ -143,6 +150,7 @@ type run struct {
 	peak                  float64 // end-to-end jobs/s through push agents
 	res                   result
 	bars                  []chartBar
+	growth                []growStep
 }
 
 // Main runs `agentreach bench` with args; serve starts the service it
@@ -165,6 +173,9 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	defer dropBench()
 	r := &run{env: env, o: o}
 	defer r.close()
+	if o.grow > 0 {
+		return r.growOnly(ctx, serve, benchDSN)
+	}
 	// The baselines first, on a quiet machine.
 	if err := r.baselines(ctx, db.DSN, benchDSN, "agentreach_pgbench_"+suffix); err != nil {
 		return err
@@ -191,6 +202,27 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 		r.progress("the service stopped with: %v", err)
 	}
 	return r.report()
+}
+
+// growOnly is a run of the growth alone (--grow): the service on the
+// bench database, filled and measured step by step, and its table.
+func (r *run) growOnly(ctx context.Context, serve Serve, dsn string) error {
+	if err := r.start(ctx, serve, dsn); err != nil {
+		return err
+	}
+	if err := r.grow(ctx); err != nil {
+		return err
+	}
+	if err := r.svc.Stop(); err != nil && !errors.Is(err, context.Canceled) {
+		r.progress("the service stopped with: %v", err)
+	}
+	table := fmt.Sprintf("Grown %s on %s (%d cores, %s), PostgreSQL on the same host.\n\n%s",
+		time.Now().UTC().Format("2006-01-02"), hostDescription(), runtime.NumCPU(), runtime.Version(), growthTable(r.growth))
+	fmt.Fprint(r.env.Stdout, table)
+	if r.o.out != "" {
+		return os.WriteFile(r.o.out, []byte(table), 0o644)
+	}
+	return nil
 }
 
 // settle readies the database for the next measurement, so that none

@@ -37,6 +37,7 @@ import (
 var (
 	qBenchCommits           = queries.Must("BenchCommits")
 	qBenchProjectionsBehind = queries.Must("BenchProjectionsBehind")
+	qBenchTableSizes        = queries.Must("BenchTableSizes")
 )
 
 // result is the bench's table: a row per measure.

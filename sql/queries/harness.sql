@@ -49,3 +49,10 @@ SELECT pid FROM pg_stat_activity WHERE datname = current_database();
 SELECT EXISTS (SELECT 1 FROM projection_checkpoints c
     WHERE EXISTS (SELECT 1 FROM (SELECT 1 FROM events e WHERE (e.tx_id, e.position) > (c.tx_id, c.position)
                                  ORDER BY e.tx_id, e.position LIMIT 1) AS next));
+
+-- name: BenchTableSizes
+-- Each table of the current schema with its size on disk, indexes and
+-- TOAST included, for the bench's growth (bytes a job by table).
+SELECT c.relname::text, pg_total_relation_size(c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'm') AND n.nspname = current_schema();

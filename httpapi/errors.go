@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -193,7 +194,9 @@ func databaseUnavailable(err error) bool {
 	var pgErr *pgconn.PgError
 	var opErr *net.OpError
 	switch {
-	case errors.As(err, &connErr), errors.As(err, &opErr):
+	case errors.As(err, &connErr), errors.As(err, &opErr), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.ErrUnexpectedEOF):
+		// The connection died before COMMIT (one lost during COMMIT is
+		// asked about: jobstore's commitOutcome): nothing was written.
 		return true
 	case errors.As(err, &pgErr):
 		// 08: connection exception; 57P01-03: shutdown, crash, cannot

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql"
 )
@@ -51,6 +53,10 @@ func TestErrorKinds(t *testing.T) {
 		{wrap(sql.ErrNotMigrated), 503, CodeUnavailable, a2a.ErrInternalError},
 		{wrap(&pgconn.PgError{Code: "57P01"}), 503, CodeUnavailable, a2a.ErrInternalError},
 		{wrap(&pgconn.PgError{Code: "22P05"}), 500, CodeInternal, a2a.ErrInternalError},
+		{wrap(pgconn.ErrConnClosed), 503, CodeUnavailable, a2a.ErrInternalError},
+		{wrap(io.ErrUnexpectedEOF), 503, CodeUnavailable, a2a.ErrInternalError},
+		{wrap(jobstore.ErrCommitUnknown), 503, CodeUnavailable, a2a.ErrInternalError},
+		{wrap(jobstore.ErrAborted), 503, CodeUnavailable, a2a.ErrInternalError},
 		{errors.New("something else"), 500, CodeInternal, a2a.ErrInternalError},
 	} {
 		e := toAPIError(tc.err)

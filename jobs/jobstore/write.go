@@ -24,6 +24,7 @@ var (
 	qLockAgentSlots     = queries.Must("LockAgentSlots")
 	qLockJobTimers      = queries.Must("LockJobTimers")
 	qTransactionTime    = queries.Must("TransactionTime")
+	qCommitOutcome      = queries.Must("CommitOutcome")
 
 	qTakeAgentSlotsReplacing = queries.Must("TakeAgentSlotsReplacing")
 	qReleaseAgentSlots       = queries.Must("ReleaseAgentSlots")
@@ -365,7 +366,7 @@ func (s *Store) Commit(ctx context.Context, ws []*Write, pre *Prelude) {
 		case err == nil:
 			s.events.Committed()
 			return
-		case TransientTxError(err) && transient < 3:
+		case (TransientTxError(err) || errors.Is(err, ErrAborted)) && transient < 3:
 			transient++
 		case culprit == nil && !alone && len(pending) > 1 && statementError(err):
 			alone = true // a statement of several writes failed: find whose
@@ -382,6 +383,50 @@ func (s *Store) Commit(ctx context.Context, ws []*Write, pre *Prelude) {
 		}
 	}
 }
+
+// commitOutcome answers for a COMMIT of transaction xid that failed with
+// err: nil if it committed all the same, err if PostgreSQL refused it (it
+// did not), ErrAborted if the connection died before it did, and
+// ErrCommitUnknown if that cannot be found out within CommitOutcomeWait.
+// A connection that dies during COMMIT leaves the client not knowing
+// which; PostgreSQL keeps each transaction's fate, and any connection,
+// on this primary or the one that replaced it, can ask.
+func (s *Store) commitOutcome(ctx context.Context, xid string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) || xid == "" {
+		return err // the server answered: it did not commit
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CommitOutcomeWait)
+	defer cancel()
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var status *string
+		qerr := s.pool.QueryRow(ctx, qCommitOutcome, xid).Scan(&status)
+		switch {
+		case qerr == nil && status != nil && *status == "committed":
+			return nil
+		case qerr == nil && status != nil && *status == "aborted":
+			return ErrAborted
+		case errors.As(qerr, &pgErr) && pgErr.Code == "22023": // a transaction id in the future: this server never saw it
+			return ErrAborted
+		}
+		t := time.NewTimer(wait) // in progress, or the database out of reach: ask again
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ErrCommitUnknown
+		case <-t.C:
+		}
+	}
+}
+
+// CommitOutcomeWait bounds how long a write whose COMMIT lost its
+// connection waits to find out whether it committed.
+const CommitOutcomeWait = 30 * time.Second
+
+// ErrAborted says a transaction whose COMMIT lost its connection did not
+// commit: its writes may run again.
+var ErrAborted error = &domain.KindError{Kind: domain.ErrUnavailable, Code: "unavailable",
+	Message: "the transaction did not commit (its connection was lost during COMMIT): try again"}
 
 // statementError reports whether err is PostgreSQL refusing a statement
 // (not a lost connection, not a transaction it gave up on).
@@ -406,7 +451,8 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	var at time.Time
-	b.Queue(qTransactionTime).QueryRow(func(row pgx.Row) error { return row.Scan(&at) })
+	var xid string
+	b.Queue(qTransactionTime).QueryRow(func(row pgx.Row) error { return row.Scan(&at, &xid) })
 	counted := pre == nil || pre.Prepare == nil // the slots wanted are known before the transaction
 	if pre != nil && pre.Begin != nil {
 		pre.Begin(b)
@@ -447,7 +493,9 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 		return culprit, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, err
+		if err := s.commitOutcome(ctx, xid, err); err != nil {
+			return nil, err
+		}
 	}
 	if len(woken) > 0 && s.cfg.Woken != nil {
 		s.cfg.Woken(woken)

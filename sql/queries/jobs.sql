@@ -165,8 +165,16 @@ WHERE a.mode = 'pull' AND a.state IN ('DOWN', 'OFFLINE') AND t.phase = 'delivere
 LIMIT 500;
 
 -- name: TransactionTime
--- When the transaction began: what its events record as recorded_at.
-SELECT now();
+-- When the transaction began (what its events record as recorded_at), and
+-- its id: should the connection die during COMMIT, CommitOutcome asks
+-- whether it committed.
+SELECT now(), pg_current_xact_id()::text;
+
+-- name: CommitOutcome
+-- Whether transaction $1 committed: committed, aborted or in progress
+-- (NULL: too old to tell). On a server that never saw it (a standby
+-- promoted before it arrived) it fails: it did not commit there.
+SELECT pg_xact_status($1::text::xid8);
 
 -- name: LockLanes
 -- Takes the depth rows of the lanes ($1[i] namespace, $2[i] lane, sorted)

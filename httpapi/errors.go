@@ -195,8 +195,10 @@ func databaseUnavailable(err error) bool {
 	var opErr *net.OpError
 	switch {
 	case errors.As(err, &connErr), errors.As(err, &opErr), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.ErrUnexpectedEOF):
-		// The connection died before COMMIT (one lost during COMMIT is
-		// asked about: jobstore's commitOutcome): nothing was written.
+		// The connection died: the request may be tried again (a write of
+		// the unit of work whose COMMIT lost it asked what became of it,
+		// jobstore's commitOutcome; another write's may have committed,
+		// and each is safe to repeat).
 		return true
 	case errors.As(err, &pgErr):
 		// 08: connection exception; 57P01-03: shutdown, crash, cannot

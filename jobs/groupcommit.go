@@ -45,6 +45,9 @@ type batchItem struct {
 	// starts on direct once the transaction committed.
 	reserved bool
 	direct   dispatch.Start
+	// sameAs is the submit of the same transaction that claimed this one's
+	// Idempotency-Key first: this one's answer is its job, or its error.
+	sameAs *batchItem
 }
 
 type batchResult struct {
@@ -162,12 +165,14 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 			order := orderCount{}              // the submits of each ordering key it joins to its queue
 			for _, w := range ws {
 				it := of[w]
+				it.sameAs = nil
 				k := [2]string{it.sub.Namespace, it.sub.IdempotencyKey}
 				if first := keys[k]; first != nil && k[1] != "" {
 					// A retry of a submit in the same transaction: its job's
 					// events are not written yet, so it is answered here.
 					w.Events, w.Effects, w.Slot, w.Key = nil, domain.Effects{}, nil, nil
 					it.res, w.Err = sameKey(first, it)
+					it.sameAs = first
 					continue
 				}
 				s.prepareSubmit(ctx, tx, at, w, it, submitContext{patterns: patterns, order: order, held: held})
@@ -181,8 +186,15 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 			return nil
 		},
 	})
+	writeOf := make(map[*batchItem]*jobstore.Write, len(batch))
+	for i, it := range batch {
+		writeOf[it] = ws[i]
+	}
 	for i, it := range batch {
 		w := ws[i]
+		if it.sameAs != nil && w.Err == nil && writeOf[it.sameAs].Err != nil {
+			w.Err = writeOf[it.sameAs].Err // the job it was answered was not written (refused later)
+		}
 		if it.reserved {
 			if w.Err == nil && it.direct.L != nil {
 				s.dispatcher.Direct(it.direct)

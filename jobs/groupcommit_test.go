@@ -3,11 +3,17 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"testing"
 
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/registry"
 )
 
 // TestSubmitsShareATransaction: submits committed together each get their
@@ -63,4 +69,38 @@ func TestRepeatedKeyGoesToTheFirstToArrive(t *testing.T) {
 	got, first := <-early.done, <-late.done
 	require.NoError(t, first.err, "the first to arrive gets the job")
 	require.ErrorIs(t, got.err, ErrConflict, "the other request with the key")
+}
+
+// TestRepeatedKeyOfARefusedSubmit: a repeat of a submit's
+// Idempotency-Key in the same transaction gets that submit's answer: its
+// job when it is written, its refusal when backpressure refuses it (never
+// the id of a job that was not written).
+func TestRepeatedKeyOfARefusedSubmit(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := registry.New(pool, store, logger, registry.Config{})
+	s := NewService(pool, store, reg, logger, Config{PublicURL: "http://127.0.0.1:1",
+		Watermarks: domain.Watermarks{High: 1, Low: 1, Limit: 1}})
+	workers := river.NewWorkers()
+	s.AddWorkers(workers)
+	client, err := NewClient(pool, logger, workers, ClientConfig{TestOnly: true})
+	require.NoError(t, err)
+	s.SetClient(client)
+	ctx := context.Background()
+	sub := func(key string) *batchItem {
+		x := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`), IdempotencyKey: key}
+		require.NoError(t, s.prepare(ctx, &x))
+		return newBatchItem(ctx, x, domain.Metadata{Actor: "test"})
+	}
+	items := []*batchItem{sub(""), sub("k"), sub("k")}
+	s.commitSubmits(ctx, items)
+	got := []batchResult{<-items[0].done, <-items[1].done, <-items[2].done}
+	require.NoError(t, got[0].err, "the first fills the lane")
+	require.ErrorIs(t, got[1].err, ErrOverloaded)
+	require.ErrorIs(t, got[2].err, ErrOverloaded, "the repeat shares the refusal")
+	var keys int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&keys))
+	require.Zero(t, keys, "a refused submit claims no key")
 }

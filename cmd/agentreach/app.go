@@ -195,8 +195,13 @@ func (a *App) poolConfig() (*pgxpool.Config, error) {
 	// compiler, which a large table's estimates switch on, spends hundreds
 	// of milliseconds compiling what runs in a few. A URL that sets jit
 	// keeps its own.
+	// It is set once a connection is made, not as a startup parameter,
+	// which a pooler such as PgBouncer would refuse.
 	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
-		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+		pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET jit = off")
+			return err
+		}
 	}
 	return pcfg, nil
 }

@@ -203,8 +203,11 @@ func waitJob(t *testing.T, base, id string, done func(jobJSON) bool, within time
 		}
 		if !time.Now().Before(deadline) {
 			evs := jobEvents(t, base, id)
-			require.Fail(t, "job not done in time", "job %s still %s after %s: %v; its last event: %s", id, j.Status, within, types(evs),
-				evs[len(evs)-1].Data)
+			last := json.RawMessage("none")
+			if len(evs) > 0 {
+				last = evs[len(evs)-1].Data
+			}
+			require.Fail(t, "job not done in time", "job %s still %s after %s: %v; its last event: %s", id, j.Status, within, types(evs), last)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
 	}

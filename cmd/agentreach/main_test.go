@@ -316,14 +316,20 @@ func TestVersionAndUsage(t *testing.T) {
 // own; the pool's size follows the flag.
 func TestPoolSessionsRunWithoutJIT(t *testing.T) {
 	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
 	for url, want := range map[string]string{
-		"postgres://u@127.0.0.1:5432/db":        "off",
-		"postgres://u@127.0.0.1:5432/db?jit=on": "on",
+		dsn:             "off",
+		dsn + "&jit=on": "on",
 	} {
-		a := &App{cfg: Config{DatabaseURL: url, MaxConns: 7}}
+		a := &App{cfg: Config{DatabaseURL: url, MaxConns: 3}}
 		pcfg, err := a.poolConfig()
 		require.NoError(t, err)
-		require.Equal(t, want, pcfg.ConnConfig.RuntimeParams["jit"], url)
-		require.EqualValues(t, 7, pcfg.MaxConns)
+		require.EqualValues(t, 3, pcfg.MaxConns)
+		pool, err := pgxpool.NewWithConfig(t.Context(), pcfg)
+		require.NoError(t, err)
+		var jit string
+		require.NoError(t, pool.QueryRow(t.Context(), "SHOW jit").Scan(&jit))
+		pool.Close()
+		require.Equal(t, want, jit, url)
 	}
 }

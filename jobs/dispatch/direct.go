@@ -28,8 +28,8 @@ import (
 //
 // Everything else goes through River's dispatch queues, with their
 // priority lanes: a low job (its lane bounds it), a retry, a redispatch,
-// a job released from approval, a submit with an Idempotency-Key or a
-// parent, a submit while every direct dispatcher is busy, and a direct
+// a job released from approval, a submit with a parent or an
+// ordering_key, a submit while every direct dispatcher is busy, and a direct
 // dispatch that failed on the database (it hands its attempt to River, if
 // it has not started). The direct run and River's run the same Dispatch;
 // they differ only in who runs it.

@@ -12,7 +12,10 @@ import (
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
-var qListJobs = queries.Must("ListJobs")
+var (
+	qListJobs       = queries.Must("ListJobs")
+	qListNamespaces = queries.Must("ListNamespaces")
+)
 
 // ListFilter narrows List.
 type ListFilter struct {
@@ -49,7 +52,17 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 	if f.Limit <= 0 || f.Limit > 500 {
 		f.Limit = 50
 	}
-	sql, args := listQuery(f)
+	var namespaces []string
+	if f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "") {
+		rows, err := s.pool.Query(ctx, qListNamespaces)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		if namespaces, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+	}
+	sql, args := listQuery(f, namespaces)
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -64,13 +77,22 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 
 // listQuery is ListJobs with the conditions of f's filters (only those
 // given: a condition that may be empty would keep the planner from the
-// index) and the page's order and size, and its arguments.
-func listQuery(f ListFilter) (string, []any) {
+// index) and the page's order and size, and its arguments. Across
+// namespaces (no f.Namespace) a filter's index leads with the namespace:
+// each of namespaces (ListNamespaces) gets its own page, walking that
+// index, and the pages merge.
+func listQuery(f ListFilter, namespaces []string) (string, []any) {
 	var conds []string
 	var args []any
 	add := func(cond string, v any) {
 		args = append(args, v)
 		conds = append(conds, fmt.Sprintf(cond, len(args)))
+	}
+	across := f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "")
+	var b strings.Builder
+	if across {
+		args, conds = append(args, namespaces), append(conds, "namespace = n.namespace")
+		b.WriteString("SELECT j.* FROM unnest($1::text[]) AS n(namespace) CROSS JOIN LATERAL (")
 	}
 	if f.Namespace != "" {
 		add("namespace = $%d", f.Namespace)
@@ -87,7 +109,6 @@ func listQuery(f ListFilter) (string, []any) {
 	if f.Before != "" {
 		add("jobs.job_id < $%d::uuid", f.Before)
 	}
-	var b strings.Builder
 	b.WriteString(qListJobs)
 	for i, c := range conds {
 		b.WriteString(map[bool]string{true: " WHERE ", false: " AND "}[i == 0])
@@ -95,5 +116,8 @@ func listQuery(f ListFilter) (string, []any) {
 	}
 	args = append(args, f.Limit)
 	fmt.Fprintf(&b, " ORDER BY jobs.job_id DESC LIMIT $%d", len(args))
+	if across {
+		fmt.Fprintf(&b, `) AS j ORDER BY j.job_id COLLATE "C" DESC LIMIT $%d`, len(args))
+	}
 	return b.String(), args
 }

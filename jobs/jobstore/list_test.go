@@ -34,9 +34,12 @@ func TestListPlansWalkAnIndex(t *testing.T) {
 		{Namespace: "default", Status: domain.StatusSuccess, Before: cursor},
 		{Namespace: "default", Capability: "doc:parse", Before: cursor},
 		{Namespace: "default", AgentID: "a1", Before: cursor},
+		{Status: domain.StatusDeadLetter}, // across namespaces: a page of each, merged
+		{Capability: "doc:parse", Before: cursor},
+		{AgentID: "a1"},
 	} {
 		f.Limit = 50
-		sql, args := listQuery(f)
+		sql, args := listQuery(f, []string{"default", "team"})
 		var plan []string
 		err := s.events.InTx(ctx, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"); err != nil {
@@ -52,6 +55,42 @@ func TestListPlansWalkAnIndex(t *testing.T) {
 		require.NoError(t, err)
 		text := strings.Join(plan, "\n")
 		require.Contains(t, text, "Index Scan", "filter %+v:\n%s", f, text)
-		require.NotContains(t, text, "Sort", "filter %+v:\n%s", f, text)
+		require.NotContains(t, text, "Seq Scan", "filter %+v:\n%s", f, text)
+		sorts := 0 // across namespaces, the merge of their pages only
+		if f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "") {
+			sorts = 1
+		}
+		require.Equal(t, sorts, strings.Count(text, "Sort  ("), "filter %+v:\n%s", f, text)
 	}
+}
+
+// TestListAcrossNamespaces: a filtered list with no namespace merges each
+// namespace's page, newest first, and pages on with the cursor.
+func TestListAcrossNamespaces(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	var dead []string // newest first, as the list answers
+	for i, ns := range []string{"default", "team", "default", "team", "default"} {
+		id := uuid.Must(uuid.NewV7()).String()
+		status := domain.StatusSuccess
+		if i != 2 {
+			status = domain.StatusDeadLetter
+			dead = append([]string{id}, dead...)
+		}
+		_, err := s.pool.Exec(ctx, `INSERT INTO jobs (job_id, namespace, capability, status, attempts, max_attempts, priority, version,
+			submitted_at, updated_at) VALUES ($1, $2, 'doc:parse', $3, 1, 3, 'normal', 1, now(), now())`, id, ns, string(status))
+		require.NoError(t, err)
+	}
+	var got []string
+	cursor := ""
+	for range 3 {
+		page, err := s.List(ctx, ListFilter{Status: domain.StatusDeadLetter, Limit: 2, Before: cursor})
+		require.NoError(t, err)
+		for _, j := range page {
+			got = append(got, j.JobID)
+			cursor = j.JobID
+		}
+	}
+	require.Equal(t, dead, got, "every namespace's dead letters, newest first, page by page")
 }

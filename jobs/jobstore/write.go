@@ -25,6 +25,7 @@ var (
 	qLockJobTimers      = queries.Must("LockJobTimers")
 	qTransactionTime    = queries.Must("TransactionTime")
 	qCommitOutcome      = queries.Must("CommitOutcome")
+	qTxAppended         = queries.Must("TxAppended")
 
 	qTakeAgentSlotsReplacing = queries.Must("TakeAgentSlotsReplacing")
 	qReleaseAgentSlots       = queries.Must("ReleaseAgentSlots")
@@ -366,7 +367,7 @@ func (s *Store) Commit(ctx context.Context, ws []*Write, pre *Prelude) {
 		case err == nil:
 			s.events.Committed()
 			return
-		case (TransientTxError(err) || errors.Is(err, ErrAborted)) && transient < 3:
+		case (TransientTxError(err) || errors.Is(err, ErrAborted) || keyClaimedMeanwhile(err)) && transient < 3:
 			transient++
 		case culprit == nil && !alone && len(pending) > 1 && statementError(err):
 			alone = true // a statement of several writes failed: find whose
@@ -391,10 +392,10 @@ func (s *Store) Commit(ctx context.Context, ws []*Write, pre *Prelude) {
 // A connection that dies during COMMIT leaves the client not knowing
 // which; PostgreSQL keeps each transaction's fate, and any connection,
 // on this primary or the one that replaced it, can ask.
-func (s *Store) commitOutcome(ctx context.Context, xid string, err error) error {
+func (s *Store) commitOutcome(ctx context.Context, xid string, appended bool, err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) || xid == "" {
-		return err // the server answered: it did not commit
+	if errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "08") && !strings.HasPrefix(pgErr.Code, "57P") || xid == "" {
+		return err // the server refused it: it did not commit
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CommitOutcomeWait)
 	defer cancel()
@@ -403,7 +404,17 @@ func (s *Store) commitOutcome(ctx context.Context, xid string, err error) error 
 		qerr := s.pool.QueryRow(ctx, qCommitOutcome, xid).Scan(&status)
 		switch {
 		case qerr == nil && status != nil && *status == "committed":
-			return nil
+			// A standby promoted since may have given the id to another
+			// transaction: the log says whether this one's events are there.
+			if appended {
+				var there bool
+				if qerr = s.pool.QueryRow(ctx, qTxAppended, xid).Scan(&there); qerr == nil && !there {
+					return ErrAborted
+				}
+			}
+			if qerr == nil {
+				return nil
+			}
 		case qerr == nil && status != nil && *status == "aborted":
 			return ErrAborted
 		case errors.As(qerr, &pgErr) && pgErr.Code == "22023": // a transaction id in the future: this server never saw it
@@ -433,6 +444,14 @@ var ErrAborted error = &domain.KindError{Kind: domain.ErrUnavailable, Code: "una
 func statementError(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "40")
+}
+
+// keyClaimedMeanwhile reports whether err is an Idempotency-Key claimed
+// by another transaction since this one read the keys held (one that took
+// no lock: a release before this one): run again, it finds the key held.
+func keyClaimedMeanwhile(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "idempotency_keys_pkey"
 }
 
 // TransientTxError reports whether err is PostgreSQL giving up on a
@@ -493,7 +512,8 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 		return culprit, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		if err := s.commitOutcome(ctx, xid, err); err != nil {
+		appended := slices.ContainsFunc(ws, func(w *Write) bool { return w.Err == nil && len(w.Events) > 0 })
+		if err := s.commitOutcome(ctx, xid, appended, err); err != nil {
 			return nil, err
 		}
 	}

@@ -22,10 +22,11 @@ JOIN idempotency_keys i ON i.namespace = u.namespace AND i.key = u.key;
 -- name: ClaimIdempotencyKeys
 -- Records the Idempotency-Keys of a transaction's new jobs ($1[i]
 -- namespace, $2[i] key, $3[i] job, $4[i] hash of the request), their
--- locks held (LockIdempotencyKeys).
+-- locks held (LockIdempotencyKeys). A key claimed meanwhile by a process
+-- that takes no lock (a release before this one) fails the statement
+-- (idempotency_keys_pkey): the transaction runs again and finds it held.
 INSERT INTO idempotency_keys (namespace, key, job_id, request_hash)
-SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bytea[])
-ON CONFLICT DO NOTHING;
+SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::bytea[]);
 
 -- name: CountRootDescendant
 -- Counts one more descendant against a root job and returns how many it has.
@@ -44,6 +45,18 @@ SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), atte
        max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
        submitted_at, updated_at, finished_at
 FROM jobs
+
+-- name: ListNamespaces
+-- The namespaces that hold jobs, by a loose scan of jobs_namespace_job_idx
+-- (one probe a namespace, however many jobs), for a list across
+-- namespaces with a filter (jobstore.listQuery).
+WITH RECURSIVE namespaces AS (
+    (SELECT namespace FROM jobs ORDER BY namespace LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.namespace FROM jobs j WHERE j.namespace > n.namespace ORDER BY j.namespace LIMIT 1)
+    FROM namespaces n WHERE n.namespace IS NOT NULL
+)
+SELECT namespace FROM namespaces WHERE namespace IS NOT NULL;
 
 -- name: EnsureCallbackSecret
 -- A namespace's callback secret ($2 if it had none yet) and, during a rotation's overlap, the previous one.
@@ -176,6 +189,11 @@ SELECT now(), pg_current_xact_id()::text;
 -- promoted before it arrived) it fails: it did not commit there.
 SELECT pg_xact_status($1::text::xid8);
 
+-- name: TxAppended
+-- Whether transaction $1 appended events: what CommitOutcome said
+-- committed, checked in the log itself.
+SELECT EXISTS (SELECT 1 FROM events WHERE tx_id = $1::text::xid8);
+
 -- name: LockLanes
 -- Takes the depth rows of the lanes ($1[i] namespace, $2[i] lane, sorted)
 -- a submit adds jobs to, making those missing: no other submit to them
@@ -299,7 +317,7 @@ WITH freed AS (
 ), woken AS (
     UPDATE job_timers t SET agent_id = picked.agent_id,
         phase = CASE WHEN $4::bool THEN 'queued' ELSE t.phase END,
-        due_at = CASE WHEN $4::bool THEN now() + $5::interval ELSE now() END
+        due_at = CASE WHEN $4::bool THEN clock_timestamp() + $5::interval ELSE now() END
     FROM picked WHERE t.job_id = picked.job_id
     RETURNING t.job_id, t.attempt, coalesce(t.waiting_since, now()) AS waiting_since, t.agent_id
 ), notified AS (
@@ -337,7 +355,7 @@ WITH waits AS (
 ), woken AS (
     UPDATE job_timers t SET agent_id = p.agent_id,
         phase = CASE WHEN $4::bool THEN 'queued' ELSE t.phase END,
-        due_at = CASE WHEN $4::bool THEN now() + $5::interval ELSE now() END
+        due_at = CASE WHEN $4::bool THEN clock_timestamp() + $5::interval ELSE now() END
     FROM picked p WHERE t.job_id = p.job_id AND p.nth <= p.n
     RETURNING t.job_id, t.attempt, coalesce(t.waiting_since, now()) AS waiting_since, t.agent_id
 ), notified AS (

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/riverqueue/river"
@@ -103,4 +104,35 @@ func TestRepeatedKeyOfARefusedSubmit(t *testing.T) {
 	var keys int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&keys))
 	require.Zero(t, keys, "a refused submit claims no key")
+}
+
+// TestConcurrentSubmitsOfOneKey: submits with one Idempotency-Key in
+// concurrent transactions make one job: the key's lock orders them, and
+// every later one answers the first's job.
+func TestConcurrentSubmitsOfOneKey(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	ctx := context.Background()
+	const n = 8
+	items := make([]*batchItem, n)
+	for i := range items {
+		x := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{"same":true}`), IdempotencyKey: "one-key"}
+		require.NoError(t, s.prepare(ctx, &x))
+		items[i] = newBatchItem(ctx, x, domain.Metadata{Actor: "test"})
+	}
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Go(func() { s.commitSubmits(ctx, []*batchItem{it}) }) // a transaction each
+	}
+	wg.Wait()
+	jobs := map[string]int{}
+	for _, it := range items {
+		r := <-it.done
+		require.NoError(t, r.err)
+		jobs[r.res.JobID]++
+	}
+	require.Len(t, jobs, 1, "one job for the key")
+	var streams int
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(DISTINCT stream_id) FROM events WHERE type = 'SUBMITTED'`).Scan(&streams))
+	require.Equal(t, 1, streams)
 }

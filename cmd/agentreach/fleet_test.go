@@ -520,18 +520,10 @@ func TestBackpressure(t *testing.T) {
 	// A refused submit claims no Idempotency-Key: its retry, once there is
 	// room, creates the job.
 	keyedSubmit := func() (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, base+"/v1/jobs",
-			strings.NewReader(`{"capability":"t.nobody","payload":{},"max_attempts":5,"backoff_base_ms":600000}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", "refused-then-retried")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		var r struct {
-			JobID string `json:"job_id"`
-		}
-		_ = json.NewDecoder(resp.Body).Decode(&r)
-		return resp.StatusCode, r.JobID
+		code, out := submit(t, base, `{"capability":"t.nobody","payload":{},"max_attempts":5,"backoff_base_ms":600000}`,
+			"Idempotency-Key", "refused-then-retried")
+		id, _ := out["job_id"].(string)
+		return code, id
 	}
 	code, _ = keyedSubmit()
 	require.Equal(t, http.StatusTooManyRequests, code)

@@ -209,3 +209,51 @@ func TestWaitAtSubmitTakesAFreeSlot(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, high[0].jobID(), got[0].JobID)
 }
+
+// TestWaitAtSubmitDealsOutFreeSlots: the free slots of several agents are
+// dealt out to waiters begun at submit, one a slot: two agents with two
+// and one free take three of four waiters, the most urgent, and the
+// fourth waits.
+func TestWaitAtSubmitDealsOutFreeSlots(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var woken []Woken
+	pool := pgtest.NewPool(t)
+	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10 * time.Second, CallbackGrace: 45 * time.Second,
+		Woken: func(ws []Woken) { mu.Lock(); woken = append(woken, ws...); mu.Unlock() }})
+	ctx := context.Background()
+	agentRow(t, s, "two-slots", "doc:parse")
+	agentRow(t, s, "one-slot", "doc:parse", "doc:sum")
+	_, err := pool.Exec(ctx, `UPDATE agents SET max_concurrent = 2 WHERE agent_id = 'two-slots'`)
+	require.NoError(t, err)
+	var ws []*Write
+	since := time.Now().UTC().Add(-time.Minute)
+	for i := range 4 {
+		sub := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`), Priority: domain.PriorityNormal}
+		require.NoError(t, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes))
+		sub.JobID = uuid.Must(uuid.NewV7()).String()
+		evs, _ := domain.SubmitEvents(sub, false, time.Now(), time.Hour, domain.Metadata{Actor: "test"})
+		w := &Write{L: &Loaded{Job: domain.Job{Submitted: sub}}, Events: evs, WaitsAtSubmit: true}
+		tm := domain.WaitTimer(&w.L.Job, 1, true, since.Add(time.Duration(i)*time.Second), time.Now().UTC(), time.Hour, time.Hour)
+		w.Effects.Timer = &tm
+		w.L.Job = domain.Job{Submitted: domain.Submitted{JobID: sub.JobID}}
+		require.NoError(t, w.Decide())
+		ws = append(ws, w)
+	}
+	s.Commit(ctx, ws, nil)
+	for _, w := range ws {
+		require.NoError(t, w.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, woken, 3, "three slots free, three waiters woken")
+	got, agents := map[string]bool{}, map[string]int{}
+	for _, wk := range woken {
+		got[wk.JobID] = true
+		agents[wk.Agent]++
+	}
+	for _, w := range ws[:3] {
+		require.True(t, got[w.jobID()], "the most urgent are woken")
+	}
+	require.Equal(t, map[string]int{"two-slots": 2, "one-slot": 1}, agents, "each agent as many as it has free")
+}

@@ -328,11 +328,12 @@ SELECT w.job_id::text, w.attempt, w.waiting_since, w.agent_id FROM woken w, (SEL
 -- name: WakeNewWaitersIfFree
 -- The waits for a slot that submits of this transaction ($1) began because
 -- every agent that could take them looked full in the registry's
--- snapshot, though one has a slot free by the exact count (the slots held,
--- and those handed to woken waiters): as many of them as it has free, the
--- most urgent first, are woken as ReleaseAgentSlots wakes (with $4
--- queued, due after $5; without, due now, notifying $2 with $3), and
--- answered.
+-- snapshot, though some have slots free by the exact count (the slots
+-- held, and those handed to woken waiters): the free slots of the agents
+-- serving a capability are dealt out to its waiters, the most urgent
+-- first, an agent's first free slot before any agent's second, and those
+-- waiters are woken as ReleaseAgentSlots wakes (with $4 queued, due after
+-- $5; without, due now, notifying $2 with $3), and answered.
 WITH waits AS (
     SELECT t.job_id, t.namespace, t.capability, t.rank_at FROM job_timers t
     WHERE t.job_id = ANY($1::uuid[]) AND t.phase = 'retry' AND t.capability IS NOT NULL
@@ -344,19 +345,20 @@ WITH waits AS (
     FROM agents a
     WHERE a.max_concurrent > 0 AND a.state NOT IN ('PROBING', 'DOWN', 'DRAINING', 'OFFLINE') AND (a.paused_until IS NULL OR a.paused_until <= now())
         AND EXISTS (SELECT 1 FROM waits w WHERE w.namespace = a.namespace AND w.capability = ANY(a.capabilities))
+), offered AS (
+    SELECT f.namespace, c.capability, f.agent_id,
+        row_number() OVER (PARTITION BY f.namespace, c.capability ORDER BY g.i, f.agent_id) AS k
+    FROM free f CROSS JOIN LATERAL generate_series(1, f.n) AS g(i) CROSS JOIN LATERAL unnest(f.capabilities) AS c(capability)
+    WHERE EXISTS (SELECT 1 FROM waits w WHERE w.namespace = f.namespace AND w.capability = c.capability)
 ), picked AS (
-    SELECT w.job_id, f.agent_id, f.n,
-        row_number() OVER (PARTITION BY f.namespace, f.agent_id ORDER BY w.rank_at, w.job_id) AS nth
-    FROM waits w CROSS JOIN LATERAL (
-        SELECT f.namespace, f.agent_id, f.n FROM free f
-        WHERE f.namespace = w.namespace AND w.capability = ANY(f.capabilities) AND f.n > 0
-        ORDER BY f.n DESC, f.agent_id LIMIT 1
-    ) f
+    SELECT w.job_id, o.agent_id FROM (
+        SELECT w.*, row_number() OVER (PARTITION BY w.namespace, w.capability ORDER BY w.rank_at, w.job_id) AS k FROM waits w
+    ) w JOIN offered o ON o.namespace = w.namespace AND o.capability = w.capability AND o.k = w.k
 ), woken AS (
     UPDATE job_timers t SET agent_id = p.agent_id,
         phase = CASE WHEN $4::bool THEN 'queued' ELSE t.phase END,
         due_at = CASE WHEN $4::bool THEN clock_timestamp() + $5::interval ELSE now() END
-    FROM picked p WHERE t.job_id = p.job_id AND p.nth <= p.n
+    FROM picked p WHERE t.job_id = p.job_id
     RETURNING t.job_id, t.attempt, coalesce(t.waiting_since, now()) AS waiting_since, t.agent_id
 ), notified AS (
     SELECT pg_notify($2, $3) FROM (SELECT 1 FROM woken WHERE NOT $4::bool LIMIT 1) AS any_woken

@@ -8,7 +8,10 @@
 // result) is tried again, a few times within its context, when the service
 // answers 429 or 503 (it wrote nothing; after its Retry-After) or the
 // request never left; a result also after a broken connection, since a
-// repeated result is recorded as a harmless duplicate.
+// repeated result is recorded as a harmless duplicate. A push agent
+// registered with a MaxConcurrent that already holds that many jobs
+// answers another delivery 503 with Retry-After: 1, which pauses it a
+// second without counting against it.
 //
 //	agent := sdk.New(sdk.Config{ServerURL: "http://127.0.0.1:8080"},
 //		sdk.Registration{AgentID: "ocr-1", Capabilities: []string{"document:parse:ocr"}},

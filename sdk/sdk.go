@@ -547,8 +547,15 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Traceparent = r.Header.Get("traceparent")
+	if n := a.inFlight.Add(1); a.reg.MaxConcurrent > 0 && n > int64(a.reg.MaxConcurrent) {
+		// Every slot it registered is busy: "not now", which pauses the
+		// agent a second without counting against it.
+		a.inFlight.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "busy: every one of its max_concurrent slots is taken", http.StatusServiceUnavailable)
+		return
+	}
 	ctx, done := a.jobContext(r.Context(), d)
-	a.inFlight.Add(1)
 	res, err := a.handler(ctx, d)
 	switch {
 	case errors.Is(err, ErrAccepted) && d.Direct:

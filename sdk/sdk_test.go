@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,4 +150,48 @@ func TestReportRetryWithinItsDeadline(t *testing.T) {
 	var se *sdk.StatusError
 	require.ErrorAs(t, agent.Report(ctx, sdk.Delivery{Envelope: webhook.Envelope{JobID: "j", ResultURL: srv.URL}}, sdk.Success(nil)), &se)
 	require.EqualValues(t, 1, n.Load(), "no time left for the wait it asked")
+}
+
+// TestAgentAtMaxConcurrentSaysNotNow: a push agent holding as many jobs
+// as its max_concurrent answers another delivery 503 with Retry-After
+// (the service pauses it, counting no failure), and takes work again once
+// a slot frees.
+func TestAgentAtMaxConcurrentSaysNotNow(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 4)
+	a := sdk.New(sdk.Config{ServerURL: "http://127.0.0.1:1", SkipVerify: true},
+		sdk.Registration{AgentID: "busy", Capabilities: []string{"c"}, MaxConcurrent: 1},
+		func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {
+			started <- struct{}{}
+			<-release
+			return sdk.Success(map[string]any{"ok": true}), nil
+		})
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	post := func() (*http.Response, error) {
+		return http.Post(srv.URL, "application/json", strings.NewReader(`{"job_id":"j","capability":"c","payload":{}}`))
+	}
+	first := make(chan int, 1)
+	go func() {
+		resp, err := post()
+		if err != nil {
+			first <- 0
+			return
+		}
+		resp.Body.Close()
+		first <- resp.StatusCode
+	}()
+	<-started // the one slot is taken
+	resp, err := post()
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	close(release)
+	require.Equal(t, http.StatusOK, <-first)
+	resp, err = post()
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "a slot is free again")
 }

@@ -547,12 +547,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Traceparent = r.Header.Get("traceparent")
-	if n := a.inFlight.Add(1); a.reg.MaxConcurrent > 0 && n > int64(a.reg.MaxConcurrent) {
-		// Every slot it registered is busy: "not now", which pauses the
-		// agent a second without counting against it.
-		a.inFlight.Add(-1)
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "busy: every one of its max_concurrent slots is taken", http.StatusServiceUnavailable)
+	if !a.takeSlot(w) {
 		return
 	}
 	ctx, done := a.jobContext(r.Context(), d)
@@ -582,6 +577,20 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.inFlight.Add(-1)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(res)
+}
+
+// takeSlot counts a delivery in flight; when every one of the
+// max_concurrent slots it registered is busy it answers "not now" (503
+// with Retry-After, which pauses the agent a second without counting
+// against it) and reports false.
+func (a *Agent) takeSlot(w http.ResponseWriter) bool {
+	if n := a.inFlight.Add(1); a.reg.MaxConcurrent > 0 && n > int64(a.reg.MaxConcurrent) {
+		a.inFlight.Add(-1)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "busy: every one of its max_concurrent slots is taken", http.StatusServiceUnavailable)
+		return false
+	}
+	return true
 }
 
 // jobContext is the context a job's handler runs with: it ends at the

@@ -525,7 +525,7 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var d Delivery
+	d := Delivery{Traceparent: r.Header.Get("traceparent")}
 	if err := json.Unmarshal(body, &d); err != nil {
 		http.Error(w, "bad delivery: "+err.Error(), http.StatusBadRequest)
 		return
@@ -546,7 +546,6 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	d.Traceparent = r.Header.Get("traceparent")
 	if !a.takeSlot(w) {
 		return
 	}

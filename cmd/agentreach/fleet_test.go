@@ -413,12 +413,24 @@ func TestCanaryShareEndToEnd(t *testing.T) {
 		require.NoError(t, err)
 	}
 	inBuckets := 0
+	var bucketed []string
 	for id := range ids {
 		if domain.CanaryBucket(id) < 5 {
 			inBuckets++
+			bucketed = append(bucketed, id)
 		}
 	}
 	waitFor(t, 90*time.Second, "every job delivered", func() bool { return stable.served.Load()+canary.served.Load() >= jobs })
+	if int32(inBuckets) != canary.served.Load() {
+		for _, id := range bucketed { // what became of the canary's jobs it did not serve
+			if evs := jobEvents(t, base, id); len(evs) != 4 || routedTo(t, evs)[0] != "canary" {
+				t.Logf("job %s of the canary's buckets: %v", id, types(evs))
+				for _, e := range evs {
+					t.Logf("  %s %s", e.Type, e.Data)
+				}
+			}
+		}
+	}
 	require.EqualValues(t, inBuckets, canary.served.Load(), "the canary takes exactly the jobs of its buckets")
 	share := 100 * float64(canary.served.Load()) / jobs
 	t.Logf("canary share %.2f %% of %d jobs", share, jobs)

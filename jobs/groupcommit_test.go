@@ -3,18 +3,12 @@ package jobs
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 
-	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/eventstore"
-	"github.com/agentreach/agentreach/internal/pgtest"
-	"github.com/agentreach/agentreach/registry"
 )
 
 // TestSubmitsShareATransaction: submits committed together each get their
@@ -78,17 +72,7 @@ func TestRepeatedKeyGoesToTheFirstToArrive(t *testing.T) {
 // the id of a job that was not written).
 func TestRepeatedKeyOfARefusedSubmit(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	store := eventstore.New(pool)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := registry.New(pool, store, logger, registry.Config{})
-	s := NewService(pool, store, reg, logger, Config{PublicURL: "http://127.0.0.1:1",
-		Watermarks: domain.Watermarks{High: 1, Low: 1, Limit: 1}})
-	workers := river.NewWorkers()
-	s.AddWorkers(workers)
-	client, err := NewClient(pool, logger, workers, ClientConfig{TestOnly: true})
-	require.NoError(t, err)
-	s.SetClient(client)
+	s := newServiceWith(t, Config{Watermarks: domain.Watermarks{High: 1, Low: 1, Limit: 1}})
 	ctx := context.Background()
 	sub := func(key string) *batchItem {
 		x := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`), IdempotencyKey: key}
@@ -102,7 +86,7 @@ func TestRepeatedKeyOfARefusedSubmit(t *testing.T) {
 	require.ErrorIs(t, got[1].err, ErrOverloaded)
 	require.ErrorIs(t, got[2].err, ErrOverloaded, "the repeat shares the refusal")
 	var keys int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&keys))
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&keys))
 	require.Zero(t, keys, "a refused submit claims no key")
 }
 

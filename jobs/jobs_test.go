@@ -21,11 +21,18 @@ import (
 // client that inserts but runs nothing: the steps are called by the test.
 func newService(t *testing.T) *Service {
 	t.Helper()
+	return newServiceWith(t, Config{})
+}
+
+// newServiceWith is newService with cfg (its PublicURL set).
+func newServiceWith(t *testing.T, cfg Config) *Service {
+	t.Helper()
 	pool := pgtest.NewPool(t)
 	store := eventstore.New(pool)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := registry.New(pool, store, logger, registry.Config{})
-	s := NewService(pool, store, reg, logger, Config{PublicURL: "http://127.0.0.1:1"})
+	cfg.PublicURL = "http://127.0.0.1:1"
+	s := NewService(pool, store, reg, logger, cfg)
 	workers := river.NewWorkers()
 	riverwork.AddWorkers(workers, reg)
 	s.AddWorkers(workers)

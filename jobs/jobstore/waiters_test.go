@@ -133,6 +133,57 @@ func TestSlotGoesToTheMostUrgentWaiter(t *testing.T) {
 	require.False(t, dueNow(t, s, other.JobID), "no slot of its agent came back")
 }
 
+// waitingWrite is a write submitting a job of doc:parse at priority p
+// whose first attempt waits for a slot from its submit on (since: when
+// the wait began, zero for now; it looks again only in an hour).
+func waitingWrite(t *testing.T, p domain.Priority, since time.Time) *Write {
+	t.Helper()
+	sub := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`), Priority: p}
+	require.NoError(t, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes))
+	sub.JobID = uuid.Must(uuid.NewV7()).String()
+	evs, _ := domain.SubmitEvents(sub, false, time.Now(), time.Hour, domain.Metadata{Actor: "test"})
+	w := &Write{L: &Loaded{Job: domain.Job{Submitted: sub}}, Events: evs, WaitsAtSubmit: true}
+	tm := domain.WaitTimer(&w.L.Job, 1, true, since, time.Now().UTC(), time.Hour, time.Hour)
+	w.Effects.Timer = &tm
+	w.L.Job = domain.Job{Submitted: domain.Submitted{JobID: sub.JobID}}
+	require.NoError(t, w.Decide())
+	return w
+}
+
+// wokenStore is a store whose Config.Woken collects what its commits woke.
+type wokenStore struct {
+	*Store
+	mu    sync.Mutex
+	woken []Woken
+}
+
+func newWokenStore(t *testing.T) *wokenStore {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	ws := &wokenStore{}
+	ws.Store = New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10 * time.Second, CallbackGrace: 45 * time.Second,
+		Woken: func(w []Woken) { ws.mu.Lock(); ws.woken = append(ws.woken, w...); ws.mu.Unlock() }})
+	return ws
+}
+
+// take answers what was woken since the last take.
+func (ws *wokenStore) take() []Woken {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	out := ws.woken
+	ws.woken = nil
+	return out
+}
+
+// commitAll commits ws in one transaction; none may fail.
+func commitAll(t *testing.T, s *Store, ws []*Write) {
+	t.Helper()
+	s.Commit(context.Background(), ws, nil)
+	for _, w := range ws {
+		require.NoError(t, w.Err)
+	}
+}
+
 // TestWaitAtSubmitTakesAFreeSlot: a submit whose job waits for a slot
 // from its transaction on (the snapshot said every agent was full) is
 // woken in that transaction when its agent has a slot free after all, the
@@ -141,44 +192,20 @@ func TestSlotGoesToTheMostUrgentWaiter(t *testing.T) {
 // of the woken (Config.Woken), whose timers are queued and name the agent.
 func TestWaitAtSubmitTakesAFreeSlot(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var woken []Woken
-	pool := pgtest.NewPool(t)
-	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10 * time.Second, CallbackGrace: 45 * time.Second,
-		Woken: func(ws []Woken) { mu.Lock(); woken = append(woken, ws...); mu.Unlock() }})
+	ws := newWokenStore(t)
+	s, pool := ws.Store, ws.pool
 	ctx := context.Background()
 	agentRow(t, s, "one-slot", "doc:parse")
 	submitWaiting := func(p domain.Priority) []*Write {
-		var ws []*Write
-		for range 2 {
-			sub := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`), Priority: p}
-			require.NoError(t, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes))
-			sub.JobID = uuid.Must(uuid.NewV7()).String()
-			evs, _ := domain.SubmitEvents(sub, false, time.Now(), time.Hour, domain.Metadata{Actor: "test"})
-			w := &Write{L: &Loaded{Job: domain.Job{Submitted: sub}}, Events: evs, WaitsAtSubmit: true}
-			tm := domain.WaitTimer(&w.L.Job, 1, true, time.Time{}, time.Now().UTC(), time.Hour, time.Hour) // looks again in an hour
-			w.Effects.Timer = &tm
-			w.L.Job = domain.Job{Submitted: domain.Submitted{JobID: sub.JobID}}
-			require.NoError(t, w.Decide())
-			ws = append(ws, w)
-		}
-		s.Commit(ctx, ws, nil)
-		for _, w := range ws {
-			require.NoError(t, w.Err)
-		}
-		return ws
+		pair := []*Write{waitingWrite(t, p, time.Time{}), waitingWrite(t, p, time.Time{})}
+		commitAll(t, s, pair)
+		return pair
 	}
 	phase := func(id string) (p string, agent *string) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT phase, agent_id FROM job_timers WHERE job_id = $1`, id).Scan(&p, &agent))
 		return p, agent
 	}
-	takeWoken := func() []Woken {
-		mu.Lock()
-		defer mu.Unlock()
-		out := woken
-		woken = nil
-		return out
-	}
+	takeWoken := ws.take
 
 	// The slot is free: of two low jobs, the older is woken, the other waits.
 	low := submitWaiting(domain.PriorityLow)
@@ -216,11 +243,8 @@ func TestWaitAtSubmitTakesAFreeSlot(t *testing.T) {
 // fourth waits.
 func TestWaitAtSubmitDealsOutFreeSlots(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var woken []Woken
-	pool := pgtest.NewPool(t)
-	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10 * time.Second, CallbackGrace: 45 * time.Second,
-		Woken: func(ws []Woken) { mu.Lock(); woken = append(woken, ws...); mu.Unlock() }})
+	wst := newWokenStore(t)
+	s, pool := wst.Store, wst.pool
 	ctx := context.Background()
 	agentRow(t, s, "two-slots", "doc:parse")
 	agentRow(t, s, "one-slot", "doc:parse", "doc:sum")
@@ -229,23 +253,10 @@ func TestWaitAtSubmitDealsOutFreeSlots(t *testing.T) {
 	var ws []*Write
 	since := time.Now().UTC().Add(-time.Minute)
 	for i := range 4 {
-		sub := domain.Submitted{Capability: "doc:parse", Payload: json.RawMessage(`{}`), Priority: domain.PriorityNormal}
-		require.NoError(t, domain.NormalizeSubmission(&sub, domain.DefaultMaxPayloadBytes))
-		sub.JobID = uuid.Must(uuid.NewV7()).String()
-		evs, _ := domain.SubmitEvents(sub, false, time.Now(), time.Hour, domain.Metadata{Actor: "test"})
-		w := &Write{L: &Loaded{Job: domain.Job{Submitted: sub}}, Events: evs, WaitsAtSubmit: true}
-		tm := domain.WaitTimer(&w.L.Job, 1, true, since.Add(time.Duration(i)*time.Second), time.Now().UTC(), time.Hour, time.Hour)
-		w.Effects.Timer = &tm
-		w.L.Job = domain.Job{Submitted: domain.Submitted{JobID: sub.JobID}}
-		require.NoError(t, w.Decide())
-		ws = append(ws, w)
+		ws = append(ws, waitingWrite(t, domain.PriorityNormal, since.Add(time.Duration(i)*time.Second)))
 	}
-	s.Commit(ctx, ws, nil)
-	for _, w := range ws {
-		require.NoError(t, w.Err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
+	commitAll(t, s, ws)
+	woken := wst.take()
 	require.Len(t, woken, 3, "three slots free, three waiters woken")
 	got, agents := map[string]bool{}, map[string]int{}
 	for _, wk := range woken {

@@ -50,7 +50,8 @@ func (s *Store) ReadStreams(ctx context.Context, q Querier, prefix string, fn fu
 // type t ever appended).
 func FirstOfType(ctx context.Context, q Querier, streams []string, t domain.EventType) (map[string]Record, error) {
 	rows, err := q.Query(ctx, `SELECT e.* FROM unnest($1::text[]) AS s(stream_id),
-		LATERAL (SELECT `+recordColumns+` FROM events WHERE stream_id = s.stream_id AND type = $2 ORDER BY version LIMIT 1) e`,
+		LATERAL (SELECT `+recordColumns+` FROM events WHERE stream_id = s.stream_id AND type = $2
+			AND stream_at IN (events_stream_at(s.stream_id), '-infinity') ORDER BY version LIMIT 1) e`,
 		streams, string(t))
 	if err != nil {
 		return nil, fmt.Errorf("first %s of %d streams: %w", t, len(streams), err)
@@ -68,7 +69,7 @@ func FirstOfType(ctx context.Context, q Querier, streams []string, t domain.Even
 
 // Last returns the newest event of stream, and false when it has none.
 func Last(ctx context.Context, q Querier, stream string) (Record, bool, error) {
-	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 ORDER BY version DESC LIMIT 1`, stream)
+	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 AND `+inStream+` ORDER BY version DESC LIMIT 1`, stream)
 	if err != nil {
 		return Record{}, false, fmt.Errorf("last event of %s: %w", stream, err)
 	}

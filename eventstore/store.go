@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,9 +89,9 @@ func New(pool *pgxpool.Pool) *Store {
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 const appendSQL = `
-WITH cur AS (SELECT coalesce(max(version), 0) AS v FROM events WHERE stream_id = $1)
-INSERT INTO events (stream_id, version, type, data, metadata)
-SELECT $1, cur.v + u.ord, u.t, u.d::jsonb, u.m::jsonb
+WITH cur AS (SELECT coalesce(max(version), 0) AS v FROM events WHERE stream_id = $1 AND ` + inStream + `)
+INSERT INTO events (stream_id, version, type, data, metadata, stream_at)
+SELECT $1, cur.v + u.ord, u.t, u.d::jsonb, u.m::jsonb, events_stream_at($1)
 FROM cur, unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(t, d, m, ord)
 WHERE $2 < 0 OR cur.v = $2
 ORDER BY u.ord
@@ -169,10 +170,11 @@ func encode(stream string, evs []domain.Event) (types, datas, metas []string, er
 // doing so as it grows (35 ms a statement at 50,000 events). A scalar
 // subquery is never hashed; it is one index probe a row.
 const appendsSQL = `
-INSERT INTO events (stream_id, version, type, data, metadata)
-SELECT u.s, u.v, u.t, u.d::jsonb, u.m::jsonb
+INSERT INTO events (stream_id, version, type, data, metadata, stream_at)
+SELECT u.s, u.v, u.t, u.d::jsonb, u.m::jsonb, events_stream_at(u.s)
 FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(s, base, v, t, d, m, ord)
-WHERE u.base = 0 OR (SELECT e.version FROM events e WHERE e.stream_id = u.s AND e.version = u.base) IS NOT NULL
+WHERE u.base = 0 OR (SELECT e.version FROM events e
+    WHERE e.stream_id = u.s AND e.version = u.base AND e.stream_at IN (events_stream_at(u.s), '-infinity')) IS NOT NULL
 ORDER BY u.ord
 ON CONFLICT ON CONSTRAINT events_stream_version_key DO NOTHING
 RETURNING stream_id, version`
@@ -347,14 +349,28 @@ func queueAppends(b *pgx.Batch, appends []StreamAppend, stale *[]int) error {
 
 // appendNewSQL creates streams, each with its events from version 1, in
 // one statement: group commit's submits.
-const appendNewSQL = `INSERT INTO events (stream_id, version, type, data, metadata)
-SELECT id, v, t, d::jsonb, m::jsonb FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]) AS u(id, v, t, d, m)`
+const appendNewSQL = `INSERT INTO events (stream_id, version, type, data, metadata, stream_at)
+SELECT id, v, t, d::jsonb, m::jsonb, events_stream_at(id) FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[]) AS u(id, v, t, d, m)`
+
+// inStream narrows a read of stream $1 to the partitions it can be in:
+// its own (a job's time partition) and events_kept, where the streams of
+// every other kind live and where events written before the log was
+// partitioned stay (sql/migrations/0028_partitioned_events.sql).
+const inStream = `stream_at IN (events_stream_at($1), '-infinity')`
+
+// streamVersionKey reports whether constraint is the log's unique (stream,
+// version) key: the parent's, or its index on a partition, which
+// PostgreSQL names after the partition (events_kept_…, events_p…_…).
+func streamVersionKey(constraint string) bool {
+	return constraint == "events_stream_version_key" ||
+		(strings.HasPrefix(constraint, "events_") && strings.HasSuffix(constraint, "_stream_id_version_stream_at_key"))
+}
 
 // translate maps driver errors to the store's kinds, by SQLSTATE and
 // constraint name, never by message text.
 func translate(stream string, expected int, err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "events_stream_version_key" {
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && streamVersionKey(pgErr.ConstraintName) {
 		return &ConflictError{Stream: stream, Expected: expected}
 	}
 	return fmt.Errorf("append to stream %s: %w", stream, err)
@@ -439,7 +455,7 @@ func (s *Store) ReadStream(ctx context.Context, q Querier, stream string) ([]Rec
 	if q == nil {
 		q = s.pool
 	}
-	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 ORDER BY version`, stream)
+	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 AND `+inStream+` ORDER BY version`, stream)
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}

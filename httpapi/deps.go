@@ -32,6 +32,13 @@ type Jobs interface {
 		md domain.Metadata) (*jobstore.Loaded, error)
 }
 
+// Retention is how long finished jobs' history is kept
+// (retention.Service).
+type Retention interface {
+	PolicyOf(ctx context.Context, namespace string) (domain.RetentionPolicy, error)
+	SetPolicy(ctx context.Context, namespace string, own time.Duration, md domain.Metadata) (domain.RetentionPolicy, error)
+}
+
 // Approvals is the approval face: a namespace's policy, and an
 // approver's answer.
 type Approvals interface {

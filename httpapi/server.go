@@ -36,6 +36,7 @@ type Deps struct {
 	A2AJobs   A2AJobs
 	Agents    Agents
 	Routing   Routing
+	Retention Retention
 	// Intent resolves intents over the capability catalogue (nil: one with
 	// the lexical resolver only, over Pool).
 	Intent *intent.Service
@@ -161,6 +162,8 @@ func New(deps Deps) *gin.Engine {
 	v1.PUT("/policies/approvals", admin, s.setApprovalPolicy)
 	v1.GET("/policies/routing", admin, s.getRoutingPolicy)
 	v1.PUT("/policies/routing", admin, s.setRoutingPolicy)
+	v1.GET("/policies/retention", admin, s.getRetention)
+	v1.PUT("/policies/retention", admin, s.setRetention)
 	if deps.Extra != nil {
 		deps.Extra(r, browserSignIn, admin, everyNamespace)
 	}

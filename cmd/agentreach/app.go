@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/registry/riverwork"
+	"github.com/agentreach/agentreach/retention"
 	arsql "github.com/agentreach/agentreach/sql"
 	"github.com/agentreach/agentreach/sweep"
 )
@@ -52,6 +54,7 @@ type App struct {
 	jobs      *jobs.Service
 	river     *river.Client[pgx.Tx]
 	sweeper   *sweep.Runner
+	retention *retention.Service
 	server    *http.Server
 	listener  net.Listener
 
@@ -113,7 +116,8 @@ func (a *App) Start(ctx context.Context) error {
 	// The periodic sweeps run in the leading process (sweep.Runner), not as
 	// River periodic jobs: each run was a River job, and they buried the
 	// dispatch jobs in River UI.
-	a.sweeper = sweep.NewRunner(a.pool, a.logger, append(a.registry.Sweeps(), a.jobs.Sweeps()...)...)
+	a.retention = retention.New(a.pool, a.store, a.logger, a.cfg.Retention)
+	a.sweeper = sweep.NewRunner(a.pool, a.logger, slices.Concat(a.registry.Sweeps(), a.jobs.Sweeps(), a.retention.Sweeps())...)
 	a.river, err = jobs.NewClient(a.pool, a.riverLogger(), workers, jobs.ClientConfig{
 		TestOnly: a.cfg.TestOnly,
 		Plugins: []rivertype.Plugin{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
@@ -148,7 +152,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, Version: version,
-		Jobs: a.jobs, Approvals: a.jobs, Callbacks: a.jobs.Callbacks(), Inbox: a.jobs.Inbox(), A2AJobs: a.jobs.Adapter(), Agents: a.registry, Routing: a.registry,
+		Jobs: a.jobs, Approvals: a.jobs, Retention: a.retention, Callbacks: a.jobs.Callbacks(), Inbox: a.jobs.Inbox(), A2AJobs: a.jobs.Adapter(), Agents: a.registry, Routing: a.registry,
 		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),
@@ -214,6 +218,10 @@ func (a *App) goRun(fn func()) {
 func (a *App) background(ctx context.Context) {
 	for attempt := 1; ; attempt++ {
 		err := arsql.Migrate(ctx, a.pool, a.logger)
+		if err == nil {
+			// The partitions the first submits need, before any is taken.
+			_, err = arsql.EnsureEventPartitions(ctx, a.pool, time.Now(), a.retention.Config().PartitionWidth)
+		}
 		if err == nil {
 			break
 		}

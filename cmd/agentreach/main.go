@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,7 @@ import (
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/jobs/dispatch"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/retention"
 	arsql "github.com/agentreach/agentreach/sql"
 )
 
@@ -46,6 +48,7 @@ Usage:
   agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
   agentreach a2a-agent   run an A2A agent (Go A2A SDK) with a chosen behaviour, optionally registered by card
   agentreach projections rebuild [NAME]  rebuild read models from the event log
+  agentreach archive verify|import DIR    check an archive of dropped history, or load it into a database
   agentreach keys create|list|revoke      API keys (admin)
   agentreach jobs submit|get|list|events|cancel|replay   submit and follow jobs (--json)
   agentreach bench     measure throughput and latency against pgbench and River on this machine
@@ -123,6 +126,8 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runA2AAgent(ctx, rest)
 	case "projections":
 		return m.runProjections(ctx, rest)
+	case "archive":
+		return m.runArchive(ctx, rest)
 	case "keys":
 		return m.runKeys(ctx, rest)
 	case "jobs":
@@ -184,6 +189,8 @@ type Config struct {
 	// CommitWorkers is how many transactions of gathered submits, and as
 	// many of gathered writes, run at once.
 	CommitWorkers int
+	// Retention is how long finished jobs' history is kept.
+	Retention retention.Config
 	// DirectDispatchers is how many submits' first attempts may be under
 	// way at once in the process that committed them, without a River job
 	// (0: every dispatch goes through River).
@@ -213,6 +220,9 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.IntVar(&cfg.Jobs.Watermarks.Low, "queue-low", 0, "backpressure: under this many again, held work goes on (default 5000)")
 	fs.IntVar(&cfg.Jobs.Watermarks.Limit, "queue-limit", 0, "backpressure: at this many, submits to the lane get 429 overloaded (default 50000)")
 	fs.DurationVar(&cfg.Jobs.LostAfter, "lost-after", envDuration(m, "AGENTREACH_LOST_AFTER"), "how long past its deadline an attempt without an outcome is declared lost (env AGENTREACH_LOST_AFTER; default 10s)")
+	fs.DurationVar(&cfg.Retention.Period, "retention", envDuration(m, "AGENTREACH_RETENTION"), "how long a finished job's history is kept at least; a namespace may ask for less (env AGENTREACH_RETENTION; default 720h)")
+	fs.StringVar(&cfg.Retention.ArchiveDir, "archive-dir", m.Getenv("AGENTREACH_ARCHIVE_DIR"), "write each partition of the event log here before retention drops it (env AGENTREACH_ARCHIVE_DIR; default: serve archives nothing, dev archives to a folder of the user's cache)")
+	fs.DurationVar(&cfg.Retention.PartitionWidth, "partition-width", envDuration(m, "AGENTREACH_PARTITION_WIDTH"), "the submit times one partition of the event log holds, dropped whole once all its jobs are past retention (env AGENTREACH_PARTITION_WIDTH; default 24h, at least 1m)")
 	cli.SecretVar(fs, &cfg.AdminKey, "admin-key", m.Getenv("AGENTREACH_ADMIN_KEY"), "bootstrap admin key for every namespace (env AGENTREACH_ADMIN_KEY)")
 	fs.BoolVar(&cfg.Insecure, "insecure", m.Getenv("AGENTREACH_INSECURE") == "1", "turn authentication off: every request acts as an admin (env AGENTREACH_INSECURE=1; development only)")
 	fs.StringVar(&cfg.DenyNets, "deny-nets", m.Getenv("AGENTREACH_DENY_NETS"), "CIDRs agents and callbacks may not reach, besides link-local, metadata, unspecified and multicast (env AGENTREACH_DENY_NETS)")
@@ -362,6 +372,11 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	logger, err := m.logger(cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.Retention.ArchiveDir == "" { // dev archives what retention drops, by default
+		if cache, err := os.UserCacheDir(); err == nil {
+			cfg.Retention.ArchiveDir = filepath.Join(cache, "agentreach", "archive")
+		}
 	}
 	db, err := devdb.Open(ctx, devdb.Options{DatabaseURL: cfg.DatabaseURL, LocalAddr: localAddr, DataDir: dataDir, Logger: logger})
 	if err != nil {

@@ -322,6 +322,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		},
 		"GET /v1/policies/approvals": func() matrixCall { return matrixCall{"GET", "/v1/policies/approvals?namespace=a", ""} },
 		"GET /v1/policies/routing":   func() matrixCall { return matrixCall{"GET", "/v1/policies/routing?namespace=a", ""} },
+		"GET /v1/policies/retention": func() matrixCall { return matrixCall{"GET", "/v1/policies/retention?namespace=a", ""} },
+		"PUT /v1/policies/retention": func() matrixCall {
+			return matrixCall{"PUT", "/v1/policies/retention", `{"namespace":"a","retention_seconds":86400}`}
+		},
 		"PUT /v1/policies/routing": func() matrixCall {
 			return matrixCall{"PUT", "/v1/policies/routing", `{"namespace":"a","weight_max":25}`}
 		},

@@ -15,12 +15,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/domain"
 	arsql "github.com/agentreach/agentreach/sql"
 	"github.com/agentreach/agentreach/sql/queries"
 )
@@ -189,6 +191,13 @@ func createDatabase(t testing.TB, tmpl string) string {
 			t.Errorf("pgtest: drop %s: %v", name, err)
 		}
 	})
+	if tmpl != "" { // the template's partitions of the log may be days old
+		c, err := pgx.Connect(ctx, withDatabase(AdminURL(), name))
+		require.NoError(t, err)
+		_, err = arsql.EnsureEventPartitions(ctx, c, time.Now(), domain.DefaultPartitionWidth)
+		c.Close(ctx)
+		require.NoError(t, err)
+	}
 	return testURL(name)
 }
 

@@ -8,7 +8,7 @@ WITH marks AS (
            CASE WHEN type = 'HEALTH_DEGRADED' OR (type = 'AGENT_STATE_CHANGED' AND data->>'to' = 'DOWN')
                 THEN 'bad' ELSE 'good' END AS mark
     FROM events
-    WHERE stream_id LIKE 'agent:%/%'
+    WHERE stream_id LIKE 'agent:%/%' AND stream_at = '-infinity' -- agents' streams live in events_kept
       AND (type IN ('HEALTH_DEGRADED', 'HEALTH_RECOVERED')
            OR (type = 'AGENT_STATE_CHANGED' AND data->>'to' IN ('DOWN', 'HEALTHY')))
 ), turns AS (

@@ -1,0 +1,294 @@
+package retention
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/domain"
+	arsql "github.com/agentreach/agentreach/sql"
+)
+
+// The archive: before a partition of the log is dropped, its events are
+// written to <dir>/<partition>.jsonl.gz, one JSON object a line in log
+// order, and then <dir>/<partition>.manifest.json says what the file holds
+// and its SHA-256. The manifest is written last, each file to a temporary
+// name first and renamed once synced: a partition with a manifest is
+// archived whole; one without is written again from the start (same
+// events, same order), so a crash leaves neither gaps nor duplicates.
+
+// ArchiveFormat names the format of the archive's files.
+const ArchiveFormat = "agentreach-archive/1"
+
+// Manifest describes one archived partition.
+type Manifest struct {
+	Format    string    `json:"format"`
+	Partition string    `json:"partition"`
+	Low       time.Time `json:"low"`
+	High      time.Time `json:"high"`
+	// File is the events' file, beside the manifest.
+	File string `json:"file"`
+	// Fields are each line's, in the order written.
+	Fields []string `json:"fields"`
+	Events int      `json:"events"`
+	// Streams is how many streams (jobs) the events belong to.
+	Streams       int       `json:"streams"`
+	FirstPosition int64     `json:"first_position"`
+	LastPosition  int64     `json:"last_position"`
+	SHA256        string    `json:"sha256"`
+	WrittenAt     time.Time `json:"written_at"`
+}
+
+// TimeRange is the submit times of the jobs the partition held.
+func (m Manifest) TimeRange() domain.TimeRange { return domain.TimeRange{Low: m.Low, High: m.High} }
+
+// ArchivedEvent is one line of an archive's file: an event as the log
+// held it (tx_id is the writing transaction's, kept for the audit).
+type ArchivedEvent struct {
+	Position   int64           `json:"position"`
+	TxID       string          `json:"tx_id"`
+	StreamID   string          `json:"stream_id"`
+	Version    int             `json:"version"`
+	Type       string          `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	Metadata   json.RawMessage `json:"metadata"`
+	RecordedAt time.Time       `json:"recorded_at"`
+}
+
+var archivedFields = []string{"position", "tx_id", "stream_id", "version", "type", "data", "metadata", "recorded_at"}
+
+const manifestSuffix = ".manifest.json"
+
+// archive writes p to the configured archive, or finds it written.
+func (s *Service) archive(ctx context.Context, p arsql.EventPartition) (string, error) {
+	m, err := WriteArchive(ctx, s.pool, s.cfg.ArchiveDir, p.Name, p.TimeRange)
+	if err != nil {
+		return "", fmt.Errorf("archive partition %s: %w", p.Name, err)
+	}
+	return filepath.Join(s.cfg.ArchiveDir, m.File), nil
+}
+
+// WriteArchive writes the events of partition name, the jobs submitted in
+// r, to dir, and answers its manifest. A partition archived already (its
+// manifest is there and its file matches) is not written again.
+func WriteArchive(ctx context.Context, pool *pgxpool.Pool, dir, name string, r domain.TimeRange) (Manifest, error) {
+	if m, err := readManifest(filepath.Join(dir, name+manifestSuffix)); err == nil {
+		if verifyFile(dir, m) == nil {
+			return m, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return Manifest{}, err
+	}
+	m := Manifest{Format: ArchiveFormat, Partition: name, Low: r.Low.UTC(), High: r.High.UTC(), File: name + ".jsonl.gz", Fields: archivedFields}
+	sum := sha256.New()
+	err := writeAtomically(filepath.Join(dir, m.File), func(f io.Writer) error {
+		return writeEvents(ctx, pool, io.MultiWriter(f, sum), r, &m)
+	})
+	if err != nil {
+		return Manifest{}, err
+	}
+	m.SHA256, m.WrittenAt = hex.EncodeToString(sum.Sum(nil)), time.Now().UTC()
+	body, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return Manifest{}, err
+	}
+	err = writeAtomically(filepath.Join(dir, name+manifestSuffix), func(f io.Writer) error {
+		_, err := f.Write(append(body, '\n'))
+		return err
+	})
+	return m, err
+}
+
+// writeEvents writes the events of the jobs submitted in r, in log order,
+// gzipped, to w, counting them into m.
+func writeEvents(ctx context.Context, pool *pgxpool.Pool, w io.Writer, r domain.TimeRange, m *Manifest) error {
+	zw := gzip.NewWriter(w)
+	enc := json.NewEncoder(zw)
+	rows, err := pool.Query(ctx, `SELECT position, tx_id::text, stream_id, version, type, data::text, metadata::text, recorded_at
+		FROM events WHERE stream_at >= $1 AND stream_at < $2 ORDER BY position`, r.Low, r.High)
+	if err != nil {
+		return err
+	}
+	streams := map[string]struct{}{}
+	var e ArchivedEvent
+	var data, md string
+	_, err = pgx.ForEachRow(rows, []any{&e.Position, &e.TxID, &e.StreamID, &e.Version, &e.Type, &data, &md, &e.RecordedAt}, func() error {
+		e.Data, e.Metadata, e.RecordedAt = json.RawMessage(data), json.RawMessage(md), e.RecordedAt.UTC()
+		if m.Events == 0 {
+			m.FirstPosition = e.Position
+		}
+		m.Events, m.LastPosition = m.Events+1, e.Position
+		streams[e.StreamID] = struct{}{}
+		return enc.Encode(&e)
+	})
+	if err != nil {
+		return err
+	}
+	m.Streams = len(streams)
+	return zw.Close()
+}
+
+// writeAtomically writes path through a temporary file that is synced
+// and then renamed over it, and syncs the folder.
+func writeAtomically(path string, write func(io.Writer) error) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<16)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func readManifest(path string) (Manifest, error) {
+	var m Manifest
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, fmt.Errorf("%s: %w", path, err)
+	}
+	if m.Format != ArchiveFormat {
+		return m, fmt.Errorf("%s: format %q, not %s", path, m.Format, ArchiveFormat)
+	}
+	if m.File == "" || strings.ContainsAny(m.File, `/\`) {
+		return m, fmt.Errorf("%s: file %q is not a file beside it", path, m.File)
+	}
+	return m, nil
+}
+
+// Manifests reads every manifest of the archive in dir, oldest partition
+// first.
+func Manifests(dir string) ([]Manifest, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*"+manifestSuffix))
+	if err != nil {
+		return nil, err
+	}
+	var out []Manifest
+	for _, p := range paths {
+		m, err := readManifest(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Low.Before(out[j].Low) })
+	return out, nil
+}
+
+// VerifyArchive checks every partition of the archive in dir against its
+// manifest (checksum, events, order) and answers the manifests; the first
+// mismatch is an error naming the partition.
+func VerifyArchive(dir string) ([]Manifest, error) {
+	ms, err := Manifests(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("no archive in %s: no *%s file", dir, manifestSuffix)
+	}
+	for _, m := range ms {
+		if err := verifyFile(dir, m); err != nil {
+			return nil, fmt.Errorf("partition %s: %w", m.Partition, err)
+		}
+	}
+	return ms, nil
+}
+
+// verifyFile checks m's file: its checksum, then its events.
+func verifyFile(dir string, m Manifest) error {
+	n, last := 0, int64(0)
+	return readEvents(dir, m, func(e ArchivedEvent) error {
+		if e.Position <= last {
+			return fmt.Errorf("event at position %d follows %d: out of order", e.Position, last)
+		}
+		n, last = n+1, e.Position
+		return nil
+	}, func() error {
+		if n != m.Events {
+			return fmt.Errorf("%d events where the manifest says %d", n, m.Events)
+		}
+		return nil
+	})
+}
+
+// readEvents calls fn for each event of m's file, then end, and checks
+// the file's checksum once it is read whole.
+func readEvents(dir string, m Manifest, fn func(ArchivedEvent) error, end func() error) error {
+	f, err := os.Open(filepath.Join(dir, m.File))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sum := sha256.New()
+	zr, err := gzip.NewReader(io.TeeReader(f, sum))
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.File, err)
+	}
+	dec := json.NewDecoder(zr)
+	for {
+		var e ArchivedEvent
+		err := dec.Decode(&e)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.File, err)
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if err := drain(f, sum); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != m.SHA256 {
+		return fmt.Errorf("%s: SHA-256 %s where the manifest says %s", m.File, got, m.SHA256)
+	}
+	return end()
+}
+
+// drain reads what is left of f into sum.
+func drain(f io.Reader, sum hash.Hash) error {
+	_, err := io.Copy(sum, f)
+	return err
+}

@@ -1,0 +1,234 @@
+// Package retention keeps the database bounded: a finished job's history
+// is kept for its namespace's period, then its partition of the log is
+// archived (when an archive is configured) and dropped whole, with the
+// rows the job left in the read models. Nothing is deleted from the log
+// row by row.
+package retention
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+	arsql "github.com/agentreach/agentreach/sql"
+	"github.com/agentreach/agentreach/sql/queries"
+	"github.com/agentreach/agentreach/sweep"
+)
+
+var (
+	qRetentionPolicyOf     = queries.Must("RetentionPolicyOf")
+	qLockRetentionPolicy   = queries.Must("LockRetentionPolicy")
+	qUpsertRetentionPolicy = queries.Must("UpsertRetentionPolicy")
+	qPartitionJobs         = queries.Must("PartitionJobs")
+	qDeletePartitionJobs   = queries.Must("DeletePartitionJobs")
+)
+
+// Config is the deployment's retention.
+type Config struct {
+	// Period is how long a finished job's history is kept at least
+	// (domain.DefaultRetention); a namespace may ask for less.
+	Period time.Duration
+	// PartitionWidth is the span of submit times a partition of the log
+	// holds (domain.DefaultPartitionWidth): how late past its period a
+	// job's history may go.
+	PartitionWidth time.Duration
+	// Every is how often the sweep looks (a minute, or the width if less).
+	Every time.Duration
+	// ArchiveDir, when set, is where each partition is written before it
+	// is dropped.
+	ArchiveDir string
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Period <= 0 {
+		c.Period = domain.DefaultRetention
+	}
+	if c.PartitionWidth <= 0 {
+		c.PartitionWidth = domain.DefaultPartitionWidth
+	}
+	c.PartitionWidth = max(c.PartitionWidth, domain.MinPartitionWidth)
+	if c.Every <= 0 {
+		c.Every = min(time.Minute, c.PartitionWidth)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Service applies retention.
+type Service struct {
+	pool   *pgxpool.Pool
+	store  *eventstore.Store
+	logger *slog.Logger
+	cfg    Config
+}
+
+// New returns the retention of the deployment configured by cfg.
+func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg Config) *Service {
+	return &Service{pool: pool, store: store, logger: logger, cfg: cfg.withDefaults()}
+}
+
+// Config is the configuration in force, defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
+
+// Sweeps is the retention sweep, run by the leading process.
+func (s *Service) Sweeps() []sweep.Sweep {
+	return []sweep.Sweep{{Name: "retention_sweep", Every: s.cfg.Every, Run: func(ctx context.Context) error {
+		_, err := s.Sweep(ctx)
+		return err
+	}}}
+}
+
+// Report is what one sweep did.
+type Report struct {
+	// Made are the partitions made ahead of need; Dropped those that went.
+	Made, Dropped []string
+	// Jobs is how many jobs' rows went with them.
+	Jobs int
+}
+
+// Sweep makes the partitions the next submits need, then drops every
+// partition whose jobs are all past their period, oldest first.
+func (s *Service) Sweep(ctx context.Context) (Report, error) {
+	var rep Report
+	now := s.cfg.Now()
+	made, err := arsql.EnsureEventPartitions(ctx, s.pool, now, s.cfg.PartitionWidth)
+	rep.Made = made
+	if err != nil {
+		return rep, err
+	}
+	parts, err := arsql.EventPartitions(ctx, s.pool)
+	if err != nil {
+		return rep, err
+	}
+	for _, p := range parts {
+		if p.DroppedAt != nil {
+			continue
+		}
+		if p.DroppingAt == nil {
+			ok, err := s.droppable(ctx, p, now)
+			if err != nil || !ok {
+				return rep, err // partitions go in order: a later one waits for this
+			}
+		}
+		n, err := s.drop(ctx, p)
+		if err != nil {
+			return rep, err
+		}
+		rep.Dropped, rep.Jobs = append(rep.Dropped, p.Name), rep.Jobs+n
+		s.logger.InfoContext(ctx, "retention dropped a partition of the log", "partition", p.Name,
+			"from", p.Low, "to", p.High, "jobs", n, "archived_to", p.ArchivedTo)
+	}
+	return rep, nil
+}
+
+// droppable decides from the jobs born in p whether it may go at now.
+func (s *Service) droppable(ctx context.Context, p arsql.EventPartition, now time.Time) (bool, error) {
+	if p.High.Add(domain.PartitionSkew).After(now) {
+		return false, nil // a job may still be born in it: no need to ask
+	}
+	var jobs domain.PartitionJobs
+	var lastDue *time.Time
+	var folded bool
+	err := s.pool.QueryRow(ctx, qPartitionJobs, idAt(p.Low), idAt(p.High), int64(s.cfg.Period.Seconds()), p.Low, p.High).
+		Scan(&jobs.Live, &lastDue, &folded)
+	if err != nil {
+		return false, fmt.Errorf("retention of partition %s: %w", p.Name, err)
+	}
+	if lastDue != nil {
+		jobs.LastDue = *lastDue
+	}
+	return folded && domain.PartitionDroppable(p.TimeRange, jobs, now), nil
+}
+
+// drop archives p when an archive is configured, deletes its jobs' rows
+// (recording that it is going, in the same transaction) and drops its
+// table. Each step may be run again after a crash.
+func (s *Service) drop(ctx context.Context, p arsql.EventPartition) (int, error) {
+	var n int
+	if p.DroppingAt == nil {
+		archived := ""
+		if s.cfg.ArchiveDir != "" {
+			var err error
+			if archived, err = s.archive(ctx, p); err != nil {
+				return 0, err
+			}
+		}
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, qDeletePartitionJobs, idAt(p.Low), idAt(p.High)).Scan(&n); err != nil {
+				return fmt.Errorf("retention of partition %s: delete its jobs' rows: %w", p.Name, err)
+			}
+			return arsql.MarkPartitionDropping(ctx, tx, p.Name, archived)
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, arsql.DropEventPartition(ctx, s.pool, p.Name)
+}
+
+// idAt is the least UUIDv7 of the millisecond t: ids of jobs submitted at
+// or after t compare at or above it.
+func idAt(t time.Time) string {
+	var u uuid.UUID
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
+	copy(u[:6], ms[2:])
+	u[6] = 0x70 // version 7
+	return u.String()
+}
+
+// policy is namespace ns's retention with no period of its own.
+func (s *Service) policy(ns string) domain.RetentionPolicy {
+	return domain.RetentionPolicy{Namespace: ns, Deployment: s.cfg.Period, PartitionWidth: s.cfg.PartitionWidth, ArchiveTo: s.cfg.ArchiveDir}
+}
+
+// PolicyOf is namespace ns's retention.
+func (s *Service) PolicyOf(ctx context.Context, ns string) (domain.RetentionPolicy, error) {
+	p := s.policy(ns)
+	var own int64
+	err := s.pool.QueryRow(ctx, qRetentionPolicyOf, ns).Scan(&own, &p.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, nil
+	}
+	p.Own = time.Duration(own) * time.Second
+	return p, err
+}
+
+// SetPolicy sets namespace ns's own period (0 gives it up), recording the
+// change on the namespace's policy stream.
+func (s *Service) SetPolicy(ctx context.Context, ns string, own time.Duration, md domain.Metadata) (domain.RetentionPolicy, error) {
+	if err := domain.ValidateRetention(own, s.cfg.Period); err != nil {
+		return domain.RetentionPolicy{}, err
+	}
+	p := s.policy(ns)
+	p.Own = own
+	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+		var prev, version int64
+		err := tx.QueryRow(ctx, qLockRetentionPolicy, ns).Scan(&prev, &version)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		p.Version = int(version) + 1
+		secs := int64(own / time.Second)
+		if _, err := s.store.AppendTx(ctx, tx, domain.RetentionStream(ns), eventstore.Any, domain.NewEvent(domain.EventRetentionPolicyChanged,
+			domain.RetentionPolicyChanged{Namespace: ns, FromSeconds: prev, ToSeconds: secs}, md)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, qUpsertRetentionPolicy, ns, secs, p.Version)
+		return err
+	})
+	return p, err
+}

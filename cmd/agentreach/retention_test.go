@@ -197,7 +197,6 @@ func checkArchive(t *testing.T, archive, part string, kept map[string][]string) 
 	require.Equal(t, len(kept), n, "the imported jobs, folded by a rebuild")
 }
 
-
 // partitionOf is the name of the partition of the log job id's events are in.
 func partitionOf(t *testing.T, pool *pgxpool.Pool, id string) string {
 	t.Helper()

@@ -1,0 +1,64 @@
+package eventstore_test
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
+)
+
+// A job's stream lives in the time partition of its id; every other
+// stream in events_kept. A stale append is a conflict in either, and a
+// job's events written before the log was partitioned (or by a binary
+// that predates it: stream_at left to its default) are read with the rest
+// of the stream and counted by its appends.
+func TestStreamsLiveInTheirPartitions(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	job := domain.JobStream(uuid.Must(uuid.NewV7()).String())
+	partitionOf := func(stream string) string {
+		var name string
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT DISTINCT tableoid::regclass::text FROM events WHERE stream_id = $1`, stream).Scan(&name))
+		return name
+	}
+
+	_, err := s.Append(ctx, job, eventstore.NoStream, ev("A", 1))
+	require.NoError(t, err)
+	require.Regexp(t, `^events_p\d{8}_\d{6}$`, partitionOf(job))
+	_, err = s.Append(ctx, "agent:default/a", eventstore.NoStream, ev("A", 1))
+	require.NoError(t, err)
+	require.Equal(t, "events_kept", partitionOf("agent:default/a"))
+
+	_, err = s.Append(ctx, job, eventstore.NoStream, ev("X", 0))
+	require.ErrorIs(t, err, eventstore.ErrConflict, "a conflict in a time partition")
+	err = s.InTx(ctx, func(tx pgx.Tx) error {
+		return s.AppendAll(ctx, tx, nil, []eventstore.StreamAppend{{Stream: job, Expected: 0, Events: []domain.Event{ev("X", 0)}}}, nil)
+	})
+	require.ErrorIs(t, err, eventstore.ErrConflict, "a conflict of a shared append in a time partition")
+
+	// Version 2 as an older binary writes it: stream_at left to its default.
+	_, err = s.Pool().Exec(ctx, `INSERT INTO events (stream_id, version, type) VALUES ($1, 2, 'B')`, job)
+	require.NoError(t, err)
+	_, err = s.Append(ctx, job, 1, ev("X", 0))
+	require.ErrorIs(t, err, eventstore.ErrConflict, "the version in events_kept counts")
+	_, err = s.Append(ctx, job, eventstore.Any, ev("C", 3))
+	require.NoError(t, err)
+	got, err := s.ReadStream(ctx, nil, job)
+	require.NoError(t, err)
+	var kinds []domain.EventType
+	for _, r := range got {
+		kinds = append(kinds, r.Type)
+	}
+	require.Equal(t, []domain.EventType{"A", "B", "C"}, kinds)
+	last, ok, err := eventstore.Last(ctx, s.Pool(), job)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 3, last.Version)
+
+	_, err = s.Pool().Exec(ctx, `DELETE FROM events WHERE stream_id = $1`, job)
+	require.ErrorContains(t, err, "events are immutable", "rows of a time partition refuse change")
+}

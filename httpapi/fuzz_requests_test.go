@@ -22,6 +22,7 @@ import (
 	"github.com/agentreach/agentreach/jobs"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/registry/riverwork"
+	"github.com/agentreach/agentreach/retention"
 )
 
 // newTestAPI is the whole API over a fresh database, with authentication
@@ -42,7 +43,8 @@ func newTestAPI(t testing.TB) (http.Handler, []string) {
 	js.SetClient(client)
 	engine := New(Deps{Pool: pool, Store: store, Logger: logger,
 		Jobs: js, Approvals: js, Callbacks: js.Callbacks(), Inbox: js.Inbox(), A2AJobs: js.Adapter(), Agents: reg, Routing: reg,
-		Auth: auth.NewStore(pool, store, ""), Insecure: true})
+		Retention: retention.New(pool, store, logger, retention.Config{}),
+		Auth:      auth.NewStore(pool, store, ""), Insecure: true})
 	var routes []string
 	for _, r := range engine.Routes() {
 		if strings.Contains(r.Path, "stream") {

@@ -14,13 +14,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/eventstore"
 	arsql "github.com/agentreach/agentreach/sql"
 )
 
@@ -76,7 +75,7 @@ const manifestSuffix = ".manifest.json"
 
 // archive writes p to the configured archive, or finds it written.
 func (s *Service) archive(ctx context.Context, p arsql.EventPartition) (string, error) {
-	m, err := WriteArchive(ctx, s.pool, s.cfg.ArchiveDir, p.Name, p.TimeRange)
+	m, err := WriteArchive(ctx, s.store, s.cfg.ArchiveDir, p.Name, p.TimeRange)
 	if err != nil {
 		return "", fmt.Errorf("archive partition %s: %w", p.Name, err)
 	}
@@ -84,9 +83,10 @@ func (s *Service) archive(ctx context.Context, p arsql.EventPartition) (string, 
 }
 
 // WriteArchive writes the events of partition name, the jobs submitted in
-// r, to dir, and answers its manifest. A partition archived already (its
-// manifest is there and its file matches) is not written again.
-func WriteArchive(ctx context.Context, pool *pgxpool.Pool, dir, name string, r domain.TimeRange) (Manifest, error) {
+// r, read from store, to dir, and answers its manifest. A partition
+// archived already (its manifest is there and its file matches) is not
+// written again.
+func WriteArchive(ctx context.Context, store *eventstore.Store, dir, name string, r domain.TimeRange) (Manifest, error) {
 	if m, err := readManifest(filepath.Join(dir, name+manifestSuffix)); err == nil {
 		if verifyFile(dir, m) == nil {
 			return m, nil
@@ -98,7 +98,7 @@ func WriteArchive(ctx context.Context, pool *pgxpool.Pool, dir, name string, r d
 	m := Manifest{Format: ArchiveFormat, Partition: name, Low: r.Low.UTC(), High: r.High.UTC(), File: name + ".jsonl.gz", Fields: archivedFields}
 	sum := sha256.New()
 	err := writeAtomically(filepath.Join(dir, m.File), func(f io.Writer) error {
-		return writeEvents(ctx, pool, io.MultiWriter(f, sum), r, &m)
+		return writeEvents(ctx, store, io.MultiWriter(f, sum), r, &m)
 	})
 	if err != nil {
 		return Manifest{}, err
@@ -117,25 +117,18 @@ func WriteArchive(ctx context.Context, pool *pgxpool.Pool, dir, name string, r d
 
 // writeEvents writes the events of the jobs submitted in r, in log order,
 // gzipped, to w, counting them into m.
-func writeEvents(ctx context.Context, pool *pgxpool.Pool, w io.Writer, r domain.TimeRange, m *Manifest) error {
+func writeEvents(ctx context.Context, store *eventstore.Store, w io.Writer, r domain.TimeRange, m *Manifest) error {
 	zw := gzip.NewWriter(w)
 	enc := json.NewEncoder(zw)
-	rows, err := pool.Query(ctx, `SELECT position, tx_id::text, stream_id, version, type, data::text, metadata::text, recorded_at
-		FROM events WHERE stream_at >= $1 AND stream_at < $2 ORDER BY position`, r.Low, r.High)
-	if err != nil {
-		return err
-	}
 	streams := map[string]struct{}{}
-	var e ArchivedEvent
-	var data, md string
-	_, err = pgx.ForEachRow(rows, []any{&e.Position, &e.TxID, &e.StreamID, &e.Version, &e.Type, &data, &md, &e.RecordedAt}, func() error {
-		e.Data, e.Metadata, e.RecordedAt = json.RawMessage(data), json.RawMessage(md), e.RecordedAt.UTC()
+	err := store.ReadSubmitted(ctx, r, func(e eventstore.StoredEvent) error {
 		if m.Events == 0 {
 			m.FirstPosition = e.Position
 		}
 		m.Events, m.LastPosition = m.Events+1, e.Position
 		streams[e.StreamID] = struct{}{}
-		return enc.Encode(&e)
+		return enc.Encode(ArchivedEvent{Position: e.Position, TxID: strconv.FormatUint(e.TxID, 10), StreamID: e.StreamID,
+			Version: e.Version, Type: e.Type, Data: e.Data, Metadata: e.Metadata, RecordedAt: e.RecordedAt.UTC()})
 	})
 	if err != nil {
 		return err

@@ -7,15 +7,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentreach/agentreach/eventstore"
 	arsql "github.com/agentreach/agentreach/sql"
-	"github.com/agentreach/agentreach/sql/queries"
-)
-
-var (
-	qImportEvents        = queries.Must("ImportEvents")
-	qAdvanceLogPositions = queries.Must("AdvanceLogPositions")
 )
 
 // ImportReport is what an import did, by partition.
@@ -30,14 +24,15 @@ type ImportReport struct {
 // importBatch is how many events go in one statement.
 const importBatch = 1000
 
-// ImportArchive loads the archive in dir into the database of pool (a
+// ImportArchive loads the archive in dir into the log of store (a
 // migrated one, typically fresh), partition by partition, each in one
 // transaction, after checking it whole against its manifests. Events keep
 // their positions, streams and versions; each partition's events are
 // readers' as of its transaction (the original tx_id stays in the
 // archive). An event the database holds already is skipped, so an import
 // may be run again. progress is told of each partition done.
-func ImportArchive(ctx context.Context, pool *pgxpool.Pool, dir string, progress func(ImportReport)) ([]ImportReport, error) {
+func ImportArchive(ctx context.Context, store *eventstore.Store, dir string, progress func(ImportReport)) ([]ImportReport, error) {
+	pool := store.Pool()
 	ms, err := VerifyArchive(dir)
 	if err != nil {
 		return nil, err
@@ -50,31 +45,26 @@ func ImportArchive(ctx context.Context, pool *pgxpool.Pool, dir string, progress
 		rep := ImportReport{Partition: m.Partition, Events: m.Events}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			rep.Imported = 0
-			var b eventBatch
+			var batch []eventstore.StoredEvent
 			flush := func() error {
-				if b.len() == 0 {
+				if len(batch) == 0 {
 					return nil
 				}
-				tag, err := tx.Exec(ctx, qImportEvents, b.positions, b.streams, b.versions, b.types, b.datas, b.metas, b.recorded)
+				n, err := store.Import(ctx, tx, batch)
 				if err != nil {
 					return noPartition(m, err)
 				}
-				rep.Imported += int(tag.RowsAffected())
-				b = eventBatch{}
+				rep.Imported, batch = rep.Imported+n, batch[:0]
 				return nil
 			}
-			err := readEvents(dir, m, func(e ArchivedEvent) error {
-				b.add(e)
-				if b.len() < importBatch {
+			return readEvents(dir, m, func(e ArchivedEvent) error {
+				batch = append(batch, eventstore.StoredEvent{Position: e.Position, StreamID: e.StreamID, Version: e.Version,
+					Type: e.Type, Data: e.Data, Metadata: e.Metadata, RecordedAt: e.RecordedAt})
+				if len(batch) < importBatch {
 					return nil
 				}
 				return flush()
 			}, flush)
-			if err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, qAdvanceLogPositions)
-			return err
 		})
 		if err != nil {
 			return out, fmt.Errorf("import partition %s: %w", m.Partition, err)
@@ -96,24 +86,4 @@ func noPartition(m Manifest, err error) error {
 			m.Low, m.High, err)
 	}
 	return err
-}
-
-// eventBatch is events as the import statement's parallel arrays.
-type eventBatch struct {
-	positions                    []int64
-	streams, types, datas, metas []string
-	versions                     []int32
-	recorded                     []any
-}
-
-func (b *eventBatch) len() int { return len(b.positions) }
-
-func (b *eventBatch) add(e ArchivedEvent) {
-	b.positions = append(b.positions, e.Position)
-	b.streams = append(b.streams, e.StreamID)
-	b.versions = append(b.versions, int32(e.Version))
-	b.types = append(b.types, e.Type)
-	b.datas = append(b.datas, string(e.Data))
-	b.metas = append(b.metas, string(e.Metadata))
-	b.recorded = append(b.recorded, e.RecordedAt)
 }

@@ -139,18 +139,22 @@ func (s *Service) droppable(ctx context.Context, p arsql.EventPartition, now tim
 	if p.High.Add(domain.PartitionSkew).After(now) {
 		return false, nil // a job may still be born in it: no need to ask
 	}
+	// The jobs' rows are the jobs projection's: they say all only once it
+	// has folded every event of the partition.
+	folded, err := s.store.Folded(ctx, p.TimeRange, "jobs")
+	if err != nil || !folded {
+		return false, err
+	}
 	var jobs domain.PartitionJobs
 	var lastDue *time.Time
-	var folded bool
-	err := s.pool.QueryRow(ctx, qPartitionJobs, idAt(p.Low), idAt(p.High), int64(s.cfg.Period.Seconds()), p.Low, p.High).
-		Scan(&jobs.Live, &lastDue, &folded)
+	err = s.pool.QueryRow(ctx, qPartitionJobs, idAt(p.Low), idAt(p.High), int64(s.cfg.Period.Seconds())).Scan(&jobs.Live, &lastDue)
 	if err != nil {
 		return false, fmt.Errorf("retention of partition %s: %w", p.Name, err)
 	}
 	if lastDue != nil {
 		jobs.LastDue = *lastDue
 	}
-	return folded && domain.PartitionDroppable(p.TimeRange, jobs, now), nil
+	return domain.PartitionDroppable(p.TimeRange, jobs, now), nil
 }
 
 // drop archives p when an archive is configured, deletes its jobs' rows

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/retention"
 	arsql "github.com/agentreach/agentreach/sql"
@@ -78,7 +79,7 @@ func (m *Main) importArchive(ctx context.Context, dsn, dir string) error {
 		}
 		return fmt.Errorf("database at %s: %w", redact(dsn), err)
 	}
-	reps, err := retention.ImportArchive(ctx, pool, dir, func(r retention.ImportReport) {
+	reps, err := retention.ImportArchive(ctx, eventstore.New(pool), dir, func(r retention.ImportReport) {
 		fmt.Fprintf(m.Stdout, "imported %s: %d events, %d new\n", r.Partition, r.Events, r.Imported)
 	})
 	if err != nil {

@@ -18,12 +18,9 @@ ON CONFLICT (namespace) DO UPDATE SET keep_seconds = excluded.keep_seconds, vers
 -- The jobs submitted in [$1, $2) (their ids' UUIDv7 bounds): how many are
 -- not done with (unfinished, or a callback still owed), and when the last
 -- finished one reaches the end of its namespace's period (never more than
--- the deployment's, $3 seconds); and whether the jobs projection has folded every
--- event of their partition (their rows say all).
+-- the deployment's, $3 seconds).
 SELECT count(*) FILTER (WHERE j.finished_at IS NULL OR (j.callback_url IS NOT NULL AND NOT j.callback_done)),
-       max(j.finished_at + least(coalesce(nullif(p.keep_seconds, 0), $3::bigint), $3::bigint) * interval '1 second'),
-       coalesce((SELECT e.tx_id FROM events e WHERE e.stream_at >= $4::timestamptz AND e.stream_at < $5::timestamptz ORDER BY e.tx_id DESC LIMIT 1)
-                <= (SELECT c.tx_id FROM projection_checkpoints c WHERE c.name = 'jobs'), true)
+       max(j.finished_at + least(coalesce(nullif(p.keep_seconds, 0), $3::bigint), $3::bigint) * interval '1 second')
 FROM jobs j LEFT JOIN retention_policies p ON p.namespace = j.namespace
 WHERE j.job_id >= $1::uuid AND j.job_id < $2::uuid;
 
@@ -44,20 +41,3 @@ WITH gone AS (
     DELETE FROM a2a_push_configs WHERE job_id >= $1::uuid AND job_id < $2::uuid
 )
 SELECT count(*) FROM gone;
-
--- name: ImportEvents
--- Loads archived events ($1..$7 parallel arrays: position, stream, version,
--- type, data, metadata, recorded_at) into the log at their positions, in
--- the importing transaction; one the log holds already is skipped.
-INSERT INTO events (position, stream_id, version, type, data, metadata, recorded_at, stream_at)
-OVERRIDING SYSTEM VALUE
-SELECT u.p, u.s, u.v, u.t, u.d::jsonb, u.m::jsonb, u.r, events_stream_at(u.s)
-FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::timestamptz[]) AS u(p, s, v, t, d, m, r)
-ON CONFLICT ON CONSTRAINT events_stream_version_key DO NOTHING;
-
--- name: AdvanceLogPositions
--- Moves the log's next position past the highest it holds, after an
--- import placed events at positions of their own.
-SELECT setval(pg_get_serial_sequence('events', 'position'), greatest(
-    (SELECT coalesce(max(position), 0) FROM events),
-    (SELECT last_value FROM events_position_seq)));

@@ -30,6 +30,7 @@ var (
 	qUpsertRetentionPolicy = queries.Must("UpsertRetentionPolicy")
 	qPartitionJobs         = queries.Must("PartitionJobs")
 	qDeletePartitionJobs   = queries.Must("DeletePartitionJobs")
+	qPruneBeyondRetention  = queries.Must("PruneBeyondRetention")
 )
 
 // Config is the deployment's retention.
@@ -97,10 +98,14 @@ type Report struct {
 	Made, Dropped []string
 	// Jobs is how many jobs' rows went with them.
 	Jobs int
+	// Alerts, Hours and Lookups are how many alerts, per-hour agent
+	// figures and lookups past their period went.
+	Alerts, Hours, Lookups int
 }
 
-// Sweep makes the partitions the next submits need, then drops every
-// partition whose jobs are all past their period, oldest first.
+// Sweep makes the partitions the next submits need, prunes what
+// summarises history past its period, then drops every partition whose
+// jobs are all past their period, oldest first.
 func (s *Service) Sweep(ctx context.Context) (Report, error) {
 	var rep Report
 	now := s.cfg.Now()
@@ -108,6 +113,10 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 	rep.Made = made
 	if err != nil {
 		return rep, err
+	}
+	err = s.pool.QueryRow(ctx, qPruneBeyondRetention, now, int64(s.cfg.Period.Seconds())).Scan(&rep.Alerts, &rep.Hours, &rep.Lookups)
+	if err != nil {
+		return rep, fmt.Errorf("prune past retention: %w", err)
 	}
 	parts, err := arsql.EventPartitions(ctx, s.pool)
 	if err != nil {

@@ -40,13 +40,13 @@ func (m *Main) runChaos(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runBench(ctx context.Context, args []string) error {
-	return bench.Main(ctx, m.cliEnv(), args, func(ctx context.Context, dsn string) (bench.Service, error) {
+	return bench.Main(ctx, m.cliEnv(), args, func(ctx context.Context, dsn string, extra ...string) (bench.Service, error) {
 		tune := func(c *Config) {
 			c.Jobs.RepairAfter = time.Hour // the submit phase leaves jobs behind on purpose
 			c.RateLimit = 0
 		}
 		return startInProcess(ctx, func(string) string { return "" }, tune,
-			"serve", "--insecure", "--addr", "127.0.0.1:0", "--database-url", dsn, "--log-level", "error")
+			append([]string{"serve", "--insecure", "--addr", "127.0.0.1:0", "--database-url", dsn, "--log-level", "error"}, extra...)...)
 	})
 }
 

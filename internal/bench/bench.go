@@ -57,7 +57,7 @@ type Service interface {
 }
 
 // Serve starts a Service on the database at dsn.
-type Serve func(ctx context.Context, dsn string) (Service, error)
+type Serve func(ctx context.Context, dsn string, args ...string) (Service, error)
 
 type options struct {
 	databaseURL string
@@ -83,6 +83,11 @@ type options struct {
 	// grow, when set, is how many jobs the growth fills the database to
 	// (and the run measures nothing else).
 	grow int
+	// soak, when set, is how long the soak offers its steady load (and
+	// the run measures nothing else): soakRate jobs/s, the default
+	// namespace keeping its history soakKeep, sampled every soakEvery.
+	soak, soakKeep, soakEvery time.Duration
+	soakRate                  float64
 }
 
 // phaseNames are the measurements --only may name, in the order they run.
@@ -119,11 +124,18 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	fs.DurationVar(&o.openFor, "open-for", 10*time.Second, "how long the open loop offers its load")
 	fs.DurationVar(&o.satFor, "sat-for", 20*time.Second, "how long the saturated fleet is offered 1.5 times the work it can take")
 	fs.IntVar(&o.grow, "grow", 0, "instead of the measurements above, grow the database to this many jobs through the normal write path, measuring at a hundredth, a tenth and all of it: bytes a job by table, list and view reads, fill rate")
+	fs.DurationVar(&o.soak, "soak", 0, "instead of the measurements above, offer a steady load this long with retention on (partitions of a minute, archived to a scratch folder) and sample the database's size: it should stop growing")
+	fs.Float64Var(&o.soakRate, "soak-rate", 100, "the soak's steady load, jobs/s")
+	fs.DurationVar(&o.soakKeep, "soak-retention", 2*time.Minute, "how long the soak's namespace keeps a finished job's history (at least 1m)")
+	fs.DurationVar(&o.soakEvery, "soak-every", 30*time.Second, "how often the soak samples the database")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return o, err
 	}
 	if o.grow < 0 || o.grow > 0 && o.only != "" {
 		return o, fmt.Errorf("--grow takes a positive number of jobs and runs alone, without --only: %w", cli.ErrUsage)
+	}
+	if o.soak < 0 || o.soak > 0 && (o.only != "" || o.grow > 0) || o.soak > 0 && (o.soakRate <= 0 || o.soakKeep < time.Minute || o.soakEvery <= 0) {
+		return o, fmt.Errorf("--soak takes a positive duration and runs alone, with --soak-rate > 0, --soak-retention ≥ 1m and --soak-every > 0: %w", cli.ErrUsage)
 	}
 	for _, p := range strings.Split(o.only, ",") {
 		if p = strings.TrimSpace(p); p != "" && !slices.Contains(phaseNames, p) {
@@ -175,6 +187,9 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	defer r.close()
 	if o.grow > 0 {
 		return r.growOnly(ctx, serve, benchDSN)
+	}
+	if o.soak > 0 {
+		return r.soakOnly(ctx, serve, benchDSN)
 	}
 	// The baselines first, on a quiet machine.
 	if err := r.baselines(ctx, db.DSN, benchDSN, "agentreach_pgbench_"+suffix); err != nil {
@@ -307,8 +322,8 @@ const agentTTLSeconds = 900
 // start starts Agent-Reach (authentication off, agents answering inline),
 // a callback receiver and four push agents, and waits until they are
 // healthy. The pull agents come in their own measurement.
-func (r *run) start(ctx context.Context, serve Serve, dsn string) error {
-	svc, err := serve(ctx, dsn)
+func (r *run) start(ctx context.Context, serve Serve, dsn string, args ...string) error {
+	svc, err := serve(ctx, dsn, args...)
 	if err != nil {
 		return fmt.Errorf("start the service: %w", err)
 	}

@@ -173,7 +173,7 @@ func (c *childService) Stop() error {
 // serveChild is a Serve that runs the binary exe on a port of 127.0.0.1
 // with a small pool.
 func serveChild(t *testing.T, exe string) Serve {
-	return func(ctx context.Context, dsn string) (Service, error) {
+	return func(ctx context.Context, dsn string, args ...string) (Service, error) {
 		var lc net.ListenConfig
 		l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 		if err != nil {
@@ -181,8 +181,8 @@ func serveChild(t *testing.T, exe string) Serve {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		cmd := exec.CommandContext(ctx, exe, "serve", "--insecure", "--addr", addr, "--database-url", dsn,
-			"--log-level", "error", "--rate-limit", "0", "--max-conns", "8")
+		cmd := exec.CommandContext(ctx, exe, append([]string{"serve", "--insecure", "--addr", addr, "--database-url", dsn,
+			"--log-level", "error", "--rate-limit", "0", "--max-conns", "8"}, args...)...)
 		cmd.Stdout, cmd.Stderr = t.Output(), t.Output()
 		if err := cmd.Start(); err != nil {
 			return nil, err

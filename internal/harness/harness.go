@@ -155,3 +155,21 @@ func Get(ctx context.Context, u string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// Put PUTs the JSON body to u, and fails on any answer but 200.
+func Put(ctx context.Context, u, body string) error {
+	req, err := NewRequest(ctx, http.MethodPut, u, body)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("PUT %s: %d %s", u, resp.StatusCode, b)
+	}
+	return nil
+}

@@ -39,5 +39,30 @@ WITH gone AS (
     DELETE FROM ordered_jobs WHERE job_id >= $1::uuid AND job_id < $2::uuid
 ), pushes AS (
     DELETE FROM a2a_push_configs WHERE job_id >= $1::uuid AND job_id < $2::uuid
+), roots AS (
+    DELETE FROM job_roots WHERE root_job_id >= $1::uuid AND root_job_id < $2::uuid
 )
 SELECT count(*) FROM gone;
+
+-- name: PruneBeyondRetention
+-- Deletes what summarises history past its namespace's period (never more
+-- than the deployment's, $2 seconds, before $1): the alerts, the per-hour
+-- agent figures and the lookups. The per-minute figures go after a day
+-- (PruneMinuteStats).
+WITH alerts_gone AS (
+    DELETE FROM alerts a WHERE a.recorded_at < $1::timestamptz - (
+        SELECT least(coalesce(nullif(max(p.keep_seconds), 0), $2::bigint), $2::bigint)
+        FROM retention_policies p WHERE p.namespace = a.namespace) * interval '1 second'
+    RETURNING 1
+), hours_gone AS (
+    DELETE FROM agent_stats_hour h WHERE h.bucket < $1::timestamptz - (
+        SELECT least(coalesce(nullif(max(p.keep_seconds), 0), $2::bigint), $2::bigint)
+        FROM retention_policies p WHERE p.namespace = h.namespace) * interval '1 second' - interval '1 hour'
+    RETURNING 1
+), lookups_gone AS (
+    DELETE FROM lookups l WHERE l.looked_up_at < $1::timestamptz - (
+        SELECT least(coalesce(nullif(max(p.keep_seconds), 0), $2::bigint), $2::bigint)
+        FROM retention_policies p WHERE p.namespace = l.namespace) * interval '1 second'
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM alerts_gone), (SELECT count(*) FROM hours_gone), (SELECT count(*) FROM lookups_gone);

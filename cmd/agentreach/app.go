@@ -55,6 +55,7 @@ type App struct {
 	river     *river.Client[pgx.Tx]
 	sweeper   *sweep.Runner
 	retention *retention.Service
+	outage    *telemetry.Outage
 	server    *http.Server
 	listener  net.Listener
 
@@ -67,7 +68,9 @@ type App struct {
 
 // NewApp returns an App that Start will bring up.
 func NewApp(cfg Config, logger *slog.Logger) *App {
-	return &App{cfg: cfg, logger: logger, schemaReady: make(chan struct{})}
+	// A database outage is told in a few lines, whoever meets it.
+	outage := telemetry.NewOutage(nil)
+	return &App{cfg: cfg, logger: slog.New(outage.Handler(logger.Handler())), outage: outage, schemaReady: make(chan struct{})}
 }
 
 // SchemaReady is closed once the schema is current: from then on the API
@@ -237,6 +240,7 @@ func (a *App) background(ctx context.Context) {
 	}
 	a.migrated.Store(true)
 	close(a.schemaReady)
+	a.goRun(func() { a.watchOutage(ctx) })
 	a.logger.Info("schema is current")
 	a.goRun(func() { a.store.RunNotifier(ctx, a.logger) })
 	a.goRun(func() { a.store.RunListener(ctx, a.logger) })
@@ -269,6 +273,28 @@ func (a *App) background(ctx context.Context) {
 		a.jobs.Dispatcher().StartDirect(ctx, a.cfg.DirectDispatchers)
 	}
 	a.goRun(func() { a.sweeper.Run(ctx) })
+}
+
+// watchOutage ends a database outage the log tells of as soon as the
+// database answers again: it asks every second while one lasts.
+func (a *App) watchOutage(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !a.outage.Down() {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if a.pool.Ping(pctx) == nil {
+			a.outage.Back(ctx)
+		}
+		cancel()
+	}
 }
 
 // riverLogger is the logger River and River UI get: warnings and errors

@@ -11,6 +11,9 @@ import (
 // registerGauges publishes what is read at scrape time: queue depth per
 // River queue, agents per state, and each projection's lag.
 func registerGauges(a *App) error {
+	if err := telemetry.RegisterOutage(a.tel.Meter, a.outage); err != nil {
+		return err
+	}
 	return telemetry.RegisterGauges(a.tel.Meter, telemetry.Gauges{Ready: a.migrated.Load, QueueDepths: a.jobs.QueueDepths,
 		AgentStates: a.agentStates, Lag: a.projector.Lag})
 }

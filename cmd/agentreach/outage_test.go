@@ -1,0 +1,114 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// switchProxy forwards 127.0.0.1 connections to PostgreSQL until cut: then
+// it closes every connection and refuses new ones, until restored.
+type switchProxy struct {
+	t        *testing.T
+	addr     string
+	upstream string
+
+	mu    sync.Mutex
+	l     net.Listener
+	conns []net.Conn
+}
+
+func newSwitchProxy(t *testing.T, upstream string) *switchProxy {
+	t.Helper()
+	p := &switchProxy{t: t, addr: deadAddr(t), upstream: upstream}
+	p.restore()
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *switchProxy) restore() {
+	l, err := net.Listen("tcp", p.addr)
+	require.NoError(p.t, err)
+	p.mu.Lock()
+	p.l = l
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+func (p *switchProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		p.l.Close()
+		p.l = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// A database outage is told in a few lines: the first error, a summary
+// at most every ten seconds, one line when it is back; /readyz answers
+// 503 during it and /metrics counts it.
+func TestOutageIsLoggedInAFewLines(t *testing.T) {
+	t.Parallel()
+	dsn := newDatabase(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	proxy := newSwitchProxy(t, u.Host)
+	u.Host = proxy.addr
+	svc := startTuned(t, map[string]string{"DATABASE_URL": u.String()}, fastSweeps,
+		"serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	base := svc.m.URL()
+	waitReady(t, base)
+	before := strings.Count(svc.out.String(), "\n")
+
+	proxy.cut()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(svc.out.String(), "the database is still unreachable") {
+		require.True(t, time.Now().Before(deadline), "no summary of the outage within 30 s:\n%s", svc.out.String())
+		time.Sleep(100 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "not ready while the database is out")
+	proxy.restore()
+	for !strings.Contains(svc.out.String(), "the database answers again") {
+		require.True(t, time.Now().Before(deadline), "no line for the database's return within 30 s:\n%s", svc.out.String())
+		time.Sleep(100 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	waitReady(t, base)
+	during := strings.Split(svc.out.String(), "\n")[before:]
+	t.Logf("the log during the outage:\n%s", strings.Join(during, "\n"))
+	require.LessOrEqual(t, len(during), 12, "an outage of about ten seconds in a few lines, not one a failure:\n%s", strings.Join(during, "\n"))
+	code, metrics := call(t, http.MethodGet, base+"/metrics", "", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, metrics, "agentreach_database_outages_total 1")
+	require.Contains(t, metrics, "agentreach_database_reachable 1")
+}

@@ -89,9 +89,11 @@ func (s *Store) Import(ctx context.Context, tx pgx.Tx, evs []StoredEvent) (int, 
 // read model says all there is to say of them.
 func (s *Store) Folded(ctx context.Context, r domain.TimeRange, name string) (bool, error) {
 	var folded bool
-	err := s.pool.QueryRow(ctx, `SELECT coalesce(
-		(SELECT e.tx_id FROM events e WHERE e.stream_at >= $1 AND e.stream_at < $2 ORDER BY e.tx_id DESC LIMIT 1)
-		<= (SELECT c.tx_id FROM projection_checkpoints c WHERE c.name = $3), true)`, r.Low, r.High, name).Scan(&folded)
+	// The projection folds in (tx_id, position) order: every event at or
+	// before its checkpoint is folded.
+	err := s.pool.QueryRow(ctx, `SELECT last IS NULL OR coalesce(last <= cp, false) FROM (SELECT
+		(SELECT (e.tx_id, e.position) FROM events e WHERE e.stream_at >= $1 AND e.stream_at < $2 ORDER BY e.tx_id DESC, e.position DESC LIMIT 1) AS last,
+		(SELECT (c.tx_id, c.position) FROM projection_checkpoints c WHERE c.name = $3) AS cp) AS x`, r.Low, r.High, name).Scan(&folded)
 	if err != nil {
 		return false, fmt.Errorf("folded by %s: %w", name, err)
 	}

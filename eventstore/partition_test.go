@@ -1,7 +1,9 @@
 package eventstore_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -61,4 +63,35 @@ func TestStreamsLiveInTheirPartitions(t *testing.T) {
 
 	_, err = s.Pool().Exec(ctx, `DELETE FROM events WHERE stream_id = $1`, job)
 	require.ErrorContains(t, err, "events are immutable", "rows of a time partition refuse change")
+}
+
+// A partition is folded by a projection once its checkpoint is at or past
+// the partition's last event; one with no checkpoint has folded nothing.
+func TestFolded(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	now := time.Now()
+	r := domain.TimeRange{Low: now.Add(-time.Hour), High: now.Add(time.Hour)}
+	folded, err := s.Folded(ctx, r, "jobs")
+	require.NoError(t, err)
+	require.True(t, folded, "no events: nothing to fold")
+
+	recs, err := s.Append(ctx, domain.JobStream(uuid.Must(uuid.NewV7()).String()), eventstore.NoStream, ev("A", 1), ev("B", 2))
+	require.NoError(t, err)
+	folded, err = s.Folded(ctx, r, "jobs")
+	require.NoError(t, err)
+	require.False(t, folded, "no checkpoint: nothing folded")
+	checkpoint := func(rec eventstore.Record) {
+		_, err := s.Pool().Exec(ctx, `INSERT INTO projection_checkpoints (name, tx_id, position) VALUES ('jobs', $1::text::xid8, $2)
+			ON CONFLICT (name) DO UPDATE SET tx_id = excluded.tx_id, position = excluded.position`, fmt.Sprint(rec.TxID), rec.Position)
+		require.NoError(t, err)
+	}
+	checkpoint(recs[0])
+	folded, err = s.Folded(ctx, r, "jobs")
+	require.NoError(t, err)
+	require.False(t, folded, "the checkpoint within the partition's last transaction, before its last event")
+	checkpoint(recs[1])
+	folded, err = s.Folded(ctx, r, "jobs")
+	require.NoError(t, err)
+	require.True(t, folded)
 }

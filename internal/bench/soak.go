@@ -31,9 +31,11 @@ type soakSample struct {
 	bytes, eventsBytes int64         // the database's size; the log's
 }
 
-// soakArgs are the service's flags for a soak archiving to dir.
+// soakArgs are the service's flags for a soak archiving to dir: a small
+// pool (the load is steady and light), so that a long soak leaves room
+// beside it on a server of 100 connections.
 func soakArgs(dir string) []string {
-	return []string{"--partition-width", soakWidth.String(), "--archive-dir", dir}
+	return []string{"--partition-width", soakWidth.String(), "--archive-dir", dir, "--max-conns", "12"}
 }
 
 // soakOnly is a run of the soak alone: the service on the bench database

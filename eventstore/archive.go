@@ -25,11 +25,12 @@ type StoredEvent struct {
 	RecordedAt time.Time
 }
 
-// ReadSubmitted calls fn for each event of the jobs submitted in r (one
-// time partition of the log), in log position order.
-func (s *Store) ReadSubmitted(ctx context.Context, r domain.TimeRange, fn func(StoredEvent) error) error {
+// ReadSubmitted calls fn for each event of the jobs submitted in r held
+// in table (the log, or one of its partitions, detached or not), in log
+// position order.
+func (s *Store) ReadSubmitted(ctx context.Context, table string, r domain.TimeRange, fn func(StoredEvent) error) error {
 	rows, err := s.pool.Query(ctx, `SELECT position, tx_id::text, stream_id, version, type, data::text, metadata::text, recorded_at
-		FROM events WHERE stream_at >= $1 AND stream_at < $2 ORDER BY position`, r.Low, r.High)
+		FROM `+pgx.Identifier{table}.Sanitize()+` WHERE stream_at >= $1 AND stream_at < $2 ORDER BY position`, r.Low, r.High)
 	if err != nil {
 		return fmt.Errorf("read the jobs submitted from %s to %s: %w", r.Low, r.High, err)
 	}
@@ -84,18 +85,31 @@ func (s *Store) Import(ctx context.Context, tx pgx.Tx, evs []StoredEvent) (int, 
 	return int(tag.RowsAffected()), nil
 }
 
-// Folded reports whether the projection called name has folded every
-// event of the jobs submitted in r (one time partition of the log): its
-// read model says all there is to say of them.
-func (s *Store) Folded(ctx context.Context, r domain.TimeRange, name string) (bool, error) {
+// Folded reports whether every projection has folded every event of the
+// jobs submitted in r held in table (the log, or one of its partitions,
+// detached or not): the read models say all there is to say of them. A
+// projection folds in (tx_id, position) order, so every event at or
+// before its checkpoint is folded; with no checkpoint, nothing is.
+func (s *Store) Folded(ctx context.Context, table string, r domain.TimeRange) (bool, error) {
 	var folded bool
-	// The projection folds in (tx_id, position) order: every event at or
-	// before its checkpoint is folded.
-	err := s.pool.QueryRow(ctx, `SELECT last IS NULL OR coalesce(last <= cp, false) FROM (SELECT
-		(SELECT (e.tx_id, e.position) FROM events e WHERE e.stream_at >= $1 AND e.stream_at < $2 ORDER BY e.tx_id DESC, e.position DESC LIMIT 1) AS last,
-		(SELECT (c.tx_id, c.position) FROM projection_checkpoints c WHERE c.name = $3) AS cp) AS x`, r.Low, r.High, name).Scan(&folded)
+	err := s.pool.QueryRow(ctx, `SELECT last IS NULL OR (EXISTS (SELECT 1 FROM projection_checkpoints)
+		AND NOT EXISTS (SELECT 1 FROM projection_checkpoints c WHERE (c.tx_id, c.position) < last)) FROM (SELECT
+		(SELECT (e.tx_id, e.position) FROM `+pgx.Identifier{table}.Sanitize()+` e
+		 WHERE e.stream_at >= $1 AND e.stream_at < $2 ORDER BY e.tx_id DESC, e.position DESC LIMIT 1) AS last) AS x`,
+		r.Low, r.High).Scan(&folded)
 	if err != nil {
-		return false, fmt.Errorf("folded by %s: %w", name, err)
+		return false, fmt.Errorf("folded, %s: %w", table, err)
 	}
 	return folded, nil
+}
+
+// Held is how many events of the jobs submitted in r table holds, and the
+// first and last of their positions.
+func (s *Store) Held(ctx context.Context, table string, r domain.TimeRange) (n int, first, last int64, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT count(*), coalesce(min(position), 0), coalesce(max(position), 0)
+		FROM `+pgx.Identifier{table}.Sanitize()+` WHERE stream_at >= $1 AND stream_at < $2`, r.Low, r.High).Scan(&n, &first, &last)
+	if err != nil {
+		err = fmt.Errorf("events held in %s: %w", table, err)
+	}
+	return n, first, last, err
 }

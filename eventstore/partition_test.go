@@ -72,13 +72,13 @@ func TestFolded(t *testing.T) {
 	s, ctx := setup(t)
 	now := time.Now()
 	r := domain.TimeRange{Low: now.Add(-time.Hour), High: now.Add(time.Hour)}
-	folded, err := s.Folded(ctx, r, "jobs")
+	folded, err := s.Folded(ctx, "events", r)
 	require.NoError(t, err)
 	require.True(t, folded, "no events: nothing to fold")
 
 	recs, err := s.Append(ctx, domain.JobStream(uuid.Must(uuid.NewV7()).String()), eventstore.NoStream, ev("A", 1), ev("B", 2))
 	require.NoError(t, err)
-	folded, err = s.Folded(ctx, r, "jobs")
+	folded, err = s.Folded(ctx, "events", r)
 	require.NoError(t, err)
 	require.False(t, folded, "no checkpoint: nothing folded")
 	checkpoint := func(rec eventstore.Record) {
@@ -87,11 +87,11 @@ func TestFolded(t *testing.T) {
 		require.NoError(t, err)
 	}
 	checkpoint(recs[0])
-	folded, err = s.Folded(ctx, r, "jobs")
+	folded, err = s.Folded(ctx, "events", r)
 	require.NoError(t, err)
 	require.False(t, folded, "the checkpoint within the partition's last transaction, before its last event")
 	checkpoint(recs[1])
-	folded, err = s.Folded(ctx, r, "jobs")
+	folded, err = s.Folded(ctx, "events", r)
 	require.NoError(t, err)
 	require.True(t, folded)
 }

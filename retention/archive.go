@@ -36,10 +36,14 @@ const ArchiveFormat = "agentreach-archive/1"
 
 // Manifest describes one archived partition.
 type Manifest struct {
-	Format    string    `json:"format"`
-	Partition string    `json:"partition"`
-	Low       time.Time `json:"low"`
-	High      time.Time `json:"high"`
+	Format    string `json:"format"`
+	Partition string `json:"partition"`
+	// Database names the database the partition was dropped from (its
+	// cluster's system identifier and its name): an archive folder shared
+	// by two databases never passes one's partition off as the other's.
+	Database string    `json:"database"`
+	Low      time.Time `json:"low"`
+	High     time.Time `json:"high"`
 	// File is the events' file, beside the manifest.
 	File string `json:"file"`
 	// Fields are each line's, in the order written.
@@ -73,32 +77,49 @@ var archivedFields = []string{"position", "tx_id", "stream_id", "version", "type
 
 const manifestSuffix = ".manifest.json"
 
-// archive writes p to the configured archive, or finds it written.
+// archive writes p, detached, to the configured archive, or finds it
+// written.
 func (s *Service) archive(ctx context.Context, p arsql.EventPartition) (string, error) {
-	m, err := WriteArchive(ctx, s.store, s.cfg.ArchiveDir, p.Name, p.TimeRange)
+	var db string
+	if err := s.pool.QueryRow(ctx, `SELECT system_identifier::text || '/' || current_database() FROM pg_control_system()`).Scan(&db); err != nil {
+		return "", fmt.Errorf("archive partition %s: %w", p.Name, err)
+	}
+	m, err := WriteArchive(ctx, s.store, s.cfg.ArchiveDir, db, p.Name, p.TimeRange)
 	if err != nil {
 		return "", fmt.Errorf("archive partition %s: %w", p.Name, err)
 	}
 	return filepath.Join(s.cfg.ArchiveDir, m.File), nil
 }
 
-// WriteArchive writes the events of partition name, the jobs submitted in
-// r, read from store, to dir, and answers its manifest. A partition
-// archived already (its manifest is there and its file matches) is not
-// written again.
-func WriteArchive(ctx context.Context, store *eventstore.Store, dir, name string, r domain.TimeRange) (Manifest, error) {
+// WriteArchive writes the events of the table name (a partition of the
+// log, detached so that nothing changes it meanwhile), the jobs submitted
+// in r, of the database db, to dir, and answers its manifest. A partition
+// archived already (its manifest names this database and this range, its
+// file matches it, and it holds the table's events) is not written again;
+// a manifest of the same name from another database is an error.
+func WriteArchive(ctx context.Context, store *eventstore.Store, dir, db, name string, r domain.TimeRange) (Manifest, error) {
 	if m, err := readManifest(filepath.Join(dir, name+manifestSuffix)); err == nil {
-		if verifyFile(dir, m) == nil {
+		if m.Database != db {
+			return Manifest{}, fmt.Errorf("%s holds a partition %s of another database (%s), not of %s: give each database an archive folder of its own",
+				dir, name, m.Database, db)
+		}
+		n, first, last, err := store.Held(ctx, name, r)
+		if err != nil {
+			return Manifest{}, err
+		}
+		if m.Low.Equal(r.Low) && m.High.Equal(r.High) && m.Events == n && m.FirstPosition == first && m.LastPosition == last &&
+			verifyFile(dir, m) == nil {
 			return m, nil
 		}
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return Manifest{}, err
 	}
-	m := Manifest{Format: ArchiveFormat, Partition: name, Low: r.Low.UTC(), High: r.High.UTC(), File: name + ".jsonl.gz", Fields: archivedFields}
+	m := Manifest{Format: ArchiveFormat, Partition: name, Database: db, Low: r.Low.UTC(), High: r.High.UTC(), File: name + ".jsonl.gz",
+		Fields: archivedFields}
 	sum := sha256.New()
 	err := writeAtomically(filepath.Join(dir, m.File), func(f io.Writer) error {
-		return writeEvents(ctx, store, io.MultiWriter(f, sum), r, &m)
+		return writeEvents(ctx, store, io.MultiWriter(f, sum), name, r, &m)
 	})
 	if err != nil {
 		return Manifest{}, err
@@ -115,13 +136,13 @@ func WriteArchive(ctx context.Context, store *eventstore.Store, dir, name string
 	return m, err
 }
 
-// writeEvents writes the events of the jobs submitted in r, in log order,
-// gzipped, to w, counting them into m.
-func writeEvents(ctx context.Context, store *eventstore.Store, w io.Writer, r domain.TimeRange, m *Manifest) error {
+// writeEvents writes the events of the jobs submitted in r that table
+// holds, in log order, gzipped, to w, counting them into m.
+func writeEvents(ctx context.Context, store *eventstore.Store, w io.Writer, table string, r domain.TimeRange, m *Manifest) error {
 	zw := gzip.NewWriter(w)
 	enc := json.NewEncoder(zw)
 	streams := map[string]struct{}{}
-	err := store.ReadSubmitted(ctx, r, func(e eventstore.StoredEvent) error {
+	err := store.ReadSubmitted(ctx, table, r, func(e eventstore.StoredEvent) error {
 		if m.Events == 0 {
 			m.FirstPosition = e.Position
 		}
@@ -140,11 +161,11 @@ func writeEvents(ctx context.Context, store *eventstore.Store, w io.Writer, r do
 // writeAtomically writes path through a temporary file that is synced
 // and then renamed over it, and syncs the folder.
 func writeAtomically(path string, write func(io.Writer) error) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp") // a name of its own: two writers never share one
 	if err != nil {
 		return err
 	}
+	tmp := f.Name()
 	bw := bufio.NewWriterSize(f, 1<<16)
 	err = write(bw)
 	if err == nil {

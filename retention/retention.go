@@ -84,9 +84,10 @@ func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg C
 // Config is the configuration in force, defaults filled in.
 func (s *Service) Config() Config { return s.cfg }
 
-// Sweeps is the retention sweep, run by the leading process.
+// Sweeps is the retention sweep, run by the leading process. A run may
+// write a day of the log to the archive: it has an hour.
 func (s *Service) Sweeps() []sweep.Sweep {
-	return []sweep.Sweep{{Name: "retention_sweep", Every: s.cfg.Every, Run: func(ctx context.Context) error {
+	return []sweep.Sweep{{Name: "retention_sweep", Every: s.cfg.Every, Timeout: time.Hour, Run: func(ctx context.Context) error {
 		_, err := s.Sweep(ctx)
 		return err
 	}}}
@@ -96,6 +97,9 @@ func (s *Service) Sweeps() []sweep.Sweep {
 type Report struct {
 	// Made are the partitions made ahead of need; Dropped those that went.
 	Made, Dropped []string
+	// Kept are the partitions detached to be dropped and put back: a job
+	// in them was found live once no write could reach them.
+	Kept []string
 	// Jobs is how many jobs' rows went with them.
 	Jobs int
 	// Alerts, Hours and Lookups are how many alerts, per-hour agent
@@ -127,14 +131,21 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 			continue
 		}
 		if p.DroppingAt == nil {
-			ok, err := s.droppable(ctx, p, now)
+			ok, err := s.droppable(ctx, "events", p, now)
 			if err != nil || !ok {
 				return rep, err // partitions go in order: a later one waits for this
 			}
+			if err := arsql.MarkPartitionDropping(ctx, s.pool, p.Name); err != nil {
+				return rep, err
+			}
 		}
-		n, err := s.drop(ctx, p)
+		n, dropped, err := s.drop(ctx, p, now)
 		if err != nil {
 			return rep, err
+		}
+		if !dropped {
+			rep.Kept = append(rep.Kept, p.Name)
+			return rep, nil
 		}
 		rep.Dropped, rep.Jobs = append(rep.Dropped, p.Name), rep.Jobs+n
 		s.logger.InfoContext(ctx, "retention dropped a partition of the log", "partition", p.Name,
@@ -143,14 +154,15 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
-// droppable decides from the jobs born in p whether it may go at now.
-func (s *Service) droppable(ctx context.Context, p arsql.EventPartition, now time.Time) (bool, error) {
+// droppable decides from the jobs born in p, as table holds its events,
+// whether it may go at now.
+func (s *Service) droppable(ctx context.Context, table string, p arsql.EventPartition, now time.Time) (bool, error) {
 	if p.High.Add(domain.PartitionSkew).After(now) {
 		return false, nil // a job may still be born in it: no need to ask
 	}
-	// The jobs' rows are the jobs projection's: they say all only once it
-	// has folded every event of the partition.
-	folded, err := s.store.Folded(ctx, p.TimeRange, "jobs")
+	// The jobs' rows are the projections': they say all only once every
+	// projection has folded every event of the partition.
+	folded, err := s.store.Folded(ctx, table, p.TimeRange)
 	if err != nil || !folded {
 		return false, err
 	}
@@ -166,30 +178,50 @@ func (s *Service) droppable(ctx context.Context, p arsql.EventPartition, now tim
 	return domain.PartitionDroppable(p.TimeRange, jobs, now), nil
 }
 
-// drop archives p when an archive is configured, deletes its jobs' rows
-// (recording that it is going, in the same transaction) and drops its
-// table. Each step may be run again after a crash.
-func (s *Service) drop(ctx context.Context, p arsql.EventPartition) (int, error) {
-	var n int
-	if p.DroppingAt == nil {
+// drop takes p, found droppable and marked so, out of the log: detached
+// first, so that no write reaches it any more, then checked again (a
+// submit or an outcome may have come between the check and the detach:
+// then it is attached again and stays), archived when an archive is
+// configured, its jobs' rows deleted, its table dropped. Each step may run
+// again after a crash.
+func (s *Service) drop(ctx context.Context, p arsql.EventPartition, now time.Time) (jobs int, dropped bool, err error) {
+	if err := arsql.DetachEventPartition(ctx, s.pool, p.Name); err != nil {
+		return 0, false, err
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, p.Name).Scan(&exists); err != nil {
+		return 0, false, err
+	}
+	if exists {
+		ok, err := s.droppable(ctx, p.Name, p, now)
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok {
+			s.logger.WarnContext(ctx, "retention put a partition of the log back: a job in it came to life before it was detached",
+				"partition", p.Name)
+			return 0, false, arsql.ReattachEventPartition(ctx, s.pool, p)
+		}
 		archived := ""
 		if s.cfg.ArchiveDir != "" {
-			var err error
 			if archived, err = s.archive(ctx, p); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		}
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if err := tx.QueryRow(ctx, qDeletePartitionJobs, idAt(p.Low), idAt(p.High)).Scan(&n); err != nil {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := tx.QueryRow(ctx, qDeletePartitionJobs, idAt(p.Low), idAt(p.High)).Scan(&jobs); err != nil {
 				return fmt.Errorf("retention of partition %s: delete its jobs' rows: %w", p.Name, err)
 			}
-			return arsql.MarkPartitionDropping(ctx, tx, p.Name, archived)
+			if archived == "" {
+				return nil
+			}
+			return arsql.MarkPartitionArchived(ctx, tx, p.Name, archived)
 		})
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
-	return n, arsql.DropEventPartition(ctx, s.pool, p.Name)
+	return jobs, true, arsql.DropEventPartition(ctx, s.pool, p.Name)
 }
 
 // idAt is the least UUIDv7 of the millisecond t: ids of jobs submitted at

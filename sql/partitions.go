@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentreach/agentreach/domain"
@@ -18,10 +19,13 @@ import (
 var (
 	qPartitionsLock        = queries.Must("PartitionsLock")
 	qEventPartitions       = queries.Must("EventPartitions")
+	qPartitionedFrom       = queries.Must("PartitionedFrom")
+	qUnmarkPartition       = queries.Must("UnmarkPartitionDropping")
 	qCreateEventPartition  = queries.Must("CreateEventPartition")
 	qAttachEventPartition  = queries.Must("AttachEventPartition")
 	qRecordEventPartition  = queries.Must("RecordEventPartition")
 	qMarkPartitionDropping = queries.Must("MarkPartitionDropping")
+	qMarkPartitionArchived = queries.Must("MarkPartitionArchived")
 	qPartitionAttachment   = queries.Must("PartitionAttachment")
 	qDetachEventPartition  = queries.Must("DetachEventPartition")
 	qFinalizeDetach        = queries.Must("FinalizeDetachEventPartition")
@@ -108,6 +112,13 @@ func ensurePartitions(ctx context.Context, db beginner, from, to time.Time, widt
 		for i, p := range have {
 			ranges[i] = p.TimeRange
 		}
+		var cutoff *time.Time
+		if err := tx.QueryRow(ctx, qPartitionedFrom).Scan(&cutoff); err != nil {
+			return err
+		}
+		if cutoff != nil { // below it, every stream is in events_kept
+			ranges = append(ranges, domain.TimeRange{Low: from.Add(-width), High: *cutoff})
+		}
 		for _, r := range domain.PartitionsToCreate(ranges, from, to, width) {
 			name := partitionName(r.Low)
 			id := pgx.Identifier{name}.Sanitize()
@@ -142,38 +153,82 @@ func literal(t time.Time) string {
 }
 
 // MarkPartitionDropping records that retention began dropping partition
-// name, archived to archivedTo ("" for none), in tx: the caller deletes
-// the rows of its jobs in the same transaction.
-func MarkPartitionDropping(ctx context.Context, tx pgx.Tx, name, archivedTo string) error {
-	var to *string
-	if archivedTo != "" {
-		to = &archivedTo
-	}
-	if _, err := tx.Exec(ctx, qMarkPartitionDropping, name, to); err != nil {
+// name: it is detached next, and put back should its check fail.
+func MarkPartitionDropping(ctx context.Context, q execer, name string) error {
+	if _, err := q.Exec(ctx, qMarkPartitionDropping, name); err != nil {
 		return fmt.Errorf("mark partition %s dropping: %w", name, err)
 	}
 	return nil
 }
 
-// DropEventPartition detaches partition name from the log without
-// blocking its readers and writers, drops its table and records it gone.
-// It resumes a drop that was interrupted at any step.
-func DropEventPartition(ctx context.Context, pool *pgxpool.Pool, name string) error {
+// MarkPartitionArchived records, in tx, where partition name was
+// archived: the caller deletes the rows of its jobs in the same
+// transaction.
+func MarkPartitionArchived(ctx context.Context, q execer, name, archivedTo string) error {
+	if _, err := q.Exec(ctx, qMarkPartitionArchived, name, archivedTo); err != nil {
+		return fmt.Errorf("mark partition %s archived: %w", name, err)
+	}
+	return nil
+}
+
+type execer interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}
+
+// DetachEventPartition detaches partition name from the log without
+// blocking its readers and writers (finishing a detach that was cut
+// short): from then on no write can reach it. Detached already, it does
+// nothing.
+func DetachEventPartition(ctx context.Context, pool *pgxpool.Pool, name string) error {
 	id := pgx.Identifier{name}.Sanitize()
 	var attached, pending bool
 	if err := pool.QueryRow(ctx, qPartitionAttachment, name).Scan(&attached, &pending); err != nil {
-		return fmt.Errorf("drop partition %s: %w", name, err)
+		return fmt.Errorf("detach partition %s: %w", name, err)
 	}
 	switch {
 	case pending:
 		if _, err := pool.Exec(ctx, fmt.Sprintf(qFinalizeDetach, id)); err != nil {
-			return fmt.Errorf("drop partition %s: finish its detach: %w", name, err)
+			return fmt.Errorf("detach partition %s: finish its detach: %w", name, err)
 		}
 	case attached:
 		if _, err := pool.Exec(ctx, fmt.Sprintf(qDetachEventPartition, id)); err != nil {
-			return fmt.Errorf("drop partition %s: detach: %w", name, err)
+			return fmt.Errorf("detach partition %s: %w", name, err)
 		}
 	}
+	return nil
+}
+
+// ReattachEventPartition puts the detached partition p back in the log
+// and records that it is no longer going.
+func ReattachEventPartition(ctx context.Context, pool *pgxpool.Pool, p EventPartition) error {
+	id := pgx.Identifier{p.Name}.Sanitize()
+	var attached, pending bool
+	if err := pool.QueryRow(ctx, qPartitionAttachment, p.Name).Scan(&attached, &pending); err != nil {
+		return fmt.Errorf("attach partition %s again: %w", p.Name, err)
+	}
+	if pending {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(qFinalizeDetach, id)); err != nil {
+			return fmt.Errorf("attach partition %s again: finish its detach: %w", p.Name, err)
+		}
+	}
+	if !attached || pending {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(qAttachEventPartition, id, literal(p.Low), literal(p.High))); err != nil {
+			return fmt.Errorf("attach partition %s again: %w", p.Name, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, qUnmarkPartition, p.Name); err != nil {
+		return fmt.Errorf("attach partition %s again: %w", p.Name, err)
+	}
+	return nil
+}
+
+// DropEventPartition drops the table of partition name, detached, and
+// records it gone. Dropped already, it only records it.
+func DropEventPartition(ctx context.Context, pool *pgxpool.Pool, name string) error {
+	if err := DetachEventPartition(ctx, pool, name); err != nil {
+		return err
+	}
+	id := pgx.Identifier{name}.Sanitize()
 	if _, err := pool.Exec(ctx, fmt.Sprintf(qDropPartitionTable, id)); err != nil {
 		return fmt.Errorf("drop partition %s: %w", name, err)
 	}

@@ -40,6 +40,17 @@ func TestEnsureEventPartitions(t *testing.T) {
 	parts, err := arsql.EventPartitions(ctx, pool)
 	require.NoError(t, err)
 	last := parts[len(parts)-1]
+	attached := func() bool {
+		var b bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1))`, last.Name).Scan(&b))
+		return b
+	}
+	require.NoError(t, arsql.MarkPartitionDropping(ctx, pool, last.Name))
+	require.NoError(t, arsql.DetachEventPartition(ctx, pool, last.Name))
+	require.False(t, attached(), "detached: no write reaches it")
+	require.NoError(t, arsql.DetachEventPartition(ctx, pool, last.Name), "detached already")
+	require.NoError(t, arsql.ReattachEventPartition(ctx, pool, last))
+	require.True(t, attached(), "put back")
 	require.Equal(t, at.Truncate(time.Hour).Add(3*time.Hour).UTC(), last.Low.UTC())
 	require.NoError(t, arsql.DropEventPartition(ctx, pool, last.Name))
 	require.NoError(t, arsql.DropEventPartition(ctx, pool, last.Name), "a drop run again is done already")

@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -31,6 +32,10 @@ type Sweep struct {
 	Run   func(ctx context.Context) error
 	// Wake, if set, runs the sweep at once, between its intervals.
 	Wake <-chan struct{}
+	// Timeout bounds one run (a minute when zero): a sweep whose work is
+	// long by nature (writing a partition of the log to an archive) says
+	// how long it may take.
+	Timeout time.Duration
 }
 
 // Runner runs sweeps while its process leads.
@@ -154,7 +159,7 @@ func (r *Runner) loop(ctx context.Context, s Sweep) {
 	t := time.NewTicker(s.Every)
 	defer t.Stop()
 	for {
-		rctx, cancel := context.WithTimeout(ctx, runTimeout)
+		rctx, cancel := context.WithTimeout(ctx, cmp.Or(s.Timeout, runTimeout))
 		err := s.Run(rctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -163,7 +164,10 @@ func Unreachable(err error) bool {
 	var ce *pgconn.ConnectError
 	var ne *net.OpError
 	var pe *pgconn.PgError
+	var ue *url.Error
 	switch {
+	case errors.As(err, &ue):
+		return false // an HTTP call's (an agent's, a callback's), not the database's
 	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
 		return true

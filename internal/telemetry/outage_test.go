@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,5 +74,7 @@ func TestOutageIsToldInAFewLines(t *testing.T) {
 	require.Contains(t, db[len(db)-1], "outage=1m0s")
 
 	require.True(t, telemetry.Unreachable(&pgconn.PgError{Code: "57P01"}))
+	require.False(t, telemetry.Unreachable(&url.Error{Op: "Post", URL: "http://127.0.0.1:1/", Err: refused}),
+		"an agent that cannot be reached is not a database outage")
 	require.False(t, telemetry.Unreachable(&pgconn.PgError{Code: "23505"}))
 }

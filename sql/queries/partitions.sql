@@ -7,6 +7,11 @@
 -- the transaction.
 SELECT pg_advisory_xact_lock(hashtextextended('agentreach.event_partitions', 0));
 
+-- name: PartitionedFrom
+-- Where the log's time partitions begin (NULL: from the start of time);
+-- sql/migrations/0029_partition_cutoff.sql says why.
+SELECT nullif(partitioned_from, '-infinity') FROM event_log;
+
 -- name: EventPartitions
 -- Every time partition the log has or had, by its range.
 SELECT name, low, high, archived_to, dropping_at, dropped_at FROM event_partitions ORDER BY low;
@@ -29,9 +34,18 @@ ALTER TABLE events ATTACH PARTITION %s FOR VALUES FROM (%s) TO (%s);
 INSERT INTO event_partitions (name, low, high) VALUES ($1, $2, $3);
 
 -- name: MarkPartitionDropping
--- Records that partition $1 is going: its jobs' rows are deleted, the
--- table follows.
-UPDATE event_partitions SET dropping_at = coalesce(dropping_at, now()), archived_to = coalesce($2, archived_to) WHERE name = $1;
+-- Records that partition $1 is going: it is detached, checked again,
+-- archived, its jobs' rows deleted, then its table dropped.
+UPDATE event_partitions SET dropping_at = coalesce(dropping_at, now()) WHERE name = $1;
+
+-- name: UnmarkPartitionDropping
+-- Records that partition $1 stays after all: its check after the detach
+-- failed, and it is attached again.
+UPDATE event_partitions SET dropping_at = NULL WHERE name = $1;
+
+-- name: MarkPartitionArchived
+-- Records where partition $1 was archived.
+UPDATE event_partitions SET archived_to = $2 WHERE name = $1;
 
 -- name: PartitionAttachment
 -- Whether the table $1 is a partition of the log, and whether a

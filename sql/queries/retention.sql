@@ -26,7 +26,8 @@ WHERE j.job_id >= $1::uuid AND j.job_id < $2::uuid;
 
 -- name: DeletePartitionJobs
 -- Deletes the rows of the jobs submitted in [$1, $2) (their ids' UUIDv7
--- bounds) from every table that keeps them, as their partition goes.
+-- bounds) from every table that keeps them, as their partition goes; not
+-- job_roots, whose count a root's descendants submitted later still need.
 WITH gone AS (
     DELETE FROM jobs WHERE job_id >= $1::uuid AND job_id < $2::uuid RETURNING 1
 ), keys AS (
@@ -39,8 +40,6 @@ WITH gone AS (
     DELETE FROM ordered_jobs WHERE job_id >= $1::uuid AND job_id < $2::uuid
 ), pushes AS (
     DELETE FROM a2a_push_configs WHERE job_id >= $1::uuid AND job_id < $2::uuid
-), roots AS (
-    DELETE FROM job_roots WHERE root_job_id >= $1::uuid AND root_job_id < $2::uuid
 )
 SELECT count(*) FROM gone;
 
@@ -60,9 +59,10 @@ WITH alerts_gone AS (
         FROM retention_policies p WHERE p.namespace = h.namespace) * interval '1 second' - interval '1 hour'
     RETURNING 1
 ), lookups_gone AS (
-    DELETE FROM lookups l WHERE l.looked_up_at < $1::timestamptz - (
+    -- never within the ten minutes a lookup's reports are taken for
+    DELETE FROM lookups l WHERE l.looked_up_at < $1::timestamptz - greatest(600, (
         SELECT least(coalesce(nullif(max(p.keep_seconds), 0), $2::bigint), $2::bigint)
-        FROM retention_policies p WHERE p.namespace = l.namespace) * interval '1 second'
+        FROM retention_policies p WHERE p.namespace = l.namespace)) * interval '1 second'
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM alerts_gone), (SELECT count(*) FROM hours_gone), (SELECT count(*) FROM lookups_gone);

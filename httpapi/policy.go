@@ -51,6 +51,10 @@ func (s *Server) setRoutingPolicy(c *gin.Context) {
 		_ = c.Error(Invalid("namespace", "name the namespace whose routing policy this is"))
 		return
 	}
+	if !domain.ValidNamespace(ns) {
+		_ = c.Error(Invalid("namespace", "not a namespace"))
+		return
+	}
 	if _, err := defaultNamespace(c, ns); err != nil {
 		_ = c.Error(err)
 		return

@@ -66,6 +66,10 @@ func (s *Server) setRetention(c *gin.Context) {
 		_ = c.Error(Invalid("namespace", "name the namespace whose retention this is; the deployment's is set with serve --retention"))
 		return
 	}
+	if !domain.ValidNamespace(ns) {
+		_ = c.Error(Invalid("namespace", "not a namespace"))
+		return
+	}
 	if _, err := defaultNamespace(c, ns); err != nil {
 		_ = c.Error(err)
 		return
@@ -75,7 +79,7 @@ func (s *Server) setRetention(c *gin.Context) {
 		return
 	}
 	if *req.RetentionSeconds < 0 || *req.RetentionSeconds > int64(100*365*24*time.Hour/time.Second) {
-		_ = c.Error(Invalid("retention_seconds", "must be between 0 and the deployment's period"))
+		_ = c.Error(Invalid("retention_seconds", "must be 0 (the deployment's period) or from 60 up to the deployment's period"))
 		return
 	}
 	out, err := s.deps.Retention.SetPolicy(c.Request.Context(), ns, time.Duration(*req.RetentionSeconds)*time.Second, s.meta(c, p.Actor()))

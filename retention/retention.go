@@ -51,6 +51,20 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Validate refuses a configuration that cannot be what its operator
+// meant, rather than replacing it: a period under the least a namespace
+// may ask for, a partition narrower than a minute or not of whole
+// minutes. Zero fields take their defaults.
+func (c Config) Validate() error {
+	switch {
+	case c.Period < 0 || c.Period > 0 && c.Period < domain.MinRetention:
+		return fmt.Errorf("--retention %s: at least %s (0: the default, %s)", c.Period, domain.MinRetention, domain.DefaultRetention)
+	case c.PartitionWidth < 0 || c.PartitionWidth > 0 && (c.PartitionWidth < domain.MinPartitionWidth || c.PartitionWidth%time.Minute != 0):
+		return fmt.Errorf("--partition-width %s: whole minutes, at least %s (0: the default, %s)", c.PartitionWidth, domain.MinPartitionWidth, domain.DefaultPartitionWidth)
+	}
+	return nil
+}
+
 func (c Config) withDefaults() Config {
 	if c.Period <= 0 {
 		c.Period = domain.DefaultRetention
@@ -139,7 +153,7 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 				return rep, err
 			}
 		}
-		n, dropped, err := s.drop(ctx, p, now)
+		n, archived, dropped, err := s.drop(ctx, p, now)
 		if err != nil {
 			return rep, err
 		}
@@ -149,7 +163,7 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 		}
 		rep.Dropped, rep.Jobs = append(rep.Dropped, p.Name), rep.Jobs+n
 		s.logger.InfoContext(ctx, "retention dropped a partition of the log", "partition", p.Name,
-			"from", p.Low, "to", p.High, "jobs", n, "archived_to", p.ArchivedTo)
+			"from", p.Low, "to", p.High, "jobs", n, "archived_to", archived)
 	}
 	return rep, nil
 }
@@ -184,28 +198,28 @@ func (s *Service) droppable(ctx context.Context, table string, p arsql.EventPart
 // then it is attached again and stays), archived when an archive is
 // configured, its jobs' rows deleted, its table dropped. Each step may run
 // again after a crash.
-func (s *Service) drop(ctx context.Context, p arsql.EventPartition, now time.Time) (jobs int, dropped bool, err error) {
+func (s *Service) drop(ctx context.Context, p arsql.EventPartition, now time.Time) (jobs int, archived string, dropped bool, err error) {
 	if err := arsql.DetachEventPartition(ctx, s.pool, p.Name); err != nil {
-		return 0, false, err
+		return 0, "", false, err
 	}
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, p.Name).Scan(&exists); err != nil {
-		return 0, false, err
+		return 0, "", false, err
 	}
+	archived = p.ArchivedTo
 	if exists {
 		ok, err := s.droppable(ctx, p.Name, p, now)
 		if err != nil {
-			return 0, false, err
+			return 0, "", false, err
 		}
 		if !ok {
 			s.logger.WarnContext(ctx, "retention put a partition of the log back: a job in it came to life before it was detached",
 				"partition", p.Name)
-			return 0, false, arsql.ReattachEventPartition(ctx, s.pool, p)
+			return 0, "", false, arsql.ReattachEventPartition(ctx, s.pool, p)
 		}
-		archived := ""
 		if s.cfg.ArchiveDir != "" {
 			if archived, err = s.archive(ctx, p); err != nil {
-				return 0, false, err
+				return 0, "", false, err
 			}
 		}
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -218,10 +232,10 @@ func (s *Service) drop(ctx context.Context, p arsql.EventPartition, now time.Tim
 			return arsql.MarkPartitionArchived(ctx, tx, p.Name, archived)
 		})
 		if err != nil {
-			return 0, false, err
+			return 0, "", false, err
 		}
 	}
-	return jobs, true, arsql.DropEventPartition(ctx, s.pool, p.Name)
+	return jobs, archived, true, arsql.DropEventPartition(ctx, s.pool, p.Name)
 }
 
 // idAt is the least UUIDv7 of the millisecond t: ids of jobs submitted at

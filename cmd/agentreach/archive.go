@@ -27,6 +27,9 @@ func (m *Main) runArchive(ctx context.Context, args []string) error {
 		return nil
 	}
 	verb := args[0]
+	if verb != "verify" && verb != "import" {
+		return fmt.Errorf("%w: agentreach archive verify|import DIR, not %q", errUsage, verb)
+	}
 	var dsn string
 	fs := m.newFlagSet("archive " + verb)
 	cli.SecretVar(fs, &dsn, "database-url", m.Getenv("DATABASE_URL"), "the database to import into (env DATABASE_URL; import only)")

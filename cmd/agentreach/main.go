@@ -318,6 +318,9 @@ func (m *Main) parseService(fs *flag.FlagSet, cfg *Config, args []string) (*slog
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = defaultDatabaseURL
 	}
+	if err := cfg.Retention.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
 	return m.logger(*cfg)
 }
 
@@ -368,6 +371,9 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&dataDir, "data-dir", m.Getenv("AGENTREACH_DEV_DATA_DIR"), "keep a private cluster's data here (default: a temporary folder removed on exit)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	if err := cfg.Retention.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
 	logger, err := m.logger(cfg)
 	if err != nil {

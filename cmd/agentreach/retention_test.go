@@ -37,7 +37,8 @@ func TestRetentionPolicy(t *testing.T) {
 
 	for _, bad := range []string{`{"namespace":"default"}`, `{"namespace":"default","retention_seconds":5}`,
 		`{"namespace":"default","retention_seconds":2592001}`, `{"namespace":"default","retention_seconds":-1}`,
-		`{"namespace":"*","retention_seconds":3600}`, `{"namespace":"default","retention_seconds":"1h"}`} {
+		`{"namespace":"*","retention_seconds":3600}`, `{"namespace":"default","retention_seconds":"1h"}`,
+		`{"namespace":"Bad Name!","retention_seconds":3600}`} {
 		code, body := call(t, http.MethodPut, base+"/v1/policies/retention", "", bad)
 		require.Equal(t, http.StatusBadRequest, code, "%s: %s", bad, body)
 		require.Contains(t, body, `"invalid_argument"`, bad)
@@ -55,6 +56,16 @@ func TestRetentionPolicy(t *testing.T) {
 	getJSON(t, base+"/v1/policies/retention?namespace=default", http.StatusOK, &p)
 	require.Equal(t, int64(30*86400), p.RetentionSeconds, "0 gives the namespace's own period up")
 	require.Equal(t, 2, p.Version)
+
+	for _, args := range [][]string{{"serve", "--retention", "30s"}, {"serve", "--partition-width", "90s"}, {"dev", "--retention", "-1h"},
+		{"archive", "bogus", "/tmp"}, {"archive", "bogus"}} {
+		out := &syncBuffer{}
+		m := NewMain()
+		m.Stdout, m.Stderr = out, out
+		m.Getenv = func(string) string { return "" }
+		err := m.Run(t.Context(), args)
+		require.ErrorIs(t, err, errUsage, "%v: %s", args, out)
+	}
 }
 
 // Retention drops a partition of the log whole once every job in it is

@@ -188,7 +188,7 @@ func untar(r io.Reader, dir string) error {
 		if err != nil {
 			return err
 		}
-		path := filepath.Join(dir, filepath.Clean("/" + h.Name))
+		path := filepath.Join(dir, filepath.Clean("/"+h.Name))
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := os.MkdirAll(path, 0o755); err != nil {

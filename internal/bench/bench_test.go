@@ -198,7 +198,8 @@ func TestFlags(t *testing.T) {
 	env := cli.Env{Stdout: io.Discard, Stderr: &errOut, Getenv: func(k string) string { return map[string]string{"DATABASE_URL": "postgres://x"}[k] }}
 	o, err := parseFlags(env, []string{"--jobs", "10", "--png", "b.png"})
 	require.NoError(t, err)
-	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png", openFor: 10 * time.Second, satFor: 20 * time.Second}, o)
+	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png", openFor: 10 * time.Second, satFor: 20 * time.Second,
+		soakRate: 100, soakKeep: 2 * time.Minute, soakEvery: 30 * time.Second}, o)
 	require.True(t, o.runs("e2e"), "no --only runs everything")
 	o, err = parseFlags(env, []string{"--only", "e2e, open", "--rate", "100"})
 	require.NoError(t, err)
@@ -207,6 +208,10 @@ func TestFlags(t *testing.T) {
 	require.InDelta(t, 100.0, o.rate, 1e-9)
 	_, err = parseFlags(env, []string{"--only", "e2e,nope"})
 	require.ErrorIs(t, err, cli.ErrUsage)
+	for _, bad := range [][]string{{"--soak", "1m", "--only", "e2e"}, {"--soak", "1m", "--soak-retention", "30s"}, {"--soak", "1m", "--soak-rate", "0"}} {
+		_, err = parseFlags(env, bad)
+		require.ErrorIs(t, err, cli.ErrUsage, "%v", bad)
+	}
 	_, err = parseFlags(env, []string{"-h"})
 	require.Error(t, err)
 	require.Contains(t, errOut.String(), "agentreach bench: measure Agent-Reach against the limits of this machine")

@@ -134,8 +134,8 @@ func parseFlags(env cli.Env, args []string) (options, error) {
 	if o.grow < 0 || o.grow > 0 && o.only != "" {
 		return o, fmt.Errorf("--grow takes a positive number of jobs and runs alone, without --only: %w", cli.ErrUsage)
 	}
-	if o.soak < 0 || o.soak > 0 && (o.only != "" || o.grow > 0) || o.soak > 0 && (o.soakRate <= 0 || o.soakKeep < time.Minute || o.soakEvery <= 0) {
-		return o, fmt.Errorf("--soak takes a positive duration and runs alone, with --soak-rate > 0, --soak-retention ≥ 1m and --soak-every > 0: %w", cli.ErrUsage)
+	if o.soak < 0 || o.soak > maxSoak || o.soak > 0 && (o.only != "" || o.grow > 0) || o.soak > 0 && (o.soakRate <= 0 || o.soakKeep < time.Minute || o.soakEvery <= 0) {
+		return o, fmt.Errorf("--soak takes a positive duration up to %s (the bench's agents hold an hour's lease) and runs alone, with --soak-rate > 0, --soak-retention ≥ 1m and --soak-every > 0: %w", maxSoak, cli.ErrUsage)
 	}
 	for _, p := range strings.Split(o.only, ",") {
 		if p = strings.TrimSpace(p); p != "" && !slices.Contains(phaseNames, p) {
@@ -317,7 +317,7 @@ func (r *run) baselines(ctx context.Context, serverDSN, benchDSN, pgbenchDB stri
 // agentTTLSeconds is the lease of the bench's agents, which do not
 // heartbeat: longer than the whole run, so that none lapses before the
 // last measurement.
-const agentTTLSeconds = 900
+const agentTTLSeconds = 3600
 
 // start starts Agent-Reach (authentication off, agents answering inline),
 // a callback receiver and four push agents, and waits until they are

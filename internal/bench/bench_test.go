@@ -208,7 +208,7 @@ func TestFlags(t *testing.T) {
 	require.InDelta(t, 100.0, o.rate, 1e-9)
 	_, err = parseFlags(env, []string{"--only", "e2e,nope"})
 	require.ErrorIs(t, err, cli.ErrUsage)
-	for _, bad := range [][]string{{"--soak", "1m", "--only", "e2e"}, {"--soak", "1m", "--soak-retention", "30s"}, {"--soak", "1m", "--soak-rate", "0"}} {
+	for _, bad := range [][]string{{"--soak", "1m", "--only", "e2e"}, {"--soak", "1m", "--soak-retention", "30s"}, {"--soak", "1m", "--soak-rate", "0"}, {"--soak", "2h"}} {
 		_, err = parseFlags(env, bad)
 		require.ErrorIs(t, err, cli.ErrUsage, "%v", bad)
 	}

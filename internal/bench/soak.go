@@ -23,6 +23,10 @@ import (
 // soakWidth is the partition width the soak runs with.
 const soakWidth = time.Minute
 
+// maxSoak is the longest soak: the bench's agents hold a lease of
+// agentTTLSeconds and do not heartbeat.
+const maxSoak = 55 * time.Minute
+
 // soakSample is the state of the bench database at one moment.
 type soakSample struct {
 	at                 time.Duration // since the load began

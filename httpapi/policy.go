@@ -43,19 +43,8 @@ func (s *Server) setRoutingPolicy(c *gin.Context) {
 		return
 	}
 	p := principal(c)
-	ns := req.Namespace
-	if ns == "" {
-		ns = p.Namespace
-	}
-	if ns == auth.AllNamespaces {
-		_ = c.Error(Invalid("namespace", "name the namespace whose routing policy this is"))
-		return
-	}
-	if !domain.ValidNamespace(ns) {
-		_ = c.Error(Invalid("namespace", "not a namespace"))
-		return
-	}
-	if _, err := defaultNamespace(c, ns); err != nil {
+	ns, err := policyNamespace(c, req.Namespace, "name the namespace whose routing policy this is")
+	if err != nil {
 		_ = c.Error(err)
 		return
 	}
@@ -65,4 +54,24 @@ func (s *Server) setRoutingPolicy(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, routingPolicyResponse{Namespace: ns, RoutingPolicy: out})
+}
+
+// policyNamespace is the one namespace a PUT of a policy changes: the
+// one asked for, or the key's; refused when it is every namespace (the
+// error says what to do, whyAll), not a namespace, or not the key's.
+func policyNamespace(c *gin.Context, asked, whyAll string) (string, error) {
+	ns := asked
+	if ns == "" {
+		ns = principal(c).Namespace
+	}
+	if ns == auth.AllNamespaces {
+		return "", Invalid("namespace", "%s", whyAll)
+	}
+	if !domain.ValidNamespace(ns) {
+		return "", Invalid("namespace", "not a namespace")
+	}
+	if _, err := defaultNamespace(c, ns); err != nil {
+		return "", err
+	}
+	return ns, nil
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/agentreach/agentreach/auth"
 	"github.com/agentreach/agentreach/domain"
 )
 
@@ -58,19 +57,8 @@ func (s *Server) setRetention(c *gin.Context) {
 		return
 	}
 	p := principal(c)
-	ns := req.Namespace
-	if ns == "" {
-		ns = p.Namespace
-	}
-	if ns == auth.AllNamespaces {
-		_ = c.Error(Invalid("namespace", "name the namespace whose retention this is; the deployment's is set with serve --retention"))
-		return
-	}
-	if !domain.ValidNamespace(ns) {
-		_ = c.Error(Invalid("namespace", "not a namespace"))
-		return
-	}
-	if _, err := defaultNamespace(c, ns); err != nil {
+	ns, err := policyNamespace(c, req.Namespace, "name the namespace whose retention this is; the deployment's is set with serve --retention")
+	if err != nil {
 		_ = c.Error(err)
 		return
 	}

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/retention"
-	arsql "github.com/agentreach/agentreach/sql"
 )
 
 // runArchive checks an archive of dropped history against its manifests
@@ -71,17 +67,11 @@ func (m *Main) importArchive(ctx context.Context, dsn, dir string) error {
 	if dsn == "" {
 		return fmt.Errorf("%w: say which database to import into: --database-url or DATABASE_URL", errUsage)
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := openMigrated(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("database URL: %w", err)
+		return err
 	}
 	defer pool.Close()
-	if err := arsql.Check(ctx, pool); err != nil {
-		if errors.Is(err, arsql.ErrNotMigrated) {
-			return fmt.Errorf("database at %s: %w (`agentreach migrate` brings a new one up to date)", redact(dsn), err)
-		}
-		return fmt.Errorf("database at %s: %w", redact(dsn), err)
-	}
 	reps, err := retention.ImportArchive(ctx, eventstore.New(pool), dir, func(r retention.ImportReport) {
 		fmt.Fprintf(m.Stdout, "imported %s: %d events, %d new\n", r.Partition, r.Events, r.Imported)
 	})

@@ -99,17 +99,11 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: say which database to rebuild, the one the service uses: --database-url or DATABASE_URL "+
 			"(`agentreach dev` prints it as Database); projections rebuild does not guess", errUsage)
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := openMigrated(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("database URL: %w", err)
+		return err
 	}
 	defer pool.Close()
-	if err := arsql.Check(ctx, pool); err != nil {
-		if errors.Is(err, arsql.ErrNotMigrated) {
-			return fmt.Errorf("database at %s: %w (is it the service's? `agentreach migrate` brings a new one up to date)", redact(dsn), err)
-		}
-		return fmt.Errorf("database at %s: %w", redact(dsn), err)
-	}
 	env := m.cliEnv()
 	rep, err := cli.RebuildProjections(ctx, env, pool, env.Logger(), chosen)
 	if err != nil {
@@ -186,4 +180,21 @@ func (p *inProcess) SetDispatchPaused(ctx context.Context, paused bool) error {
 		}
 	}
 	return nil
+}
+
+// openMigrated opens a pool on the database at dsn, which must be
+// migrated to this version's schema.
+func openMigrated(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	if err := arsql.Check(ctx, pool); err != nil {
+		pool.Close()
+		if errors.Is(err, arsql.ErrNotMigrated) {
+			return nil, fmt.Errorf("database at %s: %w (is it the service's? `agentreach migrate` brings a new one up to date)", redact(dsn), err)
+		}
+		return nil, fmt.Errorf("database at %s: %w", redact(dsn), err)
+	}
+	return pool, nil
 }

@@ -16,7 +16,8 @@ func (m *Main) runArchive(ctx context.Context, args []string) error {
 		fmt.Fprint(m.Stdout, "Usage:\n  agentreach archive verify DIR\n  agentreach archive import DIR --database-url URL\n\n"+
 			"verify checks every partition in DIR against its manifest (SHA-256, events, order).\n"+
 			"import loads them into a migrated database, typically a fresh one, partition by partition;\n"+
-			"run again, it adds nothing. Then `agentreach projections rebuild` (or a serve on it) folds them.\n")
+			"run again, it adds nothing. Then `agentreach projections rebuild` folds them into the read models.\n"+
+			"A service run on that database applies its retention to them again: give it a --retention longer than their age.\n")
 		if len(args) == 0 {
 			return fmt.Errorf("%w: agentreach archive verify|import DIR", errUsage)
 		}

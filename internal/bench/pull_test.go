@@ -98,8 +98,8 @@ func TestPullers(t *testing.T) {
 	defer stop()
 	regs, _, _ := api.seen()
 	require.Equal(t, []string{
-		`{"agent_id":"bench-pull-0","capabilities":["bench.pull"],"mode":"pull","ttl_seconds":900}`,
-		`{"agent_id":"bench-pull-1","capabilities":["bench.pull"],"mode":"pull","ttl_seconds":900}`,
+		`{"agent_id":"bench-pull-0","capabilities":["bench.pull"],"mode":"pull","ttl_seconds":3600}`,
+		`{"agent_id":"bench-pull-1","capabilities":["bench.pull"],"mode":"pull","ttl_seconds":3600}`,
 	}, regs)
 	api.queued <- []envelope{{JobID: "a", Attempt: 1, ResultURL: api.srv.URL + "/v1/jobs/a/result"},
 		{JobID: "b", Attempt: 2, ResultURL: api.srv.URL + "/v1/jobs/b/result"}}

@@ -271,6 +271,25 @@ func TestOperatorActionsOverTheCLI(t *testing.T) {
 	_, err = run("agents", "update", "ops-a", "--weight", "500")
 	require.ErrorContains(t, err, "weight")
 
+	// The global log shows a transaction once every older one in the
+	// cluster has ended: on a busy server that may take a moment.
+	want := []string{"updated", "confirm_down:disk failed", "up:"}
+	var seen []string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		seen = opsSignals(t, base)
+		if len(seen) >= len(want) || !time.Now().Before(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	require.Equal(t, want, seen)
+}
+
+// opsSignals are the operator's signals on agent ops-a, as the global log
+// shows them.
+func opsSignals(t *testing.T, base string) []string {
+	t.Helper()
 	var evs struct {
 		Events []struct {
 			StreamID string `json:"stream_id"`
@@ -296,7 +315,7 @@ func TestOperatorActionsOverTheCLI(t *testing.T) {
 			require.NotEmpty(t, e.Metadata.Actor)
 		}
 	}
-	require.Equal(t, []string{"updated", "confirm_down:disk failed", "up:"}, seen)
+	return seen
 }
 
 // A heartbeat may report the agent's queue length, error rate and pool

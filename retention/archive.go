@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -81,7 +80,7 @@ const manifestSuffix = ".manifest.json"
 // written.
 func (s *Service) archive(ctx context.Context, p arsql.EventPartition) (string, error) {
 	var db string
-	if err := s.pool.QueryRow(ctx, `SELECT system_identifier::text || '/' || current_database() FROM pg_control_system()`).Scan(&db); err != nil {
+	if err := s.pool.QueryRow(ctx, qDatabaseIdentity).Scan(&db); err != nil {
 		return "", fmt.Errorf("archive partition %s: %w", p.Name, err)
 	}
 	m, err := WriteArchive(ctx, s.store, s.cfg.ArchiveDir, db, p.Name, p.TimeRange)
@@ -292,17 +291,11 @@ func readEvents(dir string, m Manifest, fn func(ArchivedEvent) error, end func()
 			return err
 		}
 	}
-	if err := drain(f, sum); err != nil {
+	if _, err := io.Copy(sum, f); err != nil { // what the decompressor left unread
 		return err
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != m.SHA256 {
 		return fmt.Errorf("%s: SHA-256 %s where the manifest says %s", m.File, got, m.SHA256)
 	}
 	return end()
-}
-
-// drain reads what is left of f into sum.
-func drain(f io.Reader, sum hash.Hash) error {
-	_, err := io.Copy(sum, f)
-	return err
 }

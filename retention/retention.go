@@ -31,6 +31,7 @@ var (
 	qPartitionJobs         = queries.Must("PartitionJobs")
 	qDeletePartitionJobs   = queries.Must("DeletePartitionJobs")
 	qPruneBeyondRetention  = queries.Must("PruneBeyondRetention")
+	qDatabaseIdentity      = queries.Must("DatabaseIdentity")
 )
 
 // Config is the deployment's retention.
@@ -202,8 +203,8 @@ func (s *Service) drop(ctx context.Context, p arsql.EventPartition, now time.Tim
 	if err := arsql.DetachEventPartition(ctx, s.pool, p.Name); err != nil {
 		return 0, "", false, err
 	}
-	var exists bool
-	if err := s.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, p.Name).Scan(&exists); err != nil {
+	exists, err := arsql.PartitionTableExists(ctx, s.pool, p.Name)
+	if err != nil {
 		return 0, "", false, err
 	}
 	archived = p.ArchivedTo

@@ -27,6 +27,7 @@ var (
 	qMarkPartitionDropping = queries.Must("MarkPartitionDropping")
 	qMarkPartitionArchived = queries.Must("MarkPartitionArchived")
 	qPartitionAttachment   = queries.Must("PartitionAttachment")
+	qPartitionTableExists  = queries.Must("PartitionTableExists")
 	qDetachEventPartition  = queries.Must("DetachEventPartition")
 	qFinalizeDetach        = queries.Must("FinalizeDetachEventPartition")
 	qDropPartitionTable    = queries.Must("DropPartitionTable")
@@ -236,4 +237,14 @@ func DropEventPartition(ctx context.Context, pool *pgxpool.Pool, name string) er
 		return fmt.Errorf("drop partition %s: %w", name, err)
 	}
 	return nil
+}
+
+// PartitionTableExists reports whether the table of partition name is
+// there, attached or detached: not yet dropped.
+func PartitionTableExists(ctx context.Context, pool *pgxpool.Pool, name string) (bool, error) {
+	var exists bool
+	if err := pool.QueryRow(ctx, qPartitionTableExists, name).Scan(&exists); err != nil {
+		return false, fmt.Errorf("partition %s: %w", name, err)
+	}
+	return exists, nil
 }

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -114,7 +113,7 @@ func TestRollingUpgradeFromTheBaseline(t *testing.T) {
 	_, _ = oldSvc.Process.Wait()
 
 	require.Equal(t, len(accepted), agent.distinct(), "every accepted job delivered")
-	require.Equal(t, int64(len(accepted)), agent.total.Load(), "and delivered once")
+	require.Equal(t, int64(len(accepted)), agent.count(), "and delivered once")
 	require.Equal(t, len(accepted), callbacks.distinct(), "every job called back")
 	for _, line := range strings.Split(oldLog.String(), "\n") {
 		require.NotContains(t, line, "level=ERROR", "the baseline beside the new schema logged an error")
@@ -213,64 +212,73 @@ func untar(r io.Reader, dir string) error {
 	}
 }
 
+// perJob counts what came for each job.
+type perJob struct {
+	mu    sync.Mutex
+	total int64
+	jobs  map[string]int
+}
+
+func (c *perJob) add(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.jobs == nil {
+		c.jobs = map[string]int{}
+	}
+	c.jobs[id]++
+	c.total++
+}
+
+func (c *perJob) distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.jobs)
+}
+
+func (c *perJob) count() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
 // countingAgent answers every delivery SUCCESS and counts them by job.
 type countingAgent struct {
-	srv   *httptest.Server
-	total atomic.Int64
-	mu    sync.Mutex
-	jobs  map[string]int
+	perJob
+	srv *httptest.Server
 }
 
 func newCountingAgent(t *testing.T) *countingAgent {
 	t.Helper()
-	a := &countingAgent{jobs: map[string]int{}}
+	a := &countingAgent{}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
 			return
 		}
 		var env webhook.Envelope
 		_ = json.NewDecoder(r.Body).Decode(&env)
-		a.total.Add(1)
-		a.mu.Lock()
-		a.jobs[env.JobID]++
-		a.mu.Unlock()
+		a.add(env.JobID)
 		answer("SUCCESS", "")(w, env)
 	}))
 	t.Cleanup(a.srv.Close)
 	return a
 }
 
-func (a *countingAgent) distinct() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.jobs)
-}
-
 // callbackCounter acknowledges callbacks and counts them by job.
 type callbackCounter struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	jobs map[string]int
+	perJob
+	srv *httptest.Server
 }
 
 func newCallbackCounter(t *testing.T) *callbackCounter {
 	t.Helper()
-	c := &callbackCounter{jobs: map[string]int{}}
+	c := &callbackCounter{}
 	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			JobID string `json:"job_id"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&body)
-		c.mu.Lock()
-		c.jobs[body.JobID]++
-		c.mu.Unlock()
+		c.add(body.JobID)
 	}))
 	t.Cleanup(c.srv.Close)
 	return c
-}
-
-func (c *callbackCounter) distinct() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.jobs)
 }

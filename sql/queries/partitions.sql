@@ -53,6 +53,10 @@ UPDATE event_partitions SET archived_to = $2 WHERE name = $1;
 SELECT EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass($1)),
        coalesce((SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = to_regclass($1)), false);
 
+-- name: PartitionTableExists
+-- Whether the table $1 (a partition of the log, attached or detached) exists.
+SELECT to_regclass($1) IS NOT NULL;
+
 -- name: DetachEventPartition :template
 -- Detaches %s from the log without blocking its readers and writers.
 ALTER TABLE events DETACH PARTITION %s CONCURRENTLY;

@@ -66,3 +66,8 @@ WITH alerts_gone AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM alerts_gone), (SELECT count(*) FROM hours_gone), (SELECT count(*) FROM lookups_gone);
+
+-- name: DatabaseIdentity
+-- The database an archive's partitions come from: its cluster's system
+-- identifier and its name.
+SELECT system_identifier::text || '/' || current_database() FROM pg_control_system();

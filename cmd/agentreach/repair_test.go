@@ -127,7 +127,7 @@ func TestWatchdogRequeuesStuckWork(t *testing.T) {
 	// declares the attempt lost after its deadline, and it is retried.
 	svc.m.app.jobs.Dispatcher().HoldDirect(true)
 	queued := submitOK(t, base, `{"capability":"t.wd2","payload":{}}`)
-	routed := submitOK(t, base, `{"capability":"t.wd","payload":{},"timeout_ms":200,"backoff_base_ms":100}`)
+	routed := submitOK(t, base, `{"capability":"t.wd","payload":{},"timeout_ms":1000,"backoff_base_ms":100}`) // the retry has a second to be answered, even on a loaded machine
 	svc.m.app.jobs.Dispatcher().HoldDirect(false)
 	newTestAgent(t, base, "wd2", "t.wd2", 50, answer("SUCCESS", ""))
 	rid, phase = timerJob(queued)

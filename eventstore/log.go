@@ -72,7 +72,16 @@ func (s *Store) CursorAt(ctx context.Context, position int64) (Cursor, error) {
 	var txid string
 	err := s.pool.QueryRow(ctx, `SELECT tx_id::text FROM events WHERE position = $1`, position).Scan(&txid)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, domain.ErrNotFound)
+		var dropped bool
+		err = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event_partitions
+			WHERE dropped_at IS NOT NULL AND $1 BETWEEN first_position AND last_position)`, position).Scan(&dropped)
+		if err == nil && dropped {
+			return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, ErrDropped)
+		}
+		if err == nil {
+			err = domain.ErrNotFound
+		}
+		return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, err)
 	}
 	if err != nil {
 		return Cursor{}, fmt.Errorf("cursor at position %d: %w", position, err)
@@ -80,6 +89,10 @@ func (s *Store) CursorAt(ctx context.Context, position int64) (Cursor, error) {
 	id, _ := strconv.ParseUint(txid, 10, 64)
 	return Cursor{TxID: id, Position: position}, nil
 }
+
+// ErrDropped is a position whose event retention dropped with its
+// partition of the log.
+var ErrDropped = errors.New("the event at this position was dropped with its partition of the log, past its retention period")
 
 // NotifyChannel is the PostgreSQL channel on which commits are announced.
 const NotifyChannel = "agentreach_events"

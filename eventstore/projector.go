@@ -236,14 +236,48 @@ func (p *Projector) Settle(ctx context.Context) error {
 	}
 }
 
-// Rebuild empties proj's read model and folds the whole log into it again,
-// calling progress (if not nil) after each batch with the events folded so
-// far and the log's size. Readers of the read model see it refill.
-func (p *Projector) Rebuild(ctx context.Context, proj Projection, progress func(done, total int64)) (int64, error) {
+// RebuildFrom is where a rebuild starts.
+type RebuildFrom int
+
+const (
+	// FromStart folds the whole log from position 0: it checks the fold
+	// itself, but after retention dropped part of the log it cannot bring
+	// back what the dropped part contributed.
+	FromStart RebuildFrom = iota
+	// FromSnapshot refills the read model from its latest snapshot and
+	// folds only the log after it (from position 0 when there is none).
+	FromSnapshot
+)
+
+// Rebuilt is what a rebuild did: the events it folded, and the snapshot it
+// started from, if any.
+type Rebuilt struct {
+	Events   int64
+	Snapshot *Snapshot
+}
+
+// Rebuild empties proj's read model and folds the log into it again, from
+// position 0 or from its latest snapshot, calling progress (if not nil)
+// after each batch with the events folded so far and the log's size (what
+// is left of it past the snapshot). Readers of the read model see it
+// refill.
+func (p *Projector) Rebuild(ctx context.Context, proj Projection, from RebuildFrom, progress func(done, total int64)) (Rebuilt, error) {
 	var total int64
+	var out Rebuilt
 	err := pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
 		if _, err := lockCheckpoint(ctx, tx, proj.Name()); err != nil {
 			return err
+		}
+		if from == FromSnapshot {
+			snap, ok, err := restoreSnapshot(ctx, tx, proj)
+			if err != nil {
+				return err
+			}
+			if ok {
+				out.Snapshot = &snap
+				total, err = countEventsAfter(ctx, tx, snap.At)
+				return err
+			}
 		}
 		if err := proj.Reset(ctx, tx); err != nil {
 			return fmt.Errorf("reset projection %s: %w", proj.Name(), err)
@@ -256,13 +290,14 @@ func (p *Projector) Rebuild(ctx context.Context, proj Projection, progress func(
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
+		return out, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
 	}
 	var done int64
 	for {
 		n, err := p.Step(ctx, proj)
 		if err != nil {
-			return done, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
+			out.Events = done
+			return out, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
 		}
 		done += int64(n)
 		if progress != nil && n > 0 {
@@ -275,14 +310,17 @@ func (p *Projector) Rebuild(ctx context.Context, proj Projection, progress func(
 		// transaction that holds the horizon back.
 		behind, err := p.projectionBehind(ctx, proj)
 		if err != nil {
-			return done, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
+			out.Events = done
+			return out, fmt.Errorf("rebuild %s: %w", proj.Name(), err)
 		}
 		if !behind {
-			return done, nil
+			out.Events = done
+			return out, nil
 		}
 		select {
 		case <-ctx.Done():
-			return done, ctx.Err()
+			out.Events = done
+			return out, ctx.Err()
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
@@ -334,6 +372,14 @@ func (p *Projector) behind(ctx context.Context) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// countEventsAfter counts the events of the log after cur.
+func countEventsAfter(ctx context.Context, q Querier, cur Cursor) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT count(*) FROM events WHERE (tx_id, position) > ($1::text::xid8, $2)`,
+		strconv.FormatUint(cur.TxID, 10), cur.Position).Scan(&n)
+	return n, err
 }
 
 func (p *Projector) projectionBehind(ctx context.Context, proj Projection) (bool, error) {

@@ -38,6 +38,8 @@ const (
 	// CodeAmbiguousIntent: no resolver was confident of any capability for
 	// the intent; the error carries the suggestions.
 	CodeAmbiguousIntent Code = "ambiguous_intent"
+	// CodeHistoryDropped: a cursor into history that retention dropped.
+	CodeHistoryDropped Code = "history_dropped"
 )
 
 // codes is the one table of the API's error codes: each one's HTTP status,
@@ -64,6 +66,7 @@ var codes = []struct {
 	{CodeInternal, http.StatusInternalServerError, -32603, nil, 0},
 	{CodeNotPull, http.StatusConflict, -32600, nil, 0},
 	{CodeAmbiguousIntent, http.StatusUnprocessableEntity, -32600, nil, 0},
+	{CodeHistoryDropped, http.StatusGone, -32001, nil, 0},
 }
 
 // statusOf is the HTTP status of each code, from codes.

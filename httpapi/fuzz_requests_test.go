@@ -20,6 +20,7 @@ import (
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/registry/riverwork"
 	"github.com/agentreach/agentreach/retention"
@@ -43,7 +44,7 @@ func newTestAPI(t testing.TB) (http.Handler, []string) {
 	js.SetClient(client)
 	engine := New(Deps{Pool: pool, Store: store, Logger: logger,
 		Jobs: js, Approvals: js, Callbacks: js.Callbacks(), Inbox: js.Inbox(), A2AJobs: js.Adapter(), Agents: reg, Routing: reg,
-		Retention: retention.New(pool, store, logger, retention.Config{}),
+		Retention: retention.New(pool, store, eventstore.NewProjector(store, logger, projection.All()...), logger, retention.Config{}),
 		Auth:      auth.NewStore(pool, store, ""), Insecure: true})
 	var routes []string
 	for _, r := range engine.Routes() {

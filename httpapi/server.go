@@ -321,6 +321,11 @@ func (s *Server) cursorAt(ctx context.Context, after int64) (eventstore.Cursor, 
 	if errors.Is(err, domain.ErrNotFound) {
 		return cur, Invalid("after", "after must be the position of an event you received, or 0")
 	}
+	if errors.Is(err, eventstore.ErrDropped) {
+		return cur, &Error{Code: CodeHistoryDropped, Field: "after", Message: fmt.Sprintf("the event at position %d was dropped "+
+			"with its partition of the log, past its retention period: read again from after=0, the oldest event kept "+
+			"(agents' and policies' streams are never dropped; see GET /v1/policies/retention)", after)}
+	}
 	return cur, err
 }
 

@@ -23,6 +23,20 @@ type ClientConfig struct {
 	// RescueAfter is how long a job may run before River rescues it as
 	// stuck (its process died); it must exceed every worker's timeout.
 	RescueAfter time.Duration
+	// Retention is the deployment's retention period: River keeps its
+	// completed rows no longer (CompletedRetention).
+	Retention time.Duration
+}
+
+// CompletedRetention is how long River keeps a completed row under a
+// retention period: RiverCompletedRetention, or the period when shorter,
+// but never under ten minutes, the longest period a unique work item
+// (a probe, a poll) is unique for.
+func CompletedRetention(period time.Duration) time.Duration {
+	if period <= 0 {
+		return RiverCompletedRetention
+	}
+	return min(RiverCompletedRetention, max(period, 10*time.Minute))
 }
 
 // DefaultQueues are the queues and worker counts of one process.
@@ -39,8 +53,9 @@ func DefaultQueues() map[string]int {
 	}
 }
 
-// How long River keeps its finished rows: completed an hour, cancelled a
-// day, discarded (a work item that failed for good) a week.
+// How long River keeps its finished rows: completed an hour (less under a
+// shorter retention period, CompletedRetention), cancelled a day,
+// discarded (a work item that failed for good) a week.
 const (
 	RiverCompletedRetention = time.Hour
 	RiverCancelledRetention = 24 * time.Hour
@@ -74,7 +89,7 @@ func NewClient(pool *pgxpool.Pool, logger *slog.Logger, workers *river.Workers, 
 		// River's rows are work items, not history: the event log is the
 		// audit trail. A finished one is kept long enough to look at in
 		// River UI, then River's cleaner deletes it.
-		CompletedJobRetentionPeriod: RiverCompletedRetention,
+		CompletedJobRetentionPeriod: CompletedRetention(cfg.Retention),
 		CancelledJobRetentionPeriod: RiverCancelledRetention,
 		DiscardedJobRetentionPeriod: RiverDiscardedRetention,
 	})

@@ -23,7 +23,6 @@ var (
 	qPostponeJobTimer     = queries.Must("PostponeJobTimer")
 	qJobsNeedingRepair    = queries.Must("JobsNeedingRepair")
 	qPruneIdempotencyKeys = queries.Must("PruneIdempotencyKeys")
-	qPruneMinuteStats     = queries.Must("PruneMinuteStats")
 	qGoneAgentsClaims     = queries.Must("GoneAgentsClaims")
 )
 
@@ -379,9 +378,6 @@ func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 	if err := s.pruneIdempotencyKeys(ctx); err != nil {
 		return rep, err
 	}
-	if err := s.pruneMinuteStats(ctx); err != nil {
-		return rep, err
-	}
 	return rep, s.recordSweep(ctx, rep)
 }
 
@@ -389,22 +385,9 @@ func (s *Service) SweepRepairs(ctx context.Context) (SweepReport, error) {
 // it created (Svix keeps its keys 12 h).
 const IdempotencyKeyTTL = 24 * time.Hour
 
-// MinuteStatsKept is how long the per-minute agent figures are kept: the
-// windows longer than an hour read the per-hour ones.
-const MinuteStatsKept = 24 * time.Hour
-
 func (s *Service) pruneIdempotencyKeys(ctx context.Context) error {
 	if _, err := s.pool.Exec(ctx, qPruneIdempotencyKeys, s.now().Add(-IdempotencyKeyTTL)); err != nil {
 		return fmt.Errorf("prune idempotency keys: %w", err)
-	}
-	return nil
-}
-
-// pruneMinuteStats drops the per-minute agent figures past
-// MinuteStatsKept, so they do not grow with the months.
-func (s *Service) pruneMinuteStats(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, qPruneMinuteStats, s.now().Add(-MinuteStatsKept)); err != nil {
-		return fmt.Errorf("prune per-minute agent figures: %w", err)
 	}
 	return nil
 }

@@ -12,13 +12,22 @@ func All() []eventstore.Projection {
 
 // Tables names the read-model tables of each projection, for reports.
 func Tables(name string) []string {
-	switch name {
-	case Jobs{}.Name():
-		return []string{"jobs"}
-	case AgentStats{}.Name():
-		return []string{"agent_stats_minute", "agent_stats_hour"}
-	case Alerts{}.Name():
-		return []string{"alerts"}
+	for _, p := range All() {
+		if t, ok := p.(eventstore.Tabled); ok && p.Name() == name {
+			return t.Tables()
+		}
 	}
 	return nil
 }
+
+// Tables implements eventstore.Tabled.
+func (Jobs) Tables() []string { return []string{"jobs"} }
+
+// Tables implements eventstore.Tabled: the per-day figures are the
+// per-hour ones rolled up, kept with them.
+func (AgentStats) Tables() []string {
+	return []string{"agent_stats_minute", "agent_stats_hour", "agent_stats_day"}
+}
+
+// Tables implements eventstore.Tabled.
+func (Alerts) Tables() []string { return []string{"alerts"} }

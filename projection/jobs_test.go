@@ -129,14 +129,101 @@ func TestJobsProjectionLiveAndRebuild(t *testing.T) {
 	cancel()
 	<-done
 	var progressCalls int
-	n, err := p.Rebuild(context.Background(), projection.Jobs{}, func(done, total int64) {
+	n, err := p.Rebuild(context.Background(), projection.Jobs{}, eventstore.FromStart, func(done, total int64) {
 		progressCalls++
 		require.LessOrEqual(t, done, total)
 	})
 	require.NoError(t, err)
 	events, err := eventstore.CountEvents(context.Background(), s.Pool())
 	require.NoError(t, err)
-	require.Equal(t, events, n)
+	require.Equal(t, events, n.Events)
+	require.Nil(t, n.Snapshot)
 	require.Greater(t, progressCalls, 1)
 	require.Equal(t, live, dumpJobs(t, s))
+}
+
+// dumpTable is every row of table as text, in a stable order.
+func dumpTable(t *testing.T, s *eventstore.Store, table string) []string {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `SELECT to_jsonb(r)::text FROM `+pgx.Identifier{table}.Sanitize()+` r ORDER BY 1`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
+}
+
+// A rebuild from a snapshot refills each read model from it and folds only
+// the log after it, and gives back what the live projector holds, even
+// when the read model was damaged meanwhile.
+func TestRebuildFromSnapshot(t *testing.T) {
+	t.Parallel()
+	s := eventstore.New(pgtest.NewPool(t))
+	ctx := context.Background()
+	p := eventstore.NewProjector(s, quiet(), projection.All()...)
+	for i := range 12 {
+		appendJob(t, s, i)
+	}
+	require.NoError(t, p.Settle(ctx))
+	snaps := map[string]eventstore.Snapshot{}
+	for _, proj := range p.Projections() {
+		snap, err := p.TakeSnapshot(ctx, proj)
+		require.NoError(t, err)
+		snaps[proj.Name()] = snap
+	}
+	require.Equal(t, int64(12), snaps["jobs"].Rows)
+	before, err := eventstore.CountEvents(ctx, s.Pool())
+	require.NoError(t, err)
+	for i := range 8 {
+		appendJob(t, s, i)
+	}
+	require.NoError(t, p.Settle(ctx))
+	after, err := eventstore.CountEvents(ctx, s.Pool())
+	require.NoError(t, err)
+
+	live := map[string][]string{}
+	for _, proj := range p.Projections() {
+		for _, table := range projection.Tables(proj.Name()) {
+			live[table] = dumpTable(t, s, table)
+		}
+	}
+	require.Equal(t, 20, len(live["jobs"]))
+	require.NotEmpty(t, live["agent_stats_hour"])
+	_, err = s.Pool().Exec(ctx, `UPDATE jobs SET status = 'DAMAGED'`)
+	require.NoError(t, err)
+
+	for _, proj := range p.Projections() {
+		done, err := p.Rebuild(ctx, proj, eventstore.FromSnapshot, nil)
+		require.NoError(t, err)
+		require.NotNil(t, done.Snapshot, proj.Name())
+		require.Equal(t, snaps[proj.Name()].Events, done.Snapshot.Events)
+		require.Equal(t, after-before, done.Events, "%s folds only the log after its snapshot", proj.Name())
+		for _, table := range projection.Tables(proj.Name()) {
+			require.Equal(t, live[table], dumpTable(t, s, table), "%s after a rebuild from its snapshot", table)
+		}
+	}
+	// From the start it folds the whole log to the same read models.
+	done, err := p.Rebuild(ctx, projection.Jobs{}, eventstore.FromStart, nil)
+	require.NoError(t, err)
+	require.Nil(t, done.Snapshot)
+	require.Equal(t, after, done.Events)
+	require.Equal(t, live["jobs"], dumpTable(t, s, "jobs"))
+}
+
+// Each read model's snapshot table has its columns, in its order: a
+// migration that adds a column to one adds it to the other.
+func TestSnapshotTablesMatchTheirReadModels(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	for _, proj := range projection.All() {
+		tabled, ok := proj.(eventstore.Tabled)
+		require.True(t, ok, "%s has snapshot tables", proj.Name())
+		for _, table := range tabled.Tables() {
+			cols, err := eventstore.Columns(context.Background(), pool, table)
+			require.NoError(t, err)
+			snap, err := eventstore.Columns(context.Background(), pool, eventstore.SnapshotTable(table))
+			require.NoError(t, err)
+			require.NotEmpty(t, cols)
+			require.Equal(t, cols, snap, table)
+		}
+	}
 }

@@ -32,6 +32,20 @@ var (
 	qDeletePartitionJobs   = queries.Must("DeletePartitionJobs")
 	qPruneBeyondRetention  = queries.Must("PruneBeyondRetention")
 	qDatabaseIdentity      = queries.Must("DatabaseIdentity")
+	qRollUpAgentFigures    = queries.Must("RollUpAgentFigures")
+)
+
+// Defaults of what Config leaves zero.
+const (
+	// DefaultSnapshotEvery is how often the read models are snapshot when
+	// nothing else asks: a rebuild then folds at most this much of the log.
+	DefaultSnapshotEvery = 6 * time.Hour
+	// DefaultMinuteFigures is how long per-minute agent figures are kept:
+	// the windows past an hour read the per-hour ones.
+	DefaultMinuteFigures = 24 * time.Hour
+	// DefaultHourFigures is how long per-hour agent figures are kept
+	// before they are summed into per-day ones.
+	DefaultHourFigures = 30 * 24 * time.Hour
 )
 
 // Config is the deployment's retention.
@@ -48,6 +62,13 @@ type Config struct {
 	// ArchiveDir, when set, is where each partition is written before it
 	// is dropped.
 	ArchiveDir string
+	// SnapshotEvery is how often the read models are snapshot
+	// (DefaultSnapshotEvery; negative: only before a partition drops).
+	SnapshotEvery time.Duration
+	// MinuteFigures and HourFigures are how long the per-minute and the
+	// per-hour agent figures are kept (DefaultMinuteFigures,
+	// DefaultHourFigures); the per-hour ones are then summed into days.
+	MinuteFigures, HourFigures time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
 }
@@ -62,6 +83,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--retention %s: at least %s (0: the default, %s)", c.Period, domain.MinRetention, domain.DefaultRetention)
 	case c.PartitionWidth < 0 || c.PartitionWidth > 0 && (c.PartitionWidth < domain.MinPartitionWidth || c.PartitionWidth%time.Minute != 0):
 		return fmt.Errorf("--partition-width %s: whole minutes, at least %s (0: the default, %s)", c.PartitionWidth, domain.MinPartitionWidth, domain.DefaultPartitionWidth)
+	case c.MinuteFigures < 0 || c.MinuteFigures > 0 && c.MinuteFigures < time.Hour:
+		return fmt.Errorf("--minute-figures-kept %s: at least 1h, the longest window that reads them (0: the default, %s)", c.MinuteFigures, DefaultMinuteFigures)
+	case c.HourFigures < 0 || c.HourFigures > 0 && c.HourFigures < 24*time.Hour:
+		return fmt.Errorf("--hour-figures-kept %s: at least 24h, the longest window that reads them (0: the default, %s)", c.HourFigures, DefaultHourFigures)
+	case c.SnapshotEvery > 0 && c.SnapshotEvery < time.Minute:
+		return fmt.Errorf("--snapshot-every %s: at least 1m (0: the default, %s; negative: only before retention drops part of the log)", c.SnapshotEvery, DefaultSnapshotEvery)
 	}
 	return nil
 }
@@ -80,20 +107,32 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.MinuteFigures <= 0 {
+		c.MinuteFigures = DefaultMinuteFigures
+	}
+	if c.HourFigures <= 0 {
+		c.HourFigures = DefaultHourFigures
+	}
 	return c
 }
 
 // Service applies retention.
 type Service struct {
-	pool   *pgxpool.Pool
-	store  *eventstore.Store
-	logger *slog.Logger
-	cfg    Config
+	pool      *pgxpool.Pool
+	store     *eventstore.Store
+	projector *eventstore.Projector
+	logger    *slog.Logger
+	cfg       Config
 }
 
-// New returns the retention of the deployment configured by cfg.
-func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg Config) *Service {
-	return &Service{pool: pool, store: store, logger: logger, cfg: cfg.withDefaults()}
+// New returns the retention of the deployment configured by cfg. The
+// projector's projections are snapshot before the log loses what they
+// folded.
+func New(pool *pgxpool.Pool, store *eventstore.Store, projector *eventstore.Projector, logger *slog.Logger, cfg Config) *Service {
+	return &Service{pool: pool, store: store, projector: projector, logger: logger, cfg: cfg.withDefaults()}
 }
 
 // Config is the configuration in force, defaults filled in.
@@ -117,9 +156,12 @@ type Report struct {
 	Kept []string
 	// Jobs is how many jobs' rows went with them.
 	Jobs int
-	// Alerts, Hours and Lookups are how many alerts, per-hour agent
-	// figures and lookups past their period went.
-	Alerts, Hours, Lookups int
+	// Alerts and Lookups are how many alerts and lookups past their
+	// period went; Minutes how many per-minute agent figures past theirs,
+	// and Hours how many per-hour ones were summed into days.
+	Alerts, Lookups, Minutes, Hours int
+	// Snapshots are the projections snapshot.
+	Snapshots []string
 }
 
 // Sweep makes the partitions the next submits need, prunes what
@@ -133,9 +175,19 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	err = s.pool.QueryRow(ctx, qPruneBeyondRetention, now, int64(s.cfg.Period.Seconds())).Scan(&rep.Alerts, &rep.Hours, &rep.Lookups)
+	err = s.pool.QueryRow(ctx, qPruneBeyondRetention, now, int64(s.cfg.Period.Seconds())).Scan(&rep.Alerts, &rep.Lookups)
 	if err != nil {
 		return rep, fmt.Errorf("prune past retention: %w", err)
+	}
+	err = s.pool.QueryRow(ctx, qRollUpAgentFigures, now.Add(-s.cfg.MinuteFigures), now.Add(-s.cfg.HourFigures)).Scan(&rep.Minutes, &rep.Hours)
+	if err != nil {
+		return rep, fmt.Errorf("roll up agent figures: %w", err)
+	}
+	if rep.Minutes+rep.Hours > 0 {
+		s.logger.InfoContext(ctx, "agent figures rolled up", "minutes_dropped", rep.Minutes, "hours_into_days", rep.Hours)
+	}
+	if err := s.snapshotWhenDue(ctx, now, &rep); err != nil {
+		return rep, err
 	}
 	parts, err := arsql.EventPartitions(ctx, s.pool)
 	if err != nil {
@@ -149,6 +201,9 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 			ok, err := s.droppable(ctx, "events", p, now)
 			if err != nil || !ok {
 				return rep, err // partitions go in order: a later one waits for this
+			}
+			if err := s.snapshotBefore(ctx, p, &rep); err != nil {
+				return rep, err
 			}
 			if err := arsql.MarkPartitionDropping(ctx, s.pool, p.Name); err != nil {
 				return rep, err
@@ -167,6 +222,61 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 			"from", p.Low, "to", p.High, "jobs", n, "archived_to", archived)
 	}
 	return rep, nil
+}
+
+// snapshotWhenDue snapshots every projection when the oldest of their
+// snapshots is SnapshotEvery old.
+func (s *Service) snapshotWhenDue(ctx context.Context, now time.Time, rep *Report) error {
+	if s.cfg.SnapshotEvery < 0 {
+		return nil
+	}
+	for _, proj := range s.projector.Projections() {
+		snap, ok, err := s.projector.LatestSnapshot(ctx, proj.Name())
+		if err != nil {
+			return err
+		}
+		if !ok || !now.Before(snap.TakenAt.Add(s.cfg.SnapshotEvery)) {
+			return s.snapshot(ctx, rep)
+		}
+	}
+	return nil
+}
+
+// snapshotBefore makes sure that the snapshots hold everything the
+// projections folded from p, which droppable found folded, before p
+// leaves the log: a rebuild from them then loses nothing p gave.
+func (s *Service) snapshotBefore(ctx context.Context, p arsql.EventPartition, rep *Report) error {
+	covered, err := s.store.Covered(ctx, "events", p.TimeRange, s.names())
+	if err != nil || covered {
+		return err
+	}
+	if err := s.snapshot(ctx, rep); err != nil {
+		return err
+	}
+	if covered, err = s.store.Covered(ctx, "events", p.TimeRange, s.names()); err != nil || covered {
+		return err
+	}
+	return fmt.Errorf("retention of partition %s: the snapshots do not cover it", p.Name)
+}
+
+func (s *Service) snapshot(ctx context.Context, rep *Report) error {
+	for _, proj := range s.projector.Projections() {
+		snap, err := s.projector.TakeSnapshot(ctx, proj)
+		if err != nil {
+			return err
+		}
+		rep.Snapshots = append(rep.Snapshots, proj.Name())
+		s.logger.InfoContext(ctx, "snapshot of a read model taken", "projection", proj.Name(), "rows", snap.Rows, "events", snap.Events)
+	}
+	return nil
+}
+
+func (s *Service) names() []string {
+	var names []string
+	for _, proj := range s.projector.Projections() {
+		names = append(names, proj.Name())
+	}
+	return names
 }
 
 // droppable decides from the jobs born in p, as table holds its events,
@@ -223,7 +333,16 @@ func (s *Service) drop(ctx context.Context, p arsql.EventPartition, now time.Tim
 				return 0, "", false, err
 			}
 		}
+		held, first, last, err := s.store.Held(ctx, p.Name, p.TimeRange)
+		if err != nil {
+			return 0, "", false, err
+		}
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if held > 0 {
+				if err := arsql.MarkPartitionPositions(ctx, tx, p.Name, first, last); err != nil {
+					return err
+				}
+			}
 			if err := tx.QueryRow(ctx, qDeletePartitionJobs, idAt(p.Low), idAt(p.High)).Scan(&jobs); err != nil {
 				return fmt.Errorf("retention of partition %s: delete its jobs' rows: %w", p.Name, err)
 			}

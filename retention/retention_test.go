@@ -7,23 +7,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
+	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/retention"
 )
 
-// What summarises history goes with it: alerts, per-hour agent figures and
-// lookups older than their namespace's period are pruned, the rest kept.
+// What records history goes with it: alerts and lookups older than their
+// namespace's period are pruned, the rest kept; the agents' per-hour
+// figures are summaries and stay (they roll up into days after a month).
+func newService(pool *pgxpool.Pool, cfg retention.Config) *retention.Service {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store := eventstore.New(pool)
+	return retention.New(pool, store, eventstore.NewProjector(store, logger, projection.All()...), logger, cfg)
+}
+
 func TestSweepPrunesSummariesPastRetention(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Hour)
-	svc := retention.New(pool, eventstore.New(pool), slog.New(slog.NewTextHandler(io.Discard, nil)),
-		retention.Config{Period: 10 * 24 * time.Hour, Now: func() time.Time { return now }})
+	svc := newService(pool, retention.Config{Period: 10 * 24 * time.Hour, Now: func() time.Time { return now }})
 	_, err := svc.SetPolicy(ctx, "short", 24*time.Hour, domain.Metadata{Actor: "test"})
 	require.NoError(t, err)
 
@@ -44,7 +53,7 @@ func TestSweepPrunesSummariesPastRetention(t *testing.T) {
 	}
 	rep, err := svc.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []int{2, 2, 2}, []int{rep.Alerts, rep.Hours, rep.Lookups},
+	require.Equal(t, []int{2, 0, 2}, []int{rep.Alerts, rep.Hours, rep.Lookups},
 		"the short namespace's two-day-old and the default's eleven-day-old go; the rest stay")
 	var left []string
 	rows, err := pool.Query(ctx, `SELECT namespace || ':' || extract(epoch FROM $1 - recorded_at)::bigint / 3600 FROM alerts ORDER BY 1`, now)
@@ -56,4 +65,70 @@ func TestSweepPrunesSummariesPastRetention(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"default:120", "short:1"}, left)
+}
+
+// The agents' figures stay bounded: per-minute ones go after
+// MinuteFigures, per-hour ones are summed into days after HourFigures,
+// in the read model and in its snapshot alike, and the sums are kept.
+func TestSweepRollsUpAgentFigures(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	svc := newService(pool, retention.Config{Now: func() time.Time { return now },
+		MinuteFigures: 2 * time.Hour, HourFigures: 48 * time.Hour})
+	insert := func(table string, at time.Time, n int, hist string) {
+		for _, tb := range []string{table, "snapshot_" + table} {
+			_, err := pool.Exec(ctx, `INSERT INTO `+tb+` (namespace, agent_id, capability, bucket, attempted, succeeded, delivery_hist, result_hist)
+				VALUES ('default', 'a', 'c', $1, $2, $2, $3::int[], $3::int[])`, at, n, hist)
+			require.NoError(t, err)
+		}
+	}
+	insert("agent_stats_minute", now.Add(-3*time.Hour), 1, "{1}")
+	insert("agent_stats_minute", now.Add(-time.Minute), 1, "{1}")
+	// Three hours of one day past the keep, one of the next, one recent.
+	day := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	insert("agent_stats_hour", day.Add(1*time.Hour), 2, "{1,0}")
+	insert("agent_stats_hour", day.Add(2*time.Hour), 3, "{0,2}")
+	insert("agent_stats_hour", day.Add(23*time.Hour), 4, "{1,1}")
+	insert("agent_stats_hour", day.Add(24*time.Hour), 5, "{1,1}")
+	insert("agent_stats_hour", now.Add(-time.Hour), 6, "{1,1}")
+	_, err := pool.Exec(ctx, `INSERT INTO agent_stats_day (namespace, agent_id, capability, bucket, attempted, succeeded, delivery_hist, result_hist)
+		VALUES ('default', 'a', 'c', $1, 10, 10, '{5,5}', '{5,5}')`, day)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO snapshot_agent_stats_day SELECT * FROM agent_stats_day`)
+	require.NoError(t, err)
+
+	rep, err := svc.Sweep(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 4}, []int{rep.Minutes, rep.Hours})
+	for _, prefix := range []string{"", "snapshot_"} {
+		count := func(table string) (n int) {
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+prefix+table).Scan(&n))
+			return n
+		}
+		require.Equal(t, 1, count("agent_stats_minute"), prefix)
+		require.Equal(t, 1, count("agent_stats_hour"), prefix)
+		rows, err := pool.Query(ctx, `SELECT bucket, attempted, succeeded, result_hist FROM `+prefix+`agent_stats_day ORDER BY bucket`)
+		require.NoError(t, err)
+		type dayRow struct {
+			At                   time.Time
+			Attempted, Succeeded int
+			Hist                 []int32
+		}
+		days, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dayRow])
+		require.NoError(t, err)
+		require.Len(t, days, 2, prefix)
+		require.True(t, days[0].At.Equal(day) && days[1].At.Equal(day.Add(24*time.Hour)), prefix)
+		require.Equal(t, []int{19, 19}, []int{days[0].Attempted, days[0].Succeeded}, "%s: 10 already there, and 2+3+4", prefix)
+		require.Equal(t, []int32{7, 8}, days[0].Hist, prefix)
+		require.Equal(t, 5, days[1].Attempted, prefix)
+	}
+	var daily int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(attempted) FROM reach_health_daily WHERE agent_id = 'a'`).Scan(&daily))
+	require.Equal(t, 19+5+6, daily, "the daily view reads the days and the hours still kept")
+	require.ElementsMatch(t, []string{"jobs", "agent_stats", "alerts"}, rep.Snapshots, "the first sweep snapshots every read model")
+	rep, err = svc.Sweep(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rep.Snapshots, "a snapshot is not due again for SnapshotEvery")
 }

@@ -17,21 +17,22 @@ import (
 // made ahead of need here, dropped whole by retention (package retention).
 
 var (
-	qPartitionsLock        = queries.Must("PartitionsLock")
-	qEventPartitions       = queries.Must("EventPartitions")
-	qPartitionedFrom       = queries.Must("PartitionedFrom")
-	qUnmarkPartition       = queries.Must("UnmarkPartitionDropping")
-	qCreateEventPartition  = queries.Must("CreateEventPartition")
-	qAttachEventPartition  = queries.Must("AttachEventPartition")
-	qRecordEventPartition  = queries.Must("RecordEventPartition")
-	qMarkPartitionDropping = queries.Must("MarkPartitionDropping")
-	qMarkPartitionArchived = queries.Must("MarkPartitionArchived")
-	qPartitionAttachment   = queries.Must("PartitionAttachment")
-	qPartitionTableExists  = queries.Must("PartitionTableExists")
-	qDetachEventPartition  = queries.Must("DetachEventPartition")
-	qFinalizeDetach        = queries.Must("FinalizeDetachEventPartition")
-	qDropPartitionTable    = queries.Must("DropPartitionTable")
-	qMarkPartitionDropped  = queries.Must("MarkPartitionDropped")
+	qPartitionsLock         = queries.Must("PartitionsLock")
+	qEventPartitions        = queries.Must("EventPartitions")
+	qPartitionedFrom        = queries.Must("PartitionedFrom")
+	qUnmarkPartition        = queries.Must("UnmarkPartitionDropping")
+	qCreateEventPartition   = queries.Must("CreateEventPartition")
+	qAttachEventPartition   = queries.Must("AttachEventPartition")
+	qRecordEventPartition   = queries.Must("RecordEventPartition")
+	qMarkPartitionDropping  = queries.Must("MarkPartitionDropping")
+	qMarkPartitionPositions = queries.Must("MarkPartitionPositions")
+	qMarkPartitionArchived  = queries.Must("MarkPartitionArchived")
+	qPartitionAttachment    = queries.Must("PartitionAttachment")
+	qPartitionTableExists   = queries.Must("PartitionTableExists")
+	qDetachEventPartition   = queries.Must("DetachEventPartition")
+	qFinalizeDetach         = queries.Must("FinalizeDetachEventPartition")
+	qDropPartitionTable     = queries.Must("DropPartitionTable")
+	qMarkPartitionDropped   = queries.Must("MarkPartitionDropped")
 )
 
 // EventPartition is one time partition of the log: the events of the jobs
@@ -168,6 +169,15 @@ func MarkPartitionDropping(ctx context.Context, q execer, name string) error {
 func MarkPartitionArchived(ctx context.Context, q execer, name, archivedTo string) error {
 	if _, err := q.Exec(ctx, qMarkPartitionArchived, name, archivedTo); err != nil {
 		return fmt.Errorf("mark partition %s archived: %w", name, err)
+	}
+	return nil
+}
+
+// MarkPartitionPositions records the first and last positions of the
+// events partition name holds, in q's transaction, before it goes.
+func MarkPartitionPositions(ctx context.Context, q execer, name string, first, last int64) error {
+	if _, err := q.Exec(ctx, qMarkPartitionPositions, name, first, last); err != nil {
+		return fmt.Errorf("mark partition %s positions: %w", name, err)
 	}
 	return nil
 }

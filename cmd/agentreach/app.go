@@ -119,13 +119,13 @@ func (a *App) Start(ctx context.Context) error {
 	// The periodic sweeps run in the leading process (sweep.Runner), not as
 	// River periodic jobs: each run was a River job, and they buried the
 	// dispatch jobs in River UI.
-	a.retention = retention.New(a.pool, a.store, a.logger, a.cfg.Retention)
+	a.retention = retention.New(a.pool, a.store, a.projector, a.logger, a.cfg.Retention)
 	a.sweeper = sweep.NewRunner(a.pool, a.logger, slices.Concat(a.registry.Sweeps(), a.jobs.Sweeps(), a.retention.Sweeps())...)
 	a.river, err = jobs.NewClient(a.pool, a.riverLogger(), workers, jobs.ClientConfig{
 		TestOnly: a.cfg.TestOnly,
 		Plugins: []rivertype.Plugin{otelriver.NewMiddleware(&otelriver.MiddlewareConfig{
 			EnableTracePropagation: true, TracerProvider: a.tel.Tracer, MeterProvider: a.tel.Meter})},
-		RescueAfter: a.jobs.Config().RescueAfter()})
+		RescueAfter: a.jobs.Config().RescueAfter(), Retention: a.retention.Config().Period})
 	if err != nil {
 		a.pool.Close()
 		return err

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/webhook"
 )
 
@@ -205,7 +206,7 @@ func TestRebuildEveryProjection(t *testing.T) {
 		}
 		// The live projector may fold some of the batches itself while the
 		// rebuild runs; what matters is the result.
-		_, err := svc.m.app.projector.Rebuild(context.Background(), proj, nil)
+		_, err := svc.m.app.projector.Rebuild(context.Background(), proj, eventstore.FromStart, nil)
 		require.NoError(t, err)
 		for i, q := range queries {
 			require.Equal(t, live[i], dumpTable(t, svc, q), "%s after rebuild", proj.Name())
@@ -496,11 +497,20 @@ func TestProjectionsRebuildCommand(t *testing.T) {
 	m := NewMain()
 	m.Stdout, m.Stderr = out, out
 	m.Getenv = func(string) string { return "" }
-	require.NoError(t, m.Run(context.Background(), []string{"projections", "rebuild", "--database-url", dsn, "jobs", "agent_stats"}))
+	require.NoError(t, m.Run(context.Background(), []string{"projections", "rebuild", "--from-start", "--database-url", dsn, "jobs", "agent_stats"}))
 	require.Regexp(t, `rebuilt jobs: \d+ events folded into jobs 3 rows in `, out.String())
 	require.Regexp(t, `rebuilt agent_stats: \d+ events folded into agent_stats_minute [1-9]\d* rows, agent_stats_hour [1-9]\d* rows`, out.String())
 	require.Contains(t, out.String(), "100%")
+
+	// A snapshot now, then a rebuild from it folds nothing more.
+	out.Reset()
+	require.NoError(t, m.Run(context.Background(), []string{"projections", "snapshot", "--database-url", dsn, "jobs"}))
+	require.Equal(t, "snapshot jobs: 3 rows", strings.SplitN(out.String(), ",", 2)[0])
+	out.Reset()
+	require.NoError(t, m.Run(context.Background(), []string{"projections", "rebuild", "--database-url", dsn, "jobs"}))
+	require.Regexp(t, `rebuilt jobs from the snapshot of \S+ \(3 rows\): 0 events folded into jobs 3 rows in `, out.String())
 	require.ErrorIs(t, m.Run(context.Background(), []string{"projections", "rebuild", "--database-url", dsn, "nope"}), errUsage)
+	require.ErrorIs(t, m.Run(context.Background(), []string{"projections", "snapshot", "--from-start", "--database-url", dsn}), errUsage)
 }
 
 // TestEventStream reads the global log as Server-Sent Events, including an

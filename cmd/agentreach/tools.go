@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/bench"
 	"github.com/agentreach/agentreach/internal/chaos"
 	"github.com/agentreach/agentreach/internal/cli"
@@ -75,7 +76,7 @@ func (m *Main) runVerify(ctx context.Context, args []string) error {
 	return cli.PrintVerify(m.Stdout, rep)
 }
 
-// runProjections is `agentreach projections rebuild [NAME...]`. It acts on
+// runProjections is `agentreach projections rebuild|snapshot [NAME...]`. It acts on
 // the database the service uses, which it is told (--database-url or
 // DATABASE_URL): it never guesses one, since `agentreach dev` may run on a
 // private cluster no default names, and a rebuild of another database
@@ -91,9 +92,13 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 		// usage for the name of the flag's value.
 		"the database the service uses (env DATABASE_URL; required: agentreach dev prints its URL as Database)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
-	chosen, err := cli.ParseProjections(fs, args)
+	fromStart := fs.Bool("from-start", false, "rebuild: fold the log from position 0, not from the latest snapshot")
+	cmd, chosen, err := cli.ParseProjections(fs, args)
 	if err != nil {
 		return err
+	}
+	if cmd == "snapshot" && *fromStart {
+		return fmt.Errorf("%w: --from-start is for projections rebuild", errUsage)
 	}
 	if dsn == "" {
 		return fmt.Errorf("%w: say which database to rebuild, the one the service uses: --database-url or DATABASE_URL "+
@@ -105,7 +110,21 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	env := m.cliEnv()
-	rep, err := cli.RebuildProjections(ctx, env, pool, env.Logger(), chosen)
+	if cmd == "snapshot" {
+		rep, err := cli.TakeSnapshots(ctx, pool, env.Logger(), chosen)
+		if err != nil {
+			return err
+		}
+		if *jsonOut {
+			return cli.PrintJSON(m.Stdout, rep)
+		}
+		return cli.PrintSnapshots(m.Stdout, rep)
+	}
+	from := eventstore.FromSnapshot
+	if *fromStart {
+		from = eventstore.FromStart
+	}
+	rep, err := cli.RebuildProjections(ctx, env, pool, env.Logger(), chosen, from)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs"
 )
@@ -337,10 +338,10 @@ func TestVerifyAndRebuildOnAnEmptyLog(t *testing.T) {
 	env, out, _ := testEnv(nil)
 	chosen, err := ChooseProjections(nil)
 	require.NoError(t, err)
-	rebuilt, err := RebuildProjections(t.Context(), env, pool, env.Logger(), chosen)
+	rebuilt, err := RebuildProjections(t.Context(), env, pool, env.Logger(), chosen, eventstore.FromSnapshot)
 	require.NoError(t, err)
 	require.NoError(t, PrintRebuild(out, rebuilt))
 	require.Regexp(t, `^rebuilt jobs: 0 events folded into jobs 0 rows in \d+ms\n`+
-		`rebuilt agent_stats: 0 events folded into agent_stats_minute 0 rows, agent_stats_hour 0 rows in \d+ms\n`+
+		`rebuilt agent_stats: 0 events folded into agent_stats_minute 0 rows, agent_stats_hour 0 rows, agent_stats_day 0 rows in \d+ms\n`+
 		`rebuilt alerts: 0 events folded into alerts 0 rows in \d+ms\n$`, out.String())
 }

@@ -119,10 +119,6 @@ ORDER BY updated_at LIMIT 500;
 -- Forgets Idempotency-Keys older than $1.
 DELETE FROM idempotency_keys WHERE created_at < $1;
 
--- name: PruneMinuteStats
--- Drops the per-minute agent figures older than $1: every window past a
--- day reads the per-hour ones (reach_windows), which hold the same counts.
-DELETE FROM agent_stats_minute WHERE bucket < $1;
 
 -- name: RiverQueueDepths
 -- Jobs waiting in River per queue, for the states in $1 (rivertype's names,

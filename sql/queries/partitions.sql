@@ -47,6 +47,11 @@ UPDATE event_partitions SET dropping_at = NULL WHERE name = $1;
 -- Records where partition $1 was archived.
 UPDATE event_partitions SET archived_to = $2 WHERE name = $1;
 
+-- name: MarkPartitionPositions
+-- Records the first and last positions of the events partition $1 holds,
+-- as it goes.
+UPDATE event_partitions SET first_position = $2, last_position = $3 WHERE name = $1;
+
 -- name: PartitionAttachment
 -- Whether the table $1 is a partition of the log, and whether a
 -- concurrent detach of it was interrupted.

@@ -3,7 +3,7 @@
 
 -- name: TruncateAgentStats
 -- Empties the agent_stats read model before a rebuild.
-TRUNCATE agent_stats_minute, agent_stats_hour;
+TRUNCATE agent_stats_minute, agent_stats_hour, agent_stats_day;
 
 -- name: UpsertAgentStatsMinute
 -- Adds a batch's counts and latency histograms (domain.LatencyHistogram,

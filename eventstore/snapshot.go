@@ -1,0 +1,219 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// Tabled is a projection whose read model is a set of tables, each with a
+// snapshot table of the same columns (SnapshotTable), so that a rebuild
+// can start from a snapshot rather than position 0 of the log.
+type Tabled interface {
+	Projection
+	// Tables names the read model's tables.
+	Tables() []string
+}
+
+// SnapshotTable names the table that holds the snapshot of table.
+func SnapshotTable(table string) string { return "snapshot_" + table }
+
+// Snapshot is a projection's read model as it stood at a checkpoint.
+type Snapshot struct {
+	Name string `json:"name"`
+	// At is the checkpoint the copied rows stand at; Events how many
+	// events the projection had folded then.
+	At      Cursor    `json:"-"`
+	Events  int64     `json:"events"`
+	Rows    int64     `json:"rows"`
+	TakenAt time.Time `json:"taken_at"`
+}
+
+// TakeSnapshot copies proj's read model, whole, into its snapshot tables
+// with the checkpoint it stands at, replacing the previous snapshot. The
+// copy is one REPEATABLE READ transaction, so the rows and the checkpoint
+// agree (the projector moves them together), and it never stops the
+// projector. It locks the snapshot tables before it reads anything, so a
+// retention drop that deletes from them either commits before the copy's
+// view is taken or waits for the copy to commit.
+func (p *Projector) TakeSnapshot(ctx context.Context, proj Projection) (Snapshot, error) {
+	tabled, ok := proj.(Tabled)
+	if !ok {
+		return Snapshot{}, fmt.Errorf("snapshot %s: its read model has no snapshot tables", proj.Name())
+	}
+	snap := Snapshot{Name: proj.Name()}
+	err := pgx.BeginTxFunc(ctx, p.store.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		var snaps []string
+		for _, t := range tabled.Tables() {
+			snaps = append(snaps, pgx.Identifier{SnapshotTable(t)}.Sanitize())
+		}
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(snaps, ", ")+" IN EXCLUSIVE MODE"); err != nil {
+			return err
+		}
+		var txid string
+		err := tx.QueryRow(ctx, `SELECT tx_id::text, position, events, now() FROM projection_checkpoints WHERE name = $1`,
+			proj.Name()).Scan(&txid, &snap.At.Position, &snap.Events, &snap.TakenAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			txid = "0" // never stepped: an empty read model at the start of the log
+			err = tx.QueryRow(ctx, `SELECT now()`).Scan(&snap.TakenAt)
+		}
+		if err != nil {
+			return err
+		}
+		snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
+		if _, err := tx.Exec(ctx, "TRUNCATE "+strings.Join(snaps, ", ")); err != nil {
+			return err
+		}
+		for _, t := range tabled.Tables() {
+			n, err := copyRows(ctx, tx, t, SnapshotTable(t))
+			if err != nil {
+				return err
+			}
+			snap.Rows += n
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO projection_snapshots (name, tx_id, position, events, rows, taken_at)
+			VALUES ($1, $2::text::xid8, $3, $4, $5, $6)
+			ON CONFLICT (name) DO UPDATE SET tx_id = excluded.tx_id, position = excluded.position,
+				events = excluded.events, rows = excluded.rows, taken_at = excluded.taken_at`,
+			snap.Name, txid, snap.At.Position, snap.Events, snap.Rows, snap.TakenAt)
+		return err
+	})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s: %w", proj.Name(), err)
+	}
+	return snap, nil
+}
+
+// LatestSnapshot is proj's snapshot, if one was taken.
+func (p *Projector) LatestSnapshot(ctx context.Context, name string) (Snapshot, bool, error) {
+	snap := Snapshot{Name: name}
+	var txid string
+	err := p.store.pool.QueryRow(ctx, `SELECT tx_id::text, position, events, rows, taken_at FROM projection_snapshots WHERE name = $1`,
+		name).Scan(&txid, &snap.At.Position, &snap.Events, &snap.Rows, &snap.TakenAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Snapshot{}, false, nil
+	}
+	if err != nil {
+		return Snapshot{}, false, fmt.Errorf("snapshot of %s: %w", name, err)
+	}
+	snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
+	return snap, true, nil
+}
+
+// restoreSnapshot empties proj's read model, fills it from its snapshot
+// and moves its checkpoint (locked by the caller) to where the snapshot
+// stands. It reports false, changing nothing, when there is no snapshot.
+func restoreSnapshot(ctx context.Context, tx pgx.Tx, proj Projection) (Snapshot, bool, error) {
+	tabled, ok := proj.(Tabled)
+	if !ok {
+		return Snapshot{}, false, nil
+	}
+	snap := Snapshot{Name: proj.Name()}
+	var txid string
+	err := tx.QueryRow(ctx, `SELECT tx_id::text, position, events, rows, taken_at FROM projection_snapshots WHERE name = $1`,
+		proj.Name()).Scan(&txid, &snap.At.Position, &snap.Events, &snap.Rows, &snap.TakenAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Snapshot{}, false, nil
+	}
+	if err != nil {
+		return Snapshot{}, false, err
+	}
+	snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
+	if err := proj.Reset(ctx, tx); err != nil {
+		return Snapshot{}, false, fmt.Errorf("reset projection %s: %w", proj.Name(), err)
+	}
+	for _, t := range tabled.Tables() {
+		if _, err := copyRows(ctx, tx, SnapshotTable(t), t); err != nil {
+			return Snapshot{}, false, err
+		}
+	}
+	_, err = tx.Exec(ctx, `UPDATE projection_checkpoints SET tx_id = $2::text::xid8, position = $3, events = $4, updated_at = now() WHERE name = $1`,
+		proj.Name(), txid, snap.At.Position, snap.Events)
+	return snap, true, err
+}
+
+// copyRows copies every row of from into to, column by name (the columns
+// both have, in to's order), and says how many it copied.
+func copyRows(ctx context.Context, tx pgx.Tx, from, to string) (int64, error) {
+	cols, err := sharedColumns(ctx, tx, from, to)
+	if err != nil {
+		return 0, err
+	}
+	list := strings.Join(cols, ", ")
+	tag, err := tx.Exec(ctx, "INSERT INTO "+pgx.Identifier{to}.Sanitize()+" ("+list+") SELECT "+list+" FROM "+pgx.Identifier{from}.Sanitize())
+	if err != nil {
+		return 0, fmt.Errorf("copy %s to %s: %w", from, to, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Columns names table's columns in their order.
+func Columns(ctx context.Context, q Querier, table string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT attname::text FROM pg_attribute
+		WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, pgx.Identifier{table}.Sanitize())
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", table, err)
+	}
+	return cols, nil
+}
+
+// sharedColumns names, quoted, the columns of to that from has too.
+func sharedColumns(ctx context.Context, tx pgx.Tx, from, to string) ([]string, error) {
+	fromCols, err := Columns(ctx, tx, from)
+	if err != nil {
+		return nil, err
+	}
+	toCols, err := Columns(ctx, tx, to)
+	if err != nil {
+		return nil, err
+	}
+	var shared []string
+	for _, c := range toCols {
+		if slices.Contains(fromCols, c) {
+			shared = append(shared, pgx.Identifier{c}.Sanitize())
+		}
+	}
+	return shared, nil
+}
+
+// Covered says whether the snapshots of every projection named stand past
+// every event table holds of the jobs submitted in r: whether those
+// events may leave the log without a rebuild from the snapshots missing
+// them. A projection with no snapshot covers nothing.
+func (s *Store) Covered(ctx context.Context, table string, r domain.TimeRange, names []string) (bool, error) {
+	var covered bool
+	err := s.pool.QueryRow(ctx, `SELECT last IS NULL OR NOT EXISTS (
+			SELECT 1 FROM unnest($3::text[]) AS n(name) LEFT JOIN projection_snapshots s USING (name)
+			WHERE s.name IS NULL OR (s.tx_id, s.position) < last) FROM (SELECT
+		(SELECT (e.tx_id, e.position) FROM `+pgx.Identifier{table}.Sanitize()+` e
+		 WHERE e.stream_at >= $1 AND e.stream_at < $2 ORDER BY e.tx_id DESC, e.position DESC LIMIT 1) AS last) AS x`,
+		r.Low, r.High, names).Scan(&covered)
+	if err != nil {
+		return false, fmt.Errorf("covered by snapshots, %s: %w", table, err)
+	}
+	return covered, nil
+}
+
+// Dropped says whether retention has dropped a partition of the log: a
+// rebuild from position 0 then lacks what the dropped jobs contributed,
+// and only a rebuild from the snapshots gives back the live read models.
+func (s *Store) Dropped(ctx context.Context) (bool, error) {
+	var dropped bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event_partitions WHERE dropped_at IS NOT NULL)`).Scan(&dropped)
+	if err != nil {
+		return false, fmt.Errorf("dropped partitions: %w", err)
+	}
+	return dropped, nil
+}

@@ -1,6 +1,9 @@
 package domain
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Retention: how long a finished job's history is kept, and which of the
 // log's time partitions may go.
@@ -85,6 +88,22 @@ type PartitionJobs struct {
 // early, and a partition's width bounds how late.
 func PartitionDroppable(r TimeRange, jobs PartitionJobs, now time.Time) bool {
 	return !r.High.Add(PartitionSkew).After(now) && jobs.Live == 0 && !jobs.LastDue.After(now)
+}
+
+// PartitionHeld says why the partition r of the log, not droppable at now,
+// is kept past what the deployment's period alone would keep it (its end
+// plus period): jobs in it still live, or finished so late that their
+// period runs on. It is "" while the partition is within that time, or
+// droppable: an operator is told only of a partition that holds the log
+// back.
+func PartitionHeld(r TimeRange, jobs PartitionJobs, period time.Duration, now time.Time) string {
+	if PartitionDroppable(r, jobs, now) || r.High.Add(PartitionSkew).Add(period).After(now) {
+		return ""
+	}
+	if jobs.Live > 0 {
+		return fmt.Sprintf("%d of its jobs are unfinished or still owed a callback", jobs.Live)
+	}
+	return fmt.Sprintf("a job in it finished late and is kept until %s", jobs.LastDue.UTC().Format(time.RFC3339))
 }
 
 // RetentionFor is a namespace's period: its own when it asked for one

@@ -69,6 +69,31 @@ func TestPartitionDroppable(t *testing.T) {
 	}
 }
 
+func TestPartitionHeld(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	period := 24 * time.Hour
+	old := domain.TimeRange{Low: now.Add(-50 * time.Hour), High: now.Add(-49 * time.Hour)}
+	recent := domain.TimeRange{Low: now.Add(-3 * time.Hour), High: now.Add(-2 * time.Hour)}
+	for _, tc := range []struct {
+		name string
+		r    domain.TimeRange
+		jobs domain.PartitionJobs
+		want string
+	}{
+		{name: "droppable", r: old},
+		{name: "live, but within its period", r: recent, jobs: domain.PartitionJobs{Live: 2}},
+		{name: "live past its period", r: old, jobs: domain.PartitionJobs{Live: 2}, want: "2 of its jobs are unfinished or still owed a callback"},
+		{name: "a job that finished late", r: old, jobs: domain.PartitionJobs{LastDue: now.Add(time.Hour)},
+			want: "a job in it finished late and is kept until 2026-12-03T13:00:00Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, domain.PartitionHeld(tc.r, tc.jobs, period, now))
+		})
+	}
+}
+
 func TestRetentionFor(t *testing.T) {
 	t.Parallel()
 	dep := 30 * 24 * time.Hour

@@ -22,6 +22,9 @@ import (
 	arsql "github.com/agentreach/agentreach/sql"
 )
 
+// ErrNoArchive is a folder that holds no archived partition.
+var ErrNoArchive = errors.New("no archive")
+
 // The archive: before a partition of the log is dropped, its events are
 // written to <dir>/<partition>.jsonl.gz, one JSON object a line in log
 // order, and then <dir>/<partition>.manifest.json says what the file holds
@@ -237,7 +240,7 @@ func VerifyArchive(dir string) ([]Manifest, error) {
 		return nil, err
 	}
 	if len(ms) == 0 {
-		return nil, fmt.Errorf("no archive in %s: no *%s file", dir, manifestSuffix)
+		return nil, fmt.Errorf("%w in %s: no *%s file", ErrNoArchive, dir, manifestSuffix)
 	}
 	for _, m := range ms {
 		if err := verifyFile(dir, m); err != nil {

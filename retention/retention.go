@@ -126,6 +126,9 @@ type Service struct {
 	projector *eventstore.Projector
 	logger    *slog.Logger
 	cfg       Config
+	// held is the partition the sweep last said holds the log back, and
+	// why: said again only when either changes.
+	held string
 }
 
 // New returns the retention of the deployment configured by cfg. The
@@ -300,7 +303,21 @@ func (s *Service) droppable(ctx context.Context, table string, p arsql.EventPart
 	if lastDue != nil {
 		jobs.LastDue = *lastDue
 	}
+	if table == "events" {
+		s.sayHeld(ctx, p, domain.PartitionHeld(p.TimeRange, jobs, s.cfg.Period, now))
+	}
 	return domain.PartitionDroppable(p.TimeRange, jobs, now), nil
+}
+
+// sayHeld logs, once, that partition p holds the log back for why (its
+// period is long past), so that an operator sees what retention waits for.
+func (s *Service) sayHeld(ctx context.Context, p arsql.EventPartition, why string) {
+	if why == "" || s.held == p.Name+why {
+		return
+	}
+	s.held = p.Name + why
+	s.logger.WarnContext(ctx, "retention holds a partition of the log past its period: the partitions after it wait too",
+		"partition", p.Name, "from", p.Low, "to", p.High, "why", why)
 }
 
 // drop takes p, found droppable and marked so, out of the log: detached

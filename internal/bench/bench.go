@@ -163,6 +163,7 @@ type run struct {
 	res                   result
 	bars                  []chartBar
 	growth                []growStep
+	afterGrowth           []growFigure
 }
 
 // Main runs `agentreach bench` with args; serve starts the service it
@@ -189,7 +190,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 		return r.growOnly(ctx, serve, benchDSN)
 	}
 	if o.soak > 0 {
-		return r.soakOnly(ctx, serve, benchDSN)
+		return r.soakOnly(ctx, serve, db.DSN, benchDSN)
 	}
 	// The baselines first, on a quiet machine.
 	if err := r.baselines(ctx, db.DSN, benchDSN, "agentreach_pgbench_"+suffix); err != nil {
@@ -232,7 +233,8 @@ func (r *run) growOnly(ctx context.Context, serve Serve, dsn string) error {
 		r.progress("the service stopped with: %v", err)
 	}
 	table := fmt.Sprintf("Grown %s on %s (%d cores, %s), PostgreSQL on the same host.\n\n%s",
-		time.Now().UTC().Format("2006-01-02"), hostDescription(), runtime.NumCPU(), runtime.Version(), growthTable(r.growth))
+		time.Now().UTC().Format("2006-01-02"), hostDescription(), runtime.NumCPU(), runtime.Version(), growthTable(r.growth)+"\n"+
+			figuresTable(r.afterGrowth))
 	fmt.Fprint(r.env.Stdout, table)
 	if r.o.out != "" {
 		return os.WriteFile(r.o.out, []byte(table), 0o644)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/harness"
+	"github.com/agentreach/agentreach/projection"
 )
 
 // growChunk is how many jobs the growth submits between two progress
@@ -87,7 +90,110 @@ func (r *run) grow(ctx context.Context) error {
 		steps = append(steps, step)
 	}
 	r.growth = steps
-	return nil
+	var err error
+	r.afterGrowth, err = r.afterGrow(ctx)
+	return err
+}
+
+// growFigure is one figure measured on the grown database.
+type growFigure struct {
+	name  string
+	value string
+}
+
+// afterGrow measures, on the grown database, what depends on its size
+// rather than on a page: a snapshot of every read model, a rebuild from it
+// and one from position 0; and the reach_health view with a day of the
+// agents' figures against 30 days of them (as the service keeps them: a
+// day of minutes and 30 days of hours; and 30 days of minutes, as if none
+// had been rolled up).
+func (r *run) afterGrow(ctx context.Context) ([]growFigure, error) {
+	var out []growFigure
+	add := func(name, format string, args ...any) {
+		out = append(out, growFigure{name, fmt.Sprintf(format, args...)})
+		r.progress("grow: %s: %s", name, out[len(out)-1].value)
+	}
+	if err := r.settle(ctx); err != nil {
+		return nil, err
+	}
+	store := eventstore.New(r.pool)
+	projector := eventstore.NewProjector(store, slog.New(slog.DiscardHandler), projection.All()...)
+	events, err := eventstore.CountEvents(ctx, r.pool)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var rows int64
+	for _, p := range projector.Projections() {
+		snap, err := projector.TakeSnapshot(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		rows += snap.Rows
+	}
+	add("snapshot of every read model", "%.1f s (%d rows)", time.Since(start).Seconds(), rows)
+	for _, from := range []struct {
+		name string
+		from eventstore.RebuildFrom
+	}{{"rebuild of every read model from its snapshot", eventstore.FromSnapshot}, {"rebuild of every read model from position 0", eventstore.FromStart}} {
+		start, folded := time.Now(), int64(0)
+		for _, p := range projector.Projections() {
+			done, err := projector.Rebuild(ctx, p, from.from, nil)
+			if err != nil {
+				return nil, err
+			}
+			folded += done.Events
+		}
+		took := time.Since(start)
+		add(from.name, "%.1f s (%d events folded, of %d in the log)", took.Seconds(), folded, events)
+	}
+	health := func() (float64, error) {
+		var lat []time.Duration
+		for range 15 {
+			t0 := time.Now()
+			if _, err := r.pool.Exec(ctx, "SELECT * FROM reach_health"); err != nil {
+				return 0, fmt.Errorf("reach_health: %w", err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		return pct(lat, 0.5), nil
+	}
+	for _, fill := range []struct {
+		name          string
+		days, minutes int
+	}{
+		{"SELECT * FROM reach_health, a day of figures", 1, 24 * 60},
+		{"… 30 days of figures, as kept (a day of minutes, 30 days of hours)", 30, 24 * 60},
+		{"… 30 days of figures, none rolled up (30 days of minutes)", 30, 30 * 24 * 60},
+	} {
+		var minutes, hours int64
+		if err := r.pool.QueryRow(ctx, qBenchFillAgentFigures, fill.days, fill.minutes, len(r.agents)).Scan(&minutes, &hours); err != nil {
+			return nil, fmt.Errorf("fill the agents' figures: %w", err)
+		}
+		if _, err := r.pool.Exec(ctx, "VACUUM (ANALYZE) agent_stats_minute, agent_stats_hour"); err != nil {
+			return nil, err
+		}
+		ms, err := health()
+		if err != nil {
+			return nil, err
+		}
+		add(fill.name, "%.2f ms median", ms)
+	}
+	return out, nil
+}
+
+// figuresTable is the figures as a Markdown table.
+func figuresTable(figures []growFigure) string {
+	if len(figures) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("| on the grown database | |\n|---|---|\n")
+	for _, f := range figures {
+		fmt.Fprintf(&b, "| %s | %s |\n", f.name, f.value)
+	}
+	return b.String()
 }
 
 // bytesPerJob is the database's size by table group over jobs.

@@ -47,6 +47,12 @@ func TestGrow(t *testing.T) {
 		}
 		require.Positive(t, s.latency["SELECT * FROM reach_health"])
 	}
+	require.Len(t, r.afterGrowth, 6)
+	for _, f := range r.afterGrowth {
+		require.NotEmpty(t, f.value, f.name)
+	}
+	require.Contains(t, r.afterGrowth[1].value, "events folded")
+	require.Contains(t, figuresTable(r.afterGrowth), "| rebuild of every read model from position 0 |")
 	table := growthTable(r.growth)
 	require.Contains(t, table, "| measure | 3 jobs | 30 jobs | 300 jobs |")
 	require.Contains(t, table, "| GET /v1/jobs?limit=50, median ms |")

@@ -38,6 +38,7 @@ var (
 	qBenchCommits           = queries.Must("BenchCommits")
 	qBenchProjectionsBehind = queries.Must("BenchProjectionsBehind")
 	qBenchTableSizes        = queries.Must("BenchTableSizes")
+	qBenchFillAgentFigures  = queries.Must("BenchFillAgentFigures")
 )
 
 // result is the bench's table: a row per measure.

@@ -4,14 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/harness"
+	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/retention"
+	arsql "github.com/agentreach/agentreach/sql"
 )
 
 // The soak (--soak D): a steady load for D on a service whose default
@@ -45,7 +52,7 @@ func soakArgs(dir string) []string {
 // soakOnly is a run of the soak alone: the service on the bench database
 // with minute partitions archived to a scratch folder, the steady load,
 // the samples, and the archive checked against what was dropped.
-func (r *run) soakOnly(ctx context.Context, serve Serve, dsn string) error {
+func (r *run) soakOnly(ctx context.Context, serve Serve, serverDSN, dsn string) error {
 	dir, err := os.MkdirTemp("", "agentreach-soak-archive-")
 	if err != nil {
 		return err
@@ -65,6 +72,11 @@ func (r *run) soakOnly(ctx context.Context, serve Serve, dsn string) error {
 	if err := r.svc.Stop(); err != nil && !errors.Is(err, context.Canceled) {
 		r.progress("the service stopped with: %v", err)
 	}
+	imported, err := r.soakImport(ctx, serverDSN, dir)
+	if err != nil {
+		return err
+	}
+	check += "\n" + imported
 	table := fmt.Sprintf("Soaked %s on %s: %.0f jobs/s for %s, the default namespace keeping %s, partitions of %s.\n\n%s\n%s\n",
 		time.Now().UTC().Format("2006-01-02"), hostDescription(), r.o.soakRate, r.o.soak, r.o.soakKeep, soakWidth, soakTable(samples), check)
 	fmt.Fprint(r.env.Stdout, table)
@@ -150,7 +162,7 @@ func (r *run) soakSample(ctx context.Context, at time.Duration, submitted int64)
 // dropped (submitted, no longer in the database) archived exactly once.
 func (r *run) soakArchive(ctx context.Context, dir string, submitted int64) (string, error) {
 	ms, err := retention.VerifyArchive(dir)
-	if err != nil && !strings.Contains(err.Error(), "no archive") {
+	if err != nil && !errors.Is(err, retention.ErrNoArchive) {
 		return "", err
 	}
 	archived := 0
@@ -179,4 +191,55 @@ func soakTable(samples []soakSample) string {
 			s.attached, s.dropped, float64(s.bytes)/1e6, float64(s.eventsBytes)/1e6)
 	}
 	return b.String()
+}
+
+// soakImport loads the archive in dir into a fresh database, as an auditor
+// would (agentreach archive import, then a rebuild), and says whether it
+// gave back every archived event and job, each job finished as it was.
+func (r *run) soakImport(ctx context.Context, serverDSN, dir string) (string, error) {
+	r.progress("soak: importing the archive into a fresh database")
+	dsn, drop, err := harness.ScratchDatabase(ctx, serverDSN, "agentreach_soak_import_"+strconv.FormatInt(time.Now().UnixNano(), 36))
+	if err != nil {
+		return "", err
+	}
+	defer drop()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return "", err
+	}
+	defer pool.Close()
+	if err := arsql.Migrate(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		return "", err
+	}
+	store := eventstore.New(pool)
+	start := time.Now()
+	reps, err := retention.ImportArchive(ctx, store, dir, nil)
+	if errors.Is(err, retention.ErrNoArchive) {
+		return "Nothing was archived: nothing to import.", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var archived, imported int
+	for _, rep := range reps {
+		archived, imported = archived+rep.Events, imported+rep.Imported
+	}
+	took := time.Since(start)
+	done, err := eventstore.NewProjector(store, slog.New(slog.DiscardHandler), projection.Jobs{}).
+		Rebuild(ctx, projection.Jobs{}, eventstore.FromStart, nil)
+	if err != nil {
+		return "", err
+	}
+	var streams, jobs, succeeded int
+	err = pool.QueryRow(ctx, `SELECT (SELECT count(DISTINCT stream_id) FROM events WHERE starts_with(stream_id, 'job:')),
+		(SELECT count(*) FROM jobs), (SELECT count(*) FROM jobs WHERE status = 'SUCCESS' AND callback_done)`).Scan(&streams, &jobs, &succeeded)
+	if err != nil {
+		return "", err
+	}
+	verdict := "the same jobs and events"
+	if imported != archived || jobs != streams || succeeded != jobs {
+		verdict = "MISMATCH"
+	}
+	return fmt.Sprintf("Imported into a fresh database in %s: %d of the %d archived events, %d jobs' streams; a rebuild folded %d events into %d jobs, "+
+		"%d of them SUCCESS and called back: %s.", took.Round(time.Second), imported, archived, streams, done.Events, jobs, succeeded, verdict), nil
 }

@@ -39,4 +39,7 @@ func TestSoak(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, check, "0 jobs dropped from the log: every dropped job archived exactly once")
 	require.Contains(t, soakTable(samples), "| 60 | 60 |")
+	imported, err := r.soakImport(t.Context(), pgtest.AdminURL(), dir)
+	require.NoError(t, err)
+	require.Regexp(t, `^(Nothing was archived: nothing to import\.|Imported into a fresh database .*: the same jobs and events\.)$`, imported)
 }

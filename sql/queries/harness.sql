@@ -58,3 +58,28 @@ SELECT coalesce((SELECT i.inhparent::regclass::text FROM pg_inherits i WHERE i.i
        pg_total_relation_size(c.oid)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'm') AND n.nspname = current_schema();
+
+-- name: BenchFillAgentFigures
+-- Fills the agents' figures of the bench's agents (bench-0 … bench-$3-1,
+-- capability bench.echo) as if they had run $1 days: per-minute rows for
+-- the last $2 minutes, per-hour rows for the last $1 days, each with the
+-- histograms of a figure already there. Buckets the agents filled
+-- themselves stay as they are.
+WITH h AS (
+    SELECT delivery_hist, result_hist FROM agent_stats_hour LIMIT 1
+), agents AS (
+    SELECT 'bench-' || i AS agent_id FROM generate_series(0, $3::int - 1) AS i
+), minutes AS (
+    INSERT INTO agent_stats_minute (namespace, agent_id, capability, bucket, attempted, delivered, succeeded, delivery_hist, result_hist)
+    SELECT 'default', a.agent_id, 'bench.echo', b, 60, 60, 60, h.delivery_hist, h.result_hist
+    FROM agents a CROSS JOIN h CROSS JOIN generate_series(date_trunc('minute', now()) - ($2::int - 1) * interval '1 minute',
+        date_trunc('minute', now()), interval '1 minute') AS b
+    ON CONFLICT DO NOTHING RETURNING 1
+), hours AS (
+    INSERT INTO agent_stats_hour (namespace, agent_id, capability, bucket, attempted, delivered, succeeded, delivery_hist, result_hist)
+    SELECT 'default', a.agent_id, 'bench.echo', b, 3600, 3600, 3600, h.delivery_hist, h.result_hist
+    FROM agents a CROSS JOIN h CROSS JOIN generate_series(date_trunc('hour', now()) - ($1::int * 24 - 1) * interval '1 hour',
+        date_trunc('hour', now()), interval '1 hour') AS b
+    ON CONFLICT DO NOTHING RETURNING 1
+)
+SELECT (SELECT count(*) FROM minutes), (SELECT count(*) FROM hours);

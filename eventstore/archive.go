@@ -113,3 +113,15 @@ func (s *Store) Held(ctx context.Context, table string, r domain.TimeRange) (n i
 	}
 	return n, first, last, err
 }
+
+// HoldsStreams says whether table holds an event, of a stream whose id
+// starts with prefix, of the streams of r.
+func (s *Store) HoldsStreams(ctx context.Context, table string, r domain.TimeRange, prefix string) (bool, error) {
+	var held bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+pgx.Identifier{table}.Sanitize()+`
+		WHERE stream_at >= $1 AND stream_at < $2 AND starts_with(stream_id, $3))`, r.Low, r.High, prefix).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("streams %s* in %s: %w", prefix, table, err)
+	}
+	return held, nil
+}

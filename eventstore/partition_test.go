@@ -34,6 +34,21 @@ func TestStreamsLiveInTheirPartitions(t *testing.T) {
 	_, err = s.Append(ctx, "agent:default/a", eventstore.NoStream, ev("A", 1))
 	require.NoError(t, err)
 	require.Equal(t, "events_kept", partitionOf("agent:default/a"))
+	// A batch of direct reports lives by its batch's time, as a job does.
+	batch := uuid.Must(uuid.NewV7())
+	direct := domain.DirectStream(domain.AgentKey{Namespace: "default", ID: "a"}, batch.String())
+	_, err = s.Append(ctx, direct, eventstore.NoStream, ev("A", 1))
+	require.NoError(t, err)
+	require.Equal(t, partitionOf(job), partitionOf(direct))
+	sec, nsec := batch.Time().UnixTime()
+	var at time.Time
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT events_stream_at($1)`, direct).Scan(&at))
+	require.Equal(t, time.Unix(sec, nsec).UnixMilli(), at.UnixMilli())
+	for _, other := range []string{"direct:default/a/not-a-uuid", "direct:" + batch.String(), "directory:default/a/" + batch.String()} {
+		var kept bool
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT events_stream_at($1) = '-infinity'`, other).Scan(&kept))
+		require.True(t, kept, "%s lives in events_kept", other)
+	}
 
 	_, err = s.Append(ctx, job, eventstore.NoStream, ev("X", 0))
 	require.ErrorIs(t, err, eventstore.ErrConflict, "a conflict in a time partition")

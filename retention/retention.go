@@ -129,13 +129,16 @@ type Service struct {
 	// held is the partition the sweep last said holds the log back, and
 	// why: said again only when either changes.
 	held string
+	// direct says of each partition looked at whether it holds direct
+	// calls' reports (fixed once no report can be born in it).
+	direct map[string]bool
 }
 
 // New returns the retention of the deployment configured by cfg. The
 // projector's projections are snapshot before the log loses what they
 // folded.
 func New(pool *pgxpool.Pool, store *eventstore.Store, projector *eventstore.Projector, logger *slog.Logger, cfg Config) *Service {
-	return &Service{pool: pool, store: store, projector: projector, logger: logger, cfg: cfg.withDefaults()}
+	return &Service{pool: pool, store: store, projector: projector, logger: logger, cfg: cfg.withDefaults(), direct: map[string]bool{}}
 }
 
 // Config is the configuration in force, defaults filled in.
@@ -221,6 +224,7 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 			return rep, nil
 		}
 		rep.Dropped, rep.Jobs = append(rep.Dropped, p.Name), rep.Jobs+n
+		delete(s.direct, p.Name)
 		s.logger.InfoContext(ctx, "retention dropped a partition of the log", "partition", p.Name,
 			"from", p.Low, "to", p.High, "jobs", n, "archived_to", archived)
 	}
@@ -303,10 +307,36 @@ func (s *Service) droppable(ctx context.Context, table string, p arsql.EventPart
 	if lastDue != nil {
 		jobs.LastDue = *lastDue
 	}
+	if domain.PartitionDroppable(p.TimeRange, jobs, now) {
+		// Direct calls' reports in it are kept the deployment's period
+		// past its end (their namespace's own is not looked up).
+		direct, err := s.holdsDirect(ctx, table, p)
+		if err != nil {
+			return false, err
+		}
+		if due := p.High.Add(s.cfg.Period); direct && due.After(jobs.LastDue) {
+			jobs.LastDue = due
+		}
+	}
 	if table == "events" {
 		s.sayHeld(ctx, p, domain.PartitionHeld(p.TimeRange, jobs, s.cfg.Period, now))
 	}
 	return domain.PartitionDroppable(p.TimeRange, jobs, now), nil
+}
+
+// holdsDirect says whether partition p, as table holds it, holds direct
+// calls' reports: read once a partition (no report is born in it past its
+// end), since the answer scans it when it holds none.
+func (s *Service) holdsDirect(ctx context.Context, table string, p arsql.EventPartition) (bool, error) {
+	if held, ok := s.direct[p.Name]; ok {
+		return held, nil
+	}
+	held, err := s.store.HoldsStreams(ctx, table, p.TimeRange, domain.DirectStreamPrefix)
+	if err != nil {
+		return false, err
+	}
+	s.direct[p.Name] = held
+	return held, nil
 }
 
 // sayHeld logs, once, that partition p holds the log back for why (its

@@ -4,9 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -16,6 +18,7 @@ import (
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/retention"
+	arsql "github.com/agentreach/agentreach/sql"
 )
 
 // What records history goes with it: alerts and lookups older than their
@@ -131,4 +134,48 @@ func TestSweepRollsUpAgentFigures(t *testing.T) {
 	rep, err = svc.Sweep(ctx)
 	require.NoError(t, err)
 	require.Empty(t, rep.Snapshots, "a snapshot is not due again for SnapshotEvery")
+}
+
+// A partition that holds direct calls' reports is kept the deployment's
+// period past its end, though no job in it holds it, then goes whole.
+func TestDirectReportsKeepTheirPartition(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(day.Add(26 * time.Hour).UnixNano())
+	svc := newService(pool, retention.Config{Period: 48 * time.Hour, PartitionWidth: 24 * time.Hour, SnapshotEvery: -1,
+		Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
+	_, err := arsql.EnsureEventPartitionsFor(ctx, pool, domain.TimeRange{Low: day, High: day.Add(24 * time.Hour)})
+	require.NoError(t, err)
+	batch := uuidAt(day.Add(12 * time.Hour))
+	store := eventstore.New(pool)
+	_, err = store.Append(ctx, domain.DirectStream(domain.AgentKey{Namespace: "default", ID: "a"}, batch.String()), eventstore.NoStream,
+		domain.NewEvent(domain.EventDirectReported, domain.DirectReported{KeyID: "k", Reports: []domain.DirectReport{
+			{AgentID: "a", Capability: "c", Reached: true, OK: true, LatencyMS: 5, At: day.Add(12 * time.Hour)}}}, domain.Metadata{Actor: "test"}))
+	require.NoError(t, err)
+	require.NoError(t, eventstore.NewProjector(store, slog.New(slog.DiscardHandler), projection.All()...).Settle(ctx))
+	name := "events_p20261101_000000"
+
+	rep, err := svc.Sweep(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, rep.Dropped, name, "its reports are within the period")
+	clock.Store(day.Add(24*time.Hour + 48*time.Hour + 2*time.Minute).UnixNano())
+	rep, err = svc.Sweep(ctx)
+	require.NoError(t, err)
+	require.Contains(t, rep.Dropped, name, "past its end and the period")
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE starts_with(stream_id, 'direct:')`).Scan(&n))
+	require.Zero(t, n)
+}
+
+// uuidAt is a UUIDv7 of the millisecond of at.
+func uuidAt(at time.Time) uuid.UUID {
+	u := uuid.Must(uuid.NewV7())
+	ms := uint64(at.UnixMilli())
+	for i := range 6 {
+		u[i] = byte(ms >> (8 * (5 - i)))
+	}
+	return u
 }

@@ -35,6 +35,8 @@ type Snapshot struct {
 	Events  int64     `json:"events"`
 	Rows    int64     `json:"rows"`
 	TakenAt time.Time `json:"taken_at"`
+	// Age is how long ago it was taken, by the database's clock.
+	Age time.Duration `json:"-"`
 }
 
 // TakeSnapshot copies proj's read model, whole, into its snapshot tables
@@ -51,11 +53,8 @@ func (p *Projector) TakeSnapshot(ctx context.Context, proj Projection) (Snapshot
 	}
 	snap := Snapshot{Name: proj.Name()}
 	err := pgx.BeginTxFunc(ctx, p.store.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		var snaps []string
-		for _, t := range tabled.Tables() {
-			snaps = append(snaps, pgx.Identifier{SnapshotTable(t)}.Sanitize())
-		}
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(snaps, ", ")+" IN EXCLUSIVE MODE"); err != nil {
+		snaps := snapshotTables(tabled)
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+snaps+" IN EXCLUSIVE MODE"); err != nil {
 			return err
 		}
 		var txid string
@@ -69,7 +68,7 @@ func (p *Projector) TakeSnapshot(ctx context.Context, proj Projection) (Snapshot
 			return err
 		}
 		snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
-		if _, err := tx.Exec(ctx, "TRUNCATE "+strings.Join(snaps, ", ")); err != nil {
+		if _, err := tx.Exec(ctx, "TRUNCATE "+snaps); err != nil {
 			return err
 		}
 		for _, t := range tabled.Tables() {
@@ -92,12 +91,23 @@ func (p *Projector) TakeSnapshot(ctx context.Context, proj Projection) (Snapshot
 	return snap, nil
 }
 
+// snapshotTables lists, quoted, the snapshot tables of proj, in the order
+// of its tables.
+func snapshotTables(proj Tabled) string {
+	var snaps []string
+	for _, t := range proj.Tables() {
+		snaps = append(snaps, pgx.Identifier{SnapshotTable(t)}.Sanitize())
+	}
+	return strings.Join(snaps, ", ")
+}
+
 // LatestSnapshot is proj's snapshot, if one was taken.
 func (p *Projector) LatestSnapshot(ctx context.Context, name string) (Snapshot, bool, error) {
 	snap := Snapshot{Name: name}
 	var txid string
-	err := p.store.pool.QueryRow(ctx, `SELECT tx_id::text, position, events, rows, taken_at FROM projection_snapshots WHERE name = $1`,
-		name).Scan(&txid, &snap.At.Position, &snap.Events, &snap.Rows, &snap.TakenAt)
+	err := p.store.pool.QueryRow(ctx, `SELECT tx_id::text, position, events, rows, taken_at,
+			(extract(epoch FROM now() - taken_at) * 1e9)::bigint FROM projection_snapshots WHERE name = $1`,
+		name).Scan(&txid, &snap.At.Position, &snap.Events, &snap.Rows, &snap.TakenAt, &snap.Age)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Snapshot{}, false, nil
 	}
@@ -127,6 +137,12 @@ func restoreSnapshot(ctx context.Context, tx pgx.Tx, proj Projection) (Snapshot,
 		return Snapshot{}, false, err
 	}
 	snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
+	// Snapshot tables before read models, as every statement that touches
+	// both takes them (TakeSnapshot, retention's deletes, the roll-ups):
+	// one order, no deadlock.
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+snapshotTables(tabled)+" IN SHARE MODE"); err != nil {
+		return Snapshot{}, false, err
+	}
 	if err := proj.Reset(ctx, tx); err != nil {
 		return Snapshot{}, false, fmt.Errorf("reset projection %s: %w", proj.Name(), err)
 	}

@@ -192,7 +192,7 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 	if rep.Minutes+rep.Hours > 0 {
 		s.logger.InfoContext(ctx, "agent figures rolled up", "minutes_dropped", rep.Minutes, "hours_into_days", rep.Hours)
 	}
-	if err := s.snapshotWhenDue(ctx, now, &rep); err != nil {
+	if err := s.snapshotWhenDue(ctx, &rep); err != nil {
 		return rep, err
 	}
 	parts, err := arsql.EventPartitions(ctx, s.pool)
@@ -232,8 +232,9 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 }
 
 // snapshotWhenDue snapshots every projection when the oldest of their
-// snapshots is SnapshotEvery old.
-func (s *Service) snapshotWhenDue(ctx context.Context, now time.Time, rep *Report) error {
+// snapshots is SnapshotEvery old, by the database's clock (which stamps
+// them).
+func (s *Service) snapshotWhenDue(ctx context.Context, rep *Report) error {
 	if s.cfg.SnapshotEvery < 0 {
 		return nil
 	}
@@ -242,7 +243,7 @@ func (s *Service) snapshotWhenDue(ctx context.Context, now time.Time, rep *Repor
 		if err != nil {
 			return err
 		}
-		if !ok || !now.Before(snap.TakenAt.Add(s.cfg.SnapshotEvery)) {
+		if !ok || snap.Age >= s.cfg.SnapshotEvery {
 			return s.snapshot(ctx, rep)
 		}
 	}

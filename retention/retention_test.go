@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -178,4 +179,55 @@ func uuidAt(at time.Time) uuid.UUID {
 		u[i] = byte(ms >> (8 * (5 - i)))
 	}
 	return u
+}
+
+// Snapshots, rebuilds from them and the sweep's roll-ups and prunes touch
+// the same tables in one order: run together they take turns, and none
+// fails on a deadlock.
+func TestSnapshotsRebuildsAndSweepsTakeTurns(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	logger := slog.New(slog.DiscardHandler)
+	store := eventstore.New(pool)
+	projector := eventstore.NewProjector(store, logger, projection.All()...)
+	svc := retention.New(pool, store, projector, logger, retention.Config{SnapshotEvery: -1,
+		MinuteFigures: time.Hour, HourFigures: 24 * time.Hour})
+	for i := range 3 {
+		for _, table := range []string{"agent_stats_minute", "agent_stats_hour"} {
+			_, err := pool.Exec(ctx, `INSERT INTO `+table+` (namespace, agent_id, capability, bucket, attempted, delivery_hist, result_hist)
+				VALUES ('default', 'a', 'c', now() - $1 * interval '1 hour', 1, '{1}', '{1}')`, i*20)
+			require.NoError(t, err)
+		}
+	}
+	var g errgroup.Group
+	g.Go(func() error {
+		for range 25 {
+			for _, p := range projector.Projections() {
+				if _, err := projector.TakeSnapshot(ctx, p); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		for range 25 {
+			for _, p := range projector.Projections() {
+				if _, err := projector.Rebuild(ctx, p, eventstore.FromSnapshot, nil); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		for range 25 {
+			if _, err := svc.Sweep(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	require.NoError(t, g.Wait())
 }

@@ -62,8 +62,12 @@ type App struct {
 	migrated     atomic.Bool
 	schemaReady  chan struct{} // closed once migrated is set
 	riverStarted atomic.Bool
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
+	// riverMu keeps a restart of River's client (after an outage) and its
+	// stop at Close apart.
+	riverMu sync.Mutex
+	closing atomic.Bool // Close has begun: River is not started again
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // NewApp returns an App that Start will bring up.
@@ -250,29 +254,70 @@ func (a *App) background(ctx context.Context) {
 	if err := a.ui.Start(ctx); err != nil {
 		a.logger.Error("start River UI", "err", err)
 	}
-	// River checks the database as it starts; one that is restarting just
-	// then (a crash, a failover) must not leave this process without
-	// workers for good: start again until it works.
-	for attempt := 1; ; attempt++ {
-		err := a.river.Start(ctx)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		a.logger.Warn("start River, retrying", "attempt", attempt, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)):
-		}
+	if !a.startRiver(ctx) {
+		return
 	}
-	a.riverStarted.Store(true)
 	if a.cfg.DirectDispatchers > 0 && a.cfg.GroupCommitWindow > 0 {
 		a.jobs.Dispatcher().StartDirect(ctx, a.cfg.DirectDispatchers)
 	}
 	a.goRun(func() { a.sweeper.Run(ctx) })
+}
+
+// startRiver starts River's client. River checks the database as it
+// starts; one that is restarting just then (a crash, a failover) must not
+// leave this process without workers for good: it starts again until it
+// works, and says false only when ctx ends first.
+func (a *App) startRiver(ctx context.Context) bool {
+	for attempt := 1; ; attempt++ {
+		err := a.river.Start(ctx)
+		if err == nil {
+			a.riverStarted.Store(true)
+			return true
+		}
+		if ctx.Err() != nil || a.closing.Load() {
+			return false
+		}
+		a.logger.Warn("start River, retrying", "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(min(time.Duration(attempt)*250*time.Millisecond, time.Second)):
+		}
+	}
+}
+
+// riverRestartAfter is the outage after which River's client is restarted
+// once the database answers: River's leader election backs off
+// exponentially while the database fails it (up to a minute), and no
+// setting of River's resets that, so after an outage longer than its first
+// steps the deployment would stay without River's leader (its maintenance:
+// retries coming due, stuck jobs rescued) for as long again.
+const riverRestartAfter = 2 * time.Second
+
+// restartRiver stops River's client (letting running work finish for a
+// few seconds, then cancelling what is left) and starts it again, so that
+// its leader election bids at once.
+func (a *App) restartRiver(ctx context.Context, outage time.Duration) {
+	a.riverMu.Lock()
+	defer a.riverMu.Unlock()
+	if !a.riverStarted.Load() || ctx.Err() != nil || a.closing.Load() {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := a.river.Stop(sctx)
+	cancel()
+	if err != nil {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = a.river.StopAndCancel(cctx)
+		cancel()
+	}
+	if err != nil {
+		a.logger.Warn("restart River after the database came back: stop", "err", err)
+	}
+	a.riverStarted.Store(false)
+	if a.startRiver(ctx) {
+		a.logger.Info("River restarted after the database came back, so that its leader election bids at once", "outage", outage)
+	}
 }
 
 // watchOutage ends a database outage the log tells of as soon as the
@@ -291,7 +336,9 @@ func (a *App) watchOutage(ctx context.Context) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if a.pool.Ping(pctx) == nil {
-			a.outage.Back(ctx)
+			if lasted := a.outage.Back(ctx); lasted >= riverRestartAfter {
+				a.restartRiver(ctx, lasted)
+			}
 		}
 		cancel()
 	}
@@ -335,11 +382,14 @@ func (a *App) Close(ctx context.Context) error {
 	if a.jobs != nil {
 		a.jobs.Dispatcher().StopDirect(ctx)
 	}
+	a.closing.Store(true)
+	a.riverMu.Lock()
 	if a.riverStarted.Load() {
 		if rerr := a.river.Stop(ctx); rerr != nil {
 			a.logger.Warn("stop River", "err", rerr)
 		}
 	}
+	a.riverMu.Unlock()
 	if a.cancel != nil {
 		a.cancel()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -83,13 +86,30 @@ func TestOutageIsLoggedInAFewLines(t *testing.T) {
 	proxy := newSwitchProxy(t, u.Host)
 	u.Host = proxy.addr
 	svc := startTuned(t, map[string]string{"DATABASE_URL": u.String()}, fastSweeps,
-		"serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
+		"serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "info")
 	base := svc.m.URL()
 	waitReady(t, base)
+	pool, err := pgxpool.New(t.Context(), dsn)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	leader := func() (elected time.Time, ok bool) {
+		err := pool.QueryRow(t.Context(), `SELECT elected_at FROM river_leader WHERE expires_at > now()`).Scan(&elected)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return time.Time{}, false
+		}
+		require.NoError(t, err)
+		return elected, true
+	}
+	// River started (the sweeps start after it) and elected its leader.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, ok := leader(); !ok || !strings.Contains(svc.out.String(), "sweep leadership taken"); _, ok = leader() {
+		require.True(t, time.Now().Before(deadline), "River elected no leader within 30 s")
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
 	before := strings.Count(svc.out.String(), "\n")
 
 	proxy.cut()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for !strings.Contains(svc.out.String(), "the database is still unreachable") {
 		require.True(t, time.Now().Before(deadline), "no summary of the outage within 30 s:\n%s", svc.out.String())
 		time.Sleep(100 * time.Millisecond) // poll interval while waiting on the condition
@@ -98,15 +118,35 @@ func TestOutageIsLoggedInAFewLines(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "not ready while the database is out")
+	var restored time.Time
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT now()`).Scan(&restored))
 	proxy.restore()
 	for !strings.Contains(svc.out.String(), "the database answers again") {
 		require.True(t, time.Now().Before(deadline), "no line for the database's return within 30 s:\n%s", svc.out.String())
 		time.Sleep(100 * time.Millisecond) // poll interval while waiting on the condition
 	}
 	waitReady(t, base)
-	during := strings.Split(svc.out.String(), "\n")[before:]
+	var during []string
+	for _, line := range strings.Split(svc.out.String(), "\n")[before:] {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			during = append(during, line)
+		}
+	}
 	t.Logf("the log during the outage:\n%s", strings.Join(during, "\n"))
 	require.LessOrEqual(t, len(during), 12, "an outage of about ten seconds in a few lines, not one a failure:\n%s", strings.Join(during, "\n"))
+
+	// River's leader is back soon, not after its election's back-off (up
+	// to a minute): River is restarted once the database answers.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if elected, ok := leader(); ok && elected.After(restored) {
+			t.Logf("River's leader elected %s after the database came back", elected.Sub(restored).Round(time.Millisecond))
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no River leader elected within 10 s of the database's return:\n%s", svc.out.String())
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	require.Contains(t, svc.out.String(), "River restarted after the database came back")
 	code, metrics := call(t, http.MethodGet, base+"/metrics", "", "")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, metrics, "agentreach_database_outages_total 1")

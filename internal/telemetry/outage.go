@@ -71,23 +71,26 @@ func (o *Outage) Outages() int64 {
 }
 
 // Back ends an outage (the database answered): one line says how long it
-// lasted and how many errors went unlogged since the last line.
-func (o *Outage) Back(ctx context.Context) {
+// lasted and how many errors went unlogged since the last line. It
+// answers how long the outage lasted (0: there was none).
+func (o *Outage) Back(ctx context.Context) time.Duration {
 	o.mu.Lock()
 	if !o.down {
 		o.mu.Unlock()
-		return
+		return 0
 	}
 	o.down = false
 	now := o.now()
+	lasted := now.Sub(o.since)
 	r := slog.NewRecord(now, slog.LevelWarn, "the database answers again", 0)
-	r.AddAttrs(slog.Duration("outage", now.Sub(o.since)), slog.Int("errors_suppressed", o.suppressed))
+	r.AddAttrs(slog.Duration("outage", lasted), slog.Int("errors_suppressed", o.suppressed))
 	o.suppressed, o.last = 0, now
 	out := o.out
 	o.mu.Unlock()
 	if out != nil {
 		_ = out.Handle(ctx, r)
 	}
+	return lasted
 }
 
 // admit decides whether a record of level l with an error unreachable (a

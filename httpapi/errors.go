@@ -223,7 +223,8 @@ func errorMiddleware(logger *slog.Logger) gin.HandlerFunc {
 		err := c.Errors.Last().Err
 		apiErr := toAPIError(err)
 		status := statusOf[apiErr.Code]
-		if status >= 500 {
+		var refused writeRefused
+		if status >= 500 && !errors.As(err, &refused) {
 			logger.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method, "path", c.FullPath(), "err", err)
 		}
 		if apiErr.Code == CodeUnauthenticated {

@@ -44,6 +44,12 @@ type Deps struct {
 	// Ready reports whether the service can take traffic: database
 	// reachable and schema current. Nil means always ready.
 	Ready func(ctx context.Context) error
+	// ReadyDetails, when set, adds to a ready /readyz what the service
+	// says of itself (the database's standbys, whether writes go).
+	ReadyDetails func() map[string]any
+	// Writable, when set, says why requests that may write are refused
+	// now (nil: they are not): 503 unavailable before any handler runs.
+	Writable func() error
 	// Version is reported by /healthz.
 	Version string
 	// Tracer traces requests (nil: no tracing).
@@ -91,7 +97,7 @@ func New(deps Deps) *gin.Engine {
 		r.Use(otelgin.Middleware("agent-reach", otelgin.WithTracerProvider(deps.Tracer),
 			otelgin.WithGinFilter(func(c *gin.Context) bool { return c.FullPath() != "/metrics" && c.FullPath() != "/healthz" })))
 	}
-	r.Use(logMiddleware(deps.Logger), errorMiddleware(deps.Logger), bodyLimit, cleanPathAndQuery)
+	r.Use(logMiddleware(deps.Logger), errorMiddleware(deps.Logger), bodyLimit, cleanPathAndQuery, writable(deps.Writable))
 	admin := s.need(auth.ScopeAdmin)
 	if deps.Metrics != nil {
 		// Prometheus' series name every namespace: an operator's (a
@@ -273,6 +279,33 @@ func logMiddleware(logger *slog.Logger) gin.HandlerFunc {
 	}
 }
 
+// writable refuses every request that may write (any method but GET, HEAD
+// and OPTIONS) with 503 unavailable while refused says why writes may not
+// go (--require-sync-standby), before any handler reads or writes.
+func writable(refused func() error) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if refused == nil {
+			return
+		}
+		switch c.Request.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return
+		}
+		if err := refused(); err != nil {
+			_ = c.Error(writeRefused{api: withRetry(&Error{Code: CodeUnavailable, Message: err.Error()})})
+			c.Abort()
+		}
+	}
+}
+
+// writeRefused is a write refused by writable: answered 503 like any
+// unavailable error, but not logged a request at a time (the service logs
+// when refusals begin and end).
+type writeRefused struct{ api *Error }
+
+func (w writeRefused) Error() string { return w.api.Error() }
+func (w writeRefused) Unwrap() error { return w.api }
+
 func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok", "version": s.deps.Version})
 }
@@ -286,7 +319,13 @@ func (s *Server) readyz(c *gin.Context) {
 			return
 		}
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	body := gin.H{"status": "ready"}
+	if s.deps.ReadyDetails != nil {
+		for k, v := range s.deps.ReadyDetails() {
+			body[k] = v
+		}
+	}
+	c.JSON(http.StatusOK, body)
 }
 
 type eventResponse struct {

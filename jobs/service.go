@@ -81,6 +81,9 @@ type Config struct {
 	// CallbackSecret signs caller callbacks ("whsec_..."); empty means the
 	// secret kept in the database, created on first use.
 	CallbackSecret string
+	// CallbackHold, when set, says why no callback may go now (nil: they
+	// may): callback.Config.Hold.
+	CallbackHold func() error
 	// CapacityWait is how long a job waits when every candidate agent is at
 	// capacity before it is routed again, spending no attempt (250 ms).
 	CapacityWait time.Duration
@@ -234,7 +237,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		}, logger, adapter.Config{PublicURL: func() string { return s.cfg.PublicURL }, Guard: cfg.Guard, MaxPayloadBytes: cfg.MaxPayloadBytes,
 			Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter})
 	s.callbacks = callback.New(pool, store, s.jobs, s.http, s.a2a, logger, callback.Config{Secret: cfg.CallbackSecret,
-		Now: func() time.Time { return s.now() }})
+		Now: func() time.Time { return s.now() }, Hold: cfg.CallbackHold})
 	s.dispatcher = dispatch.New(store, s.jobs, reg, s.inbox, s.callbacks,
 		dispatch.Carriers{Push: dispatch.Push{HTTP: s.http, ResultURL: s.resultURL, Now: func() time.Time { return s.now() }}, A2A: s.a2a.Carrier()},
 		logger, dispatch.Config{InlineWait: cfg.InlineWait, RouteWait: cfg.RouteWait, CapacityWait: cfg.CapacityWait, LostAfter: cfg.LostAfter,

@@ -65,9 +65,11 @@ type App struct {
 	// riverMu keeps a restart of River's client (after an outage) and its
 	// stop at Close apart.
 	riverMu sync.Mutex
-	closing atomic.Bool // Close has begun: River is not started again
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// replication is the primary's standbys as last read (watchReplication).
+	replication atomic.Pointer[replicationRead]
+	closing     atomic.Bool // Close has begun: River is not started again
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // NewApp returns an App that Start will bring up.
@@ -115,6 +117,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.auth = auth.NewStore(a.pool, a.store, a.cfg.AdminKey)
 	a.projector = eventstore.NewProjector(a.store, a.logger, projection.All()...)
 	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
+	a.cfg.Jobs.CallbackHold = a.writesRefused
 	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
 	a.jobs.SetTelemetry(a.tel.Tracer, a.tel.Meter)
 	workers := river.NewWorkers()
@@ -136,6 +139,10 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.registry.SetProbes(riverwork.Probes(a.river))
 	a.jobs.SetClient(a.river)
+	if err := registerReplication(a); err != nil {
+		a.pool.Close()
+		return err
+	}
 	if err := registerGauges(a); err != nil {
 		a.pool.Close()
 		return err
@@ -158,7 +165,7 @@ func (a *App) Start(ctx context.Context) error {
 			a.cfg.Intent.Embedding.Model, "llm", a.cfg.Intent.LLM.URL, "llm_model", a.cfg.Intent.LLM.Model) // never the keys
 	}
 	handler := httpapi.New(httpapi.Deps{
-		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, Version: version,
+		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, ReadyDetails: a.replicationDetails, Writable: a.writesRefused, Version: version,
 		Jobs: a.jobs, Approvals: a.jobs, Retention: a.retention, Callbacks: a.jobs.Callbacks(), Inbox: a.jobs.Inbox(), A2AJobs: a.jobs.Adapter(), Agents: a.registry, Routing: a.registry,
 		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
@@ -245,6 +252,7 @@ func (a *App) background(ctx context.Context) {
 	a.migrated.Store(true)
 	close(a.schemaReady)
 	a.goRun(func() { a.watchOutage(ctx) })
+	a.goRun(func() { a.watchReplication(ctx) })
 	a.logger.Info("schema is current")
 	a.goRun(func() { a.store.RunNotifier(ctx, a.logger) })
 	a.goRun(func() { a.store.RunListener(ctx, a.logger) })

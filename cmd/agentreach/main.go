@@ -195,6 +195,9 @@ type Config struct {
 	// way at once in the process that committed them, without a River job
 	// (0: every dispatch goes through River).
 	DirectDispatchers int
+	// RequireSyncStandby refuses writes (503) and holds callbacks while
+	// the primary has no synchronous standby streaming.
+	RequireSyncStandby bool
 }
 
 func (m *Main) env(name, def string) string {
@@ -227,6 +230,7 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.DurationVar(&cfg.Retention.MinuteFigures, "minute-figures-kept", envDuration(m, "AGENTREACH_MINUTE_FIGURES_KEPT"), "how long the agents' per-minute figures are kept; windows past an hour read the per-hour ones (env AGENTREACH_MINUTE_FIGURES_KEPT; default 24h, at least 1h)")
 	fs.DurationVar(&cfg.Retention.HourFigures, "hour-figures-kept", envDuration(m, "AGENTREACH_HOUR_FIGURES_KEPT"), "how long the agents' per-hour figures are kept before they are summed into per-day ones (env AGENTREACH_HOUR_FIGURES_KEPT; default 720h, at least 24h)")
 	cli.SecretVar(fs, &cfg.AdminKey, "admin-key", m.Getenv("AGENTREACH_ADMIN_KEY"), "bootstrap admin key for every namespace (env AGENTREACH_ADMIN_KEY)")
+	fs.BoolVar(&cfg.RequireSyncStandby, "require-sync-standby", m.Getenv("AGENTREACH_REQUIRE_SYNC_STANDBY") == "1", "refuse writes (503) and hold callbacks while the primary has no synchronous standby streaming, so that no acknowledged commit rests on one node (env AGENTREACH_REQUIRE_SYNC_STANDBY=1)")
 	fs.BoolVar(&cfg.Insecure, "insecure", m.Getenv("AGENTREACH_INSECURE") == "1", "turn authentication off: every request acts as an admin (env AGENTREACH_INSECURE=1; development only)")
 	fs.StringVar(&cfg.DenyNets, "deny-nets", m.Getenv("AGENTREACH_DENY_NETS"), "CIDRs agents and callbacks may not reach, besides link-local, metadata, unspecified and multicast (env AGENTREACH_DENY_NETS)")
 	fs.StringVar(&cfg.AllowNets, "allow-nets", m.Getenv("AGENTREACH_ALLOW_NETS"), "CIDRs allowed even if denied; allow wins (env AGENTREACH_ALLOW_NETS)")

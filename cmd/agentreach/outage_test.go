@@ -152,3 +152,55 @@ func TestOutageIsLoggedInAFewLines(t *testing.T) {
 	require.Contains(t, metrics, "agentreach_database_outages_total 1")
 	require.Contains(t, metrics, "agentreach_database_reachable 1")
 }
+
+// With --require-sync-standby, a primary without a synchronous standby
+// streaming (this test's lone server) takes no writes: they answer 503
+// with Retry-After before anything is written, reads go on, /readyz stays
+// ready and says why writes are refused, and /metrics shows it. Without
+// the flag, writes go.
+func TestRequireSyncStandby(t *testing.T) {
+	t.Parallel()
+	svc := start(t, map[string]string{"DATABASE_URL": newDatabase(t)}, "serve", "--insecure", "--addr", "127.0.0.1:0",
+		"--log-level", "warn", "--require-sync-standby")
+	base := svc.m.URL()
+	waitReady(t, base)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := call(t, http.MethodGet, base+"/readyz", "", "")
+		require.Equal(t, http.StatusOK, code, "ready for reads: %s", body)
+		if strings.Contains(body, `"replication"`) {
+			require.Contains(t, body, `"writes":"refused"`)
+			require.Contains(t, body, "synchronous_standby_names is empty")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the standbys not read within 20 s: %s", body)
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/jobs", strings.NewReader(`{"capability":"t.sync","payload":{}}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(body))
+	require.Contains(t, string(body), `"code":"unavailable"`)
+	require.Contains(t, string(body), "--require-sync-standby")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	code, body2 := call(t, http.MethodGet, base+"/v1/jobs", "", "")
+	require.Equal(t, http.StatusOK, code, body2)
+	require.Contains(t, body2, `"jobs":[]`, "nothing was written")
+	code, metrics := call(t, http.MethodGet, base+"/metrics", "", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, metrics, "agentreach_database_writes_refused 1")
+	require.Contains(t, metrics, "agentreach_database_sync_standbys 0")
+	require.Equal(t, 1, strings.Count(svc.out.String(), `msg="writes refused"`), "said once, not a request at a time:\n%s", svc.out.String())
+	require.NotContains(t, svc.out.String(), "request failed")
+
+	plain := start(t, map[string]string{"DATABASE_URL": newDatabase(t)}, "serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	waitReady(t, plain.m.URL())
+	submitOK(t, plain.m.URL(), `{"capability":"t.sync","payload":{}}`)
+	code, metrics = call(t, http.MethodGet, plain.m.URL()+"/metrics", "", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, metrics, "agentreach_database_writes_refused 0")
+}

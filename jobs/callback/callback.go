@@ -54,6 +54,12 @@ type Config struct {
 	Secret string
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Hold, when set, says why no callback may go now (nil: they may), as
+	// while the database acknowledges commits that one node's loss would
+	// erase: a try at once goes to River, and River's try is an error
+	// River retries later, so that no caller hears of an outcome a
+	// failover may still undo.
+	Hold func() error
 }
 
 // A2APushes calls back a job submitted over A2A: each of its push configs
@@ -130,6 +136,14 @@ func (c *Sender) Try(ctx context.Context, l *jobstore.Loaded, try Try) error {
 		trace.WithAttributes(attribute.String("job_id", l.JobID), attribute.Int("attempt", try.Attempt)))
 	defer span.End()
 	atOnce := try.Attempt == 0
+	if c.cfg.Hold != nil {
+		if err := c.cfg.Hold(); err != nil {
+			if atOnce {
+				return c.byRiver(ctx, l)
+			}
+			return fmt.Errorf("callback of job %s held: %w", l.JobID, err)
+		}
+	}
 	a2aPushes, err := c.pushes.Uses(ctx, l)
 	switch {
 	case (err != nil || a2aPushes) && atOnce:

@@ -42,3 +42,13 @@ SELECT 1;
 -- name: DevdbDatabaseExists
 -- Whether the database $1 exists.
 SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1);
+
+-- name: Replication
+-- What the primary says of its standbys: whether it is itself one, its
+-- synchronous_standby_names, how many standbys stream from it and how many
+-- of them synchronously, and the largest replay lag in seconds. (A role
+-- without pg_monitor sees no sync_state: it counts no synchronous standby.)
+SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'),
+       (SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming')::int,
+       (SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum'))::int,
+       coalesce((SELECT extract(epoch FROM max(replay_lag)) FROM pg_stat_replication), 0)::float8;

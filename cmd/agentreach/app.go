@@ -139,10 +139,6 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.registry.SetProbes(riverwork.Probes(a.river))
 	a.jobs.SetClient(a.river)
-	if err := registerReplication(a); err != nil {
-		a.pool.Close()
-		return err
-	}
 	if err := registerGauges(a); err != nil {
 		a.pool.Close()
 		return err

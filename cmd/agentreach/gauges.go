@@ -8,10 +8,14 @@ import (
 	"github.com/agentreach/agentreach/registry"
 )
 
-// registerGauges publishes what is read at scrape time: queue depth per
-// River queue, agents per state, and each projection's lag.
+// registerGauges publishes what is read at scrape time: the database's
+// reachability and standbys, queue depth per River queue, agents per
+// state, and each projection's lag.
 func registerGauges(a *App) error {
 	if err := telemetry.RegisterOutage(a.tel.Meter, a.outage); err != nil {
+		return err
+	}
+	if err := registerReplication(a); err != nil {
 		return err
 	}
 	return telemetry.RegisterGauges(a.tel.Meter, telemetry.Gauges{Ready: a.migrated.Load, QueueDepths: a.jobs.QueueDepths,

@@ -507,7 +507,7 @@ func (s *Server) getAgent(c *gin.Context) {
 	if len(episodes) == 1 {
 		resp.SelfPreservation = &episodes[0]
 	}
-	rec, err := health.RecoveryOf(c.Request.Context(), s.deps.Pool, a.Namespace, a.AgentID)
+	rec, err := health.RecoveryOf(c.Request.Context(), s.reads(), a.Namespace, a.AgentID)
 	if err != nil {
 		_ = c.Error(err)
 		return

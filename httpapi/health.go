@@ -23,7 +23,7 @@ func (s *Server) agentMetrics(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	agents, err := health.Agents(c.Request.Context(), s.deps.Pool, window, ns)
+	agents, err := health.Agents(c.Request.Context(), s.reads(), window, ns)
 	if errors.Is(err, health.ErrUnknownWindow) {
 		_ = c.Error(Invalid("window", "%v", err))
 		return
@@ -58,7 +58,7 @@ func (s *Server) agentSeries(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	points, err := health.Series(c.Request.Context(), s.deps.Pool, ns)
+	points, err := health.Series(c.Request.Context(), s.reads(), ns)
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -73,7 +73,7 @@ func (s *Server) oneAgentSeries(c *gin.Context) {
 	if !ok {
 		return
 	}
-	minutes, err := health.AgentSeries(c.Request.Context(), s.deps.Pool, a.Namespace, a.AgentID)
+	minutes, err := health.AgentSeries(c.Request.Context(), s.reads(), a.Namespace, a.AgentID)
 	if err != nil {
 		_ = c.Error(err)
 		return
@@ -106,7 +106,7 @@ func (s *Server) listAlerts(c *gin.Context) {
 			return
 		}
 	}
-	alerts, err := health.ListAlerts(c.Request.Context(), s.deps.Pool, health.AlertFilter{Namespace: ns, Kinds: kinds,
+	alerts, err := health.ListAlerts(c.Request.Context(), s.reads(), health.AlertFilter{Namespace: ns, Kinds: kinds,
 		Subject: c.Query("subject"), Before: before, Limit: int(limit)})
 	if err != nil {
 		_ = c.Error(err)

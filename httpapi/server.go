@@ -44,6 +44,9 @@ type Deps struct {
 	// Ready reports whether the service can take traffic: database
 	// reachable and schema current. Nil means always ready.
 	Ready func(ctx context.Context) error
+	// ReadPool, when set, serves the figures, series and alerts (a hot
+	// standby); nil: Pool.
+	ReadPool *pgxpool.Pool
 	// ReadyDetails, when set, adds to a ready /readyz what the service
 	// says of itself (the database's standbys, whether writes go).
 	ReadyDetails func() map[string]any
@@ -305,6 +308,14 @@ type writeRefused struct{ api *Error }
 
 func (w writeRefused) Error() string { return w.api.Error() }
 func (w writeRefused) Unwrap() error { return w.api }
+
+// reads is the pool for reads a standby may serve: ReadPool, or Pool.
+func (s *Server) reads() *pgxpool.Pool {
+	if s.deps.ReadPool != nil {
+		return s.deps.ReadPool
+	}
+	return s.deps.Pool
+}
 
 func (s *Server) healthz(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"status": "ok", "version": s.deps.Version})

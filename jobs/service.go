@@ -84,6 +84,8 @@ type Config struct {
 	// CallbackHold, when set, says why no callback may go now (nil: they
 	// may): callback.Config.Hold.
 	CallbackHold func() error
+	// ReadPool, when set, serves the job lists (a hot standby).
+	ReadPool *pgxpool.Pool
 	// CapacityWait is how long a job waits when every candidate agent is at
 	// capacity before it is routed again, spending no attempt (250 ms).
 	CapacityWait time.Duration
@@ -219,7 +221,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 			return http.ErrUseLastResponse // deliveries never follow redirects
 		}},
 		now: time.Now, pressureSeen: map[jobstore.Lane]bool{}, waiters: make(chan struct{}, 1)}
-	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
+	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{Reads: cfg.ReadPool, LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
 		QueueLimit: cfg.Watermarks.Limit, AgentsChannel: registry.NotifyChannel, Woken: s.handOver, Now: func() time.Time { return s.now() }, Finished: s.countFinished})
 	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
 		Now: func() time.Time { return s.now() }, Jitter: s.jitter, Claimed: func(ctx context.Context) {

@@ -67,9 +67,13 @@ type App struct {
 	riverMu sync.Mutex
 	// replication is the primary's standbys as last read (watchReplication).
 	replication atomic.Pointer[replicationRead]
-	closing     atomic.Bool // Close has begun: River is not started again
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
+	// readPool serves reads a standby may serve (--read-database-url);
+	// nil: the pool does.
+	readPool *pgxpool.Pool
+	readLag  atomic.Uint64 // the read database's lag in seconds, float64 bits
+	closing  atomic.Bool   // Close has begun: River is not started again
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 // NewApp returns an App that Start will bring up.
@@ -109,15 +113,13 @@ func (a *App) Start(ctx context.Context) error {
 		// is not free.
 		pcfg.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(a.tel.Tracer))
 	}
-	a.pool, err = pgxpool.NewWithConfig(ctx, pcfg) // connects lazily
-	if err != nil {
-		return fmt.Errorf("database pool: %w", err)
+	if err := a.openPools(ctx, pcfg); err != nil {
+		return err
 	}
 	a.store = eventstore.New(a.pool)
 	a.auth = auth.NewStore(a.pool, a.store, a.cfg.AdminKey)
 	a.projector = eventstore.NewProjector(a.store, a.logger, projection.All()...)
 	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
-	a.cfg.Jobs.CallbackHold = a.writesRefused
 	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
 	a.jobs.SetTelemetry(a.tel.Tracer, a.tel.Meter)
 	workers := river.NewWorkers()
@@ -161,7 +163,7 @@ func (a *App) Start(ctx context.Context) error {
 			a.cfg.Intent.Embedding.Model, "llm", a.cfg.Intent.LLM.URL, "llm_model", a.cfg.Intent.LLM.Model) // never the keys
 	}
 	handler := httpapi.New(httpapi.Deps{
-		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, ReadyDetails: a.replicationDetails, Writable: a.writesRefused, Version: version,
+		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, ReadyDetails: a.replicationDetails, ReadPool: a.readPool, Writable: a.writesRefused, Version: version,
 		Jobs: a.jobs, Approvals: a.jobs, Retention: a.retention, Callbacks: a.jobs.Callbacks(), Inbox: a.jobs.Inbox(), A2AJobs: a.jobs.Adapter(), Agents: a.registry, Routing: a.registry,
 		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
@@ -192,18 +194,54 @@ func (a *App) Start(ctx context.Context) error {
 
 // poolConfig parses the database URL and sizes the pool.
 func (a *App) poolConfig() (*pgxpool.Config, error) {
-	pcfg, err := pgxpool.ParseConfig(a.cfg.DatabaseURL)
+	pcfg, err := connConfig(a.cfg.DatabaseURL, "database URL", 50)
 	if err != nil {
-		return nil, fmt.Errorf("database URL: %w", err)
-	}
-	// River's workers each hold a connection while they record an
-	// outcome; pgx's default (max(4, cores)) would starve them. A URL that
-	// names pool_max_conns keeps its own.
-	if !strings.Contains(a.cfg.DatabaseURL, "pool_max_conns") {
-		pcfg.MaxConns = 50
+		return nil, err
 	}
 	if a.cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(a.cfg.MaxConns)
+	}
+	return pcfg, nil
+}
+
+// openPools opens the pool of the primary and, with --read-database-url,
+// the one of reads a standby may serve (job lists, the agents' figures and
+// series, alerts); the pools connect lazily.
+func (a *App) openPools(ctx context.Context, pcfg *pgxpool.Config) error {
+	var err error
+	if a.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return fmt.Errorf("database pool: %w", err)
+	}
+	a.cfg.Jobs.CallbackHold = a.writesRefused
+	if a.cfg.ReadDatabaseURL == "" {
+		return nil
+	}
+	rcfg, err := connConfig(a.cfg.ReadDatabaseURL, "read database URL", 10)
+	if err != nil {
+		a.pool.Close()
+		return err
+	}
+	rcfg.ConnConfig.Tracer = pcfg.ConnConfig.Tracer
+	if a.readPool, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
+		a.pool.Close()
+		return fmt.Errorf("read database pool: %w", err)
+	}
+	a.cfg.Jobs.ReadPool = a.readPool
+	return nil
+}
+
+// connConfig parses a database URL (named what in errors, never shown:
+// it may hold a password) into a pool of maxConns connections, unless the
+// URL names its own pool_max_conns.
+func connConfig(url, what string, maxConns int32) (*pgxpool.Config, error) {
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	// River's workers each hold a connection while they record an
+	// outcome; pgx's default (max(4, cores)) would starve them.
+	if !strings.Contains(url, "pool_max_conns") {
+		pcfg.MaxConns = maxConns
 	}
 	// The service's statements are short and run often: PostgreSQL's JIT
 	// compiler, which a large table's estimates switch on, spends hundreds
@@ -400,6 +438,9 @@ func (a *App) Close(ctx context.Context) error {
 	a.wg.Wait()
 	if a.pool != nil {
 		a.pool.Close()
+	}
+	if a.readPool != nil {
+		a.readPool.Close()
 	}
 	if a.tel != nil {
 		err = errors.Join(err, a.tel.Shutdown(ctx))

@@ -195,6 +195,8 @@ type Config struct {
 	// way at once in the process that committed them, without a River job
 	// (0: every dispatch goes through River).
 	DirectDispatchers int
+	// ReadDatabaseURL, when set, serves reads a standby may serve.
+	ReadDatabaseURL string
 	// RequireSyncStandby refuses writes (503) and holds callbacks while
 	// the primary has no synchronous standby streaming.
 	RequireSyncStandby bool
@@ -210,6 +212,7 @@ func (m *Main) env(name, def string) string {
 func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	cfg.Getenv = m.Getenv
 	cli.SecretVar(fs, &cfg.DatabaseURL, "database-url", m.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL)")
+	cli.SecretVar(fs, &cfg.ReadDatabaseURL, "read-database-url", m.Getenv("AGENTREACH_READ_DATABASE_URL"), "a hot standby (or a pooler in front of several) to serve job lists, the agents' figures and alerts (env AGENTREACH_READ_DATABASE_URL; default: the primary serves them)")
 	fs.StringVar(&cfg.Addr, "addr", m.env("AGENTREACH_ADDR", defAddr), "listen address (env AGENTREACH_ADDR)")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "database pool size (default 50; dev: 20)")
 	fs.StringVar(&cfg.LogLevel, "log-level", m.env("AGENTREACH_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENTREACH_LOG_LEVEL)")

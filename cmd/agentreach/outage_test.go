@@ -204,3 +204,38 @@ func TestRequireSyncStandby(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, metrics, "agentreach_database_writes_refused 0")
 }
+
+// With --read-database-url, job lists, the agents' figures and alerts are
+// read there, while one job, and every write, stay on the primary. Here
+// the read database is another database holding no job, so a list read
+// there shows none though the primary holds one.
+func TestReadDatabase(t *testing.T) {
+	t.Parallel()
+	svc := start(t, map[string]string{"DATABASE_URL": newDatabase(t), "AGENTREACH_READ_DATABASE_URL": newDatabase(t)},
+		"serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
+	base := svc.m.URL()
+	waitReady(t, base)
+	id := submitOK(t, base, `{"capability":"t.read","payload":{}}`)
+	require.Equal(t, id, getJob(t, base, id).JobID, "one job: the primary")
+	code, body := call(t, http.MethodGet, base+"/v1/jobs", "", "")
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"jobs":[]`, "the list: the read database")
+	code, body = call(t, http.MethodGet, base+"/v1/metrics/agents", "", "")
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = call(t, http.MethodGet, base+"/v1/alerts", "", "")
+	require.Equal(t, http.StatusOK, code, body)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, metrics := call(t, http.MethodGet, base+"/metrics", "", "")
+		require.Equal(t, http.StatusOK, code)
+		if strings.Contains(metrics, "agentreach_database_read_lag_seconds 0") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no read lag in /metrics within 20 s")
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	code, body = call(t, http.MethodGet, base+"/readyz", "", "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `"read_database_lag_seconds":0`)
+	require.NotContains(t, svc.out.String(), "postgres://", "no database URL in the log")
+}

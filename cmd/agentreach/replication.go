@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -12,7 +13,10 @@ import (
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
-var qReplication = queries.Must("Replication")
+var (
+	qReplication = queries.Must("Replication")
+	qReadLag     = queries.Must("ReadLag")
+)
 
 // replicationRead is the primary's standbys as last read, and when.
 type replicationRead struct {
@@ -42,6 +46,14 @@ func (a *App) watchReplication(ctx context.Context) {
 			a.replication.Store(&replicationRead{r: r, at: time.Now()})
 		}
 		refused = a.sayRefusal(ctx, refused)
+		if a.readPool != nil {
+			var lag float64
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if a.readPool.QueryRow(rctx, qReadLag).Scan(&lag) == nil {
+				a.readLag.Store(math.Float64bits(lag))
+			}
+			cancel()
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -92,6 +104,9 @@ func (a *App) replicationDetails() map[string]any {
 		out["replication"] = map[string]any{"standbys": read.r.Standbys, "sync_standbys": read.r.SyncStandbys,
 			"replay_lag_seconds": read.r.ReplayLag.Seconds(), "synchronous_standby_names": read.r.SyncNames}
 	}
+	if a.readPool != nil {
+		out["read_database_lag_seconds"] = math.Float64frombits(a.readLag.Load())
+	}
 	return out
 }
 
@@ -115,6 +130,11 @@ func registerReplication(a *App) error {
 	if err != nil {
 		return err
 	}
+	readLag, err := m.Float64ObservableGauge("agentreach.database.read_lag", metric.WithUnit("s"),
+		metric.WithDescription("How far behind its primary the read database (--read-database-url) is, as last read."))
+	if err != nil {
+		return err
+	}
 	refused, err := m.Int64ObservableGauge("agentreach.database.writes_refused",
 		metric.WithDescription("1 while writes are refused for want of a synchronous standby (--require-sync-standby)."))
 	if err != nil {
@@ -131,7 +151,10 @@ func registerReplication(a *App) error {
 			n = 1
 		}
 		obs.ObserveInt64(refused, n)
+		if a.readPool != nil {
+			obs.ObserveFloat64(readLag, math.Float64frombits(a.readLag.Load()))
+		}
 		return nil
-	}, standbys, syncStandbys, lag, refused)
+	}, standbys, syncStandbys, lag, readLag, refused)
 	return err
 }

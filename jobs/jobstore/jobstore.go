@@ -49,6 +49,10 @@ const WakeWaiters = "!waiters"
 
 // Config tunes the timers the store writes.
 type Config struct {
+	// Reads, when set, is the pool the job lists read from (a hot
+	// standby); nil: the primary's. A list may then lag the primary by
+	// the standby's replay lag.
+	Reads *pgxpool.Pool
 	// LostAfter is how long a queued attempt's River job may take to
 	// route it before its timer presumes it lost.
 	LostAfter time.Duration
@@ -128,6 +132,14 @@ func New(pool *pgxpool.Pool, events *eventstore.Store, queue Queue, cfg Config) 
 }
 
 func (s *Store) now() time.Time { return s.cfg.Now() }
+
+// reads is the pool lists read from: Config.Reads, or the primary's.
+func (s *Store) reads() *pgxpool.Pool {
+	if s.cfg.Reads != nil {
+		return s.cfg.Reads
+	}
+	return s.pool
+}
 
 func (s *Store) finished(ctx context.Context, before, after domain.JobStatus) {
 	if s.cfg.Finished != nil {

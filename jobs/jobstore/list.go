@@ -54,7 +54,7 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 	}
 	var namespaces []string
 	if f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "") {
-		rows, err := s.pool.Query(ctx, qListNamespaces)
+		rows, err := s.reads().Query(ctx, qListNamespaces)
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
 		}
@@ -63,7 +63,7 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 		}
 	}
 	sql, args := listQuery(f, namespaces)
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.reads().Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}

@@ -52,3 +52,10 @@ SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'),
        (SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming')::int,
        (SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum'))::int,
        coalesce((SELECT extract(epoch FROM max(replay_lag)) FROM pg_stat_replication), 0)::float8;
+
+-- name: ReadLag
+-- How far behind its primary the read database is, in seconds: 0 on a
+-- primary or on a standby that has replayed all it received, else the
+-- age of the last transaction it replayed.
+SELECT CASE WHEN NOT pg_is_in_recovery() OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+       ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0) END::float8;

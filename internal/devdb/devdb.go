@@ -299,3 +299,14 @@ func (d *DB) Restart(ctx context.Context) error {
 	}
 	return d.priv.restart(ctx)
 }
+
+// BaseBackup writes a physical backup of a private cluster, taken while it
+// runs (pg_basebackup, with the WAL it needs), into dir: Open with
+// Options.DataDir dir starts the restored cluster. Only private clusters
+// are backed up this way.
+func (d *DB) BaseBackup(ctx context.Context, dir string) error {
+	if d == nil || d.priv == nil {
+		return errors.New("devdb: only a private cluster can be backed up")
+	}
+	return d.priv.baseBackup(ctx, dir)
+}

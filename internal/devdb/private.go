@@ -379,3 +379,29 @@ func (c *cluster) restart(ctx context.Context) error {
 		time.Sleep(100 * time.Millisecond) // poll interval while waiting on the condition
 	}
 }
+
+// baseBackup writes a physical backup of the running cluster into dir
+// (made if missing, empty otherwise) with pg_basebackup, run as the
+// server's account: a checkpoint at once, and the WAL the backup needs
+// streamed into it, so that dir starts as a cluster of its own.
+func (c *cluster) baseBackup(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if c.owner != nil {
+		if err := os.Chown(dir, int(c.owner.uid), int(c.owner.gid)); err != nil {
+			return err
+		}
+	}
+	// Beside the server's own pg_ctl (a link on PATH names its folder).
+	pgctl, err := filepath.EvalSymlinks(c.pgctl)
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(filepath.Dir(pgctl), exe("pg_basebackup"))
+	out, err := c.run(ctx, bin, "-d", dsn("postgres", c.addr, "postgres"), "-D", dir, "-X", "stream", "-c", "fast")
+	if err != nil {
+		return fmt.Errorf("pg_basebackup into %s: %w\n%s", dir, err, tail(out, 20))
+	}
+	return nil
+}

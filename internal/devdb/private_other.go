@@ -17,3 +17,7 @@ func startCluster(ctx context.Context, initdb, pgctl, dataDir string, log *slog.
 }
 
 func (c *cluster) stop() error { return nil }
+
+func (c *cluster) baseBackup(context.Context, string) error {
+	return errors.New("devdb: base backups need a unix system")
+}

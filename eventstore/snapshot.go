@@ -126,6 +126,14 @@ func restoreSnapshot(ctx context.Context, tx pgx.Tx, proj Projection) (Snapshot,
 	if !ok {
 		return Snapshot{}, false, nil
 	}
+	// Snapshot tables before read models, as every statement that touches
+	// both takes them (TakeSnapshot, retention's deletes, the roll-ups):
+	// one order, no deadlock. And before the snapshot's checkpoint is
+	// read: a snapshot being taken commits first, and its rows and its
+	// checkpoint are read together.
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+snapshotTables(tabled)+" IN SHARE MODE"); err != nil {
+		return Snapshot{}, false, err
+	}
 	snap := Snapshot{Name: proj.Name()}
 	var txid string
 	err := tx.QueryRow(ctx, `SELECT tx_id::text, position, events, rows, taken_at FROM projection_snapshots WHERE name = $1`,
@@ -137,12 +145,6 @@ func restoreSnapshot(ctx context.Context, tx pgx.Tx, proj Projection) (Snapshot,
 		return Snapshot{}, false, err
 	}
 	snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
-	// Snapshot tables before read models, as every statement that touches
-	// both takes them (TakeSnapshot, retention's deletes, the roll-ups):
-	// one order, no deadlock.
-	if _, err := tx.Exec(ctx, "LOCK TABLE "+snapshotTables(tabled)+" IN SHARE MODE"); err != nil {
-		return Snapshot{}, false, err
-	}
 	if err := proj.Reset(ctx, tx); err != nil {
 		return Snapshot{}, false, fmt.Errorf("reset projection %s: %w", proj.Name(), err)
 	}

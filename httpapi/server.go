@@ -282,12 +282,26 @@ func logMiddleware(logger *slog.Logger) gin.HandlerFunc {
 	}
 }
 
-// writable refuses every request that may write (any method but GET, HEAD
-// and OPTIONS) with 503 unavailable while refused says why writes may not
-// go (--require-sync-standby), before any handler reads or writes.
+// stillWritable are the routes writable lets through while it refuses
+// writes: what agents report of work already accepted (a result, a
+// progress report, a heartbeat, a claim or release of their inbox), so
+// that the jobs under way finish rather than time out, and the POSTs that
+// only read or sign in. Their commits may rest on one node: a failover that
+// erases one sends the attempt again, which delivery is built for.
+var stillWritable = map[string]bool{
+	"/v1/agents/:agent_id/heartbeat": true, "/v1/agents/:agent_id/claim": true,
+	"/v1/agents/:agent_id/release": true, "/v1/agents/:agent_id/offline": true,
+	"/v1/jobs/:job_id/result": true, "/v1/jobs/:job_id/progress": true,
+	"/v1/session": true, "/v1/resolve": true,
+}
+
+// writable refuses the requests that may write (any method but GET, HEAD
+// and OPTIONS, save stillWritable's routes) with 503 unavailable while
+// refused says why writes may not go (--require-sync-standby), before any
+// handler reads or writes.
 func writable(refused func() error) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if refused == nil {
+		if refused == nil || stillWritable[c.FullPath()] {
 			return
 		}
 		switch c.Request.Method {

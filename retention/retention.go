@@ -83,10 +83,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--retention %s: at least %s (0: the default, %s)", c.Period, domain.MinRetention, domain.DefaultRetention)
 	case c.PartitionWidth < 0 || c.PartitionWidth > 0 && (c.PartitionWidth < domain.MinPartitionWidth || c.PartitionWidth%time.Minute != 0):
 		return fmt.Errorf("--partition-width %s: whole minutes, at least %s (0: the default, %s)", c.PartitionWidth, domain.MinPartitionWidth, domain.DefaultPartitionWidth)
-	case c.MinuteFigures < 0 || c.MinuteFigures > 0 && c.MinuteFigures < time.Hour:
-		return fmt.Errorf("--minute-figures-kept %s: at least 1h, the longest window that reads them (0: the default, %s)", c.MinuteFigures, DefaultMinuteFigures)
-	case c.HourFigures < 0 || c.HourFigures > 0 && c.HourFigures < 24*time.Hour:
-		return fmt.Errorf("--hour-figures-kept %s: at least 24h, the longest window that reads them (0: the default, %s)", c.HourFigures, DefaultHourFigures)
+	case c.MinuteFigures < 0 || c.MinuteFigures > 0 && c.MinuteFigures < 2*time.Hour:
+		return fmt.Errorf("--minute-figures-kept %s: at least 2h, beyond the longest window that reads them (0: the default, %s)", c.MinuteFigures, DefaultMinuteFigures)
+	case c.HourFigures < 0 || c.HourFigures > 0 && c.HourFigures < 48*time.Hour:
+		return fmt.Errorf("--hour-figures-kept %s: at least 48h, beyond the longest window that reads them (0: the default, %s)", c.HourFigures, DefaultHourFigures)
 	case c.SnapshotEvery > 0 && c.SnapshotEvery < time.Minute:
 		return fmt.Errorf("--snapshot-every %s: at least 1m (0: the default, %s; negative: only before retention drops part of the log)", c.SnapshotEvery, DefaultSnapshotEvery)
 	}
@@ -376,21 +376,23 @@ func (s *Service) drop(ctx context.Context, p arsql.EventPartition, now time.Tim
 				"partition", p.Name)
 			return 0, "", false, arsql.ReattachEventPartition(ctx, s.pool, p)
 		}
+		// Its positions first: from the detach on, a reader resuming at
+		// one of them is told it was dropped.
+		held, first, last, err := s.store.Held(ctx, p.Name, p.TimeRange)
+		if err != nil {
+			return 0, "", false, err
+		}
+		if held > 0 {
+			if err := arsql.MarkPartitionPositions(ctx, s.pool, p.Name, first, last); err != nil {
+				return 0, "", false, err
+			}
+		}
 		if s.cfg.ArchiveDir != "" {
 			if archived, err = s.archive(ctx, p); err != nil {
 				return 0, "", false, err
 			}
 		}
-		held, first, last, err := s.store.Held(ctx, p.Name, p.TimeRange)
-		if err != nil {
-			return 0, "", false, err
-		}
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if held > 0 {
-				if err := arsql.MarkPartitionPositions(ctx, tx, p.Name, first, last); err != nil {
-					return err
-				}
-			}
 			if err := tx.QueryRow(ctx, qDeletePartitionJobs, idAt(p.Low), idAt(p.High)).Scan(&jobs); err != nil {
 				return fmt.Errorf("retention of partition %s: delete its jobs' rows: %w", p.Name, err)
 			}

@@ -136,25 +136,25 @@ func (a *App) Start(ctx context.Context) error {
 			EnableTracePropagation: true, TracerProvider: a.tel.Tracer, MeterProvider: a.tel.Meter})},
 		RescueAfter: a.jobs.Config().RescueAfter(), Retention: a.retention.Config().Period})
 	if err != nil {
-		a.pool.Close()
+		a.closePools()
 		return err
 	}
 	a.registry.SetProbes(riverwork.Probes(a.river))
 	a.jobs.SetClient(a.river)
 	if err := registerGauges(a); err != nil {
-		a.pool.Close()
+		a.closePools()
 		return err
 	}
 
 	a.listener, err = (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.Addr)
 	if err != nil {
-		a.pool.Close()
+		a.closePools()
 		return fmt.Errorf("listen on %s (choose another address with --addr or AGENTREACH_ADDR): %w", a.cfg.Addr, err)
 	}
 	a.jobs.SetPublicURL(a.URL())
 	a.ui, err = riverui.NewHandler(&riverui.HandlerOpts{Endpoints: riverui.NewEndpoints(a.river, nil), Logger: a.riverLogger(), Prefix: "/riverui"})
 	if err != nil {
-		a.pool.Close()
+		a.closePools()
 		return fmt.Errorf("river UI: %w", err)
 	}
 	ui := a.ui
@@ -218,12 +218,12 @@ func (a *App) openPools(ctx context.Context, pcfg *pgxpool.Config) error {
 	}
 	rcfg, err := connConfig(a.cfg.ReadDatabaseURL, "read database URL", 10)
 	if err != nil {
-		a.pool.Close()
+		a.closePools()
 		return err
 	}
 	rcfg.ConnConfig.Tracer = pcfg.ConnConfig.Tracer
 	if a.readPool, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
-		a.pool.Close()
+		a.closePools()
 		return fmt.Errorf("read database pool: %w", err)
 	}
 	a.cfg.Jobs.ReadPool = a.readPool
@@ -256,6 +256,14 @@ func connConfig(url, what string, maxConns int32) (*pgxpool.Config, error) {
 		}
 	}
 	return pcfg, nil
+}
+
+// closePools closes the pools a failed Start opened.
+func (a *App) closePools() {
+	a.pool.Close()
+	if a.readPool != nil {
+		a.readPool.Close()
+	}
 }
 
 func (a *App) goRun(fn func()) {
@@ -354,7 +362,14 @@ func (a *App) restartRiver(ctx context.Context, outage time.Duration) {
 		cancel()
 	}
 	if err != nil {
-		a.logger.Warn("restart River after the database came back: stop", "err", err)
+		// The stop goes on: Start now would find River still running and
+		// do nothing. Wait for it.
+		a.logger.Warn("restart River after the database came back: stopping takes long", "err", err)
+		select {
+		case <-a.river.Stopped():
+		case <-ctx.Done():
+			return
+		}
 	}
 	a.riverStarted.Store(false)
 	if a.startRiver(ctx) {

@@ -146,7 +146,10 @@ func TestOutageIsLoggedInAFewLines(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no River leader elected within 10 s of the database's return:\n%s", svc.out.String())
 		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
 	}
-	require.Contains(t, svc.out.String(), "River restarted after the database came back")
+	for !strings.Contains(svc.out.String(), "River restarted after the database came back") {
+		require.True(t, time.Now().Before(deadline), "River not restarted within 10 s of the database's return:\n%s", svc.out.String())
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
 	code, metrics := call(t, http.MethodGet, base+"/metrics", "", "")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, metrics, "agentreach_database_outages_total 1")
@@ -187,7 +190,11 @@ func TestRequireSyncStandby(t *testing.T) {
 	require.Contains(t, string(body), `"code":"unavailable"`)
 	require.Contains(t, string(body), "--require-sync-standby")
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
-	code, body2 := call(t, http.MethodGet, base+"/v1/jobs", "", "")
+	// An agent's report of work under way passes the refusal (this one
+	// then fails on its missing token, not on the standby).
+	code, body2 := call(t, http.MethodPut, base+"/v1/agents/a1/heartbeat", "", `{}`)
+	require.Equal(t, http.StatusUnauthorized, code, body2)
+	code, body2 = call(t, http.MethodGet, base+"/v1/jobs", "", "")
 	require.Equal(t, http.StatusOK, code, body2)
 	require.Contains(t, body2, `"jobs":[]`, "nothing was written")
 	code, metrics := call(t, http.MethodGet, base+"/metrics", "", "")

@@ -123,6 +123,10 @@ func (m *Main) runProjections(ctx context.Context, args []string) error {
 	from := eventstore.FromSnapshot
 	if *fromStart {
 		from = eventstore.FromStart
+		if dropped, err := eventstore.New(pool).Dropped(ctx); err == nil && dropped {
+			fmt.Fprintln(m.Stderr, "warning: retention has dropped part of the log: a rebuild from position 0 cannot give back "+
+				"what the dropped jobs added to the agents' figures, and the next snapshot keeps what it gives")
+		}
 	}
 	rep, err := cli.RebuildProjections(ctx, env, pool, env.Logger(), chosen, from)
 	if err != nil {

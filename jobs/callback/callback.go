@@ -72,8 +72,9 @@ type A2APushes interface {
 }
 
 // ErrHeld is what A2APushes.Deliver answers when another run holds every
-// push config that waits: the try is neither an acknowledgement nor a
-// failure of its own, and River looks again a few seconds later.
+// push config that waits, and what a try answers while Config.Hold holds
+// callbacks: the try is neither an acknowledgement nor a failure of its
+// own, and River looks again a few seconds later, spending no attempt.
 var ErrHeld = errors.New("another run holds the push configs")
 
 // Try is one try at a job's callback: attempt 0 is made at once by the
@@ -141,7 +142,7 @@ func (c *Sender) Try(ctx context.Context, l *jobstore.Loaded, try Try) error {
 			if atOnce {
 				return c.byRiver(ctx, l)
 			}
-			return fmt.Errorf("callback of job %s held: %w", l.JobID, err)
+			return fmt.Errorf("callback of job %s held (%w): %w", l.JobID, err, ErrHeld)
 		}
 	}
 	a2aPushes, err := c.pushes.Uses(ctx, l)

@@ -55,7 +55,11 @@ SELECT pg_is_in_recovery(), current_setting('synchronous_standby_names'),
 
 -- name: ReadLag
 -- How far behind its primary the read database is, in seconds: 0 on a
--- primary or on a standby that has replayed all it received, else the
--- age of the last transaction it replayed.
-SELECT CASE WHEN NOT pg_is_in_recovery() OR pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
+-- primary, or on a standby that streams from its primary and has replayed
+-- all it received; else the age of the last transaction it replayed (a
+-- standby cut off from its primary has replayed all it received and
+-- still falls behind).
+SELECT CASE WHEN NOT pg_is_in_recovery() THEN 0
+       WHEN EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming')
+            AND pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0
        ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0) END::float8;

@@ -1,9 +1,12 @@
 package eventstore
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,56 +42,170 @@ type Snapshot struct {
 	Age time.Duration `json:"-"`
 }
 
+// snapshotLock is the advisory lock a snapshot being taken holds, and
+// that every other writer of the snapshot tables takes for its
+// transaction (LockSnapshots): none writes them while a copy is made.
+const snapshotLock = int64(0x61727370) // "arsp"
+
+// LockSnapshots waits, within tx, until no snapshot is being taken, and
+// keeps one from being taken until tx ends. Retention's deletes and the
+// roll-ups, which write the snapshot tables, take it first.
+func LockSnapshots(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, snapshotLock)
+	return err
+}
+
+// snapshotChunk is how much of a table's text one of a snapshot's short
+// transactions writes.
+const snapshotChunk = 4 << 20
+
 // TakeSnapshot copies proj's read model, whole, into its snapshot tables
-// with the checkpoint it stands at, replacing the previous snapshot. The
-// copy is one REPEATABLE READ transaction, so the rows and the checkpoint
-// agree (the projector moves them together), and it never stops the
-// projector. It locks the snapshot tables before it reads anything, so a
-// retention drop that deletes from them either commits before the copy's
-// view is taken or waits for the copy to commit.
+// with the checkpoint it stands at, replacing the previous snapshot.
+//
+// The rows are read in one REPEATABLE READ, read-only transaction, so
+// that they and the checkpoint agree (the projector moves them together),
+// and written into a fresh table a few megabytes a transaction; a short
+// last transaction puts the fresh tables in the old ones' place. No
+// transaction of it holds an id for long, so readers of the log (the
+// projector, SSE), which wait for every transaction that began before an
+// event, never wait for the copy. Meanwhile no other writer of the
+// snapshot tables runs (LockSnapshots).
 func (p *Projector) TakeSnapshot(ctx context.Context, proj Projection) (Snapshot, error) {
 	tabled, ok := proj.(Tabled)
 	if !ok {
 		return Snapshot{}, fmt.Errorf("snapshot %s: its read model has no snapshot tables", proj.Name())
 	}
+	snap, err := p.takeSnapshot(ctx, tabled)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s: %w", proj.Name(), err)
+	}
+	return snap, nil
+}
+
+func (p *Projector) takeSnapshot(ctx context.Context, proj Tabled) (Snapshot, error) {
+	lock, err := p.store.pool.Acquire(ctx)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1)`, snapshotLock); err != nil {
+		return Snapshot{}, err
+	}
+	defer func() { _, _ = lock.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, snapshotLock) }()
+
+	read, err := p.store.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Snapshot{}, err
+	}
+	defer func() { _ = read.Rollback(context.WithoutCancel(ctx)) }()
 	snap := Snapshot{Name: proj.Name()}
-	err := pgx.BeginTxFunc(ctx, p.store.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		snaps := snapshotTables(tabled)
-		if _, err := tx.Exec(ctx, "LOCK TABLE "+snaps+" IN EXCLUSIVE MODE"); err != nil {
-			return err
-		}
-		var txid string
-		err := tx.QueryRow(ctx, `SELECT tx_id::text, position, events, now() FROM projection_checkpoints WHERE name = $1`,
-			proj.Name()).Scan(&txid, &snap.At.Position, &snap.Events, &snap.TakenAt)
-		if errors.Is(err, pgx.ErrNoRows) {
-			txid = "0" // never stepped: an empty read model at the start of the log
-			err = tx.QueryRow(ctx, `SELECT now()`).Scan(&snap.TakenAt)
-		}
+	var txid string
+	err = read.QueryRow(ctx, `SELECT tx_id::text, position, events, now() FROM projection_checkpoints WHERE name = $1`,
+		proj.Name()).Scan(&txid, &snap.At.Position, &snap.Events, &snap.TakenAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		txid = "0" // never stepped: an empty read model at the start of the log
+		err = read.QueryRow(ctx, `SELECT now()`).Scan(&snap.TakenAt)
+	}
+	if err != nil {
+		return Snapshot{}, err
+	}
+	snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
+	for _, t := range proj.Tables() {
+		n, err := p.copyTable(ctx, read, t)
 		if err != nil {
+			return Snapshot{}, err
+		}
+		snap.Rows += n
+	}
+	if err := read.Commit(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	// The fresh tables take the old ones' place: snapshot tables are
+	// locked first, as everywhere (restoreSnapshot), and the swap is DDL
+	// only.
+	err = pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+snapshotTables(proj)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 			return err
 		}
-		snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
-		if _, err := tx.Exec(ctx, "TRUNCATE "+snaps); err != nil {
-			return err
-		}
-		for _, t := range tabled.Tables() {
-			n, err := copyRows(ctx, tx, t, SnapshotTable(t))
-			if err != nil {
+		for _, t := range proj.Tables() {
+			old, fresh := pgx.Identifier{SnapshotTable(t)}.Sanitize(), pgx.Identifier{SnapshotTable(t) + "_next"}.Sanitize()
+			if _, err := tx.Exec(ctx, "DROP TABLE "+old); err != nil {
 				return err
 			}
-			snap.Rows += n
+			if _, err := tx.Exec(ctx, "ALTER TABLE "+fresh+" RENAME TO "+old); err != nil {
+				return err
+			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO projection_snapshots (name, tx_id, position, events, rows, taken_at)
+		_, err := tx.Exec(ctx, `INSERT INTO projection_snapshots (name, tx_id, position, events, rows, taken_at)
 			VALUES ($1, $2::text::xid8, $3, $4, $5, $6)
 			ON CONFLICT (name) DO UPDATE SET tx_id = excluded.tx_id, position = excluded.position,
 				events = excluded.events, rows = excluded.rows, taken_at = excluded.taken_at`,
 			snap.Name, txid, snap.At.Position, snap.Events, snap.Rows, snap.TakenAt)
 		return err
 	})
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("snapshot %s: %w", proj.Name(), err)
+	return snap, err
+}
+
+// copyTable copies table, as read sees it, into a fresh
+// snapshot_<table>_next (its snapshot table's columns, indexes and
+// defaults), in transactions of snapshotChunk bytes of COPY text, and says
+// how many rows it copied.
+func (p *Projector) copyTable(ctx context.Context, read pgx.Tx, table string) (int64, error) {
+	snapTable := SnapshotTable(table)
+	fresh := pgx.Identifier{snapTable + "_next"}.Sanitize()
+	if _, err := p.store.pool.Exec(ctx, "DROP TABLE IF EXISTS "+fresh); err != nil {
+		return 0, err
 	}
-	return snap, nil
+	if _, err := p.store.pool.Exec(ctx, "CREATE TABLE "+fresh+" (LIKE "+pgx.Identifier{snapTable}.Sanitize()+" INCLUDING ALL)"); err != nil {
+		return 0, err
+	}
+	cols, err := sharedColumns(ctx, read, table, snapTable)
+	if err != nil {
+		return 0, err
+	}
+	list := strings.Join(cols, ", ")
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := read.Conn().PgConn().CopyTo(ctx, pw, "COPY (SELECT "+list+" FROM "+pgx.Identifier{table}.Sanitize()+") TO STDOUT")
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	var rows int64
+	var chunk bytes.Buffer
+	flush := func() error {
+		if chunk.Len() == 0 {
+			return nil
+		}
+		conn, err := p.store.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		tag, err := conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(chunk.Bytes()), "COPY "+fresh+" ("+list+") FROM STDIN")
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", table, err)
+		}
+		rows += tag.RowsAffected()
+		chunk.Reset()
+		return nil
+	}
+	in := bufio.NewReaderSize(pr, 64<<10)
+	for {
+		line, err := in.ReadBytes('\n') // COPY text escapes a newline in a value
+		chunk.Write(line)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, fmt.Errorf("copy %s: %w", table, err)
+		}
+		if chunk.Len() >= snapshotChunk {
+			if err := flush(); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return rows, flush()
 }
 
 // snapshotTables lists, quoted, the snapshot tables of proj, in the order

@@ -181,13 +181,23 @@ func (s *Service) Sweep(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	err = s.pool.QueryRow(ctx, qPruneBeyondRetention, now, int64(s.cfg.Period.Seconds())).Scan(&rep.Alerts, &rep.Lookups)
+	// Both write the snapshot tables too: not while a snapshot is taken.
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := eventstore.LockSnapshots(ctx, tx); err != nil {
+			return err
+		}
+		err := tx.QueryRow(ctx, qPruneBeyondRetention, now, int64(s.cfg.Period.Seconds())).Scan(&rep.Alerts, &rep.Lookups)
+		if err != nil {
+			return fmt.Errorf("prune past retention: %w", err)
+		}
+		err = tx.QueryRow(ctx, qRollUpAgentFigures, now.Add(-s.cfg.MinuteFigures), now.Add(-s.cfg.HourFigures)).Scan(&rep.Minutes, &rep.Hours)
+		if err != nil {
+			return fmt.Errorf("roll up agent figures: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return rep, fmt.Errorf("prune past retention: %w", err)
-	}
-	err = s.pool.QueryRow(ctx, qRollUpAgentFigures, now.Add(-s.cfg.MinuteFigures), now.Add(-s.cfg.HourFigures)).Scan(&rep.Minutes, &rep.Hours)
-	if err != nil {
-		return rep, fmt.Errorf("roll up agent figures: %w", err)
+		return rep, err
 	}
 	if rep.Minutes+rep.Hours > 0 {
 		s.logger.InfoContext(ctx, "agent figures rolled up", "minutes_dropped", rep.Minutes, "hours_into_days", rep.Hours)
@@ -393,6 +403,9 @@ func (s *Service) drop(ctx context.Context, p arsql.EventPartition, now time.Tim
 			}
 		}
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if err := eventstore.LockSnapshots(ctx, tx); err != nil {
+				return err
+			}
 			if err := tx.QueryRow(ctx, qDeletePartitionJobs, idAt(p.Low), idAt(p.High)).Scan(&jobs); err != nil {
 				return fmt.Errorf("retention of partition %s: delete its jobs' rows: %w", p.Name, err)
 			}

@@ -29,7 +29,8 @@ WHERE j.job_id >= $1::uuid AND j.job_id < $2::uuid;
 -- bounds) from every table that keeps them, as their partition goes; not
 -- job_roots, whose count a root's descendants submitted later still need.
 -- The snapshot first: statements that touch a read model and its snapshot
--- take the snapshot's lock first (eventstore.TakeSnapshot's order).
+-- take the snapshot's lock first (eventstore.TakeSnapshot's order); the
+-- caller holds eventstore.LockSnapshots.
 WITH snapshot AS (
     DELETE FROM snapshot_jobs WHERE job_id >= $1::uuid AND job_id < $2::uuid
 ), gone AS (

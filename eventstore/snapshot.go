@@ -169,7 +169,7 @@ func (p *Projector) copyTable(ctx context.Context, read pgx.Tx, table string) (i
 		_, err := read.Conn().PgConn().CopyTo(ctx, pw, "COPY (SELECT "+list+" FROM "+pgx.Identifier{table}.Sanitize()+") TO STDOUT")
 		pw.CloseWithError(err)
 	}()
-	defer pr.Close()
+	defer func() { _ = pr.Close() }()
 	var rows int64
 	var chunk bytes.Buffer
 	flush := func() error {

@@ -101,8 +101,10 @@ func (a *App) replicationDetails() map[string]any {
 		out["writes"], out["writes_refused_because"] = "refused", err.Error()
 	}
 	if read := a.replication.Load(); read != nil {
+		// Counts only: /readyz needs no key, and the standbys' names are
+		// the deployment's own.
 		out["replication"] = map[string]any{"standbys": read.r.Standbys, "sync_standbys": read.r.SyncStandbys,
-			"replay_lag_seconds": read.r.ReplayLag.Seconds(), "synchronous_standby_names": read.r.SyncNames}
+			"replay_lag_seconds": read.r.ReplayLag.Seconds()}
 	}
 	if a.readPool != nil {
 		out["read_database_lag_seconds"] = math.Float64frombits(a.readLag.Load())

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,8 +65,9 @@ const snapshotChunk = 4 << 20
 //
 // The rows are read in one REPEATABLE READ, read-only transaction, so
 // that they and the checkpoint agree (the projector moves them together),
-// and written into a fresh table a few megabytes a transaction; a short
-// last transaction puts the fresh tables in the old ones' place. No
+// into temporary files as COPY text, then written into fresh tables a few
+// megabytes a transaction; a short last transaction puts the fresh tables
+// in the old ones' place. All of it on one connection. No
 // transaction of it holds an id for long, so readers of the log (the
 // projector, SSE), which wait for every transaction that began before an
 // event, never wait for the copy. Meanwhile no other writer of the
@@ -83,47 +85,41 @@ func (p *Projector) TakeSnapshot(ctx context.Context, proj Projection) (Snapshot
 }
 
 func (p *Projector) takeSnapshot(ctx context.Context, proj Tabled) (Snapshot, error) {
-	lock, err := p.store.pool.Acquire(ctx)
+	// One connection from start to end: a copy that waited for a second
+	// one while holding the first could starve a small pool.
+	conn, err := p.store.pool.Acquire(ctx)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	defer lock.Release()
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1)`, snapshotLock); err != nil {
+	defer conn.Release()
+	// The lock before the read transaction's view is taken: a delete that
+	// held it is in that view.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, snapshotLock); err != nil {
 		return Snapshot{}, err
 	}
-	defer func() { _, _ = lock.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, snapshotLock) }()
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, snapshotLock) }()
 
-	read, err := p.store.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	snap, texts, err := readSnapshot(ctx, conn.Conn(), proj)
+	defer func() {
+		for _, f := range texts {
+			_ = f.Close()
+			_ = os.Remove(f.Name())
+		}
+	}()
 	if err != nil {
 		return Snapshot{}, err
 	}
-	defer func() { _ = read.Rollback(context.WithoutCancel(ctx)) }()
-	snap := Snapshot{Name: proj.Name()}
-	var txid string
-	err = read.QueryRow(ctx, `SELECT tx_id::text, position, events, now() FROM projection_checkpoints WHERE name = $1`,
-		proj.Name()).Scan(&txid, &snap.At.Position, &snap.Events, &snap.TakenAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		txid = "0" // never stepped: an empty read model at the start of the log
-		err = read.QueryRow(ctx, `SELECT now()`).Scan(&snap.TakenAt)
-	}
-	if err != nil {
-		return Snapshot{}, err
-	}
-	snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
-	for _, t := range proj.Tables() {
-		n, err := p.copyTable(ctx, read, t)
+	for i, t := range proj.Tables() {
+		n, err := writeSnapshotTable(ctx, conn.Conn(), t, texts[i])
 		if err != nil {
 			return Snapshot{}, err
 		}
 		snap.Rows += n
 	}
-	if err := read.Commit(ctx); err != nil {
-		return Snapshot{}, err
-	}
 	// The fresh tables take the old ones' place: snapshot tables are
 	// locked first, as everywhere (restoreSnapshot), and the swap is DDL
 	// only.
-	err = pgx.BeginFunc(ctx, p.store.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "LOCK TABLE "+snapshotTables(proj)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 			return err
 		}
@@ -140,48 +136,100 @@ func (p *Projector) takeSnapshot(ctx context.Context, proj Tabled) (Snapshot, er
 			VALUES ($1, $2::text::xid8, $3, $4, $5, $6)
 			ON CONFLICT (name) DO UPDATE SET tx_id = excluded.tx_id, position = excluded.position,
 				events = excluded.events, rows = excluded.rows, taken_at = excluded.taken_at`,
-			snap.Name, txid, snap.At.Position, snap.Events, snap.Rows, snap.TakenAt)
+			snap.Name, strconv.FormatUint(snap.At.TxID, 10), snap.At.Position, snap.Events, snap.Rows, snap.TakenAt)
 		return err
 	})
 	return snap, err
 }
 
-// copyTable copies table, as read sees it, into a fresh
+// readSnapshot reads proj's checkpoint and its tables' rows, as COPY text
+// into a temporary file a table, in one REPEATABLE READ, read-only
+// transaction on conn (no transaction id: the log's readers never wait
+// for it).
+func readSnapshot(ctx context.Context, conn *pgx.Conn, proj Tabled) (Snapshot, []*os.File, error) {
+	var texts []*os.File
+	read, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Snapshot{}, nil, err
+	}
+	defer func() { _ = read.Rollback(context.WithoutCancel(ctx)) }()
+	snap := Snapshot{Name: proj.Name()}
+	var txid string
+	err = read.QueryRow(ctx, `SELECT tx_id::text, position, events, now() FROM projection_checkpoints WHERE name = $1`,
+		proj.Name()).Scan(&txid, &snap.At.Position, &snap.Events, &snap.TakenAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		txid = "0" // never stepped: an empty read model at the start of the log
+		err = read.QueryRow(ctx, `SELECT now()`).Scan(&snap.TakenAt)
+	}
+	if err != nil {
+		return Snapshot{}, nil, err
+	}
+	snap.At.TxID, _ = strconv.ParseUint(txid, 10, 64)
+	for _, t := range proj.Tables() {
+		f, err := os.CreateTemp("", "agentreach-snapshot-*.copy")
+		if err != nil {
+			return Snapshot{}, texts, err
+		}
+		texts = append(texts, f)
+		cols, err := sharedColumns(ctx, read, t, SnapshotTable(t))
+		if err != nil {
+			return Snapshot{}, texts, err
+		}
+		w := bufio.NewWriterSize(f, 1<<20)
+		if _, err := read.Conn().PgConn().CopyTo(ctx, w, "COPY (SELECT "+strings.Join(cols, ", ")+" FROM "+pgx.Identifier{t}.Sanitize()+") TO STDOUT"); err != nil {
+			return Snapshot{}, texts, fmt.Errorf("copy %s: %w", t, err)
+		}
+		if err := w.Flush(); err != nil {
+			return Snapshot{}, texts, err
+		}
+	}
+	return snap, texts, read.Commit(ctx)
+}
+
+// writeSnapshotTable writes the COPY text of table in text into a fresh
 // snapshot_<table>_next (its snapshot table's columns, indexes and
-// defaults), in transactions of snapshotChunk bytes of COPY text, and says
-// how many rows it copied.
-func (p *Projector) copyTable(ctx context.Context, read pgx.Tx, table string) (int64, error) {
+// defaults), snapshotChunk bytes a transaction, and says how many rows it
+// wrote.
+func writeSnapshotTable(ctx context.Context, conn *pgx.Conn, table string, text *os.File) (int64, error) {
 	snapTable := SnapshotTable(table)
 	fresh := pgx.Identifier{snapTable + "_next"}.Sanitize()
-	if _, err := p.store.pool.Exec(ctx, "DROP TABLE IF EXISTS "+fresh); err != nil {
+	if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+fresh); err != nil {
 		return 0, err
 	}
-	if _, err := p.store.pool.Exec(ctx, "CREATE TABLE "+fresh+" (LIKE "+pgx.Identifier{snapTable}.Sanitize()+" INCLUDING ALL)"); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE TABLE "+fresh+" (LIKE "+pgx.Identifier{snapTable}.Sanitize()+" INCLUDING ALL)"); err != nil {
 		return 0, err
 	}
-	cols, err := sharedColumns(ctx, read, table, snapTable)
+	cols, err := Columns(ctx, conn, snapTable)
 	if err != nil {
 		return 0, err
 	}
-	list := strings.Join(cols, ", ")
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := read.Conn().PgConn().CopyTo(ctx, pw, "COPY (SELECT "+list+" FROM "+pgx.Identifier{table}.Sanitize()+") TO STDOUT")
-		pw.CloseWithError(err)
+	shared, err := func() ([]string, error) {
+		live, err := Columns(ctx, conn, table)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, c := range cols {
+			if slices.Contains(live, c) {
+				out = append(out, pgx.Identifier{c}.Sanitize())
+			}
+		}
+		return out, nil
 	}()
-	defer func() { _ = pr.Close() }()
+	if err != nil {
+		return 0, err
+	}
+	if _, err := text.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	copyFrom := "COPY " + fresh + " (" + strings.Join(shared, ", ") + ") FROM STDIN"
 	var rows int64
 	var chunk bytes.Buffer
 	flush := func() error {
 		if chunk.Len() == 0 {
 			return nil
 		}
-		conn, err := p.store.pool.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer conn.Release()
-		tag, err := conn.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(chunk.Bytes()), "COPY "+fresh+" ("+list+") FROM STDIN")
+		tag, err := conn.PgConn().CopyFrom(ctx, bytes.NewReader(chunk.Bytes()), copyFrom)
 		if err != nil {
 			return fmt.Errorf("copy %s: %w", table, err)
 		}
@@ -189,7 +237,7 @@ func (p *Projector) copyTable(ctx context.Context, read pgx.Tx, table string) (i
 		chunk.Reset()
 		return nil
 	}
-	in := bufio.NewReaderSize(pr, 64<<10)
+	in := bufio.NewReaderSize(text, 64<<10)
 	for {
 		line, err := in.ReadBytes('\n') // COPY text escapes a newline in a value
 		chunk.Write(line)

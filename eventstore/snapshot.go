@@ -199,23 +199,7 @@ func writeSnapshotTable(ctx context.Context, conn *pgx.Conn, table string, text 
 	if _, err := conn.Exec(ctx, "CREATE TABLE "+fresh+" (LIKE "+pgx.Identifier{snapTable}.Sanitize()+" INCLUDING ALL)"); err != nil {
 		return 0, err
 	}
-	cols, err := Columns(ctx, conn, snapTable)
-	if err != nil {
-		return 0, err
-	}
-	shared, err := func() ([]string, error) {
-		live, err := Columns(ctx, conn, table)
-		if err != nil {
-			return nil, err
-		}
-		var out []string
-		for _, c := range cols {
-			if slices.Contains(live, c) {
-				out = append(out, pgx.Identifier{c}.Sanitize())
-			}
-		}
-		return out, nil
-	}()
+	shared, err := sharedColumns(ctx, conn, table, snapTable)
 	if err != nil {
 		return 0, err
 	}
@@ -353,12 +337,12 @@ func Columns(ctx context.Context, q Querier, table string) ([]string, error) {
 }
 
 // sharedColumns names, quoted, the columns of to that from has too.
-func sharedColumns(ctx context.Context, tx pgx.Tx, from, to string) ([]string, error) {
-	fromCols, err := Columns(ctx, tx, from)
+func sharedColumns(ctx context.Context, q Querier, from, to string) ([]string, error) {
+	fromCols, err := Columns(ctx, q, from)
 	if err != nil {
 		return nil, err
 	}
-	toCols, err := Columns(ctx, tx, to)
+	toCols, err := Columns(ctx, q, to)
 	if err != nil {
 		return nil, err
 	}

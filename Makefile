@@ -54,6 +54,9 @@ $(PY_STAMP): sdk/python/pyproject.toml
 	@rm -f $(PY_VENV)/.installed-*
 	@touch $@
 
+ha-test: ## the failover drill: a pg_auto_failover formation on loopback, submits through a failover and a postmaster kill (needs pg_autoctl)
+	AGENTREACH_HA_DRILL=1 $(GO) test -count=1 -v -timeout 10m -run '^TestFailoverDrill$$' ./cmd/agentreach
+
 test-python: $(PY_STAMP) build ## the Python SDK: mypy --strict, then pytest against the real service
 	cd sdk/python && ../../$(PY_VENV)/bin/mypy
 	cd sdk/python && AGENTREACH_BIN=$(CURDIR)/bin/agentreach ../../$(PY_VENV)/bin/pytest -q -p no:cacheprovider

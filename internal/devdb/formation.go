@@ -220,7 +220,7 @@ func (f *Formation) waitFor(ctx context.Context, within time.Duration, what stri
 			}
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			return fmt.Errorf("formation not %s within %s: %+v (%v)\n%s", what, within, last, err, f.Logs())
+			return errors.Join(fmt.Errorf("formation not %s within %s: %+v\n%s", what, within, last, f.Logs()), err)
 		}
 		time.Sleep(200 * time.Millisecond) // poll interval while waiting on the condition
 	}

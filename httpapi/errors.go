@@ -200,7 +200,7 @@ func databaseUnavailable(err error) bool {
 	case errors.As(err, &connErr), errors.As(err, &opErr), errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.ErrUnexpectedEOF):
 		// The connection died: the request may be tried again (a write of
 		// the unit of work whose COMMIT lost it asked what became of it,
-		// jobstore's commitOutcome; another write's may have committed,
+		// eventstore.CommitOutcome; another write's may have committed,
 		// and each is safe to repeat).
 		return true
 	case errors.As(err, &pgErr):

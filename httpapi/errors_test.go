@@ -18,7 +18,6 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/jobs"
-	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
 	"github.com/agentreach/agentreach/sql"
 )
@@ -55,8 +54,8 @@ func TestErrorKinds(t *testing.T) {
 		{wrap(&pgconn.PgError{Code: "22P05"}), 500, CodeInternal, a2a.ErrInternalError},
 		{wrap(pgconn.ErrConnClosed), 503, CodeUnavailable, a2a.ErrInternalError},
 		{wrap(io.ErrUnexpectedEOF), 503, CodeUnavailable, a2a.ErrInternalError},
-		{wrap(jobstore.ErrCommitUnknown), 503, CodeUnavailable, a2a.ErrInternalError},
-		{wrap(jobstore.ErrAborted), 503, CodeUnavailable, a2a.ErrInternalError},
+		{wrap(eventstore.ErrCommitUnknown), 503, CodeUnavailable, a2a.ErrInternalError},
+		{wrap(eventstore.ErrAborted), 503, CodeUnavailable, a2a.ErrInternalError},
 		{errors.New("something else"), 500, CodeInternal, a2a.ErrInternalError},
 	} {
 		e := toAPIError(tc.err)

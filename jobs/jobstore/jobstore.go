@@ -30,13 +30,6 @@ var ErrConflict = domain.NewError(domain.ErrConflict, "conflict")
 var ErrOverloaded error = &domain.KindError{Kind: domain.ErrUnavailable, Code: "overloaded",
 	Message: "overloaded: too many jobs wait in this namespace and lane, try again later"}
 
-// ErrCommitUnknown says the connection died during a transaction's COMMIT
-// and whether it committed could not be found out (the database stayed
-// out of reach, or a standby promoted since never saw it): a caller may
-// retry, with the same Idempotency-Key for a submit.
-var ErrCommitUnknown error = &domain.KindError{Kind: domain.ErrUnavailable, Code: "unavailable",
-	Message: "the connection to the database was lost while committing, and whether it committed could not be found out: try again"}
-
 // InboxChannel is the PostgreSQL channel on which an attempt put in a pull
 // agent's inbox is announced (its payload: "namespace/agent_id"), by the
 // transaction that put it there (Write.Notify).

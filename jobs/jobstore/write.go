@@ -24,8 +24,6 @@ var (
 	qLockAgentSlots     = queries.Must("LockAgentSlots")
 	qLockJobTimers      = queries.Must("LockJobTimers")
 	qTransactionTime    = queries.Must("TransactionTime")
-	qCommitOutcome      = queries.Must("CommitOutcome")
-	qTxAppended         = queries.Must("TxAppended")
 
 	qTakeAgentSlotsReplacing = queries.Must("TakeAgentSlotsReplacing")
 	qReleaseAgentSlots       = queries.Must("ReleaseAgentSlots")
@@ -367,7 +365,7 @@ func (s *Store) Commit(ctx context.Context, ws []*Write, pre *Prelude) {
 		case err == nil:
 			s.events.Committed()
 			return
-		case (TransientTxError(err) || errors.Is(err, ErrAborted) || keyClaimedMeanwhile(err)) && transient < 3:
+		case (TransientTxError(err) || errors.Is(err, eventstore.ErrAborted) || keyClaimedMeanwhile(err)) && transient < 3:
 			transient++
 		case culprit == nil && !alone && len(pending) > 1 && statementError(err):
 			alone = true // a statement of several writes failed: find whose
@@ -384,60 +382,6 @@ func (s *Store) Commit(ctx context.Context, ws []*Write, pre *Prelude) {
 		}
 	}
 }
-
-// commitOutcome answers for a COMMIT of transaction xid that failed with
-// err: nil if it committed all the same, err if PostgreSQL refused it (it
-// did not), ErrAborted if the connection died before it did, and
-// ErrCommitUnknown if that cannot be found out within CommitOutcomeWait.
-// A connection that dies during COMMIT leaves the client not knowing
-// which; PostgreSQL keeps each transaction's fate, and any connection,
-// on this primary or the one that replaced it, can ask.
-func (s *Store) commitOutcome(ctx context.Context, xid string, appended bool, err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "08") && !strings.HasPrefix(pgErr.Code, "57P") || xid == "" {
-		return err // the server refused it: it did not commit
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CommitOutcomeWait)
-	defer cancel()
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		var status *string
-		qerr := s.pool.QueryRow(ctx, qCommitOutcome, xid).Scan(&status)
-		switch {
-		case qerr == nil && status != nil && *status == "committed":
-			// A standby promoted since may have given the id to another
-			// transaction: the log says whether this one's events are there.
-			if appended {
-				var there bool
-				if qerr = s.pool.QueryRow(ctx, qTxAppended, xid).Scan(&there); qerr == nil && !there {
-					return ErrAborted
-				}
-			}
-			if qerr == nil {
-				return nil
-			}
-		case qerr == nil && status != nil && *status == "aborted":
-			return ErrAborted
-		case errors.As(qerr, &pgErr) && pgErr.Code == "22023": // a transaction id in the future: this server never saw it
-			return ErrAborted
-		}
-		t := time.NewTimer(wait) // in progress, or the database out of reach: ask again
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ErrCommitUnknown
-		case <-t.C:
-		}
-	}
-}
-
-// CommitOutcomeWait bounds how long a write whose COMMIT lost its
-// connection waits to find out whether it committed.
-const CommitOutcomeWait = 30 * time.Second
-
-// ErrAborted says a transaction whose COMMIT lost its connection did not
-// commit: its writes may run again.
-var ErrAborted error = &domain.KindError{Kind: domain.ErrUnavailable, Code: "unavailable",
-	Message: "the transaction did not commit (its connection was lost during COMMIT): try again"}
 
 // statementError reports whether err is PostgreSQL refusing a statement
 // (not a lost connection, not a transaction it gave up on).
@@ -513,7 +457,7 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 	}
 	if err := tx.Commit(ctx); err != nil {
 		appended := slices.ContainsFunc(ws, func(w *Write) bool { return w.Err == nil && len(w.Events) > 0 })
-		if err := s.commitOutcome(ctx, xid, appended, err); err != nil {
+		if err := eventstore.CommitOutcome(ctx, s.pool, xid, appended, err); err != nil {
 			return nil, err
 		}
 	}

@@ -175,20 +175,9 @@ LIMIT 500;
 
 -- name: TransactionTime
 -- When the transaction began (what its events record as recorded_at), and
--- its id: should the connection die during COMMIT, CommitOutcome asks
+-- its id: should the connection die during COMMIT, eventstore.CommitOutcome asks
 -- whether it committed.
 SELECT now(), pg_current_xact_id()::text;
-
--- name: CommitOutcome
--- Whether transaction $1 committed: committed, aborted or in progress
--- (NULL: too old to tell). On a server that never saw it (a standby
--- promoted before it arrived) it fails: it did not commit there.
-SELECT pg_xact_status($1::text::xid8);
-
--- name: TxAppended
--- Whether transaction $1 appended events: what CommitOutcome said
--- committed, checked in the log itself.
-SELECT EXISTS (SELECT 1 FROM events WHERE tx_id = $1::text::xid8);
 
 -- name: LockLanes
 -- Takes the depth rows of the lanes ($1[i] namespace, $2[i] lane, sorted)

@@ -389,10 +389,30 @@ func (s *Store) Append(ctx context.Context, stream string, expected int, evs ...
 }
 
 // InTx runs fn in a transaction, commits it when fn returns nil (rolls back
-// otherwise) and then wakes readers of the log.
+// otherwise) and then wakes readers of the log. Should the connection die
+// during COMMIT, it finds out what became of the transaction
+// (CommitOutcome): nil if it committed, ErrAborted if it did not (fn may
+// run again), ErrCommitUnknown if that could not be told.
 func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if err := pgx.BeginFunc(ctx, s.pool, fn); err != nil {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
 		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after a commit: nothing to do
+	if err := fn(tx); err != nil {
+		return err
+	}
+	// The transaction's id, if it wrote anything, for CommitOutcome. Every
+	// write of the service appends events, so a committed one is checked
+	// in the log too.
+	var xid string
+	if err := tx.QueryRow(ctx, `SELECT coalesce(pg_current_xact_id_if_assigned()::text, '')`).Scan(&xid); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if err := CommitOutcome(ctx, s.pool, xid, true, err); err != nil {
+			return err
+		}
 	}
 	s.Committed()
 	return nil

@@ -83,7 +83,7 @@ type Config struct {
 	CallbackSecret string
 	// CallbackHold, when set, says why no callback may go now (nil: they
 	// may): callback.Config.Hold.
-	CallbackHold func() error
+	CallbackHold func(context.Context) error
 	// ReadPool, when set, serves the job lists (a hot standby).
 	ReadPool *pgxpool.Pool
 	// CapacityWait is how long a job waits when every candidate agent is at

@@ -212,7 +212,7 @@ func (a *App) openPools(ctx context.Context, pcfg *pgxpool.Config) error {
 	if a.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return fmt.Errorf("database pool: %w", err)
 	}
-	a.cfg.Jobs.CallbackHold = a.writesRefused
+	a.cfg.Jobs.CallbackHold = a.callbackHeld
 	if a.cfg.ReadDatabaseURL == "" {
 		return nil
 	}

@@ -51,7 +51,8 @@ func TestFailoverDrill(t *testing.T) {
 	t.Logf("formation: a monitor and two nodes, primary and secondary after %s", time.Since(began).Round(100*time.Millisecond))
 	dsn := f.URL("postgres", "agentreach")
 	svc := startTuned(t, map[string]string{"DATABASE_URL": dsn}, fastSweeps,
-		"serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn", "--require-sync-standby")
+		"serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn", "--require-sync-standby",
+		"--rate-limit", "0") // the drill's reads of every job are not what it measures
 	base := svc.m.URL()
 	waitReady(t, base)
 
@@ -80,6 +81,11 @@ func TestFailoverDrill(t *testing.T) {
 	load.waitAccepted(t, load.acceptedCount()+100)
 	events := []drillEvent{{"perform failover", failoverAt}, {"SIGKILL of the primary's postmaster", killAt}}
 
+	lostAt := time.Now()
+	held := standbyLossHoldsCallbacks(t, f, base, callbacks)
+	load.waitAccepted(t, load.acceptedCount()+100)
+	events = append(events, drillEvent{"loss of the standby node", lostAt})
+
 	if os.Getenv("AGENTREACH_HA_NODE_LOSS") == "1" {
 		primary, err = f.Primary(ctx)
 		require.NoError(t, err)
@@ -106,6 +112,7 @@ func TestFailoverDrill(t *testing.T) {
 		require.Contains(t, []int{http.StatusAccepted, http.StatusServiceUnavailable}, a.status,
 			"a submit answered %d at %s: %s", a.status, a.at.Format(time.TimeOnly), a.body)
 	}
+	accepted = append(accepted, held...)
 	for _, id := range accepted {
 		require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 120*time.Second).Status, "job %s", id)
 	}
@@ -143,6 +150,69 @@ func TestFailoverDrill(t *testing.T) {
 		t.Logf("outage at %s: no submit accepted for %s, %d answered 503, the slowest answer took %s",
 			e.what, o.stall.Round(10*time.Millisecond), o.refused, o.slowest.Round(10*time.Millisecond))
 	}
+}
+
+// standbyLossHoldsCallbacks loses the standby node while an agent holds
+// five jobs: once pg_auto_failover gives up on it, writes are refused;
+// the jobs then end SUCCESS, and no callback goes until the node is back
+// and streams. It returns the five jobs.
+func standbyLossHoldsCallbacks(t *testing.T, f *devdb.Formation, base string, callbacks *webhookCounter) []string {
+	t.Helper()
+	ctx := t.Context()
+	release := make(chan struct{})
+	agent := newTestAgent(t, base, "drill-hold", "t.hold", 50, func(w http.ResponseWriter, env webhook.Envelope) {
+		<-release
+		answer("SUCCESS", "")(w, env)
+	})
+	var ids []string
+	for range 5 {
+		ids = append(ids, submitOK(t, base, fmt.Sprintf(`{"capability":"t.hold","payload":{},"callback_url":%q,"timeout_ms":300000}`, callbacks.srv.URL)))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for agent.hits.Load() < int32(len(ids)) {
+		require.True(t, time.Now().Before(deadline), "%d of %d jobs at the agent within 30 s", agent.hits.Load(), len(ids))
+		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	nodes, err := f.State(ctx)
+	require.NoError(t, err)
+	standby := ""
+	for _, n := range nodes {
+		if n.Reported == "secondary" {
+			standby = n.Name
+		}
+	}
+	require.NotEmpty(t, standby, "a secondary: %+v", nodes)
+	lostAt := time.Now()
+	require.NoError(t, f.KillNode(standby))
+	deadline = time.Now().Add(120 * time.Second)
+	for {
+		_, body := call(t, http.MethodGet, base+"/readyz", "", "")
+		if strings.Contains(body, `"writes":"refused"`) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "writes not refused within 120 s of the standby's loss: %s", body)
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	t.Logf("standby loss: %s killed; writes refused after %s", standby, time.Since(lostAt).Round(100*time.Millisecond))
+	close(release)
+	for _, id := range ids {
+		require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 60*time.Second).Status, "job %s", id)
+	}
+	for _, id := range ids {
+		require.Empty(t, callbacks.ids(id), "job %s called back while its end rests on one node", id)
+	}
+	backAt := time.Now()
+	require.NoError(t, f.RestartNode(standby))
+	require.NoError(t, f.WaitRoles(ctx, 120*time.Second, "primary", "secondary"))
+	deadline = time.Now().Add(60 * time.Second)
+	for _, id := range ids {
+		for len(callbacks.ids(id)) == 0 {
+			require.True(t, time.Now().Before(deadline), "job %s not called back within 60 s of the standby's return", id)
+			time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+		}
+	}
+	t.Logf("standby loss: %s back as secondary, the held jobs called back %s after its restart", standby, time.Since(backAt).Round(100*time.Millisecond))
+	return ids
 }
 
 type drillEvent struct {

@@ -36,15 +36,7 @@ func (a *App) watchReplication(ctx context.Context) {
 	defer tick.Stop()
 	refused := false
 	for {
-		var r domain.Replication
-		var lag float64
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := a.pool.QueryRow(rctx, qReplication).Scan(&r.InRecovery, &r.SyncNames, &r.Standbys, &r.SyncStandbys, &lag)
-		cancel()
-		if err == nil {
-			r.ReplayLag = time.Duration(lag * float64(time.Second))
-			a.replication.Store(&replicationRead{r: r, at: time.Now()})
-		}
+		a.readReplication(ctx)
 		refused = a.sayRefusal(ctx, refused)
 		if a.readPool != nil {
 			var lag float64
@@ -60,6 +52,32 @@ func (a *App) watchReplication(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// readReplication reads the primary's standbys now and keeps the read (a
+// failed read keeps the last one, which goes stale).
+func (a *App) readReplication(ctx context.Context) {
+	var r domain.Replication
+	var lag float64
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := a.pool.QueryRow(rctx, qReplication).Scan(&r.InRecovery, &r.SyncNames, &r.Standbys, &r.SyncStandbys, &lag); err == nil {
+		r.ReplayLag = time.Duration(lag * float64(time.Second))
+		a.replication.Store(&replicationRead{r: r, at: time.Now()})
+	}
+}
+
+// callbackHeld says why no callback may go now (nil: it may): with
+// --require-sync-standby, from a read of the standbys made now, after the
+// commit that ended the job, so that a standby lost since the watcher's
+// last read (up to a second ago) holds it too. A commit made while no
+// synchronous standby streamed is on two nodes once one streams again.
+func (a *App) callbackHeld(ctx context.Context) error {
+	if !a.cfg.RequireSyncStandby {
+		return nil
+	}
+	a.readReplication(ctx)
+	return a.writesRefused()
 }
 
 // sayRefusal logs when writes begin to be refused, and when they are

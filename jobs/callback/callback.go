@@ -59,7 +59,7 @@ type Config struct {
 	// erase: a try at once goes to River, and River's try is an error
 	// River retries later, so that no caller hears of an outcome a
 	// failover may still undo.
-	Hold func() error
+	Hold func(context.Context) error
 }
 
 // A2APushes calls back a job submitted over A2A: each of its push configs
@@ -138,7 +138,7 @@ func (c *Sender) Try(ctx context.Context, l *jobstore.Loaded, try Try) error {
 	defer span.End()
 	atOnce := try.Attempt == 0
 	if c.cfg.Hold != nil {
-		if err := c.cfg.Hold(); err != nil {
+		if err := c.cfg.Hold(ctx); err != nil {
 			if atOnce {
 				return c.byRiver(ctx, l)
 			}

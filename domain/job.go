@@ -49,6 +49,29 @@ func (s JobStatus) Terminal() bool {
 	return false
 }
 
+// EndingEvents lists the event types that end a job (lead a status that
+// is not terminal to one that is), from the transitions table, sorted:
+// what a wait for a job's end looks for in its stream.
+func EndingEvents() []EventType {
+	seen := map[EventType]bool{}
+	for from, next := range transitions {
+		if from.Terminal() {
+			continue
+		}
+		for e, to := range next {
+			if to.Terminal() {
+				seen[e] = true
+			}
+		}
+	}
+	out := make([]EventType, 0, len(seen))
+	for e := range seen {
+		out = append(out, e)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ErrIllegalTransition is returned (wrapped in a *TransitionError) when an
 // event may not follow a job's current status.
 var ErrIllegalTransition = NewError(ErrConflict, "illegal job transition")

@@ -178,3 +178,22 @@ func TestSlotHolder(t *testing.T) {
 		require.Equal(t, tc.want, j.SlotHolder, tc.name)
 	}
 }
+
+// TestEndingEvents: the events that end a job are those that take it from
+// a status that is not terminal to one that is, and no other.
+func TestEndingEvents(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []domain.EventType{domain.EventCancelled, domain.EventDeadLetter, domain.EventFailed, domain.EventRejected, domain.EventSuccess}, domain.EndingEvents())
+	for _, e := range domain.EndingEvents() {
+		ends := false
+		for _, from := range domain.JobStatuses {
+			if to, err := domain.Transition(from, e); err == nil && !from.Terminal() && to.Terminal() {
+				ends = true
+			}
+		}
+		require.True(t, ends, "%s ends a job", e)
+	}
+	for _, e := range []domain.EventType{domain.EventTimeout, domain.EventDelivered, domain.EventRouted, domain.EventAttemptFailed, domain.EventCallbackSent} {
+		require.NotContains(t, domain.EndingEvents(), e)
+	}
+}

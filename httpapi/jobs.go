@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/jobstore"
+	"github.com/agentreach/agentreach/jobs/jobwait"
 )
 
 type submitRequest struct {
@@ -36,6 +37,9 @@ type submitRequest struct {
 	// Intent, instead of Capability: the caller's words, resolved to a
 	// capability of the namespace's catalogue before the job is submitted.
 	Intent string `json:"intent"`
+	// WaitMS asks the answer to wait up to that long for the job's end:
+	// 200 with the ended job, else 202 as without it.
+	WaitMS int `json:"wait_ms"`
 }
 
 type submitResponse struct {
@@ -97,13 +101,54 @@ func (s *Server) submitJob(c *gin.Context) {
 		_ = c.Error(Invalid("Idempotency-Key", "the Idempotency-Key header must be UTF-8 text without NUL characters"))
 		return
 	}
+	wait, err := s.reserveWait(c, req.WaitMS)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if wait != nil {
+		defer wait.Close()
+	}
 	res, err := s.deps.Jobs.Submit(c.Request.Context(), sub, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
 		return
 	}
 	c.Header("Location", "/v1/jobs/"+res.JobID)
+	if wait != nil {
+		wait.Watch(res.JobID)
+		l, err := s.awaitEnd(c, wait, res.JobID, time.Now().Add(time.Duration(req.WaitMS)*time.Millisecond))
+		if err == nil && l.Status.Terminal() {
+			c.JSON(http.StatusOK, toJobResponse(l))
+			return
+		} // else answered as without wait_ms: the job was accepted
+	}
 	c.JSON(http.StatusAccepted, submitResponse{JobID: res.JobID, Status: string(res.Status), TraceID: res.TraceID})
+}
+
+// reserveWait checks wait_ms (0 to jobwait.MaxWait) and takes one of the
+// key's waits for it: nil when it is 0.
+func (s *Server) reserveWait(c *gin.Context, ms int) (*jobwait.Wait, error) {
+	if ms < 0 || time.Duration(ms)*time.Millisecond > jobwait.MaxWait {
+		return nil, Invalid("wait_ms", "wait_ms must be between 0 and %d (milliseconds)", jobwait.MaxWait.Milliseconds())
+	}
+	if ms == 0 {
+		return nil, nil
+	}
+	return s.deps.Waits.Reserve(principal(c).Actor())
+}
+
+// awaitEnd reads job id until it has ended or deadline passes (the last
+// read either way), woken by the commits that may have ended it: wait
+// watches it already, so an end committed after the first read wakes it.
+func (s *Server) awaitEnd(c *gin.Context, wait *jobwait.Wait, id string, deadline time.Time) (*jobstore.Loaded, error) {
+	ctx := c.Request.Context()
+	for {
+		l, err := s.deps.Jobs.Load(ctx, nil, id)
+		if err != nil || l.Status.Terminal() || !wait.Until(ctx, deadline) {
+			return l, err
+		}
+	}
 }
 
 // resolveSubmit resolves a submit's intent to the capability it names,
@@ -211,9 +256,30 @@ func (s *Server) loadOwnJob(c *gin.Context) (*jobstore.Loaded, bool) {
 }
 
 func (s *Server) getJob(c *gin.Context) {
+	ms, err := queryInt(c, "wait_ms", 0, 0, jobwait.MaxWait.Milliseconds())
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	wait, err := s.reserveWait(c, int(ms))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if wait != nil {
+		defer wait.Close()
+		wait.Watch(c.Param("job_id")) // before the read: an end after it wakes the wait
+	}
 	l, ok := s.loadJob(c)
 	if !ok {
 		return
+	}
+	if wait != nil && !l.Status.Terminal() {
+		// The job is the key's to see; wait for its end, then answer
+		// what it is then.
+		if again, err := s.awaitEnd(c, wait, l.JobID, time.Now().Add(time.Duration(ms)*time.Millisecond)); err == nil {
+			l = again
+		}
 	}
 	c.JSON(http.StatusOK, toJobResponse(l))
 }

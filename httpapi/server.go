@@ -22,6 +22,7 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/intent"
+	"github.com/agentreach/agentreach/jobs/jobwait"
 )
 
 // Deps is what the API needs from the rest of the program.
@@ -40,6 +41,9 @@ type Deps struct {
 	// Intent resolves intents over the capability catalogue (nil: one with
 	// the lexical resolver only, over Pool).
 	Intent *intent.Service
+	// Waits holds the requests that wait for a job's end (wait_ms; nil:
+	// one over Store and Pool, DefaultWaitsPerKey a key).
+	Waits  *jobwait.Hub
 	Logger *slog.Logger
 	// Ready reports whether the service can take traffic: database
 	// reachable and schema current. Nil means always ready.
@@ -82,10 +86,17 @@ type Server struct {
 }
 
 // New returns the HTTP handler of the whole API.
+// DefaultWaitsPerKey bounds the requests one key may have waiting for
+// jobs to end at once (wait_ms).
+const DefaultWaitsPerKey = 100
+
 func New(deps Deps) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	if deps.Intent == nil {
 		deps.Intent = intent.New(deps.Pool, deps.Store, deps.Logger, intent.Config{})
+	}
+	if deps.Waits == nil {
+		deps.Waits = jobwait.New(deps.Store, deps.Pool, DefaultWaitsPerKey, deps.Logger)
 	}
 	s := &Server{deps: deps, a2a: newA2AServer(deps)}
 	r := gin.New()

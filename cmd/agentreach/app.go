@@ -29,6 +29,7 @@ import (
 	"github.com/agentreach/agentreach/intent"
 	"github.com/agentreach/agentreach/internal/telemetry"
 	"github.com/agentreach/agentreach/jobs"
+	"github.com/agentreach/agentreach/jobs/jobwait"
 	"github.com/agentreach/agentreach/netguard"
 	"github.com/agentreach/agentreach/projection"
 	"github.com/agentreach/agentreach/registry"
@@ -166,6 +167,7 @@ func (a *App) Start(ctx context.Context) error {
 		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, ReadyDetails: a.replicationDetails, ReadPool: a.readPool, Writable: a.writesRefused, Version: version,
 		Jobs: a.jobs, Approvals: a.jobs, Retention: a.retention, Callbacks: a.jobs.Callbacks(), Inbox: a.jobs.Inbox(), A2AJobs: a.jobs.Adapter(), Agents: a.registry, Routing: a.registry,
 		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
+		Waits:  jobwait.New(a.store, a.pool, a.cfg.WaitsPerKey, a.logger),
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),
 		FailLimiter: auth.NewLimiter(a.cfg.AuthFailRate, a.cfg.AuthFailBurst),

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/agentreach/agentreach/httpapi"
 	"github.com/agentreach/agentreach/intent"
 	"github.com/agentreach/agentreach/internal/cli"
 	"github.com/agentreach/agentreach/internal/devdb"
@@ -177,6 +178,9 @@ type Config struct {
 	Insecure  bool
 	RateLimit float64
 	RateBurst float64
+	// WaitsPerKey bounds the requests one key has waiting for jobs to end
+	// at once (wait_ms).
+	WaitsPerKey int
 	// AuthFailRate and AuthFailBurst bound failed authentications per
 	// client address.
 	AuthFailRate  float64
@@ -247,6 +251,7 @@ func (m *Main) commonFlags(fs *flag.FlagSet, cfg *Config, defAddr string) {
 	fs.IntVar(&cfg.DirectDispatchers, "direct-dispatchers", dispatch.DefaultDirectDispatchers, "first attempts of group-committed submits dispatched at once by the process that committed them, with no River job (0: all through River)")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 200, "requests per second per API key (token bucket; 0 = no limit)")
 	fs.Float64Var(&cfg.RateBurst, "rate-burst", 400, "burst of the per-key rate limit")
+	fs.IntVar(&cfg.WaitsPerKey, "waits-per-key", httpapi.DefaultWaitsPerKey, "requests one API key may have waiting for jobs to end at once (wait_ms); past it, 429")
 	fs.Float64Var(&cfg.AuthFailRate, "auth-fail-rate", 5, "failed authentications per second per client address (0 = no limit)")
 	fs.Float64Var(&cfg.AuthFailBurst, "auth-fail-burst", 50, "burst of failed authentications per client address")
 	fs.StringVar(&cfg.LogFormat, "log-format", m.env("AGENTREACH_LOG_FORMAT", "text"), "text or json (env AGENTREACH_LOG_FORMAT)")
@@ -330,6 +335,9 @@ func (m *Main) parseService(fs *flag.FlagSet, cfg *Config, args []string) (*slog
 	}
 	if err := cfg.Retention.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if cfg.WaitsPerKey < 1 && fs.Lookup("waits-per-key") != nil {
+		return nil, fmt.Errorf("%w: --waits-per-key must be at least 1", errUsage)
 	}
 	return m.logger(*cfg)
 }

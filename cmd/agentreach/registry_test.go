@@ -168,7 +168,13 @@ func TestKilledAgentGoesDownLiveAgentKeepsRouting(t *testing.T) {
 	for _, id := range []string{"live", "doomed", "graceful"} {
 		waitState(t, base, id, "HEALTHY", 20*time.Second)
 	}
-	require.Contains(t, doomedOut.String(), "mock-agent doomed registered")
+	// The agent says so once it has read the registration's answer, which
+	// may come a moment after the service shows it HEALTHY.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(doomedOut.String(), "mock-agent doomed registered") {
+		require.True(t, time.Now().Before(deadline), "mock-agent did not say it registered within 10 s: %s", doomedOut.String())
+		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
+	}
 	waitRoute(t, base, capability, func(rj routeJSON) bool { return len(rj.Candidates) == 3 })
 
 	require.NoError(t, doomed.Process.Signal(syscall.SIGKILL))

@@ -420,12 +420,15 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 
 // Committed tells the store that events were committed, so that a notifier
 // (RunNotifier) wakes every reader, in this process or another. It never
-// blocks; many calls close together make one notification.
+// blocks; many calls close together make one notification. This
+// process's subscribers are signalled at once too, without waiting for
+// the notification's round trip.
 func (s *Store) Committed() {
 	select {
 	case s.pokes <- struct{}{}:
 	default:
 	}
+	s.broadcast()
 }
 
 // recordColumns are a Record's columns. The transaction id is read as text

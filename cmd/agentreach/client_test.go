@@ -55,6 +55,11 @@ func TestGoClientEndToEnd(t *testing.T) {
 	require.Equal(t, client.StatusSuccess, job.Status)
 	require.Equal(t, "e2e-good", job.AgentID)
 	require.Empty(t, grants, "a brokered delivery carries no grant")
+	// Run: submitted and answered ended in one round trip (wait_ms).
+	ran, err := c.Run(ctx, client.SubmitRequest{Capability: "e2e.cap", Payload: map[string]int{"n": 3}, BackoffBaseMS: 100})
+	require.NoError(t, err)
+	require.Equal(t, client.StatusSuccess, ran.Status)
+	require.NotEmpty(t, ran.JobID)
 
 	// Lookup mode: the client calls the agents itself.
 	busyBefore := busy.hits.Load()

@@ -15,6 +15,21 @@ import (
 	"github.com/agentreach/agentreach/sdk/client"
 )
 
+// A caller runs a job: submitted, and answered once it has ended (in one
+// round trip when it ends within 20 s).
+func ExampleClient_Run() {
+	c, err := client.New("http://127.0.0.1:8080", os.Getenv("AGENTREACH_KEY"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	job, err := c.Run(context.Background(), client.SubmitRequest{Capability: "document:parse:ocr", Payload: map[string]string{"url": "x.pdf"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(job.Status, string(job.Result))
+}
+
 // A caller submits a job, waits for it, and reads its result.
 func ExampleClient_Submit() {
 	c, err := client.New("http://127.0.0.1:8080", os.Getenv("AGENTREACH_KEY"))

@@ -245,20 +245,40 @@ func (c *Client) Events(ctx context.Context, jobID string) ([]Event, error) {
 	return out.Events, nil
 }
 
-// Wait polls the job until its status is terminal and answers it: first
-// after the first poll interval, then doubling (PollInterval). It ends
-// with ctx; an error of a poll ends it too (after the retries of 429 and
-// 503). On an error it answers the last state it saw.
+// longPoll is how long one read of Wait or Run asks the service to wait
+// (wait_ms), below the HTTP client's default 30 s timeout.
+const longPoll = 20 * time.Second
+
+// Wait answers the job once its status is terminal. It asks the service
+// to hold each read until the job ends (wait_ms, up to 20 s a read, or
+// what is left of ctx), so the job comes back as soon as it ends, without
+// polling; against a service that answers at once (one older than
+// wait_ms) it polls, first after PollInterval's first interval, then
+// doubling. It ends with ctx; an error of a read ends it too (after the
+// retries of 429 and 503). On an error it answers the last state it saw.
 func (c *Client) Wait(ctx context.Context, jobID string) (Job, error) {
 	var last Job
 	for try := 0; ; try++ {
-		j, err := c.Get(ctx, jobID)
+		hold := longPoll
+		if d, ok := ctx.Deadline(); ok {
+			hold = min(hold, time.Until(d))
+		}
+		began := c.cfg.now()
+		var raw json.RawMessage
+		path := "/v1/jobs/" + url.PathEscape(jobID) + "?wait_ms=" + strconv.FormatInt(max(hold.Milliseconds(), 0), 10)
+		if err := c.do(ctx, http.MethodGet, path, nil, nil, &raw); err != nil {
+			return last, fmt.Errorf("wait for job %s: %w", jobID, err)
+		}
+		j, err := decodeJob(raw)
 		if err != nil {
 			return last, err
 		}
 		last = j
 		if j.Status.Terminal() {
 			return j, nil
+		}
+		if c.cfg.now().Sub(began) >= hold/2 {
+			continue // the service held the read: ask again at once
 		}
 		wait := c.cfg.pollFirst << min(try, 20)
 		if wait > c.cfg.pollMax || wait <= 0 {
@@ -268,6 +288,36 @@ func (c *Client) Wait(ctx context.Context, jobID string) (Job, error) {
 			return j, fmt.Errorf("wait for job %s (%s): %w", jobID, j.Status, err)
 		}
 	}
+}
+
+// Run submits a job and answers it once it has ended: in one round trip
+// when it ends within 20 s (wait_ms on the submit), else by Wait. Errors
+// are Submit's and Wait's.
+func (c *Client) Run(ctx context.Context, req SubmitRequest) (Job, error) {
+	var h http.Header
+	if req.IdempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {req.IdempotencyKey}}
+	}
+	hold := longPoll
+	if d, ok := ctx.Deadline(); ok {
+		hold = max(min(hold, time.Until(d)), 0)
+	}
+	body := struct {
+		SubmitRequest
+		WaitMS int64 `json:"wait_ms,omitempty"`
+	}{req, hold.Milliseconds()}
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/v1/jobs", h, body, &raw); err != nil {
+		return Job{}, fmt.Errorf("run a job of %s: %w", req.Capability, err)
+	}
+	j, err := decodeJob(raw)
+	if err != nil {
+		return Job{}, err
+	}
+	if j.Status.Terminal() {
+		return j, nil // 200: it ended within wait_ms
+	}
+	return c.Wait(ctx, j.JobID) // 202: {job_id, status, trace_id}
 }
 
 // Cancel cancels a job that is not terminal, with an optional reason, and

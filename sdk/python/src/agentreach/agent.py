@@ -195,7 +195,10 @@ class Agent(AgentBase):
         Raises :class:`~agentreach.RegistrationError` if the registry refused the agent.
         """
         fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(fam, socket.SOCK_STREAM)
+        # IPPROTO_TCP named, so that asyncio sets TCP_NODELAY on each accepted
+        # connection (it checks the listening socket's protocol): without it,
+        # a kept-alive connection's answers wait on Nagle and delayed ACKs.
+        sock = socket.socket(fam, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(128)

@@ -87,6 +87,38 @@ def _events(body: Any) -> list[JobEvent]:
     return [JobEvent.from_json(r) for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
 
+# How long one read of wait() or run() asks the service to hold it
+# (wait_ms): the service answers the moment the job ends.
+_LONG_POLL = 20.0
+
+
+def _hold(end: float | None, now: float) -> float:
+    """How long the next read may wait: 20 s, or what is left before ``end``."""
+    return _LONG_POLL if end is None else max(0.0, min(_LONG_POLL, end - now))
+
+
+def _wait_call(key: str | None, job_id: str, hold: float) -> Call:
+    return Call("GET", _job_path(job_id), params={"wait_ms": int(hold * 1000)}, bearer=key, idempotent=True,
+                timeout=hold + 10.0)
+
+
+def _run_call(key: str | None, capability: str, payload: Any, submit: dict[str, Any], hold: float,
+              opts: Callable[[dict[str, Any]], dict[str, Any]]) -> Call:
+    """A submit that waits up to ``hold`` for the job's end (``wait_ms``)."""
+    ik = submit.pop("idempotency_key", None)
+    if submit.get("constraints"):
+        submit["constraints"] = dict(submit["constraints"])
+    call = _submit_call(key, capability, payload, ik, opts(dict(submit, wait_ms=int(hold * 1000))))
+    call.timeout = hold + 10.0
+    return call
+
+
+def _ran(body: Any) -> Job | str:
+    """What a submit with ``wait_ms`` answered: the ended job (200), or the id to wait for (202)."""
+    job = Job.from_json(body)
+    return job if job.terminal else job.job_id
+
+
 def _poll_waits(first: float, most: float) -> Iterator[float]:
     wait = first
     while True:
@@ -333,27 +365,42 @@ class Client(_Options):
         return Job.from_json(self._call(Call("GET", _job_path(job_id), bearer=self._key, idempotent=True)))
 
     def wait(self, job_id: str, *, timeout: float | None = 60.0, poll: float = 0.1, max_poll: float = 1.0) -> Job:
-        """Polls until the job is terminal and answers it.
+        """Answers the job once it is terminal.
 
-        Raises :class:`~agentreach.errors.WaitTimeout` (holding the job as
-        last seen) when ``timeout`` seconds pass first; ``None`` waits for ever.
+        Each read asks the service to hold it until the job ends (``wait_ms``,
+        up to 20 s a read), so the job comes back as soon as it ends; a
+        service that answers at once (one older than ``wait_ms``) is polled
+        every ``poll`` seconds, growing to ``max_poll``. Raises
+        :class:`~agentreach.errors.WaitTimeout` (holding the job as last
+        seen) when ``timeout`` seconds pass first; ``None`` waits for ever.
         """
         end = None if timeout is None else time.monotonic() + timeout
-        for wait in _poll_waits(poll, max_poll):
-            job = self.get(job_id)
+        polls = _poll_waits(poll, max_poll)
+        while True:
+            began = time.monotonic()
+            hold = _hold(end, began)
+            job = Job.from_json(self._call(_wait_call(self._key, job_id, hold)))
             if job.terminal:
                 return job
-            if end is not None:
-                left = end - time.monotonic()
-                if left <= 0:
-                    raise WaitTimeout(f"job {job_id} is still {job.status} after {timeout} s", job)
-                wait = min(wait, left)
-            time.sleep(wait)
-        raise AssertionError("unreachable")  # pragma: no cover
+            now = time.monotonic()
+            if end is not None and now >= end:
+                raise WaitTimeout(f"job {job_id} is still {job.status} after {timeout} s", job)
+            if now - began >= hold / 2:
+                continue  # the service held the read: ask again at once
+            time.sleep(next(polls) if end is None else min(next(polls), end - now))
 
     def run(self, capability: str, payload: Any, *, timeout: float | None = 60.0, **submit: Any) -> Job:
-        """Submits a job and waits for its end: :meth:`submit` then :meth:`wait`."""
-        return self.wait(self.submit(capability, payload, **submit).job_id, timeout=timeout)
+        """Submits a job and answers it once it has ended.
+
+        The submit itself waits for the end (``wait_ms``), so a job that ends
+        within 20 s comes back in one round trip; a longer one is waited for
+        with :meth:`wait`. ``submit`` takes :meth:`submit`'s options.
+        """
+        end = None if timeout is None else time.monotonic() + timeout
+        ran = _ran(self._call(_run_call(self._key, capability, payload, submit, _hold(end, time.monotonic()), self._opts)))
+        if isinstance(ran, Job):
+            return ran
+        return self.wait(ran, timeout=None if end is None else max(0.0, end - time.monotonic()))
 
     def list(
         self,
@@ -733,21 +780,29 @@ class AsyncClient(_Options):
         """See :meth:`Client.wait`."""
         loop = asyncio.get_running_loop()
         end = None if timeout is None else loop.time() + timeout
-        for wait in _poll_waits(poll, max_poll):
-            job = await self.get(job_id)
+        polls = _poll_waits(poll, max_poll)
+        while True:
+            began = loop.time()
+            hold = _hold(end, began)
+            job = Job.from_json(await self._call(_wait_call(self._key, job_id, hold)))
             if job.terminal:
                 return job
-            if end is not None:
-                left = end - loop.time()
-                if left <= 0:
-                    raise WaitTimeout(f"job {job_id} is still {job.status} after {timeout} s", job)
-                wait = min(wait, left)
-            await asyncio.sleep(wait)
-        raise AssertionError("unreachable")  # pragma: no cover
+            now = loop.time()
+            if end is not None and now >= end:
+                raise WaitTimeout(f"job {job_id} is still {job.status} after {timeout} s", job)
+            if now - began >= hold / 2:
+                continue  # the service held the read: ask again at once
+            await asyncio.sleep(next(polls) if end is None else min(next(polls), end - now))
 
     async def run(self, capability: str, payload: Any, *, timeout: float | None = 60.0, **submit: Any) -> Job:
         """See :meth:`Client.run`."""
-        return await self.wait((await self.submit(capability, payload, **submit)).job_id, timeout=timeout)
+        loop = asyncio.get_running_loop()
+        end = None if timeout is None else loop.time() + timeout
+        ran = _ran(await self._call(_run_call(self._key, capability, payload, submit, _hold(end, loop.time()),
+                                              self._opts)))
+        if isinstance(ran, Job):
+            return ran
+        return await self.wait(ran, timeout=None if end is None else max(0.0, end - loop.time()))
 
     async def list(
         self,

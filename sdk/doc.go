@@ -13,6 +13,11 @@
 // answers another delivery 503 with Retry-After: 1, which pauses it a
 // second without counting against it.
 //
+// Config's ServerURL and APIKey default to the environment's
+// AGENTREACH_URL and AGENTREACH_KEY, and its Logger to standard error. A
+// registration the service refuses for good (400, 401, 403) ends Run with
+// that error rather than being retried.
+//
 //	agent := sdk.New(sdk.Config{ServerURL: "http://127.0.0.1:8080"},
 //		sdk.Registration{AgentID: "ocr-1", Capabilities: []string{"document:parse:ocr"}},
 //		func(ctx context.Context, d sdk.Delivery) (sdk.Result, error) {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,7 +96,8 @@ type Handler func(ctx context.Context, d Delivery) (Result, error)
 
 // Config tunes an Agent.
 type Config struct {
-	// ServerURL is Agent-Reach's base URL, e.g. http://127.0.0.1:8080.
+	// ServerURL is Agent-Reach's base URL, e.g. http://127.0.0.1:8080
+	// (default: the environment's AGENTREACH_URL).
 	ServerURL string
 	// Addr is where deliveries are served (default 127.0.0.1:0).
 	Addr string
@@ -107,13 +109,16 @@ type Config struct {
 	StartJitter time.Duration
 	// HTTPClient talks to Agent-Reach (default: 10 s timeout).
 	HTTPClient *http.Client
-	// Logger (default: discard).
+	// Logger (default: text to standard error, Info and above; pass
+	// slog.New(slog.DiscardHandler) for none).
 	Logger *slog.Logger
 	// SkipVerify accepts deliveries without checking their signature.
 	SkipVerify bool
 	// APIKey registers the agent: a key with the agents:write scope in
-	// the agent's namespace. Heartbeats and results use the agent's own
-	// token, which registration returns.
+	// the agent's namespace (default: the environment's AGENTREACH_KEY).
+	// Heartbeats and results use the agent's own token, which
+	// registration returns. A registration refused for good (400, 401,
+	// 403) ends Run with that error.
 	APIKey string
 	// ClaimWait is how long a pull agent's claim waits for work when
 	// there is none (default 20 s, at most 60 s).
@@ -141,8 +146,12 @@ type Agent struct {
 	regMu      sync.Mutex      // one registration at a time
 	registered chan struct{}
 	regOnce    sync.Once
-	listener   net.Listener
-	pull       *puller // nil in push mode
+	// abort ends Run's context with the cause Run returns (a registration
+	// refused for good); fatal is that cause.
+	abort    context.CancelCauseFunc
+	fatal    error
+	listener net.Listener
+	pull     *puller // nil in push mode
 }
 
 // job is the entry of a running job: its attempt and its context's cancel.
@@ -165,7 +174,13 @@ func New(cfg Config, reg Registration, h Handler) *Agent {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if cfg.ServerURL == "" {
+		cfg.ServerURL = os.Getenv("AGENTREACH_URL")
+	}
+	if cfg.APIKey == "" {
+		cfg.APIKey = os.Getenv("AGENTREACH_KEY")
 	}
 	cfg.ServerURL = strings.TrimRight(cfg.ServerURL, "/")
 	a := &Agent{cfg: cfg, reg: reg, handler: h, log: cfg.Logger, registered: make(chan struct{})}
@@ -199,10 +214,43 @@ func (a *Agent) InFlight() int {
 }
 
 // Run serves deliveries, registers and heartbeats until ctx ends, then goes
-// offline and stops serving. It returns nil after a graceful stop. A pull
+// offline and stops serving. It returns nil after a graceful stop, and
+// the registry's answer when it refuses the registration for good (400,
+// 401, 403: a missing or wrong key, an invalid registration). A pull
 // agent (Mode ModePull) listens on nothing: Run claims its deliveries
 // instead (see the package doc).
 func (a *Agent) Run(ctx context.Context) error {
+	ctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	a.mu.Lock()
+	a.abort = abort
+	a.mu.Unlock()
+	err := a.run(ctx)
+	if fatal := a.fatalErr(); fatal != nil {
+		return fatal
+	}
+	return err
+}
+
+// stop ends Run with err.
+func (a *Agent) stop(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fatal == nil {
+		a.fatal = err
+	}
+	if a.abort != nil {
+		a.abort(err)
+	}
+}
+
+func (a *Agent) fatalErr() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fatal
+}
+
+func (a *Agent) run(ctx context.Context) error {
 	switch a.reg.Mode {
 	case "", ModePush:
 	case ModePull:
@@ -325,6 +373,12 @@ func (a *Agent) register(ctx context.Context) error {
 		HeartbeatEveryMS int64  `json:"heartbeat_interval_ms"`
 	}
 	if err := a.callWith(ctx, a.cfg.APIKey, http.MethodPost, "/v1/agents", a.reg, &resp); err != nil {
+		var se *StatusError
+		if errors.As(err, &se) && (se.Status == http.StatusBadRequest || se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden) {
+			err = fmt.Errorf("sdk: registration of agent %s refused (check the API key, AGENTREACH_KEY, and the registration): %w", a.reg.AgentID, err)
+			a.log.Error(err.Error())
+			a.stop(err)
+		}
 		return err
 	}
 	a.setToken(resp.Token, time.Duration(resp.HeartbeatEveryMS)*time.Millisecond)

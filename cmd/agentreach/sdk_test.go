@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -207,4 +208,25 @@ func TestSDKKeepsALongJob(t *testing.T) {
 	require.Equal(t, 1, j.Attempts)
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// An agent whose registration the service refuses for good (a wrong key,
+// push or pull) stops: Run returns the refusal instead of retrying in
+// silence.
+func TestSDKRegistrationRefusedEndsRun(t *testing.T) {
+	t.Parallel()
+	base := securedService(t, nil).m.URL()
+	for _, mode := range []string{sdk.ModePush, sdk.ModePull} {
+		agent := sdk.New(sdk.Config{ServerURL: base, APIKey: "ark_not_a_key", StartJitter: -1, Logger: slog.New(slog.DiscardHandler)},
+			sdk.Registration{AgentID: "refused-" + mode, Mode: mode, Capabilities: []string{"t.refused"}},
+			func(context.Context, sdk.Delivery) (sdk.Result, error) { return sdk.Success("ok"), nil })
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		err := agent.Run(ctx)
+		ended := ctx.Err()
+		cancel()
+		require.Error(t, err, "mode %s", mode)
+		require.Contains(t, err.Error(), "refused", "mode %s", mode)
+		require.Contains(t, err.Error(), "401", "mode %s", mode)
+		require.NoError(t, ended, "Run ended by the refusal, not by its context (mode %s)", mode)
+	}
 }

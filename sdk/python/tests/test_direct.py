@@ -219,3 +219,34 @@ async def test_the_cache_answers_without_asking_until_the_watch_feed_says_an_age
         finally:
             await asyncio.to_thread(c.close)
             http.close()
+
+
+async def test_direct_calls_on_a_kept_alive_connection_do_not_wait_on_nagle(service: Service) -> None:
+    """The agent's connections set TCP_NODELAY: without it a kept-alive connection's small answers wait
+    for the caller's delayed ACK (about 40 ms each; 44 ms p50 was measured); with it, about a millisecond."""
+    ns, cap = unique("ns"), unique("cap")
+    a = new_agent(service, namespace=ns)
+
+    @a.handler(cap)
+    async def work(job: JobContext) -> dict[str, Any]:
+        return {"n": job.payload["n"]}
+
+    async with serving(a):
+        await healthy(service, a.agent_id)
+        with service.api() as api:
+            r = api.post("/v1/lookup", json={"capability": cap, "namespace": ns, "limit": 1})
+            assert r.status_code == 200, r.text
+            grant = r.json()["candidates"][0]["grant"]
+        assert a.endpoint is not None
+        took: list[float] = []
+        async with httpx.AsyncClient(timeout=10) as http:  # one kept-alive connection
+            for n in range(41):
+                began = time.perf_counter()
+                resp = await http.post(a.endpoint, content=envelope(cap, {"n": n}),
+                                       headers={"Content-Type": "application/json", "X-Reach-Grant": grant})
+                took.append((time.perf_counter() - began) * 1000)
+                assert resp.status_code == 200, resp.text
+        took = sorted(took[1:])  # the first pays for the connection
+        p50 = took[len(took) // 2]
+        print(f"direct call to a Python agent on a kept-alive connection: p50 {p50:.2f} ms, p90 {took[len(took) * 9 // 10]:.2f} ms")
+        assert p50 < 20, f"p50 {p50:.1f} ms: answers wait on Nagle's algorithm (TCP_NODELAY unset)"

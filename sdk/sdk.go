@@ -46,6 +46,20 @@ type Registration struct {
 	TTLSeconds     int            `json:"ttl_seconds,omitempty"`
 	Context        map[string]any `json:"context,omitempty"`
 	Metadata       map[string]any `json:"metadata,omitempty"`
+	// CapabilityInfo publishes what some of its capabilities do, by
+	// capability: the words intent resolution reads (the capability
+	// catalogue, GET /v1/capabilities).
+	CapabilityInfo map[string]CapabilityDoc `json:"capability_info,omitempty"`
+}
+
+// CapabilityDoc says what a capability does, for the catalogue that
+// resolves callers' intents: a short title, a sentence or two, and
+// requests a caller might make of it, in any language.
+type CapabilityDoc struct {
+	Title       string   `json:"title,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Examples    []string `json:"examples,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
 }
 
 // Delivery is one attempt of a job, as Agent-Reach sends it: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -193,4 +194,52 @@ func TestGoClientInvokesSDKAgents(t *testing.T) {
 	require.True(t, out.Direct, "the SDK took it as a direct call, on the grant")
 	require.Equal(t, res.InvocationID, out.JobID)
 	require.NoError(t, c.Flush(t.Context()))
+}
+
+// Intent through the Go SDKs: an agent publishes what its capability does
+// at registration (CapabilityInfo), a caller resolves an intent to it with
+// the explanation, and runs a job by intent; an intent nothing matches is
+// ErrAmbiguousIntent.
+func TestGoSDKsIntent(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	agent := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1, Logger: slog.New(slog.DiscardHandler)},
+		sdk.Registration{AgentID: "tracker", Capabilities: []string{"parcel.track"},
+			CapabilityInfo: map[string]sdk.CapabilityDoc{"parcel.track": {Title: "Track a parcel",
+				Description: "Says where a parcel is and when it arrives.", Examples: []string{"where is my parcel", "我的包裹在哪里"}}}},
+		func(_ context.Context, d sdk.Delivery) (sdk.Result, error) { return sdk.Success(d.Capability), nil })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-agent.Registered()
+
+	c, err := client.New(base, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	var res client.Resolution
+	deadline := time.Now().Add(20 * time.Second)
+	for { // the catalogue takes the registration's words in
+		res, err = c.Resolve(ctx, "", "where is my parcel?")
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, client.ErrAmbiguousIntent)
+		require.True(t, time.Now().Before(deadline), "not resolved within 20 s: %v", err)
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	require.Equal(t, "parcel.track", res.Capability)
+	require.NotEmpty(t, res.Resolver)
+	require.NotEmpty(t, res.Reason)
+	require.NotEmpty(t, res.Candidates)
+
+	job, err := c.Run(ctx, client.SubmitRequest{Intent: "我的包裹在哪里", Payload: map[string]int{"n": 1}})
+	require.NoError(t, err)
+	require.Equal(t, client.StatusSuccess, job.Status)
+	require.Equal(t, "tracker", job.AgentID)
+	require.JSONEq(t, `"parcel.track"`, string(job.Result))
+
+	_, err = c.Resolve(ctx, "", "bake a chocolate cake")
+	require.ErrorIs(t, err, client.ErrAmbiguousIntent)
 }

@@ -32,6 +32,11 @@ var (
 	// missing, malformed, made with another secret, or too old.
 	ErrBadSignature = errors.New("bad callback signature")
 
+	// ErrAmbiguousIntent: no resolver was confident of any capability for
+	// the intent (422 ambiguous_intent); the APIError's message names the
+	// suggestions.
+	ErrAmbiguousIntent = errors.New("ambiguous intent")
+
 	// ErrClosed: the client was closed.
 	ErrClosed = errors.New("client closed")
 )
@@ -47,6 +52,7 @@ var kindOfCode = map[string]error{
 	"rate_limited":      ErrRateLimited,
 	"overloaded":        ErrRateLimited,
 	"unavailable":       ErrUnavailable,
+	"ambiguous_intent":  ErrAmbiguousIntent,
 }
 
 // APIError is an error answer of Agent-Reach: its HTTP status and the body

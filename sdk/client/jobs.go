@@ -65,8 +65,13 @@ func (c Constraints) empty() bool {
 // SubmitRequest is a job to submit (POST /v1/jobs). Zero fields take the
 // service's defaults.
 type SubmitRequest struct {
-	// Capability names what the job needs; required.
-	Capability string `json:"capability"`
+	// Capability names what the job needs; it or Intent is required.
+	Capability string `json:"capability,omitempty"`
+	// Intent, instead of Capability: the caller's words ("where is my
+	// parcel"), resolved by the service to a capability of the
+	// namespace's catalogue before the job is submitted; the job's
+	// events then hold INTENT_RESOLVED with the explanation.
+	Intent string `json:"intent,omitempty"`
 	// Payload is the job's input: any JSON value but null. A
 	// json.RawMessage is sent as it is.
 	Payload       any          `json:"payload"`
@@ -89,6 +94,14 @@ type SubmitRequest struct {
 	// the same submit answer the same job for 24 hours (the same key with
 	// another body is ErrConflict).
 	IdempotencyKey string `json:"-"`
+}
+
+// what names the job in an error: its capability, or its intent.
+func (r SubmitRequest) what() string {
+	if r.Capability == "" && r.Intent != "" {
+		return fmt.Sprintf("intent %q", r.Intent)
+	}
+	return r.Capability
 }
 
 // Submitted is the answer to a submit or a replay.
@@ -167,7 +180,7 @@ func (c *Client) Submit(ctx context.Context, req SubmitRequest) (Submitted, erro
 	}
 	var raw json.RawMessage
 	if err := c.do(ctx, http.MethodPost, "/v1/jobs", h, req, &raw); err != nil {
-		return Submitted{}, fmt.Errorf("submit a job of %s: %w", req.Capability, err)
+		return Submitted{}, fmt.Errorf("submit a job of %s: %w", req.what(), err)
 	}
 	return decodeSubmitted(raw)
 }
@@ -188,6 +201,47 @@ func decodeJob(raw json.RawMessage) (Job, error) {
 	}
 	j.Raw = raw
 	return j, nil
+}
+
+// Resolution is how an intent resolved to a capability: the deciding
+// resolver, its confidence against its threshold, the reason, the
+// candidates and every resolver's step (Raw holds the whole answer).
+type Resolution struct {
+	Intent     string  `json:"intent"`
+	Namespace  string  `json:"namespace"`
+	Capability string  `json:"capability"`
+	Resolver   string  `json:"resolver"`
+	Model      string  `json:"model,omitempty"`
+	Confidence float64 `json:"confidence"`
+	Threshold  float64 `json:"threshold"`
+	Reason     string  `json:"reason"`
+	Candidates []struct {
+		Capability string   `json:"capability"`
+		Score      float64  `json:"score"`
+		Matched    []string `json:"matched,omitempty"`
+	} `json:"candidates"`
+	Raw json.RawMessage `json:"-"`
+}
+
+// Resolve resolves an intent to a capability of namespace's catalogue
+// (empty: the key's), and says why. Errors: ErrAmbiguousIntent when no
+// resolver is confident of any capability (the error holds the
+// suggestions), ErrPermissionDenied, ErrUnreachable.
+func (c *Client) Resolve(ctx context.Context, namespace, intent string) (Resolution, error) {
+	body := map[string]string{"intent": intent}
+	if namespace != "" {
+		body["namespace"] = namespace
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodPost, "/v1/resolve", nil, body, &raw); err != nil {
+		return Resolution{}, fmt.Errorf("resolve %q: %w", intent, err)
+	}
+	var r Resolution
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return Resolution{}, fmt.Errorf("read a resolution: %w", err)
+	}
+	r.Raw = raw
+	return r, nil
 }
 
 // Get answers a job's state, never stale. Errors: ErrNotFound (also for
@@ -308,7 +362,7 @@ func (c *Client) Run(ctx context.Context, req SubmitRequest) (Job, error) {
 	}{req, hold.Milliseconds()}
 	var raw json.RawMessage
 	if err := c.do(ctx, http.MethodPost, "/v1/jobs", h, body, &raw); err != nil {
-		return Job{}, fmt.Errorf("run a job of %s: %w", req.Capability, err)
+		return Job{}, fmt.Errorf("run a job of %s: %w", req.what(), err)
 	}
 	j, err := decodeJob(raw)
 	if err != nil {

@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator
 import httpx
 import pytest
 
-from agentreach import DEFERRED, Agent, AgentChange, AsyncClient, Client, JobContext, LookupResult, Refused
+from agentreach import DEFERRED, Agent, AgentChange, APIError, AsyncClient, Client, JobContext, LookupResult, Refused
 from conftest import Service, await_until, free_port, healthy, serving, sign_grant, unique
 
 pytestmark = pytest.mark.anyio
@@ -250,3 +250,34 @@ async def test_direct_calls_on_a_kept_alive_connection_do_not_wait_on_nagle(serv
         p50 = took[len(took) // 2]
         print(f"direct call to a Python agent on a kept-alive connection: p50 {p50:.2f} ms, p90 {took[len(took) * 9 // 10]:.2f} ms")
         assert p50 < 20, f"p50 {p50:.1f} ms: answers wait on Nagle's algorithm (TCP_NODELAY unset)"
+
+
+async def test_intent_an_agent_publishes_a_caller_resolves_and_runs_by(service: Service) -> None:
+    """An agent publishes what its capability does at registration; a caller resolves an intent to it,
+    with the explanation, and runs a job by intent in one call (wait_ms)."""
+    ns, cap = unique("ns"), unique("parcel.track")
+    a = new_agent(service, namespace=ns, capability_info={cap: {
+        "title": "Track a parcel", "description": "Says where a parcel is and when it arrives.",
+        "examples": ["where is my parcel", "我的包裹在哪里"]}})
+
+    @a.handler(cap)
+    async def work(job: JobContext) -> dict[str, Any]:
+        return {"capability": job.delivery.raw.get("capability")}
+
+    async with serving(a):
+        await healthy(service, a.agent_id)
+        async with AsyncClient(service.url, namespace=ns) as c:
+            async def resolved() -> dict[str, Any] | None:
+                try:
+                    return await c.resolve("where is my parcel?")
+                except APIError as e:
+                    assert e.code == "ambiguous_intent", e
+                    return None
+
+            res = await await_until(resolved, what="the catalogue holding the agent's words")
+            assert res["capability"] == cap and res["reason"] and res["candidates"], res
+            job = await c.run("", {"n": 1}, intent="我的包裹在哪里", timeout=30)
+            assert (job.status, job.agent_id, job.result) == ("SUCCESS", a.agent_id, {"capability": cap})
+            with pytest.raises(APIError) as err:
+                await c.resolve("bake a chocolate cake")
+            assert err.value.code == "ambiguous_intent"

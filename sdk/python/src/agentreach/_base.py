@@ -234,6 +234,7 @@ class AgentBase:
         ttl_seconds: int | None = None,
         context: Mapping[str, Any] | None = None,
         metadata: Mapping[str, Any] | None = None,
+        capability_info: Mapping[str, Mapping[str, Any]] | None = None,
         start_jitter: float = 10.0,
         shutdown_grace: float = 30.0,
         health: Callable[[], HealthReport] | None = None,
@@ -254,6 +255,10 @@ class AgentBase:
         self.ttl_seconds = ttl_seconds
         self.context = dict(context) if context else None
         self.metadata = dict(metadata) if metadata else {}
+        # What some capabilities do, published at registration for intent
+        # resolution: {"parcel.track": {"title": ..., "description": ...,
+        # "examples": [...], "tags": [...]}}.
+        self.capability_info = {k: dict(v) for k, v in capability_info.items()} if capability_info else None
         self.start_jitter = max(0.0, start_jitter)
         self.shutdown_grace = shutdown_grace
         self._health = health
@@ -362,6 +367,7 @@ class AgentBase:
             "weight": self.weight, "max_concurrent": self.max_concurrent,
             "rollout_percent": self.rollout_percent, "ttl_seconds": self.ttl_seconds,
             "context": self.context, "metadata": self.metadata or None,
+            "capability_info": self.capability_info,
         }
         body.update({k: v for k, v in opt.items() if v is not None})
         return body

@@ -64,7 +64,9 @@ def _submit_call(
     idempotency_key: str | None,
     options: Mapping[str, Any],
 ) -> Call:
-    body: dict[str, Any] = {"capability": capability, "payload": payload}
+    body: dict[str, Any] = {"payload": payload}
+    if capability:
+        body["capability"] = capability
     body.update({k: v for k, v in options.items() if v is not None and v != ""})
     # A key is always sent, so a retry after a lost answer returns the same job.
     ik = idempotency_key or str(uuid.uuid4())
@@ -345,8 +347,13 @@ class Client(_Options):
         backoff_max_ms: int | None = None,
         route_wait_ms: int | None = None,
         ordering_key: str | None = None,
+        intent: str | None = None,
     ) -> Submitted:
         """Submits a job; answers once it is committed (``SUBMITTED``).
+
+        With ``intent`` (the caller's words) instead of a ``capability``
+        (pass ``""``), the service resolves it to a capability of the
+        namespace's catalogue first; the job's events hold the explanation.
 
         The same ``idempotency_key`` with the same body answers the same job
         for 24 hours (with another body: :class:`~agentreach.errors.Conflict`).
@@ -357,8 +364,21 @@ class Client(_Options):
                                max_attempts=max_attempts, callback_url=callback_url, parent_job_id=parent_job_id,
                                constraints=dict(constraints) if constraints else None, retry_on_failed=retry_on_failed,
                                backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
-                               route_wait_ms=route_wait_ms, ordering_key=ordering_key))
+                               route_wait_ms=route_wait_ms, ordering_key=ordering_key, intent=intent))
         return Submitted.from_json(self._call(_submit_call(self._key, capability, payload, idempotency_key, opts)))
+
+    def resolve(self, intent: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """Resolves an intent to a capability of the namespace's catalogue, and says why.
+
+        Answers the resolution: ``capability``, ``resolver``, ``confidence``
+        against ``threshold``, ``reason``, ``candidates`` and every
+        resolver's ``steps``. Raises :class:`~agentreach.errors.APIError` with
+        code ``ambiguous_intent`` (422) when no resolver is confident.
+        """
+        body = {"intent": intent, "namespace": namespace or self.namespace}
+        out: dict[str, Any] = self._call(Call("POST", "/v1/resolve", json={k: v for k, v in body.items() if v},
+                                              bearer=self._key, idempotent=True))
+        return out
 
     def get(self, job_id: str) -> Job:
         """The job now. Raises :class:`~agentreach.errors.NotFound` for an unknown id."""
@@ -763,14 +783,22 @@ class AsyncClient(_Options):
         backoff_max_ms: int | None = None,
         route_wait_ms: int | None = None,
         ordering_key: str | None = None,
+        intent: str | None = None,
     ) -> Submitted:
         """See :meth:`Client.submit`."""
         opts = self._opts(dict(namespace=namespace, hint=hint, priority=priority, timeout_ms=timeout_ms,
                                max_attempts=max_attempts, callback_url=callback_url, parent_job_id=parent_job_id,
                                constraints=dict(constraints) if constraints else None, retry_on_failed=retry_on_failed,
                                backoff_base_ms=backoff_base_ms, backoff_max_ms=backoff_max_ms,
-                               route_wait_ms=route_wait_ms, ordering_key=ordering_key))
+                               route_wait_ms=route_wait_ms, ordering_key=ordering_key, intent=intent))
         return Submitted.from_json(await self._call(_submit_call(self._key, capability, payload, idempotency_key, opts)))
+
+    async def resolve(self, intent: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """See :meth:`Client.resolve`."""
+        body = {"intent": intent, "namespace": namespace or self.namespace}
+        out: dict[str, Any] = await self._call(Call("POST", "/v1/resolve", json={k: v for k, v in body.items() if v},
+                                                    bearer=self._key, idempotent=True))
+        return out
 
     async def get(self, job_id: str) -> Job:
         """See :meth:`Client.get`."""

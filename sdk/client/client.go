@@ -29,6 +29,7 @@ type Client struct {
 
 	cache   *cache
 	reports *reporter
+	memory  *memory // Invoke's: latencies and quarantined agents
 
 	ctx    context.Context // ended by Close; parent of the background goroutines
 	cancel context.CancelFunc
@@ -51,6 +52,7 @@ type config struct {
 	cacheFile        string
 	lookupTimeout    time.Duration
 	candidateTimeout time.Duration
+	quarantine       time.Duration
 	reportBatch      int
 	reportEvery      time.Duration
 	maxPending       int
@@ -100,10 +102,17 @@ func LookupTimeout(d time.Duration) Option {
 	return func(c *config) { c.lookupTimeout = d }
 }
 
-// CandidateTimeout is how long Invoke waits for one candidate before
+// CandidateTimeout is the longest Invoke waits for one candidate before
 // trying the next (30 s by default; InvokeOptions.Timeout overrides it).
-// The HTTPClient's own Timeout, when shorter, cuts it.
+// Once ten calls of a capability have answered, a candidate gets 3 × the
+// p99 of its last 64 answers instead (at least 1 s, at most this). The
+// HTTPClient's own Timeout, when shorter, cuts it.
 func CandidateTimeout(d time.Duration) Option { return func(c *config) { c.candidateTimeout = d } }
+
+// QuarantineFor is how long Invoke tries a candidate it could not reach,
+// or that did not answer in time, after every other one (30 s by
+// default), without waiting for its lease to lapse.
+func QuarantineFor(d time.Duration) Option { return func(c *config) { c.quarantine = d } }
 
 // ReportBatch sets when outcome reports are sent: as soon as size are
 // pending (100 by default, at most 1000), or every interval (1 s by
@@ -137,7 +146,7 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 	}
 	cfg := config{
 		maxRetries: 3, maxRetryWait: 10 * time.Second, cacheSize: 256, lookupTimeout: 5 * time.Second,
-		candidateTimeout: 30 * time.Second, reportBatch: 100, reportEvery: time.Second, maxPending: 10_000,
+		candidateTimeout: 30 * time.Second, quarantine: 30 * time.Second, reportBatch: 100, reportEvery: time.Second, maxPending: 10_000,
 		pollFirst: 100 * time.Millisecond, pollMax: 2 * time.Second, now: time.Now,
 	}
 	for _, o := range opts {
@@ -159,6 +168,7 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.flights = map[string]*flight{}
 	c.cache = newCache(cfg.cacheSize, cfg.cacheFile, cfg.logger)
+	c.memory = newMemory()
 	c.reports = newReporter(c)
 	if cfg.watch {
 		c.Watch(c.ctx)

@@ -29,8 +29,8 @@ type InvokeOptions struct {
 	Limit       int
 	NoCache     bool
 	// Timeout is how long one candidate has to answer before the next is
-	// tried (the client's CandidateTimeout by default); it is also the
-	// envelope's deadline.
+	// tried (by default: from the capability's answered calls, within the
+	// client's CandidateTimeout); it is also the envelope's deadline.
 	Timeout time.Duration
 	// TraceParent continues the caller's W3C trace; without one each
 	// invocation starts a trace of its own.
@@ -117,12 +117,12 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
-		timeout = c.cfg.candidateTimeout
+		timeout = c.memory.timeout(capability, c.cfg.candidateTimeout)
 	}
 	traceID, flags := traceOf(opts.TraceParent)
 	out := InvokeResult{InvocationID: id.String(), TraceID: traceID, Stale: res.Stale}
 	reportable := c.cfg.now().Sub(res.FetchedAt) < reportWindow
-	for _, cand := range res.Candidates {
+	for _, cand := range c.memory.order(res.Candidates, c.cfg.now()) {
 		if (cand.Protocol != "" && cand.Protocol != "http") || cand.Endpoint == "" {
 			continue
 		}
@@ -132,6 +132,13 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 		out.Attempts = append(out.Attempts, att)
 		if ctx.Err() != nil {
 			return out, fmt.Errorf("invoke %s: %w", capability, ctx.Err())
+		}
+		switch {
+		case ans != nil:
+			c.memory.answered(capability, att.Latency)
+		case att.StatusCode == 0 && att.Err != nil && c.cfg.quarantine > 0:
+			// Not reached, or no answer in time: tried last for a while.
+			c.memory.quarantine(cand.Namespace, cand.AgentID, c.cfg.now().Add(c.cfg.quarantine))
 		}
 		if reportable && !errors.Is(att.Err, errGrantRefused) {
 			r := Report{Namespace: cand.Namespace, AgentID: cand.AgentID, Capability: capability, Reached: att.Reached, OK: ans != nil && ans.Status == webhook.StatusSuccess,

@@ -276,3 +276,36 @@ func TestReportsGoInABatchPerNamespace(t *testing.T) {
 	defer reg.mu.Unlock()
 	require.Equal(t, []string{"team-a", "team-b"}, reg.batchNS)
 }
+
+// TestInvokeQuarantinesAHungCandidate: the best candidate hangs; the first
+// call waits for it the candidate timeout, then fails over; the next call
+// tries it last (quarantined), so it costs nothing, and a dead one likewise.
+func TestInvokeQuarantinesAHungCandidate(t *testing.T) {
+	t.Parallel()
+	reg := newFakeRegistry(t)
+	release := make(chan struct{})
+	hung := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before the hung agent's server closes
+	good := newFakeAgent(t, answering("SUCCESS", "", map[string]int{"n": 1}))
+	reg.set("doc.ocr", candidate("dead-1", deadURL(t), 130), candidate("hung-2", hung.srv.URL, 120), candidate("good-3", good.srv.URL, 110))
+	c := newClient(t, reg.URL(), client.ReportBatch(100, time.Hour), client.CandidateTimeout(300*time.Millisecond))
+
+	first, err := c.Invoke(t.Context(), "doc.ocr", map[string]int{}, client.InvokeOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "good-3", first.AgentID)
+	require.Len(t, first.Attempts, 3)
+	require.Contains(t, first.Attempts[1].Err.Error(), "no answer within")
+
+	for range 3 {
+		again, err := c.Invoke(t.Context(), "doc.ocr", map[string]int{}, client.InvokeOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "good-3", again.AgentID)
+		require.Len(t, again.Attempts, 1, "the dead and the hung candidates are tried last while quarantined")
+	}
+	require.EqualValues(t, 1, hung.count.Load())
+}

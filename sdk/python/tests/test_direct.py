@@ -175,6 +175,12 @@ async def test_invoke_fails_over_from_a_dead_and_a_busy_agent_and_reports_the_di
 
                 await await_until(lambda: asyncio.to_thread(direct_counts), what="the reports in the metrics")
 
+                # The dead agent is quarantined: the next call tries it last, so it costs nothing.
+                again = await c.invoke(cap, {"n": 2}, namespace=ns, timeout=5)
+                assert again.agent_id == good.agent_id
+                assert [(a.agent_id, a.status_code) for a in again.attempts] == [(busy.agent_id, 503),
+                                                                                 (good.agent_id, 200)]
+
 
 async def test_the_cache_answers_without_asking_until_the_watch_feed_says_an_agent_went_down(service: Service) -> None:
     ns, cap = unique("ns"), unique("cap")

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from agentreach import AgentChange, AsyncClient, Client, DirectReport, NoCandidates, Unavailable
-from agentreach.direct import LookupCache, SSEParser, question, trace_of, uuid7
+from agentreach.direct import CallMemory, Candidate, LookupCache, SSEParser, call_timeout, question, trace_of, uuid7
 from conftest import await_until
 
 Agent = Callable[[httpx.Request], httpx.Response]
@@ -312,3 +312,33 @@ async def test_the_async_watch_starts_from_watch_from_resumes_after_the_last_eve
         assert [(ch.agent_id, ch.state, ch.position) for ch in changes] == [("a", "DOWN", 43)]
         cached = await c.lookup("cap.x")
         assert cached.cached and [x.agent_id for x in cached.candidates] == ["b"] and len(fake.lookups) == 1
+
+
+@pytest.mark.parametrize("samples,ceiling,want", [
+    ([], 30.0, 30.0),                                   # no calls yet: the ceiling
+    ([0.005] * 9, 30.0, 30.0),                          # fewer than ten answered
+    ([0.005] * 9 + [0.009], 30.0, 1.0),                 # fast calls: at least a second
+    ([0.5] * 9 + [2.0], 30.0, 6.0),                     # three times the p99
+    ([0.5] * 9 + [20.0], 30.0, 30.0),                   # never past the ceiling
+    ([0.005] * 10, 0.3, 0.3),                           # a ceiling under a second wins
+])
+def test_call_timeout(samples: list[float], ceiling: float, want: float) -> None:
+    assert call_timeout(samples, ceiling) == pytest.approx(want)
+
+
+def test_call_memory_tries_quarantined_candidates_last_until_the_quarantine_ends() -> None:
+    def cand(agent_id: str) -> Candidate:
+        return Candidate(agent_id=agent_id, namespace="ns", endpoint="http://127.0.0.1:1/", protocol="http",
+                         score=1.0, state="HEALTHY", ttl_ms=1000, grant="g", grant_expires_at=None)
+
+    now = [100.0]
+    cands = [cand("a"), cand("b"), cand("c")]
+    m = CallMemory(quarantine=30, clock=lambda: now[0])
+    assert [c.agent_id for c in m.order(cands)] == ["a", "b", "c"]
+    m.failed(cands[0])
+    assert [c.agent_id for c in m.order(cands)] == ["b", "c", "a"]
+    now[0] += 30
+    assert [c.agent_id for c in m.order(cands)] == ["a", "b", "c"]
+    off = CallMemory(quarantine=0)
+    off.failed(cands[0])
+    assert [c.agent_id for c in off.order(cands)] == ["a", "b", "c"]

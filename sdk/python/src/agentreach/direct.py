@@ -523,15 +523,70 @@ class AnswerTooLarge(Exception):
     """An agent's answer over :data:`MAX_AGENT_ANSWER`."""
 
 
+class CallMemory:
+    """What ``invoke`` remembers of earlier calls, so a hung or dead agent costs a caller once.
+
+    Once ten calls of a capability answered, a candidate gets 3 x the p99 of
+    the last 64 answers (at least 1 s, at most ``candidate_timeout``). A
+    candidate that could not be reached or did not answer in time is tried
+    after every other one for ``quarantine`` seconds. Thread-safe.
+    """
+
+    SAMPLES, MIN_SAMPLES, MIN_TIMEOUT = 64, 10, 1.0
+
+    def __init__(self, quarantine: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.quarantine = quarantine
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._latencies: dict[str, list[float]] = {}
+        self._until: dict[tuple[str, str], float] = {}
+
+    def timeout(self, capability: str, ceiling: float) -> float:
+        """How long a candidate of ``capability`` has to answer."""
+        with self._lock:
+            return call_timeout(self._latencies.get(capability, []), ceiling)
+
+    def answered(self, capability: str, latency: float) -> None:
+        with self._lock:
+            lat = self._latencies.setdefault(capability, [])
+            lat.append(latency)
+            del lat[:-self.SAMPLES]
+
+    def failed(self, cand: Candidate) -> None:
+        if self.quarantine > 0:
+            with self._lock:
+                self._until[(cand.namespace, cand.agent_id)] = self._clock() + self.quarantine
+
+    def order(self, cands: Sequence[Candidate]) -> list[Candidate]:
+        """``cands`` with the quarantined ones last, each group in its order."""
+        now = self._clock()
+        with self._lock:
+            for k in [k for k, until in self._until.items() if until <= now]:
+                del self._until[k]
+            held = {k for k in self._until}
+        return ([c for c in cands if (c.namespace, c.agent_id) not in held]
+                + [c for c in cands if (c.namespace, c.agent_id) in held])
+
+
+def call_timeout(samples: Sequence[float], ceiling: float) -> float:
+    """3 x the p99 of ``samples`` (seconds), between 1 s and ``ceiling``; ``ceiling`` until ten answered."""
+    if len(samples) < CallMemory.MIN_SAMPLES:
+        return ceiling
+    s = sorted(samples)
+    p99 = s[min(len(s) - 1, (len(s) * 99 + 99) // 100 - 1)]
+    return min(max(3 * p99, CallMemory.MIN_TIMEOUT), ceiling)
+
+
 class Invocation:
     """One ``invoke``: the envelope each candidate gets, what each answered, the result or the error."""
 
-    def __init__(self, capability: str, payload_json: str, res: LookupResult, timeout: float,
-                 traceparent: str | None) -> None:
+    def __init__(self, capability: str, payload_json: str, res: LookupResult, timeout: float | None,
+                 traceparent: str | None, memory: CallMemory | None = None, ceiling: float = 30.0) -> None:
         self._payload = payload_json
         self.capability = capability
         self.lookup = res
-        self.timeout = timeout
+        self._memory = memory or CallMemory(0)
+        self.timeout = timeout or self._memory.timeout(capability, ceiling)
         self.id = uuid7()
         self.trace_id, self._flags = trace_of(traceparent)
         self.attempts: list[Attempt] = []
@@ -539,8 +594,8 @@ class Invocation:
         self.reportable = time.time() - res.fetched_at.timestamp() < REPORT_WINDOW
 
     def candidates(self) -> Iterator[Candidate]:
-        """The candidates to try, best first: those speaking http, with an endpoint."""
-        for c in self.lookup.candidates:
+        """The candidates to try, best first (quarantined ones last): those speaking http, with an endpoint."""
+        for c in self._memory.order(self.lookup.candidates):
             if (c.protocol in ("", "http")) and c.endpoint:
                 yield c
 
@@ -574,12 +629,15 @@ class Invocation:
             else:
                 err = f"answered 200 without a SUCCESS or FAILED result: {_shorten(body)}"
         self._answer = ans
+        if ans is not None:
+            self._memory.answered(self.capability, latency)
         self.attempts.append(Attempt(cand.agent_id, cand.namespace, cand.endpoint, ans is not None, status,
                                      latency, err, refused))
 
     def failed(self, cand: Candidate, error: str, latency: float) -> None:
-        """Records a call that got no answer (a connection error, a timeout)."""
+        """Records a call that got no answer (a connection error, a timeout): the agent is quarantined."""
         self._answer = None
+        self._memory.failed(cand)
         self.attempts.append(Attempt(cand.agent_id, cand.namespace, cand.endpoint, False, 0, latency, error))
 
     def report(self) -> DirectReport | None:

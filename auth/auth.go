@@ -4,8 +4,9 @@
 // Keys look like "ark_<id>_<secret>"; only the SHA-256 of the whole key is
 // stored. A key belongs to one namespace (or "*", every namespace) and
 // carries scopes: "admin", "jobs:read", "jobs:approve", "agents:read",
-// "agents:write", and "jobs:submit:<capability pattern>" where the pattern
-// may use '*' for any run of characters. Creating and revoking keys are
+// "agents:write", "agents:lookup", "capabilities:read",
+// "jobs:submit:<capability pattern>" and "agents:lookup:<capability
+// pattern>", where the pattern may use '*' for any run of characters. Creating and revoking keys are
 // events on the namespace's "keys:<namespace>" stream, with the actor.
 package auth
 
@@ -61,6 +62,9 @@ const (
 	ScopeCapabilitiesRead = "capabilities:read"
 	// ScopeJobsSubmitPrefix starts "jobs:submit:<capability pattern>".
 	ScopeJobsSubmitPrefix = "jobs:submit:"
+	// ScopeAgentsLookupPrefix starts "agents:lookup:<capability pattern>":
+	// agents:lookup for the capabilities the pattern matches only.
+	ScopeAgentsLookupPrefix = "agents:lookup:"
 )
 
 // AllNamespaces is the namespace of a key that reaches every namespace.
@@ -106,6 +110,32 @@ func (p *Principal) CanSubmit(capability string) bool {
 	return false
 }
 
+// CanLookup reports whether the principal may look up the agents of
+// capability, and report on its direct calls: agents:lookup, or
+// agents:lookup:<pattern> matching it.
+func (p *Principal) CanLookup(capability string) bool {
+	for _, s := range p.Scopes {
+		if s == ScopeAdmin || s == ScopeAgentsLookup {
+			return true
+		}
+		if pat, ok := strings.CutPrefix(s, ScopeAgentsLookupPrefix); ok && Match(pat, capability) {
+			return true
+		}
+	}
+	return false
+}
+
+// LooksUp reports whether the principal holds a lookup scope of any kind
+// (agents:lookup, or one limited to a capability pattern).
+func (p *Principal) LooksUp() bool {
+	for _, s := range p.Scopes {
+		if s == ScopeAdmin || s == ScopeAgentsLookup || strings.HasPrefix(s, ScopeAgentsLookupPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // Sees reports whether the principal reaches namespace ns.
 func (p *Principal) Sees(ns string) bool { return p.Namespace == AllNamespaces || p.Namespace == ns }
 
@@ -138,6 +168,9 @@ func ValidScope(s string) bool {
 		return true
 	}
 	pat, ok := strings.CutPrefix(s, ScopeJobsSubmitPrefix)
+	if !ok {
+		pat, ok = strings.CutPrefix(s, ScopeAgentsLookupPrefix)
+	}
 	return ok && pat != "" && domain.ValidCapability(strings.ReplaceAll(pat, "*", "x"))
 }
 
@@ -289,7 +322,7 @@ func (s *Store) Create(ctx context.Context, req NewKey, by *Principal, md domain
 	}
 	for _, sc := range req.Scopes {
 		if !ValidScope(sc) {
-			return "", KeyInfo{}, &domain.FieldError{Field: "scopes", Message: fmt.Sprintf("unknown scope %q: use admin, jobs:read, jobs:approve, agents:read, agents:write or jobs:submit:<capability pattern>", sc)}
+			return "", KeyInfo{}, &domain.FieldError{Field: "scopes", Message: fmt.Sprintf("unknown scope %q: use admin, jobs:read, jobs:approve, agents:read, agents:write, agents:lookup, agents:lookup:<capability pattern>, capabilities:read or jobs:submit:<capability pattern>", sc)}
 		}
 		if !by.Has(ScopeAdmin) && !by.Has(sc) {
 			return "", KeyInfo{}, &domain.FieldError{Field: "scopes", Message: fmt.Sprintf("you cannot grant %q", sc)}

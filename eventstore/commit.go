@@ -20,6 +20,10 @@ const (
 	// qTxAppended asks whether transaction $1 appended events: what
 	// qCommitOutcome said committed, checked in the log itself.
 	qTxAppended = `SELECT EXISTS (SELECT 1 FROM events WHERE tx_id = $1::text::xid8)`
+	// qTxOwn is, inside a transaction before its COMMIT, its id if it
+	// wrote anything ('' if not) and whether it appended events.
+	qTxOwn = `SELECT coalesce(x::text, ''), x IS NOT NULL AND EXISTS (SELECT 1 FROM events WHERE tx_id = x)
+		FROM (SELECT pg_current_xact_id_if_assigned() AS x) AS t`
 )
 
 // CommitOutcome answers for a COMMIT of transaction xid that failed with
@@ -33,6 +37,9 @@ func CommitOutcome(ctx context.Context, q Querier, xid string, appended bool, er
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && !strings.HasPrefix(pgErr.Code, "08") && !strings.HasPrefix(pgErr.Code, "57P") || xid == "" {
 		return err // the server refused it: it did not commit
+	}
+	if ctx.Err() != nil && pgconn.SafeToRetry(err) {
+		return err // the caller's context ended before the COMMIT was sent: it did not commit
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CommitOutcomeWait)
 	defer cancel()

@@ -109,10 +109,17 @@ func (s *Store) RunNotifier(ctx context.Context, logger *slog.Logger) {
 // committed, by this process or another (RunListener must be running), and
 // a function that ends the subscription. Signals are coalesced: a reader
 // should read the log until it is empty after each one.
-func (s *Store) Subscribe() (<-chan struct{}, func()) {
+func (s *Store) Subscribe() (<-chan struct{}, func()) { return s.subscribe(false) }
+
+// SubscribeCommits is Subscribe, and also signalled at once by this
+// process's own commits (Committed), without the notification's round
+// trip and its coalescing: for a reader that asks little of each signal.
+func (s *Store) SubscribeCommits() (<-chan struct{}, func()) { return s.subscribe(true) }
+
+func (s *Store) subscribe(local bool) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	s.subMu.Lock()
-	s.subs[ch] = struct{}{}
+	s.subs[ch] = local
 	s.subMu.Unlock()
 	return ch, func() {
 		s.subMu.Lock()
@@ -121,10 +128,18 @@ func (s *Store) Subscribe() (<-chan struct{}, func()) {
 	}
 }
 
-func (s *Store) broadcast() {
+// broadcast signals every subscriber: a notification came.
+func (s *Store) broadcast() { s.signal(false) }
+
+// signal signals the subscribers: only those of local commits when
+// onlyLocal.
+func (s *Store) signal(onlyLocal bool) {
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
-	for ch := range s.subs {
+	for ch, local := range s.subs {
+		if onlyLocal && !local {
+			continue
+		}
 		select {
 		case ch <- struct{}{}:
 		default:

@@ -77,12 +77,12 @@ type Store struct {
 	pokes chan struct{}
 
 	subMu sync.Mutex
-	subs  map[chan struct{}]struct{}
+	subs  map[chan struct{}]bool // subscribers: true for those of local commits too
 }
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, pokes: make(chan struct{}, 1), subs: map[chan struct{}]struct{}{}}
+	return &Store{pool: pool, pokes: make(chan struct{}, 1), subs: map[chan struct{}]bool{}}
 }
 
 // Pool returns the store's pool.
@@ -402,15 +402,16 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
-	// The transaction's id, if it wrote anything, for CommitOutcome. Every
-	// write of the service appends events, so a committed one is checked
-	// in the log too.
+	// The transaction's id, if it wrote anything, and whether it appended
+	// events, for CommitOutcome: a committed one that did is checked in the
+	// log too.
 	var xid string
-	if err := tx.QueryRow(ctx, `SELECT coalesce(pg_current_xact_id_if_assigned()::text, '')`).Scan(&xid); err != nil {
+	var appended bool
+	if err := tx.QueryRow(ctx, qTxOwn).Scan(&xid, &appended); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		if err := CommitOutcome(ctx, s.pool, xid, true, err); err != nil {
+		if err := CommitOutcome(ctx, s.pool, xid, appended, err); err != nil {
 			return err
 		}
 	}
@@ -421,14 +422,14 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 // Committed tells the store that events were committed, so that a notifier
 // (RunNotifier) wakes every reader, in this process or another. It never
 // blocks; many calls close together make one notification. This
-// process's subscribers are signalled at once too, without waiting for
-// the notification's round trip.
+// process's SubscribeCommits subscribers are signalled at once too,
+// without waiting for the notification's round trip.
 func (s *Store) Committed() {
 	select {
 	case s.pokes <- struct{}{}:
 	default:
 	}
-	s.broadcast()
+	s.signal(true)
 }
 
 // recordColumns are a Record's columns. The transaction id is read as text

@@ -89,18 +89,13 @@ func (s *Server) submitJob(c *gin.Context) {
 		return
 	}
 	req.Namespace = ns
-	resolution, err := s.resolveSubmit(c, &req)
-	if err != nil {
-		_ = c.Error(err)
-		return
-	}
-	sub := submission(req)
-	sub.Resolution = resolution
-	sub.IdempotencyKey = c.GetHeader("Idempotency-Key")
-	if !storableText(sub.IdempotencyKey) {
+	idempotencyKey := c.GetHeader("Idempotency-Key")
+	if !storableText(idempotencyKey) {
 		_ = c.Error(Invalid("Idempotency-Key", "the Idempotency-Key header must be UTF-8 text without NUL characters"))
 		return
 	}
+	// The wait is taken before the intent is resolved (which may ask a
+	// model and remember its answer): a refusal costs nothing.
 	wait, err := s.reserveWait(c, req.WaitMS)
 	if err != nil {
 		_ = c.Error(err)
@@ -109,6 +104,14 @@ func (s *Server) submitJob(c *gin.Context) {
 	if wait != nil {
 		defer wait.Close()
 	}
+	resolution, err := s.resolveSubmit(c, &req)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	sub := submission(req)
+	sub.Resolution = resolution
+	sub.IdempotencyKey = idempotencyKey
 	res, err := s.deps.Jobs.Submit(c.Request.Context(), sub, s.meta(c, principal(c).Actor()))
 	if err != nil {
 		_ = c.Error(err)
@@ -129,7 +132,7 @@ func (s *Server) submitJob(c *gin.Context) {
 // reserveWait checks wait_ms (0 to jobwait.MaxWait) and takes one of the
 // key's waits for it: nil when it is 0.
 func (s *Server) reserveWait(c *gin.Context, ms int) (*jobwait.Wait, error) {
-	if ms < 0 || time.Duration(ms)*time.Millisecond > jobwait.MaxWait {
+	if ms < 0 || int64(ms) > jobwait.MaxWait.Milliseconds() {
 		return nil, Invalid("wait_ms", "wait_ms must be between 0 and %d (milliseconds)", jobwait.MaxWait.Milliseconds())
 	}
 	if ms == 0 {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -20,6 +21,16 @@ type lookupRequest struct {
 	Namespace   string             `json:"namespace"`
 	Constraints domain.Constraints `json:"constraints"`
 	Limit       int                `json:"limit"`
+}
+
+// lookupScope refuses a key that holds no lookup scope of any kind: one
+// limited to a capability pattern passes, and the handler checks the
+// capability asked.
+func lookupScope(c *gin.Context) {
+	if !principal(c).LooksUp() {
+		_ = c.Error(&Error{Code: CodePermissionDenied, Message: "this key lacks the scope agents:lookup (or agents:lookup:<capability pattern>)"})
+		c.Abort()
+	}
 }
 
 // lookup serves POST /v1/lookup (agents:lookup): the ranked candidates of a
@@ -45,6 +56,10 @@ func (s *Server) lookup(c *gin.Context) {
 		return
 	case req.Limit < 0 || req.Limit > domain.MaxLookupLimit:
 		_ = c.Error(Invalid("limit", "limit must be between 1 and %d", domain.MaxLookupLimit))
+		return
+	}
+	if !principal(c).CanLookup(req.Capability) {
+		_ = c.Error(&Error{Code: CodePermissionDenied, Field: "capability", Message: "this key may not look up agents of " + req.Capability})
 		return
 	}
 	if req.Limit == 0 {
@@ -90,6 +105,13 @@ func (s *Server) reports(c *gin.Context) {
 		return
 	}
 	p := principal(c)
+	for i, r := range req.Reports {
+		if !p.CanLookup(r.Capability) {
+			_ = c.Error(&Error{Code: CodePermissionDenied, Field: fmt.Sprintf("reports[%d].capability", i),
+				Message: "this key may not report on calls of " + r.Capability})
+			return
+		}
+	}
 	if err := s.deps.Routing.Report(c.Request.Context(), p.KeyID, ns, req.Reports, s.meta(c, p.Actor())); err != nil {
 		_ = c.Error(err)
 		return
@@ -146,8 +168,10 @@ func toAgentChange(r eventstore.Record, ns string) (agentChange, bool) {
 // Each message's id is the event's position, to resume from.
 func (s *Server) watchAgents(c *gin.Context) {
 	p := principal(c)
+	// Not a key limited to a capability pattern: the changes show every
+	// agent of the namespace, their registrations whole.
 	if !p.Has(auth.ScopeAgentsRead) && !p.Has(auth.ScopeAgentsLookup) {
-		_ = c.Error(&Error{Code: CodePermissionDenied, Message: "watching agents needs the agents:read or agents:lookup scope"})
+		_ = c.Error(&Error{Code: CodePermissionDenied, Message: "watching agents needs the agents:read or the unlimited agents:lookup scope"})
 		return
 	}
 	ns, err := scopeNamespace(c, c.Query("namespace"))

@@ -209,8 +209,8 @@ func (s *Server) agentRoutes(v1 *gin.RouterGroup) {
 	v1.POST("/agents/:agent_id/release", s.agentRate, s.release)    // agent token
 	v1.POST("/agents/:agent_id/token:rotate", s.agentRate, s.agentOrKey(auth.ScopeAgentsWrite), s.rotateToken)
 	v1.GET("/route", s.need(auth.ScopeAgentsRead), s.route)
-	v1.POST("/lookup", s.need(auth.ScopeAgentsLookup), s.lookup)
-	v1.POST("/reports", s.need(auth.ScopeAgentsLookup), s.reports)
+	v1.POST("/lookup", s.need(""), lookupScope, s.lookup)   // agents:lookup or agents:lookup:<pattern>
+	v1.POST("/reports", s.need(""), lookupScope, s.reports) // the same, for each report's capability
 }
 
 // intentRoutes are the capability catalogue's and intent resolution's.

@@ -163,11 +163,14 @@ func (a *App) Start(ctx context.Context) error {
 		a.logger.Info("intent resolution: lexical, then models", "embedding", a.cfg.Intent.Embedding.URL, "embedding_model",
 			a.cfg.Intent.Embedding.Model, "llm", a.cfg.Intent.LLM.URL, "llm_model", a.cfg.Intent.LLM.Model) // never the keys
 	}
+	// Requests waiting for jobs to end (wait_ms) answer at once when the
+	// server shuts down, so that they do not hold the shutdown up.
+	waits := jobwait.New(a.store, a.pool, a.cfg.WaitsPerKey, a.logger)
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, ReadyDetails: a.replicationDetails, ReadPool: a.readPool, Writable: a.writesRefused, Version: version,
 		Jobs: a.jobs, Approvals: a.jobs, Retention: a.retention, Callbacks: a.jobs.Callbacks(), Inbox: a.jobs.Inbox(), A2AJobs: a.jobs.Adapter(), Agents: a.registry, Routing: a.registry,
 		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
-		Waits:  jobwait.New(a.store, a.pool, a.cfg.WaitsPerKey, a.logger),
+		Waits:  waits,
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),
 		Auth: a.auth, Insecure: a.cfg.Insecure, Limiter: auth.NewLimiter(a.cfg.RateLimit, a.cfg.RateBurst),
 		FailLimiter: auth.NewLimiter(a.cfg.AuthFailRate, a.cfg.AuthFailBurst),
@@ -179,6 +182,7 @@ func (a *App) Start(ctx context.Context) error {
 		},
 	})
 	a.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 4 * httpapi.MaxHeaderBytes}
+	a.server.RegisterOnShutdown(waits.Drain)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.cancel = cancel

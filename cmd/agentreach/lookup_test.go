@@ -172,6 +172,25 @@ func TestLookupScopes(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, code, body)
 	code, body = call(t, http.MethodPost, base+"/v1/reports", "Bearer "+looker, report)
 	require.Equal(t, http.StatusAccepted, code, body)
+
+	// A lookup scope limited to a capability pattern: those capabilities
+	// only, for lookups and reports alike, and no watch feed (it shows
+	// every agent of the namespace).
+	limited, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["agents:lookup:s.*"]}`)
+	require.Len(t, lookupOf(t, base, "Bearer "+limited, `{"capability":"s.cap"}`).Candidates, 1)
+	code, body = call(t, http.MethodPost, base+"/v1/lookup", "Bearer "+limited, `{"capability":"t.cap"}`)
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, `"field":"capability"`)
+	code, body = call(t, http.MethodPost, base+"/v1/reports", "Bearer "+limited,
+		`{"reports":[{"agent_id":"direct-1","capability":"t.cap","reached":true,"ok":true,"latency_ms":1}]}`)
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.Contains(t, body, `"field":"reports[0].capability"`)
+	code, body = call(t, http.MethodGet, base+"/v1/agents/watch", "Bearer "+limited, "")
+	require.Equal(t, http.StatusForbidden, code, body)
+	for _, bad := range []string{"agents:lookup:", "agents:lookup:bad pattern"} {
+		code, body = call(t, http.MethodPost, base+"/v1/keys", admin, fmt.Sprintf(`{"namespace":"default","scopes":[%q]}`, bad))
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", bad, body)
+	}
 }
 
 // TestAgentsWatch: the watch feed sends an agent's change as it commits,

@@ -36,7 +36,7 @@ func (a *App) watchReplication(ctx context.Context) {
 	defer tick.Stop()
 	refused := false
 	for {
-		a.readReplication(ctx)
+		_ = a.readReplication(ctx) // a failed read keeps the last one, which goes stale
 		refused = a.sayRefusal(ctx, refused)
 		if a.readPool != nil {
 			var lag float64
@@ -54,17 +54,18 @@ func (a *App) watchReplication(ctx context.Context) {
 	}
 }
 
-// readReplication reads the primary's standbys now and keeps the read (a
-// failed read keeps the last one, which goes stale).
-func (a *App) readReplication(ctx context.Context) {
+// readReplication reads the primary's standbys now and keeps the read.
+func (a *App) readReplication(ctx context.Context) error {
 	var r domain.Replication
 	var lag float64
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := a.pool.QueryRow(rctx, qReplication).Scan(&r.InRecovery, &r.SyncNames, &r.Standbys, &r.SyncStandbys, &lag); err == nil {
-		r.ReplayLag = time.Duration(lag * float64(time.Second))
-		a.replication.Store(&replicationRead{r: r, at: time.Now()})
+	if err := a.pool.QueryRow(rctx, qReplication).Scan(&r.InRecovery, &r.SyncNames, &r.Standbys, &r.SyncStandbys, &lag); err != nil {
+		return err
 	}
+	r.ReplayLag = time.Duration(lag * float64(time.Second))
+	a.replication.Store(&replicationRead{r: r, at: time.Now()})
+	return nil
 }
 
 // callbackHeld says why no callback may go now (nil: it may): with
@@ -76,7 +77,9 @@ func (a *App) callbackHeld(ctx context.Context) error {
 	if !a.cfg.RequireSyncStandby {
 		return nil
 	}
-	a.readReplication(ctx)
+	if err := a.readReplication(ctx); err != nil {
+		return fmt.Errorf("the primary's standbys could not be read: %w", err) // held: River tries again
+	}
 	return a.writesRefused()
 }
 

@@ -3,6 +3,7 @@
 package devdb
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -254,8 +255,8 @@ func (f *Formation) KillPostmaster(node string) error {
 	if err != nil {
 		return err
 	}
-	pid := readPostmasterPID(m.dir)
-	if !processAlive(pid) {
+	pid := postmasterOf(m.dir)
+	if pid == 0 {
 		return fmt.Errorf("%s: no postmaster running", node)
 	}
 	return syscall.Kill(pid, syscall.SIGKILL)
@@ -268,9 +269,9 @@ func (f *Formation) KillNode(node string) error {
 	if err != nil {
 		return err
 	}
-	pid := readPostmasterPID(m.dir)
+	pid := postmasterOf(m.dir)
 	err = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL) // pg_autoctl and its services
-	if processAlive(pid) {
+	if pid != 0 && processAlive(pid) {
 		err = errors.Join(err, syscall.Kill(pid, syscall.SIGKILL))
 	}
 	_ = m.cmd.Wait()
@@ -296,6 +297,21 @@ func (f *Formation) member(node string) (*member, error) {
 		}
 	}
 	return nil, fmt.Errorf("no node %q", node)
+}
+
+// postmasterOf is the pid of the postmaster serving dir, or 0: the pid its
+// postmaster.pid names, if that process runs and names dir (a stale file
+// may name a pid reused since).
+func postmasterOf(dir string) int {
+	pid := readPostmasterPID(dir)
+	if !processAlive(pid) {
+		return 0
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+		return 0
+	}
+	return pid
 }
 
 // Logs returns the last lines of each pg_autoctl's log.
@@ -336,7 +352,7 @@ func (f *Formation) Close() error {
 		if m.dir == "" {
 			continue
 		}
-		if pid := readPostmasterPID(m.dir); processAlive(pid) {
+		if pid := postmasterOf(m.dir); pid != 0 {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			if !waitGone(pid, stopTimeout) {
 				errs = append(errs, fmt.Errorf("%s: postmaster %d did not stop", m.name, pid))

@@ -42,6 +42,8 @@ type Hub struct {
 	keys    map[string]int                // waits held, by key
 	running bool
 	idle    chan struct{} // a signal when the last wait went: the watcher stops
+	drained chan struct{} // closed by Drain: every wait answers at once
+	drain   sync.Once
 }
 
 // New returns the waits of a process: q (the primary) answers which jobs
@@ -49,7 +51,7 @@ type Hub struct {
 // one key holds at once.
 func New(store *eventstore.Store, q eventstore.Querier, perKey int, logger *slog.Logger) *Hub {
 	return &Hub{store: store, q: q, perKey: perKey, logger: logger,
-		waits: map[string]map[*Wait]struct{}{}, keys: map[string]int{}, idle: make(chan struct{}, 1)}
+		waits: map[string]map[*Wait]struct{}{}, keys: map[string]int{}, idle: make(chan struct{}, 1), drained: make(chan struct{})}
 }
 
 // A Wait is one request's wait for one job: Reserve it for the request's
@@ -90,18 +92,29 @@ func (w *Wait) Watch(id string) {
 }
 
 // Until waits until the job may have ended (true: read it again) or
-// deadline passes or ctx ends (false).
+// deadline passes, ctx ends or the hub is drained (false).
 func (w *Wait) Until(ctx context.Context, deadline time.Time) bool {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
+	select {
+	case <-w.h.drained:
+		return false
+	default:
+	}
 	select {
 	case <-w.ended:
 		return true
 	case <-t.C:
 	case <-ctx.Done():
+	case <-w.h.drained:
 	}
 	return false
 }
+
+// Drain ends every wait, now and later, at once: each answers the job as
+// it is (a 202, or the job not yet ended), so that a shutdown does not
+// wait for them.
+func (h *Hub) Drain() { h.drain.Do(func() { close(h.drained) }) }
 
 // Close gives the wait back.
 func (w *Wait) Close() {
@@ -129,7 +142,7 @@ func (w *Wait) Close() {
 // watched before the subscription) and after every commit notification,
 // until nothing is waited for.
 func (h *Hub) watch() {
-	wake, stop := h.store.Subscribe()
+	wake, stop := h.store.SubscribeCommits()
 	defer stop()
 	ending := make([]string, 0, len(domain.EndingEvents()))
 	for _, e := range domain.EndingEvents() {

@@ -3,11 +3,14 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Status is a job's status.
@@ -303,24 +306,48 @@ func (c *Client) Events(ctx context.Context, jobID string) ([]Event, error) {
 // (wait_ms), below the HTTP client's default 30 s timeout.
 const longPoll = 20 * time.Second
 
+// hold is how long the next read may ask the service to wait: longPoll,
+// at most half the HTTP client's Timeout, and a second short of ctx's
+// deadline, so that the answer comes before either cuts the read.
+func (c *Client) hold(ctx context.Context) time.Duration {
+	h := longPoll
+	if t := c.http.Timeout; t > 0 {
+		h = min(h, t/2)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		h = min(h, time.Until(d)-time.Second)
+	}
+	return max(h, 0)
+}
+
 // Wait answers the job once its status is terminal. It asks the service
 // to hold each read until the job ends (wait_ms, up to 20 s a read, or
 // what is left of ctx), so the job comes back as soon as it ends, without
 // polling; against a service that answers at once (one older than
-// wait_ms) it polls, first after PollInterval's first interval, then
-// doubling. It ends with ctx; an error of a read ends it too (after the
-// retries of 429 and 503). On an error it answers the last state it saw.
+// wait_ms, or one whose bound on a key's waits is reached) it polls,
+// first after PollInterval's first interval, then doubling. It ends with
+// ctx; an error of a read ends it too (after the retries of 429 and 503).
+// On an error it answers the last state it saw.
 func (c *Client) Wait(ctx context.Context, jobID string) (Job, error) {
 	var last Job
+	polling := false
 	for try := 0; ; try++ {
-		hold := longPoll
-		if d, ok := ctx.Deadline(); ok {
-			hold = min(hold, time.Until(d))
+		hold := c.hold(ctx)
+		if polling {
+			hold = 0
 		}
 		began := c.cfg.now()
 		var raw json.RawMessage
-		path := "/v1/jobs/" + url.PathEscape(jobID) + "?wait_ms=" + strconv.FormatInt(max(hold.Milliseconds(), 0), 10)
-		if err := c.do(ctx, http.MethodGet, path, nil, nil, &raw); err != nil {
+		path := "/v1/jobs/" + url.PathEscape(jobID)
+		if hold > 0 {
+			path += "?wait_ms=" + strconv.FormatInt(hold.Milliseconds(), 10)
+		}
+		err := c.do(ctx, http.MethodGet, path, nil, nil, &raw)
+		if hold > 0 && errors.Is(err, ErrRateLimited) {
+			polling = true // the key holds as many waits as the service allows: poll
+			continue
+		}
+		if err != nil {
 			return last, fmt.Errorf("wait for job %s: %w", jobID, err)
 		}
 		j, err := decodeJob(raw)
@@ -331,7 +358,7 @@ func (c *Client) Wait(ctx context.Context, jobID string) (Job, error) {
 		if j.Status.Terminal() {
 			return j, nil
 		}
-		if c.cfg.now().Sub(began) >= hold/2 {
+		if hold > 0 && c.cfg.now().Sub(began) >= hold/2 {
 			continue // the service held the read: ask again at once
 		}
 		wait := c.cfg.pollFirst << min(try, 20)
@@ -345,23 +372,35 @@ func (c *Client) Wait(ctx context.Context, jobID string) (Job, error) {
 }
 
 // Run submits a job and answers it once it has ended: in one round trip
-// when it ends within 20 s (wait_ms on the submit), else by Wait. Errors
+// when it ends within 20 s (wait_ms on the submit), else by Wait. Without
+// an IdempotencyKey it makes one, so that a retry never submits twice.
+// Against a service that refuses the wait (one older than wait_ms, or a
+// key at its bound of waits) it submits without it, then waits. Errors
 // are Submit's and Wait's.
 func (c *Client) Run(ctx context.Context, req SubmitRequest) (Job, error) {
-	var h http.Header
-	if req.IdempotencyKey != "" {
-		h = http.Header{"Idempotency-Key": {req.IdempotencyKey}}
+	if req.IdempotencyKey == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return Job{}, fmt.Errorf("run a job of %s: an idempotency key: %w", req.what(), err)
+		}
+		req.IdempotencyKey = id.String()
 	}
-	hold := longPoll
-	if d, ok := ctx.Deadline(); ok {
-		hold = max(min(hold, time.Until(d)), 0)
-	}
+	h := http.Header{"Idempotency-Key": {req.IdempotencyKey}}
 	body := struct {
 		SubmitRequest
 		WaitMS int64 `json:"wait_ms,omitempty"`
-	}{req, hold.Milliseconds()}
+	}{req, c.hold(ctx).Milliseconds()}
 	var raw json.RawMessage
-	if err := c.do(ctx, http.MethodPost, "/v1/jobs", h, body, &raw); err != nil {
+	err := c.do(ctx, http.MethodPost, "/v1/jobs", h, body, &raw)
+	var apiErr *APIError
+	if body.WaitMS > 0 && (errors.Is(err, ErrRateLimited) || errors.As(err, &apiErr) && apiErr.Field == "wait_ms") {
+		sub, err := c.Submit(ctx, req) // the same key: the job the first try made, if it made one
+		if err != nil {
+			return Job{}, err
+		}
+		return c.Wait(ctx, sub.JobID)
+	}
+	if err != nil {
 		return Job{}, fmt.Errorf("run a job of %s: %w", req.what(), err)
 	}
 	j, err := decodeJob(raw)

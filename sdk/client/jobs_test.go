@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -275,4 +276,41 @@ func TestDo(t *testing.T) {
 	require.Equal(t, `{"n":2}`, body)
 	require.NoError(t, c.Do(t.Context(), http.MethodPatch, "/v1/ok?a=1", map[string]int{"w": 3}, nil))
 	require.JSONEq(t, `{"w":3}`, body)
+}
+
+// oldJobsAPI is jobsAPI as a service older than wait_ms sees it: a
+// submit naming wait_ms is refused (unknown field), and reads ignore it.
+type oldJobsAPI struct{ jobsAPI }
+
+func (f *oldJobsAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/jobs" {
+		b, _ := io.ReadAll(r.Body)
+		if json.Valid(b) && strings.Contains(string(b), `"wait_ms"`) {
+			f.mu.Lock()
+			f.reqs = append(f.reqs, recorded{r.Method, r.URL.RequestURI(), r.Header.Get("Idempotency-Key"), string(b)})
+			f.mu.Unlock()
+			writeError(w, http.StatusBadRequest, "invalid_argument", `json: unknown field "wait_ms"`, "wait_ms")
+			return
+		}
+		r.Body = io.NopCloser(strings.NewReader(string(b)))
+	}
+	f.jobsAPI.ServeHTTP(w, r)
+}
+
+// TestRunAgainstAServiceWithoutWaitMS: Run falls back to a submit under
+// the same Idempotency-Key (one it made), then waits by polling.
+func TestRunAgainstAServiceWithoutWaitMS(t *testing.T) {
+	t.Parallel()
+	api := &oldJobsAPI{}
+	c := newClient(t, newServer(t, api.ServeHTTP), client.PollInterval(time.Millisecond, 5*time.Millisecond))
+	j, err := c.Run(t.Context(), client.SubmitRequest{Capability: "c", Payload: map[string]int{}})
+	require.NoError(t, err)
+	require.Equal(t, client.StatusSuccess, j.Status)
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	require.GreaterOrEqual(t, len(api.reqs), 3)
+	require.Contains(t, api.reqs[0].body, `"wait_ms"`)
+	require.NotContains(t, api.reqs[1].body, `"wait_ms"`)
+	require.NotEmpty(t, api.reqs[0].idempotency, "Run makes an Idempotency-Key")
+	require.Equal(t, api.reqs[0].idempotency, api.reqs[1].idempotency, "the fallback submit is the same submit")
 }

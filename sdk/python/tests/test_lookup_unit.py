@@ -342,3 +342,28 @@ def test_call_memory_tries_quarantined_candidates_last_until_the_quarantine_ends
     off = CallMemory(quarantine=0)
     off.failed(cands[0])
     assert [c.agent_id for c in off.order(cands)] == ["a", "b", "c"]
+
+
+def test_run_against_a_service_without_wait_ms_submits_again_under_the_same_key_and_polls() -> None:
+    seen: list[tuple[str, str, dict[str, Any] | None, str | None]] = []
+    polls = [0]
+
+    def handle(req: httpx.Request) -> httpx.Response:
+        body = json.loads(req.content) if req.content else None
+        seen.append((req.method, req.url.path, body, req.headers.get("Idempotency-Key")))
+        if req.method == "POST" and body and "wait_ms" in body:  # a service older than wait_ms
+            return httpx.Response(400, json={"error": {"code": "invalid_argument", "field": "wait_ms",
+                                                       "message": 'json: unknown field "wait_ms"'}})
+        if req.method == "POST":
+            return httpx.Response(202, json={"job_id": "j1", "status": "SUBMITTED", "trace_id": "t"})
+        polls[0] += 1
+        return httpx.Response(200, json={"job_id": "j1", "status": "SUCCESS" if polls[0] > 2 else "DELIVERED",
+                                         "capability": "c", "result": {"ok": True}})
+
+    with Client("http://127.0.0.1:9", http=httpx.Client(transport=httpx.MockTransport(handle)), max_retries=0) as c:
+        job = c.run("c", {}, timeout=10)
+    assert (job.status, job.result) == ("SUCCESS", {"ok": True})
+    first, second = seen[0], seen[1]
+    assert first[2] is not None and "wait_ms" in first[2]
+    assert second[0] == "POST" and second[2] is not None and "wait_ms" not in second[2]
+    assert first[3] and first[3] == second[3], "the fallback submit is the same submit"

@@ -46,7 +46,7 @@ from .direct import (
     unreachable,
     watch_feed,
 )
-from .errors import AgentReachError, InvalidArgument, TransportError, WaitTimeout
+from .errors import AgentReachError, APIError, InvalidArgument, TransportError, WaitTimeout
 from .models import Job, JobEvent, JobPage, JobSummary, Submitted
 
 __all__ = ["Client", "AsyncClient"]
@@ -114,6 +114,11 @@ def _run_call(key: str | None, capability: str, payload: Any, submit: dict[str, 
     call = _submit_call(key, capability, payload, ik, opts(dict(submit, wait_ms=int(hold * 1000))))
     call.timeout = hold + 10.0
     return call
+
+
+def _wait_refused(e: APIError) -> bool:
+    """The service refused the wait itself: a key at its bound of waits, or one older than ``wait_ms``."""
+    return e.code == "rate_limited" or (e.code == "invalid_argument" and e.field == "wait_ms")
 
 
 def _ran(body: Any) -> Job | str:
@@ -403,10 +408,17 @@ class Client(_Options):
         """
         end = None if timeout is None else time.monotonic() + timeout
         polls = _poll_waits(poll, max_poll)
+        polling = False
         while True:
             began = time.monotonic()
-            hold = _hold(end, began)
-            job = Job.from_json(self._call(_wait_call(self._key, job_id, hold)))
+            hold = 0.0 if polling else _hold(end, began)
+            try:
+                job = Job.from_json(self._call(_wait_call(self._key, job_id, hold)))
+            except APIError as e:
+                if hold > 0 and _wait_refused(e):
+                    polling = True  # the key holds as many waits as the service allows: poll
+                    continue
+                raise
             if job.terminal:
                 return job
             now = time.monotonic()
@@ -424,7 +436,14 @@ class Client(_Options):
         with :meth:`wait`. ``submit`` takes :meth:`submit`'s options.
         """
         end = None if timeout is None else time.monotonic() + timeout
-        ran = _ran(self._call(_run_call(self._key, capability, payload, submit, _hold(end, time.monotonic()), self._opts)))
+        ik = submit.pop("idempotency_key", None) or str(uuid.uuid4())  # the fallback submit is the same submit
+        try:
+            ran = _ran(self._call(_run_call(self._key, capability, payload, dict(submit, idempotency_key=ik),
+                                            _hold(end, time.monotonic()), self._opts)))
+        except APIError as e:
+            if not _wait_refused(e):
+                raise
+            ran = self.submit(capability, payload, idempotency_key=ik, **submit).job_id
         if isinstance(ran, Job):
             return ran
         return self.wait(ran, timeout=None if end is None else max(0.0, end - time.monotonic()))
@@ -817,10 +836,17 @@ class AsyncClient(_Options):
         loop = asyncio.get_running_loop()
         end = None if timeout is None else loop.time() + timeout
         polls = _poll_waits(poll, max_poll)
+        polling = False
         while True:
             began = loop.time()
-            hold = _hold(end, began)
-            job = Job.from_json(await self._call(_wait_call(self._key, job_id, hold)))
+            hold = 0.0 if polling else _hold(end, began)
+            try:
+                job = Job.from_json(await self._call(_wait_call(self._key, job_id, hold)))
+            except APIError as e:
+                if hold > 0 and _wait_refused(e):
+                    polling = True  # the key holds as many waits as the service allows: poll
+                    continue
+                raise
             if job.terminal:
                 return job
             now = loop.time()
@@ -834,8 +860,14 @@ class AsyncClient(_Options):
         """See :meth:`Client.run`."""
         loop = asyncio.get_running_loop()
         end = None if timeout is None else loop.time() + timeout
-        ran = _ran(await self._call(_run_call(self._key, capability, payload, submit, _hold(end, loop.time()),
-                                              self._opts)))
+        ik = submit.pop("idempotency_key", None) or str(uuid.uuid4())  # the fallback submit is the same submit
+        try:
+            ran = _ran(await self._call(_run_call(self._key, capability, payload, dict(submit, idempotency_key=ik),
+                                                  _hold(end, loop.time()), self._opts)))
+        except APIError as e:
+            if not _wait_refused(e):
+                raise
+            ran = (await self.submit(capability, payload, idempotency_key=ik, **submit)).job_id
         if isinstance(ran, Job):
             return ran
         return await self.wait(ran, timeout=None if end is None else max(0.0, end - loop.time()))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,26 +117,60 @@ func NewRequest(ctx context.Context, method, u, body string) (*http.Request, err
 }
 
 // Submit POSTs body to u (a job to /v1/jobs, an agent to /v1/agents) and
-// returns the job_id of a 2xx answer; any other answer is an error.
+// returns the job_id of a 2xx answer. A 429 (rate_limited, overloaded:
+// nothing was written) is tried again after its Retry-After, up to
+// submitTries times; any other answer is an error.
 func Submit(ctx context.Context, u, body string) (string, error) {
-	req, err := NewRequest(ctx, http.MethodPost, u, body)
-	if err != nil {
-		return "", err
+	for try := 1; ; try++ {
+		req, err := NewRequest(ctx, http.MethodPost, u, body)
+		if err != nil {
+			return "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests && try < submitTries {
+			if err := sleepCtx(ctx, RetryAfter(resp.Header.Get("Retry-After"))); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if resp.StatusCode/100 != 2 {
+			return "", fmt.Errorf("POST %s: %d %s", u, resp.StatusCode, b)
+		}
+		var out struct {
+			JobID string `json:"job_id"`
+		}
+		_ = json.Unmarshal(b, &out)
+		return out.JobID, nil
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
+}
+
+// submitTries bounds Submit's tries of a submit answered 429.
+const submitTries = 20
+
+// RetryAfter is how long a Retry-After header asks to wait: its seconds,
+// at least 100 ms (a header missing or 0: 100 ms), at most 10 s.
+func RetryAfter(h string) time.Duration {
+	secs, err := strconv.Atoi(strings.TrimSpace(h))
+	if err != nil || secs <= 0 {
+		return 100 * time.Millisecond
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return "", fmt.Errorf("POST %s: %d %s", u, resp.StatusCode, b)
+	return min(time.Duration(secs)*time.Second, 10*time.Second)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
-	var out struct {
-		JobID string `json:"job_id"`
-	}
-	_ = json.Unmarshal(b, &out)
-	return out.JobID, nil
 }
 
 // Get reads u, and fails on any answer but 200.

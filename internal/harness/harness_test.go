@@ -121,3 +121,34 @@ func TestSubmitAndGet(t *testing.T) {
 	_, err = Get(t.Context(), api.URL+"/missing")
 	require.EqualError(t, err, fmt.Sprintf("GET %s/missing: 404 body", api.URL))
 }
+
+// TestSubmitHonoursRetryAfter: a submit answered 429 is tried again after
+// its Retry-After; other refusals are errors at once.
+func TestSubmitHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n := calls.Add(1); {
+		case n <= 2:
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case r.URL.Path == "/refused":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{"job_id":"j1"}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	id, err := Submit(t.Context(), srv.URL+"/v1/jobs", `{}`)
+	require.NoError(t, err)
+	require.Equal(t, "j1", id)
+	require.EqualValues(t, 3, calls.Load())
+	_, err = Submit(t.Context(), srv.URL+"/refused", `{}`)
+	require.ErrorContains(t, err, "503")
+	require.EqualValues(t, 4, calls.Load(), "a 503 is not tried again: it may have written")
+
+	require.Equal(t, 100*time.Millisecond, RetryAfter(""))
+	require.Equal(t, 2*time.Second, RetryAfter("2"))
+	require.Equal(t, 10*time.Second, RetryAfter("3600"))
+}

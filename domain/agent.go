@@ -82,8 +82,8 @@ const (
 	SignalUp AgentSignal = "up"
 )
 
-// Operator holds an agent may be under, kept until it registers again or is
-// brought up.
+// Operator holds an agent may be under, kept through heartbeats, its
+// registrations and restarts, until an operator brings it up.
 const (
 	HoldNone  = ""
 	HoldDrain = "drain" // DRAINING on an operator's word; OFFLINE once it holds nothing
@@ -154,7 +154,7 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 		SignalDeregistered:   AgentDraining,
 		SignalDrain:          AgentDraining,
 		SignalConfirmDown:    AgentDown,
-		SignalUp:             AgentHealthy,
+		// No SignalUp: a HEALTHY agent is up already (409).
 	},
 	AgentSuspect: {
 		SignalProbeSucceeded: AgentHealthy,
@@ -196,7 +196,24 @@ var agentTransitions = map[AgentState]map[AgentSignal]AgentState{
 	},
 	AgentOffline: {
 		SignalDeregistered: AgentOffline, // a repeated goodbye is harmless
+		// Up and heartbeats only under a drain's hold (ApplyAgentSignal):
+		// a drained agent stays registered, held, until an operator's up.
+		SignalUp:        AgentHealthy,
+		SignalHeartbeat: AgentOffline,
 	},
+}
+
+// RegisteredState is the state a (re)registration leads to: PROBING, or,
+// under an operator's hold, the hold's own state: a drain or a down
+// survives the agent's registrations and restarts until an operator's up.
+func RegisteredState(hold string) AgentState {
+	switch hold {
+	case HoldDown:
+		return AgentDown
+	case HoldDrain:
+		return AgentDraining
+	}
+	return AgentProbing
 }
 
 // AgentTransition returns the state that signal sig leads to from state from.
@@ -309,16 +326,20 @@ func EvaluateLease(l AgentLease, now time.Time, cfg LeaseConfig) AgentState {
 // returns the lease unchanged with the AgentTransition error.
 func ApplyAgentSignal(l AgentLease, sig AgentSignal, at time.Time) (AgentLease, error) {
 	to, err := AgentTransition(l.State, sig)
+	if err == nil && l.State == AgentOffline && (sig == SignalUp || sig == SignalHeartbeat) && l.Hold != HoldDrain {
+		err = &AgentTransitionError{From: l.State, Signal: sig} // OFFLINE and not drained: it must register again
+	}
 	if err != nil {
 		return l, err
 	}
 	switch sig {
 	case SignalRegistered:
-		l.RegisteredAt, l.LastSeen, l.ProbeOK, l.Hold = at, at, false, HoldNone
+		l.RegisteredAt, l.LastSeen, l.ProbeOK = at, at, false
+		to = RegisteredState(l.Hold)
 	case SignalHeartbeat:
 		l.LastSeen = at
-		if l.Hold == HoldDown {
-			return l, nil // alive, but confirmed down until brought up
+		if l.Hold != HoldNone {
+			return l, nil // alive, but held (down, or drained) until brought up
 		}
 	case SignalProbeSucceeded, SignalClaimed:
 		l.ProbeOK = true

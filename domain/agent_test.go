@@ -48,8 +48,8 @@ func TestAgentTransitionExhaustive(t *testing.T) {
 			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: S,
 			domain.SignalHeartbeat: H, domain.SignalHeartbeatLate: S, domain.SignalLeaseExpired: D,
 			domain.SignalBreakerOpened: S, domain.SignalBreakerClosed: H, domain.SignalOffline: O,
-			domain.SignalDeregistered: Dr, domain.SignalDrain: Dr, domain.SignalConfirmDown: D, domain.SignalUp: H,
-			domain.SignalClaimed: H,
+			domain.SignalDeregistered: Dr, domain.SignalDrain: Dr, domain.SignalConfirmDown: D,
+			domain.SignalClaimed: H, // no up: it is up already (409)
 		},
 		S: {
 			domain.SignalRegistered: P, domain.SignalProbeSucceeded: H, domain.SignalProbeFailed: S,
@@ -72,6 +72,8 @@ func TestAgentTransitionExhaustive(t *testing.T) {
 		},
 		O: {
 			domain.SignalRegistered: P, domain.SignalOffline: O, domain.SignalDeregistered: O,
+			// Only under a drain's hold (ApplyAgentSignal refuses them otherwise).
+			domain.SignalUp: H, domain.SignalHeartbeat: O,
 		},
 		// An agent never seen before only registers (or is told to stay away).
 		"": {
@@ -100,8 +102,10 @@ func TestAgentTransitionExhaustive(t *testing.T) {
 
 	_, err := domain.AgentTransition(domain.AgentHealthy, "no_such_signal")
 	require.ErrorIs(t, err, domain.ErrIllegalAgentTransition)
-	_, err = domain.AgentTransition(domain.AgentOffline, domain.SignalHeartbeat)
-	require.EqualError(t, err, "heartbeat in OFFLINE: illegal agent transition")
+	_, err = domain.AgentTransition(domain.AgentOffline, domain.SignalProbeSucceeded)
+	require.EqualError(t, err, "probe_succeeded in OFFLINE: illegal agent transition")
+	_, err = domain.ApplyAgentSignal(domain.AgentLease{State: domain.AgentOffline}, domain.SignalHeartbeat, time.Now())
+	require.EqualError(t, err, "heartbeat in OFFLINE: illegal agent transition", "not drained: it must register again")
 }
 
 func TestAgentStateRoutable(t *testing.T) {
@@ -307,9 +311,9 @@ func TestDecidePreservation(t *testing.T) {
 	}
 }
 
-// An operator's holds: a confirmed-down agent stays DOWN through heartbeats
-// and lease sweeps until it registers again or is brought up; up ends the
-// probe window at once.
+// An operator's holds: a confirmed-down or drained agent stays so through
+// heartbeats, lease sweeps and registrations until it is brought up; up
+// ends the probe window at once, and a HEALTHY agent cannot be brought up.
 func TestOperatorHolds(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -334,8 +338,13 @@ func TestOperatorHolds(t *testing.T) {
 
 	again, err := domain.ApplyAgentSignal(down, domain.SignalRegistered, now.Add(time.Minute))
 	require.NoError(t, err)
-	require.Equal(t, domain.AgentProbing, again.State)
-	require.Equal(t, domain.HoldNone, again.Hold, "a registration lifts every hold")
+	require.Equal(t, domain.AgentDown, again.State, "a confirmed-down agent that registers again stays down")
+	require.Equal(t, domain.HoldDown, again.Hold, "a registration lifts no hold: only up does")
+	free, err := domain.ApplyAgentSignal(healthy, domain.SignalRegistered, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentProbing, free.State)
+	_, err = domain.ApplyAgentSignal(healthy, domain.SignalUp, now)
+	require.ErrorIs(t, err, domain.ErrIllegalAgentTransition, "up on a HEALTHY agent: 409")
 
 	probing := domain.AgentLease{State: domain.AgentProbing, LastSeen: now, TTL: 10 * time.Second}
 	up, err = domain.ApplyAgentSignal(probing, domain.SignalUp, now)
@@ -348,6 +357,26 @@ func TestOperatorHolds(t *testing.T) {
 	require.Equal(t, domain.AgentDraining, drained.State)
 	require.Equal(t, domain.HoldDrain, drained.Hold)
 	require.Equal(t, domain.AgentDraining, domain.EvaluateLease(drained, now.Add(time.Hour), cfg))
+
+	// A finished drain holds through heartbeats and registrations until up.
+	offline := drained
+	offline.State = domain.AgentOffline
+	beat, err = domain.ApplyAgentSignal(offline, domain.SignalHeartbeat, now.Add(time.Second))
+	require.NoError(t, err, "a drained agent keeps its lease")
+	require.Equal(t, domain.AgentOffline, beat.State)
+	back, err := domain.ApplyAgentSignal(offline, domain.SignalRegistered, now.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentDraining, back.State, "registered again, it is still drained")
+	require.Equal(t, domain.HoldDrain, back.Hold)
+	up, err = domain.ApplyAgentSignal(offline, domain.SignalUp, now.Add(time.Minute))
+	require.NoError(t, err, "up after a finished drain")
+	require.Equal(t, domain.AgentHealthy, up.State)
+	require.Equal(t, domain.HoldNone, up.Hold)
+	gone := domain.AgentLease{State: domain.AgentOffline, LastSeen: now, TTL: 10 * time.Second}
+	_, err = domain.ApplyAgentSignal(gone, domain.SignalUp, now)
+	require.ErrorIs(t, err, domain.ErrIllegalAgentTransition, "an agent that went offline by itself must register again")
+	_, err = domain.ApplyAgentSignal(gone, domain.SignalHeartbeat, now)
+	require.ErrorIs(t, err, domain.ErrIllegalAgentTransition)
 
 	// Brought up with an expired lease, the sweep sends it DOWN again.
 	stale := domain.AgentLease{State: domain.AgentDown, LastSeen: now.Add(-time.Hour), TTL: 10 * time.Second}

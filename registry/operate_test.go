@@ -52,9 +52,23 @@ func TestOperatorActions(t *testing.T) {
 	b.sweep(t)
 	require.Equal(t, domain.AgentOffline, b.state(t, "op"))
 
-	// Offline, only a registration brings it back.
+	// Drained, it stays held: its heartbeats are taken, a registration
+	// (a restart) keeps it out of service, and only up brings it back.
+	_, err = b.r.Heartbeat(b.ctx, "op", token, nil, nil, domain.Metadata{})
+	require.NoError(t, err, "a drained agent keeps its lease")
+	_, token = b.register(t, "op", 10, "http://127.0.0.1:1/")
+	require.Equal(t, domain.AgentDraining, b.state(t, "op"), "registered again, still drained")
+	b.sweep(t)
+	require.Equal(t, domain.AgentOffline, b.state(t, "op"), "and, holding nothing, OFFLINE")
+	a, err = b.r.Operate(b.ctx, key("op"), domain.SignalUp, "maintenance over", md)
+	require.NoError(t, err, "up after a finished drain")
+	require.Equal(t, domain.AgentHealthy, a.State)
+	require.Empty(t, a.Hold)
+	_, err = b.r.Heartbeat(b.ctx, "op", token, nil, nil, domain.Metadata{})
+	require.NoError(t, err, "the new registration's lease goes on")
+	require.Equal(t, domain.AgentHealthy, b.state(t, "op"))
 	_, err = b.r.Operate(b.ctx, key("op"), domain.SignalUp, "", md)
-	require.ErrorIs(t, err, ErrNotNow)
+	require.ErrorIs(t, err, ErrNotNow, "up on a HEALTHY agent")
 	_, err = b.r.Operate(b.ctx, key("nobody"), domain.SignalUp, "", md)
 	require.ErrorIs(t, err, domain.ErrNotFound)
 
@@ -73,7 +87,7 @@ func TestOperatorActions(t *testing.T) {
 		reasons = append(reasons, string(d.Signal)+":"+d.Reason)
 	}
 	require.Equal(t, []string{"registered:", "up:verified by hand", "confirm_down:disk failed", "up:disk replaced",
-		"drain:maintenance", "offline:drained"}, reasons)
+		"drain:maintenance", "offline:drained", "registered:", "offline:drained", "up:maintenance over"}, reasons)
 }
 
 func TestUpdateSettings(t *testing.T) {

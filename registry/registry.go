@@ -400,11 +400,11 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 		if err != nil && !errors.Is(err, domain.ErrNotFound) {
 			return err
 		}
-		version, from := 0, domain.AgentState("")
+		version, from, hold := 0, domain.AgentState(""), domain.HoldNone
 		if prev != nil {
-			version, from = prev.StreamVersion, prev.State
+			version, from, hold = prev.StreamVersion, prev.State, prev.Hold
 		}
-		to, _ := domain.AgentTransition(from, domain.SignalRegistered)
+		to := domain.RegisteredState(hold) // a drain or a down outlives the registration
 		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(reg.Key()), version,
 			domain.NewEvent(domain.EventAgentRegistered, domain.AgentRegistered{AgentRegistration: reg, InstanceID: instance, Restart: prev != nil}, md),
 			domain.NewEvent(domain.EventAgentStateChanged, domain.AgentStateChanged{From: from, To: to, Signal: domain.SignalRegistered}, md))
@@ -428,7 +428,7 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 		if err := writeDocsTx(ctx, tx, reg.Key(), reg.CapabilityInfo); err != nil { // the catalogue's words (intent)
 			return err
 		}
-		if !reg.Pull() { // a pull agent's first claim is its probe
+		if !reg.Pull() && hold == domain.HoldNone { // a pull agent's first claim is its probe; a held one waits for up
 			if err := r.enqueueProbeTx(ctx, tx, reg.Key(), instance); err != nil {
 				return err
 			}
@@ -614,7 +614,7 @@ func (r *Registry) HeartbeatReport(ctx context.Context, id, token string, report
 	if err != nil {
 		return nil, err
 	}
-	if a.State == domain.AgentOffline {
+	if a.State == domain.AgentOffline && a.Hold != domain.HoldDrain { // a drained agent stays registered, held
 		return nil, fmt.Errorf("agent %s: %w", id, ErrGone)
 	}
 	now := r.now().UTC()

@@ -139,7 +139,7 @@ func TestFailoverDrill(t *testing.T) {
 	require.Equal(t, accepted, logged, "the jobs in the log are exactly the accepted ones")
 
 	refused := len(answers) - len(accepted)
-	t.Logf("drill: %d submits, %d accepted (each SUCCESS, called back once), %d refused with 503, none answered 500, no ghost; %d deliveries for %d jobs",
+	t.Logf("drill: %d submits, %d accepted (each SUCCESS, called back under one webhook-id), %d refused with 503, none answered 500, no ghost; %d deliveries for %d jobs",
 		len(answers), len(accepted), refused, agent.count(), agent.distinct())
 	for i, e := range events {
 		to := time.Now()

@@ -266,8 +266,8 @@ func TestOperatorActionsOverTheCLI(t *testing.T) {
 	require.Contains(t, out, "DRAINING")
 	waitState(t, base, "ops-b", "OFFLINE", 20*time.Second) // it held nothing
 
-	_, err = run("agents", "up", "ops-b")
-	require.ErrorContains(t, err, "does not allow", "an OFFLINE agent registers again")
+	_, err = run("agents", "up", "ops-a")
+	require.ErrorContains(t, err, "does not allow", "a HEALTHY agent is up already")
 	_, err = run("agents", "update", "ops-a", "--weight", "500")
 	require.ErrorContains(t, err, "weight")
 

@@ -216,6 +216,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		},
 		"POST /v1/agents/{agent_id}/up": func() matrixCall {
 			id, _ := register()
+			// Confirmed down first, so that up is allowed whatever its probe
+			// made of it (up on a HEALTHY agent is a 409).
+			code, out := call(t, http.MethodPost, base+"/v1/agents/"+id+"/down?namespace=a", asKey(adminA), `{"reason":"matrix"}`)
+			require.Equal(t, http.StatusOK, code, out)
 			return matrixCall{"POST", "/v1/agents/" + id + "/up", ""}
 		},
 		"PUT /v1/agents/{agent_id}/heartbeat": func() matrixCall {

@@ -230,3 +230,51 @@ func TestSDKRegistrationRefusedEndsRun(t *testing.T) {
 		require.NoError(t, ended, "Run ended by the refusal, not by its context (mode %s)", mode)
 	}
 }
+
+// An operator's drain holds: the SDK agent is not registered again by its
+// heartbeats, a restart (a new registration) finds it drained, and only
+// up brings it back; up on a HEALTHY agent is a 409.
+func TestDrainHoldsThroughARestart(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	run := func() (*sdk.Agent, context.CancelFunc, chan error) {
+		a := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1, Logger: slog.New(slog.DiscardHandler)},
+			sdk.Registration{AgentID: "held", Capabilities: []string{"t.held"}, TTLSeconds: 5},
+			func(context.Context, sdk.Delivery) (sdk.Result, error) { return sdk.Success("ok"), nil })
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		select {
+		case <-a.Registered():
+		case err := <-done:
+			t.Fatalf("the agent stopped before it registered: %v", err)
+		}
+		return a, cancel, done
+	}
+	_, stop, done := run()
+	waitState(t, base, "held", "HEALTHY", 20*time.Second)
+	code, body := call(t, http.MethodPost, base+"/v1/agents/held/up", "", `{}`)
+	require.Equal(t, http.StatusConflict, code, "up on a HEALTHY agent: %s", body)
+
+	code, body = call(t, http.MethodPost, base+"/v1/agents/held/drain", "", `{"reason":"maintenance"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	waitState(t, base, "held", "OFFLINE", 20*time.Second)
+	// Several heartbeats (one about every 1.7 s at a 5 s TTL): still
+	// OFFLINE, not registered again.
+	waitHeartbeats := time.Now().Add(6 * time.Second)
+	for time.Now().Before(waitHeartbeats) {
+		require.Equal(t, "OFFLINE", agentState(t, base, "held"), "the drain holds through heartbeats")
+		time.Sleep(100 * time.Millisecond) // poll interval over the window
+	}
+	stop()
+	require.NoError(t, <-done)
+
+	_, stop, done = run() // a restart: a new registration
+	defer func() { stop(); <-done }()
+	require.Contains(t, []string{"DRAINING", "OFFLINE"}, agentState(t, base, "held"), "registered again, still drained")
+	waitState(t, base, "held", "OFFLINE", 20*time.Second)
+	code, body = call(t, http.MethodPost, base+"/v1/agents/held/up", "", `{"reason":"done"}`)
+	require.Equal(t, http.StatusOK, code, "up after a finished drain: %s", body)
+	waitState(t, base, "held", "HEALTHY", 20*time.Second)
+}

@@ -125,8 +125,8 @@ func NextLeaseChange(state string, lastHeartbeat time.Time, ttl time.Duration, n
 const agentsHelp = `agentreach agents: list agents, and an operator's actions on one (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
 
   agentreach agents [--namespace NS] [--capability C] [--state S]
-  agentreach agents drain AGENT_ID [--reason R]   no new work; what it holds finishes, then OFFLINE
-  agentreach agents down AGENT_ID [--reason R]    confirm it down: no traffic until up or a new registration
+  agentreach agents drain AGENT_ID [--reason R]   no new work; what it holds finishes, then OFFLINE, until up
+  agentreach agents down AGENT_ID [--reason R]    confirm it down: no traffic until up (registrations keep it down)
   agentreach agents up AGENT_ID [--reason R]      end its probe window, or lift a down or a drain
   agentreach agents update AGENT_ID [--weight N] [--rollout-percent N] [--max-concurrent N] [--aliases a,b]
   agentreach dig AGENT_ID                         everything about one agent
@@ -323,7 +323,7 @@ func (a *agentView) holdRows(row func(name, format string, args ...any)) {
 			a.RecentRestarts, a.ProbesNeeded, -a.FlapPenalty)
 	}
 	if a.Hold != "" {
-		row("operator hold", "%s (lifted by `agentreach agents up` or a new registration)", a.Hold)
+		row("operator hold", "%s (lifted by `agentreach agents up` only)", a.Hold)
 	}
 	if a.PausedUntil != nil {
 		row("paused", "until %s: it answered 429 or 503 with Retry-After (no new work until then; not a failure)",

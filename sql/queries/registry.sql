@@ -58,7 +58,7 @@ INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health
         last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
         state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
         deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL,
-        superseded_token_hash = agents.token_hash, hold = '',
+        superseded_token_hash = agents.token_hash, -- an operator's hold outlives a registration
         reported_queue_length = 0, reported_error_rate = NULL, reported_pool_usage = NULL,
         protocol_version = excluded.protocol_version, recent_restarts = excluded.recent_restarts, probe_streak = 0,
         mode = excluded.mode;

@@ -532,3 +532,31 @@ func TestAgentQueriesReturnAgentColumns(t *testing.T) {
 		require.Equal(t, want, columns(q), name)
 	}
 }
+
+// A slot handed to a woken waiter (its timer queued, naming the agent) is
+// taken in the snapshot as the unit of work counts it: a newcomer sees
+// the agent full and waits, rather than trying a slot it would be
+// refused.
+func TestSnapshotCountsSlotsBeingHandedOver(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, _, err := b.r.Register(b.ctx, domain.AgentRegistration{AgentID: "two", Capabilities: []string{"doc:parse"},
+		Endpoint: "http://127.0.0.1:1/", TTLSeconds: 30, RolloutPercent: 100, MaxConcurrent: 2}, domain.Metadata{Actor: "test"})
+	require.NoError(t, err)
+	b.prove(t, "two")
+	_, err = b.r.pool.Exec(b.ctx, `INSERT INTO agent_slots (job_id, namespace, agent_id, attempt) VALUES (gen_random_uuid(), 'default', 'two', 1)`)
+	require.NoError(t, err)
+	route := func() domain.RouteResult {
+		t.Helper()
+		require.NoError(t, b.r.Snapshot().Refresh(b.ctx))
+		return b.r.Snapshot().Route(domain.RouteRequest{JobID: "j", Namespace: domain.DefaultNamespace, Capability: "doc:parse"})
+	}
+	require.Equal(t, "two", route().Chosen, "one of two slots held: one free")
+
+	_, err = b.r.pool.Exec(b.ctx, `INSERT INTO job_timers (job_id, attempt, agent_id, phase, due_at, namespace, capability, rank_at)
+		VALUES (gen_random_uuid(), 1, 'two', 'queued', now() + interval '10 seconds', 'default', 'doc:parse', now())`)
+	require.NoError(t, err)
+	r := route()
+	require.Empty(t, r.Chosen, "the other is being handed to a woken waiter")
+	require.True(t, r.AllAtCapacity)
+}

@@ -147,7 +147,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 	case domain.StepStale:
 		return nil
 	case domain.StepWait:
-		return d.waitOn(ctx, run, l, *plan.Timer)
+		return d.waitOn(ctx, run, l, *plan.Timer, in.Route.AllAtCapacity)
 	case domain.StepNoAgent:
 		return d.events.InTx(ctx, func(tx pgx.Tx) error {
 			if err := d.jobs.AppendTx(ctx, tx, l, plan.Effects, plan.Events...); err != nil {
@@ -219,7 +219,7 @@ func (d *Dispatcher) capacityWait(ns string) time.Duration {
 // another process took first.
 func (d *Dispatcher) waitForSlot(ctx context.Context, run Run, l *jobstore.Loaded) error {
 	return d.waitOn(ctx, run, l, domain.WaitTimer(&l.Job, run.Attempt, true, run.WaitingSince, d.cfg.Now().UTC(),
-		d.capacityWait(l.Namespace), l.RouteWait(d.cfg.RouteWait)))
+		d.capacityWait(l.Namespace), l.RouteWait(d.cfg.RouteWait)), true)
 }
 
 // span is the context and span of one dispatch of attempt of l, with the
@@ -267,18 +267,12 @@ func (d *Dispatcher) route(l *jobstore.Loaded, prefer string) (domain.RouteResul
 		// know yet, and the unit of work counts its slots exactly.
 		req.IgnoreCapacity = true
 	}
+	// Every agent full in the snapshot: the attempt waits for a slot
+	// (waitOn), its write checking the exact count. The snapshot counts
+	// slots being handed over as taken, so a free one it missed is rare,
+	// where trying an agent anyway was refused most of the time, two
+	// transactions spent to learn it.
 	route := snap.Route(req).Preferring(prefer)
-	if route.AllAtCapacity {
-		// The snapshot's count of slots may be a moment old (a slot just
-		// given back: this dispatch may be the waiter it woke). The best
-		// agent is tried anyway; the unit of work counts its slots
-		// exactly, and refuses the attempt (ErrNoSlot: it waits) if none
-		// is free.
-		req.IgnoreCapacity = true
-		if exact := snap.Route(req); exact.Chosen != "" {
-			route = exact
-		}
-	}
 	if route.Chosen == "" {
 		return route, nil
 	}
@@ -305,10 +299,25 @@ func excluded(l *jobstore.Loaded) []string {
 }
 
 // waitOn sets the attempt's retry timer t and completes the River job.
-func (d *Dispatcher) waitOn(ctx context.Context, run Run, l *jobstore.Loaded, t domain.Timer) error {
+// forSlot says it waits because every agent that could take it looked
+// full: its write checks the exact count, and a slot free after all wakes
+// the most urgent waiter (jobstore.Write.WaitsAtSubmit). A direct run's
+// wait shares the writer's transaction, whose commit hands a woken waiter
+// to this process at once.
+func (d *Dispatcher) waitOn(ctx context.Context, run Run, l *jobstore.Loaded, t domain.Timer, forSlot bool) error {
+	held := *l // the fold goes on unchanged: a timer is no event
+	forSlot = forSlot && t.Capability != ""
+	if run.Complete == nil {
+		return d.jobs.Write(ctx, &jobstore.Write{L: &held, Effects: domain.Effects{Timer: &t}, WaitsAtSubmit: forSlot})
+	}
 	return d.events.InTx(ctx, func(tx pgx.Tx) error {
-		held := *l // the fold goes on unchanged: a timer is no event
-		if err := d.jobs.AppendTx(ctx, tx, &held, domain.Effects{Timer: &t}); err != nil {
+		var err error
+		if forSlot {
+			err = d.jobs.WaitForSlotTx(ctx, tx, &held, t)
+		} else {
+			err = d.jobs.AppendTx(ctx, tx, &held, domain.Effects{Timer: &t})
+		}
+		if err != nil {
 			return err
 		}
 		return run.complete(ctx, tx)

@@ -268,3 +268,52 @@ func TestWaitAtSubmitDealsOutFreeSlots(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"two-slots": 2, "one-slot": 1}, agents, "each agent as many as it has free")
 }
+
+// TestWaitForSlotTxTakesAFreeSlot: a dispatch that found every agent full
+// in the registry's snapshot waits in its own transaction
+// (WaitForSlotTx); should a slot be free after all by the exact count, the
+// commit wakes it (due now, naming the agent), and with none free it
+// waits, naming no agent.
+func TestWaitForSlotTxTakesAFreeSlot(t *testing.T) {
+	t.Parallel()
+	ws := newWokenStore(t)
+	s, pool := ws.Store, ws.pool
+	ctx := context.Background()
+	agentRow(t, s, "one-slot", "doc:parse")
+	wait := func(l *Loaded) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		tm := domain.WaitTimer(&l.Job, l.Attempts+1, true, time.Time{}, time.Now().UTC(), time.Hour, time.Hour)
+		require.NoError(t, s.WaitForSlotTx(ctx, tx, l, tm))
+		require.NoError(t, tx.Commit(ctx))
+	}
+	named := func(id string) string {
+		var agent *string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT agent_id FROM job_timers WHERE job_id = $1`, id).Scan(&agent))
+		if agent == nil {
+			return ""
+		}
+		return *agent
+	}
+
+	holder := newJobOf(t, s, "doc:parse", domain.PriorityNormal)
+	require.NoError(t, takeSlot(s, holder, "one-slot", time.Now()))
+	full := newJobOf(t, s, "doc:parse", domain.PriorityNormal)
+	wait(full)
+	require.Empty(t, named(full.JobID), "the one slot is held: it waits")
+	require.False(t, dueNow(t, s, full.JobID))
+
+	endAttempt(t, s, holder) // the slot goes to the waiter at once
+	require.Equal(t, "one-slot", named(full.JobID))
+	ws.take()
+
+	// A slot free that the snapshot did not show: the wait's own commit wakes it.
+	free := newJobOf(t, s, "doc:parse", domain.PriorityHigh)
+	_, err := pool.Exec(ctx, `DELETE FROM job_timers WHERE job_id = $1`, full.JobID) // the woken one gave up its turn
+	require.NoError(t, err)
+	wait(free)
+	require.Equal(t, "one-slot", named(free.JobID), "woken by its own wait's commit")
+	require.True(t, dueNow(t, s, free.JobID), "due now: the deadline sweep dispatches it")
+}

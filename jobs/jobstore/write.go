@@ -93,10 +93,11 @@ type Write struct {
 	// write commits: a job it ends gets the callback timer, the durable
 	// promise, but no River callback job.
 	CallbackNow bool
-	// WaitsAtSubmit says the write submits a job whose first attempt
-	// waits for a slot at once (its timer), every agent that could take it
-	// looking full in the registry's snapshot: should one have a slot free
-	// after all by the exact count, the commit wakes it as a slot given
+	// WaitsAtSubmit says the write sets the timer of an attempt that
+	// waits for a slot (a submit's first, or one a dispatch found every
+	// agent full for), every agent that could take it looking full in the
+	// registry's snapshot: should one have a slot free after all by the
+	// exact count, the commit wakes the most urgent waiter as a slot given
 	// back would (WakeNewWaitersIfFree).
 	WaitsAtSubmit bool
 	// Key, when set, is the Idempotency-Key the write's new job claims in
@@ -188,7 +189,20 @@ func (w *Write) riverCallback() bool {
 // On any error the caller must roll tx back: the statements go out
 // together, so some of them may have run.
 func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.Effects, evs ...domain.Event) error {
-	w := &Write{L: l, Events: evs, Effects: fx}
+	return s.appendTx(ctx, tx, &Write{L: l, Events: evs, Effects: fx})
+}
+
+// WaitForSlotTx sets t, the timer of an attempt of l that waits for a
+// slot because every agent that could take it looked full in the
+// registry's snapshot, in tx: should one have a slot free after all by the
+// exact count, the commit wakes the most urgent waiter for it (this one
+// or another), as a slot given back would (Write.WaitsAtSubmit).
+func (s *Store) WaitForSlotTx(ctx context.Context, tx pgx.Tx, l *Loaded, t domain.Timer) error {
+	return s.appendTx(ctx, tx, &Write{L: l, Effects: domain.Effects{Timer: &t}, WaitsAtSubmit: t.Capability != ""})
+}
+
+func (s *Store) appendTx(ctx context.Context, tx pgx.Tx, w *Write) error {
+	l := w.L
 	if err := w.Decide(); err != nil {
 		return err
 	}

@@ -133,8 +133,17 @@ SELECT namespace, agent_id, bucket, sum(attempted)::int, sum(succeeded)::int FRO
 WHERE bucket >= date_trunc('minute', $1::timestamptz) - $2::int * interval '1 second' GROUP BY namespace, agent_id, bucket;
 
 -- name: SnapshotInFlight
--- How many attempts of any kind (inline calls, delivered, awaiting input) hold a slot of each agent.
-SELECT namespace, agent_id, count(*) FROM agent_slots GROUP BY namespace, agent_id;
+-- How many slots of each agent are taken: by attempts of any kind (inline
+-- calls, delivered, awaiting input), and handed to woken waiters that have
+-- not taken them yet (their timer names the agent), as the unit of work
+-- counts them. A slot being handed over is not free to a newcomer.
+SELECT namespace, agent_id, sum(n)::bigint FROM (
+    SELECT namespace, agent_id, count(*) AS n FROM agent_slots GROUP BY namespace, agent_id
+    UNION ALL
+    SELECT a.namespace, a.agent_id, (SELECT count(*) FROM job_timers o WHERE o.namespace = a.namespace AND o.agent_id = a.agent_id
+        AND o.capability IS NOT NULL AND (o.phase = 'queued' OR (o.phase = 'retry' AND o.due_at <= now())))
+    FROM agents a WHERE a.max_concurrent > 0
+) AS taken GROUP BY namespace, agent_id HAVING sum(n) > 0;
 
 -- name: FlushHeartbeats
 -- Writes buffered heartbeats in one statement; never moves last_seen_at back, never touches a deregistered agent.

@@ -5,7 +5,7 @@ PKGS := ./...
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: help build run preflight screenshots test test-python test-short bench bench-micro chaos demo fuzz lint lint-openapi fmt vet tidy clean
+.PHONY: help build run preflight screenshots test test-python test-typescript test-short bench bench-micro chaos demo fuzz lint lint-openapi fmt vet tidy clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -37,6 +37,7 @@ test: preflight ## every test, against the real PostgreSQL (each test gets its o
 	$(GO) test -run '^$$' -fuzz FuzzRequests -fuzztime 3000x ./httpapi
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-typescript
 
 # The Python SDK (sdk/python) runs in a virtual environment under build/,
 # made when missing and brought up to date only when its pyproject.toml
@@ -60,6 +61,20 @@ ha-test: ## the failover drill: a pg_auto_failover formation on loopback, submit
 test-python: $(PY_STAMP) build ## the Python SDK: mypy --strict, then pytest against the real service
 	cd sdk/python && ../../$(PY_VENV)/bin/mypy
 	cd sdk/python && AGENTREACH_BIN=$(CURDIR)/bin/agentreach ../../$(PY_VENV)/bin/pytest -q -p no:cacheprovider
+
+# The TypeScript SDK (sdk/typescript): its packages from its lock file
+# (npm ci, run again when package.json or the lock file changes), then
+# npm test: the OpenAPI types' drift check, tsc --strict, the build, and
+# node --test against the real service (a database per test file).
+TS_SDK := sdk/typescript
+TS_STAMP := $(TS_SDK)/node_modules/.installed
+
+$(TS_STAMP): $(TS_SDK)/package.json $(TS_SDK)/package-lock.json
+	cd $(TS_SDK) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test-typescript: $(TS_STAMP) build ## the TypeScript SDK: OpenAPI types drift check, tsc --strict, then node --test against the real service
+	cd $(TS_SDK) && AGENTREACH_BIN=$(CURDIR)/bin/agentreach npm test
 
 demo: build ## a guided run: dev, a fleet with flaky, slow and dead agents, 2000 jobs, the health table
 	./bin/agentreach demo --jobs 2000

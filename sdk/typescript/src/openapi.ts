@@ -878,7 +878,7 @@ export interface components {
             capability_info?: {
                 [key: string]: components["schemas"]["CapabilityDoc"];
             };
-        } | unknown | unknown | unknown;
+        } | Record<string, never> | Record<string, never> | Record<string, never>;
         CapabilityDoc: {
             title?: string;
             description?: string;
@@ -1140,7 +1140,7 @@ export interface components {
             route_wait_ms?: number;
             /** @description How long the answer may wait for the job's end (0-60000; default 0): 200 with the ended job when it ends within it, else 202 as without it. Nothing about the job changes either way. Each key holds at most --waits-per-key waits at once (429 rate_limited past it). */
             wait_ms?: number;
-        } | unknown | unknown;
+        } | Record<string, never> | Record<string, never>;
         Submitted: {
             job_id: string;
             /**
@@ -2549,9 +2549,27 @@ export interface operations {
                             succeeded: number;
                             failed: number;
                             timed_out: number;
+                            dead_lettered?: number;
                             reach_rate?: number | null;
                             success_rate?: number | null;
                             health_score?: number | null;
+                            latency_p50_ms?: number | null;
+                            latency_p95_ms?: number | null;
+                            latency_p99_ms?: number | null;
+                            delivery_p50_ms?: number | null;
+                            delivery_p95_ms?: number | null;
+                            /** @description Under way, not answered yet (an inline call, a 202 waiting for its result, a claim): never a failure. */
+                            pending?: number;
+                            business_success_rate?: number | null;
+                            /** @description Waiting in a pull agent's inbox, in no rate yet. */
+                            unclaimed?: number;
+                            /** @description The calls callers made themselves and reported (lookup mode), counted in the totals too. */
+                            direct?: {
+                                attempted?: number;
+                                delivered?: number;
+                                succeeded?: number;
+                                failed?: number;
+                            };
                         }[];
                     };
                 };

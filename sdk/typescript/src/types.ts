@@ -11,59 +11,16 @@ export type { components, paths };
 type Schemas = components["schemas"];
 
 /**
- * A registration body (`POST /v1/agents`). Written out here: the schema's
- * `anyOf` of required-field lists comes out of openapi-typescript as
- * `{...} | unknown`, which is `unknown`.
+ * A registration body (`POST /v1/agents`): the schema's object, without
+ * the branches of its `anyOf` (which only say which fields are required).
  */
-export interface Registration {
-  card_url?: string;
-  agent_id?: string;
-  namespace?: string;
-  capabilities?: string[];
-  aliases?: string[];
-  endpoint?: string;
-  health_url?: string;
-  protocol?: "http" | "a2a";
-  mode?: "push" | "pull";
-  protocol_version?: string;
-  weight?: number;
-  max_concurrent?: number;
-  version?: string;
-  rollout_percent?: number;
-  ttl_seconds?: number;
-  context?: Record<string, unknown>;
-  metadata?: Record<string, unknown>;
-  capability_info?: Record<string, CapabilityDoc>;
-}
+export type Registration = Exclude<Schemas["Registration"], Record<string, never>>;
 /** What a capability does, for the catalogue that intent resolution reads. */
 export type CapabilityDoc = Schemas["CapabilityDoc"];
 /** An agent as the registry shows it. */
 export type AgentInfo = Schemas["Agent"];
-/**
- * A submit body (`POST /v1/jobs`): `capability` or `intent`, and `payload`.
- * Written out for the same reason as {@link Registration}.
- */
-export interface SubmitRequest {
-  capability?: string;
-  /** The caller's words, resolved to a capability of the namespace's catalogue; not with capability. */
-  intent?: string;
-  payload: unknown;
-  namespace?: string;
-  hint?: string;
-  priority?: "high" | "normal" | "low" | "";
-  timeout_ms?: number;
-  max_attempts?: number;
-  callback_url?: string;
-  parent_job_id?: string;
-  constraints?: { version?: string; protocol?: string; protocol_versions?: string[] };
-  retry_on_failed?: boolean;
-  backoff_base_ms?: number;
-  backoff_max_ms?: number;
-  ordering_key?: string;
-  route_wait_ms?: number;
-  /** How long the answer may wait for the job's end (0-60000): 200 with the ended job, else 202. */
-  wait_ms?: number;
-}
+/** A submit body (`POST /v1/jobs`): `capability` or `intent`, and `payload`. */
+export type SubmitRequest = Exclude<Schemas["Submit"], Record<string, never>>;
 /** The answer to a submit or a replay. */
 export type Submitted = Schemas["Submitted"];
 /** A job as `GET /v1/jobs/{job_id}` shows it. */

@@ -181,3 +181,13 @@ def test_a_503_is_retried_after_retry_after_and_a_submit_keeps_its_idempotency_k
     with Client("http://127.0.0.1:9", http=httpx.Client(transport=httpx.MockTransport(handler))) as c:
         sub = c.submit("cap", {"a": 1})
     assert sub.job_id == "j1" and len(seen) == 3 and len(set(seen)) == 1
+
+
+def test_a_token_forgotten_before_registering_again_still_verifies_deliveries() -> None:
+    from agentreach import Agent
+
+    agent = Agent("forgetful", server_url="http://127.0.0.1:9")
+    agent._token = "tok-old"
+    agent._forget_token()
+    assert agent._token == ""
+    assert agent.signing_tokens() == ["tok-old"], "deliveries signed for the old token still verify"

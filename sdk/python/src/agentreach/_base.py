@@ -354,6 +354,13 @@ class AgentBase:
         if self._wake_heartbeat is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._wake_heartbeat.set)
 
+    def _forget_token(self) -> None:
+        """Drops the current token before registering again; deliveries signed for it
+        meanwhile still verify (it becomes the previous one)."""
+        if self._token:
+            self._previous_token = self._token
+        self._token = ""
+
     def signing_tokens(self) -> list[str]:
         """The tokens deliveries may be signed for: the current one and the one before a re-registration."""
         return [t for t in (self._token, self._previous_token) if t]
@@ -507,7 +514,7 @@ class AgentBase:
             # registration replaced our token. Either way, register again.
             log.info("agentreach: the registry does not know %s any more (%s); registering again",
                      self.agent_id, e.code)
-            self._token = ""
+            self._forget_token()
             return
         except (APIError, TransportError) as e:
             log.warning("agentreach: heartbeat of %s: %s", self.agent_id, e)

@@ -204,7 +204,7 @@ class Worker(AgentBase):
                 # The registry lost us (or replaced our token): the heartbeat
                 # task registers again; wait for it.
                 self._registered.clear()
-                self._token = ""
+                self._forget_token()
                 if self._wake_heartbeat is not None:
                     self._wake_heartbeat.set()
                 continue

@@ -92,6 +92,12 @@ type agentResponse struct {
 	// PausedUntil: the agent asked for no work until then (it answered a
 	// delivery 429 or 503 with Retry-After); only while it lasts.
 	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	// LastProbeError is why the agent's last probe failed, at
+	// LastProbeAt; NextProbeAt is about when a PROBING agent is probed
+	// again (domain.ProbeInterval: 1 s, 2 s, 4 s ... 30 s).
+	LastProbeError string     `json:"last_probe_error,omitempty"`
+	LastProbeAt    *time.Time `json:"last_probe_at,omitempty"`
+	NextProbeAt    *time.Time `json:"next_probe_at,omitempty"`
 	// InboxDepth is how many attempts wait in a pull agent's inbox,
 	// unclaimed (pull agents only, in GET /v1/agents and /v1/agents/{id}).
 	InboxDepth *int `json:"inbox_depth,omitempty"`
@@ -171,7 +177,18 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
 		StateChangedAt: a.StateChangedAt.UTC(), InFlight: snap.InFlight(a.Key()), Breaker: br,
 		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3, PausedUntil: pausedNow(a.PausedUntil),
+		LastProbeError: a.LastProbeError, LastProbeAt: a.LastProbeAt, NextProbeAt: nextProbe(a),
 	}
+}
+
+// nextProbe is about when a PROBING push agent that has not passed its
+// probe is probed again (nil otherwise, or when none ran yet).
+func nextProbe(a *registry.Agent) *time.Time {
+	if a.State != domain.AgentProbing || a.ProbeOK || a.Pull() || a.LastProbeAt == nil {
+		return nil
+	}
+	next := a.LastProbeAt.Add(domain.ProbeInterval(a.LastProbeAt.Sub(a.StateChangedAt))).UTC()
+	return &next
 }
 
 // pausedNow is until while it is still ahead (a pause that ended shows no more).

@@ -218,6 +218,10 @@ type Agent struct {
 	RecentRestarts int
 	ProbeStreak    int
 	breakerOpen    bool // as last recorded on its stream
+	// LastProbeError is why the last probe failed ("" when it passed, or
+	// none ran), at LastProbeAt (nil: never probed).
+	LastProbeError string
+	LastProbeAt    *time.Time
 	// PausedUntil: the agent asked for no work until then (a 429 or 503
 	// with Retry-After); nil when it never did.
 	PausedUntil    *time.Time
@@ -287,7 +291,7 @@ func scanAgent(row pgx.Row) (*Agent, error) {
 		&a.ProbeOK, &a.ReportedInFlight, &a.tokenHash, &a.RegisteredAt, &a.LastSeenAt, &a.LeaseExpiresAt, &a.StateChangedAt,
 		&a.StreamVersion, &a.Deregistered, &a.prevTokenHash, &a.prevTokenUntil, &a.Hold,
 		&a.ReportedQueueLength, &a.ReportedErrorRate, &a.ReportedPoolUsage, &a.ProtocolVersion, &a.RecentRestarts, &a.ProbeStreak, &a.breakerOpen, &a.Mode,
-		&a.PausedUntil)
+		&a.PausedUntil, &a.LastProbeError, &a.LastProbeAt)
 	if err != nil {
 		return nil, err
 	}

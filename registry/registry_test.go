@@ -321,7 +321,7 @@ func TestProbeAdmitsOnlyHealthyInstance(t *testing.T) {
 	require.Equal(t, domain.RouteRejectState, res.Rejected[0].Reason)
 
 	probe := func() error { return b.r.ProbeInstance(b.ctx, key("p1"), a.InstanceID, "river:1") }
-	require.Error(t, probe(), "a failing health URL fails the probe (River retries it)")
+	require.NoError(t, probe(), "a failing health URL fails the probe: recorded, its River job completes")
 	require.Equal(t, domain.AgentProbing, b.state(t, "p1"))
 
 	healthy.Store(true)
@@ -524,7 +524,7 @@ func TestAgentQueriesReturnAgentColumns(t *testing.T) {
 		return out
 	}
 	want := columns(qLoadAgent)
-	require.Len(t, want, 37)
+	require.Len(t, want, 39)
 	for name, q := range map[string]string{
 		"LoadAgentForUpdate": qLoadAgentForUpdate, "ListAgents": qListAgents, "AgentByToken": qAgentByToken,
 		"LockLiveAgents": qLockLiveAgents, "SnapshotAgents": qSnapshotAgents,
@@ -559,4 +559,33 @@ func TestSnapshotCountsSlotsBeingHandedOver(t *testing.T) {
 	r := route()
 	require.Empty(t, r.Chosen, "the other is being handed to a woken waiter")
 	require.True(t, r.AllAtCapacity)
+}
+
+// A failed probe is recorded on the agent (its error, its time) and
+// answers no error (its River job completes); a probe that passes clears
+// the error.
+func TestProbeOutcomeIsRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ok atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !ok.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	a, _ := b.register(t, "probed", 30, srv.URL+"/")
+	require.NoError(t, b.r.ProbeInstance(b.ctx, a.Key(), a.InstanceID, "test"), "a failed probe is a finished probe")
+	got, err := b.r.Get(b.ctx, a.Key())
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentProbing, got.State)
+	require.Contains(t, got.LastProbeError, "answered 503")
+	require.NotNil(t, got.LastProbeAt)
+
+	ok.Store(true)
+	require.NoError(t, b.r.ProbeInstance(b.ctx, a.Key(), a.InstanceID, "test"))
+	got, err = b.r.Get(b.ctx, a.Key())
+	require.NoError(t, err)
+	require.Equal(t, domain.AgentHealthy, got.State)
+	require.Empty(t, got.LastProbeError)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +20,7 @@ import (
 var (
 	qLockLiveAgents = queries.Must("LockLiveAgents")
 	qSetProbeStreak = queries.Must("SetProbeStreak")
+	qRecordProbe    = queries.Must("RecordProbe")
 	qSetBreakerOpen = queries.Must("SetBreakerOpen")
 )
 
@@ -61,10 +63,25 @@ func (r *Registry) ProbeInstance(ctx context.Context, k domain.AgentKey, instanc
 		return nil // a stale probe: the agent moved on
 	}
 	if err := r.probe(ctx, a); err != nil {
-		if a.ProbeStreak > 0 {
-			_, _ = r.pool.Exec(ctx, qSetProbeStreak, a.Namespace, a.AgentID, 0) // a flapping agent starts over
+		// A failed probe is a finished one: the agent keeps its error for
+		// whoever asks why it is PROBING, a flapping agent starts its
+		// streak over, and the probe's River job completes (a discarded
+		// one would not hold back the next within its period, and the
+		// backoff of domain.ProbeInterval would not hold).
+		r.logger.DebugContext(ctx, "probe failed", "agent_id", a.AgentID, "namespace", a.Namespace, "err", err)
+		msg := err.Error()
+		if len(msg) > 500 {
+			msg = strings.ToValidUTF8(msg[:500], "")
 		}
-		return fmt.Errorf("probe agent %s: %w", a.AgentID, err)
+		if _, werr := r.pool.Exec(ctx, qRecordProbe, a.Namespace, a.AgentID, msg, r.now().UTC()); werr != nil {
+			return fmt.Errorf("record the failed probe of agent %s: %w", a.AgentID, werr)
+		}
+		return nil
+	}
+	if a.LastProbeError != "" {
+		if _, err := r.pool.Exec(ctx, qRecordProbe, a.Namespace, a.AgentID, "", r.now().UTC()); err != nil {
+			return fmt.Errorf("record the probe of agent %s: %w", a.AgentID, err)
+		}
 	}
 	if need := domain.ProbesNeeded(a.RecentRestarts); a.ProbeStreak+1 < need {
 		// A flapping agent must pass several probes in a row.

@@ -392,3 +392,67 @@ func TestBadRegistrations(t *testing.T) {
 	e, a, j := counts()
 	require.Equal(t, []int{e0 + 2, a0 + 1, j0 + 1}, []int{e, a, j})
 }
+
+// An agent whose probes fail says why it is PROBING (the last probe's
+// error, when it was, about when the next comes), and its probes back
+// off (1 s, 2 s, 4 s ...): a failed probe is a finished River job, not a
+// discarded one that let the next in at once (it used to probe every
+// second).
+func TestFailingProbesBackOffAndSayWhy(t *testing.T) {
+	t.Parallel()
+	svc, dsn := service(t)
+	base := svc.m.URL()
+	healthy := make(chan bool, 1)
+	healthy <- false
+	var probes atomic.Int32
+	health := newSwitchServerCounting(t, healthy, &probes)
+	body := fmt.Sprintf(`{"agent_id":"mute","capabilities":["t.mute"],"endpoint":%q,"health_url":%q,"ttl_seconds":30}`,
+		health.URL+"/work", health.URL+"/health")
+	postJSON(t, base+"/v1/agents", body, http.StatusCreated, nil)
+	registered := time.Now()
+
+	type probeJSON struct {
+		State          string     `json:"state"`
+		LastProbeError string     `json:"last_probe_error"`
+		LastProbeAt    *time.Time `json:"last_probe_at"`
+		NextProbeAt    *time.Time `json:"next_probe_at"`
+	}
+	var a probeJSON
+	waitFor(t, 20*time.Second, "the agent says why its probe failed", func() bool {
+		code, b := call(t, http.MethodGet, base+"/v1/agents/mute", "", "")
+		require.Equal(t, http.StatusOK, code, b)
+		require.NoError(t, json.Unmarshal([]byte(b), &a))
+		return a.LastProbeError != ""
+	})
+	require.Equal(t, "PROBING", a.State)
+	require.Contains(t, a.LastProbeError, "503")
+	require.NotNil(t, a.LastProbeAt)
+	require.NotNil(t, a.NextProbeAt)
+	require.False(t, a.NextProbeAt.Before(*a.LastProbeAt))
+
+	// Ten seconds of PROBING: a probe every second would be ten or more;
+	// backing off 1, 2, 4, 8 s it is about six (periods are aligned to the
+	// clock, so one more may slip in at a boundary).
+	for time.Since(registered) < 10*time.Second {
+		time.Sleep(100 * time.Millisecond) // the window measured
+	}
+	got := probes.Load()
+	require.GreaterOrEqual(t, got, int32(3), "it is still probed")
+	require.LessOrEqual(t, got, int32(7), "probes back off")
+	pool, err := pgxpool.New(t.Context(), dsn)
+	require.NoError(t, err)
+	defer pool.Close()
+	var discarded int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = 'agent_probe' AND state = 'discarded'`).Scan(&discarded))
+	require.Zero(t, discarded, "a failed probe completes: River UI stays readable")
+
+	<-healthy
+	healthy <- true
+	waitState(t, base, "mute", "HEALTHY", 40*time.Second)
+	code, b := call(t, http.MethodGet, base+"/v1/agents/mute", "", "")
+	require.Equal(t, http.StatusOK, code)
+	a = probeJSON{}
+	require.NoError(t, json.Unmarshal([]byte(b), &a))
+	require.Empty(t, a.LastProbeError, "a probe passed")
+	require.Nil(t, a.NextProbeAt)
+}

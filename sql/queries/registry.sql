@@ -9,7 +9,8 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until,
+       coalesce(last_probe_error, ''), last_probe_at
 FROM agents WHERE namespace = $1 AND agent_id = $2;
 
 -- name: LoadAgentForUpdate
@@ -18,7 +19,8 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until,
+       coalesce(last_probe_error, ''), last_probe_at
 FROM agents WHERE namespace = $1 AND agent_id = $2 FOR UPDATE;
 
 -- name: ListAgents
@@ -27,7 +29,8 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until,
+       coalesce(last_probe_error, ''), last_probe_at
 FROM agents
 WHERE NOT deregistered
   AND ($1 = '' OR namespace = $1)
@@ -69,7 +72,8 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until,
+       coalesce(last_probe_error, ''), last_probe_at
 FROM agents
 WHERE token_hash = $1 OR prev_token_hash = $1 ORDER BY deregistered LIMIT 1;
 
@@ -110,7 +114,8 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until,
+       coalesce(last_probe_error, ''), last_probe_at
 FROM agents
 WHERE NOT deregistered AND state <> 'OFFLINE' ORDER BY namespace, agent_id FOR UPDATE SKIP LOCKED;
 
@@ -120,7 +125,8 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
        weight, max_concurrent, version, rollout_percent, ttl_seconds, context, metadata, state, instance_id::text,
        probe_ok, reported_in_flight, token_hash, registered_at, last_seen_at, lease_expires_at, state_changed_at,
        stream_version, deregistered, prev_token_hash, prev_token_expires_at, hold,
-       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until
+       reported_queue_length, reported_error_rate, reported_pool_usage, protocol_version, recent_restarts, probe_streak, breaker_open, mode, paused_until,
+       coalesce(last_probe_error, ''), last_probe_at
 FROM agents WHERE NOT deregistered;
 
 -- name: SnapshotAttempts
@@ -179,6 +185,12 @@ WHERE namespace = $1 AND agent_id = $2;
 -- name: SetProbeStreak
 -- Counts a flapping agent's probes passed in a row (0 after a failure).
 UPDATE agents SET probe_streak = $3 WHERE namespace = $1 AND agent_id = $2;
+
+-- name: RecordProbe
+-- The outcome of a probe of agent $1/$2: its error ('' when it passed) at $4; a failure starts a flapping agent's streak over.
+UPDATE agents SET last_probe_error = NULLIF($3, ''), last_probe_at = $4,
+    probe_streak = CASE WHEN $3 = '' THEN probe_streak ELSE 0 END
+WHERE namespace = $1 AND agent_id = $2;
 
 -- name: SetBreakerOpen
 -- Records whether the agent's breaker is open, with the version of the event that said so.

@@ -1052,6 +1052,18 @@ export interface components {
              * @description The agent asked for no work until then: it answered a delivery 429 or 503 with Retry-After. Shown only while the pause lasts; no failure is counted.
              */
             paused_until?: string;
+            /** @description Why the agent's last probe (GET of its health URL or endpoint) failed; absent once one passed. */
+            last_probe_error?: string;
+            /**
+             * Format: date-time
+             * @description When the agent was last probed.
+             */
+            last_probe_at?: string;
+            /**
+             * Format: date-time
+             * @description About when a PROBING agent is probed again: probes back off 1 s, 2 s, 4 s ... 30 s the longer it has been PROBING.
+             */
+            next_probe_at?: string;
             recovery?: {
                 /** Format: date-time */
                 last_recovered_at?: string | null;

@@ -43,9 +43,44 @@ type submitRequest struct {
 }
 
 type submitResponse struct {
-	JobID   string `json:"job_id"`
-	Status  string `json:"status"`
-	TraceID string `json:"trace_id"`
+	JobID    string    `json:"job_id"`
+	Status   string    `json:"status"`
+	TraceID  string    `json:"trace_id"`
+	Warnings []warning `json:"warnings,omitempty"`
+}
+
+// warning is something the caller of an accepted request should know: the
+// job is accepted all the same.
+type warning struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// submitWarnings says, from the router's view (a moment old at most),
+// why the job just accepted may wait: no registered agent of its
+// namespace offers its capability, or every one that does is unavailable.
+func (s *Server) submitWarnings(sub domain.Submitted) []warning {
+	if sub.Capability == "" {
+		return nil
+	}
+	res := s.deps.Agents.Snapshot().Route(domain.RouteRequest{Namespace: sub.Namespace, Capability: sub.Capability})
+	bound := "its route_wait_ms"
+	if sub.RouteWaitMS == 0 {
+		bound = "the service's route wait (route_wait_ms)"
+	}
+	switch {
+	case res.Chosen != "" || res.AllAtCapacity:
+		return nil
+	case len(res.Rejected) == 0:
+		return []warning{{Code: "no_agent", Message: fmt.Sprintf(
+			"no registered agent of namespace %s offers %s: the job waits for one for %s, then its attempt is spent as no_agent",
+			sub.Namespace, sub.Capability, bound)}}
+	case res.Unavailable():
+		return []warning{{Code: "all_unavailable", Message: fmt.Sprintf(
+			"every agent of namespace %s offering %s is unavailable now (probing, down, draining, paused or its breaker open): the job waits for one for %s",
+			sub.Namespace, sub.Capability, bound)}}
+	}
+	return nil
 }
 
 // DecodeSubmit turns a submit body into a checked submission for
@@ -126,7 +161,7 @@ func (s *Server) submitJob(c *gin.Context) {
 			return
 		} // else answered as without wait_ms: the job was accepted
 	}
-	c.JSON(http.StatusAccepted, submitResponse{JobID: res.JobID, Status: string(res.Status), TraceID: res.TraceID})
+	c.JSON(http.StatusAccepted, submitResponse{JobID: res.JobID, Status: string(res.Status), TraceID: res.TraceID, Warnings: s.submitWarnings(sub)})
 }
 
 // reserveWait checks wait_ms (0 to jobwait.MaxWait) and takes one of the

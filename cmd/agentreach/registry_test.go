@@ -456,3 +456,43 @@ func TestFailingProbesBackOffAndSayWhy(t *testing.T) {
 	require.Empty(t, a.LastProbeError, "a probe passed")
 	require.Nil(t, a.NextProbeAt)
 }
+
+// A submit says in its 202 why the job will wait: no registered agent
+// offers the capability (no_agent), or every one that does is
+// unavailable (all_unavailable, a PROBING agent here); a routable agent
+// gets no warning. The job is accepted each time.
+func TestSubmitWarnsWhyTheJobWillWait(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	warnings := func() []any {
+		t.Helper()
+		code, out := submit(t, base, `{"capability":"t.warned","payload":{},"route_wait_ms":60000}`)
+		require.Equal(t, http.StatusAccepted, code, "%v", out)
+		w, _ := out["warnings"].([]any)
+		return w
+	}
+	code := func(w []any) string {
+		t.Helper()
+		require.Len(t, w, 1)
+		m := w[0].(map[string]any)
+		require.NotEmpty(t, m["message"])
+		return m["code"].(string)
+	}
+	require.Equal(t, "no_agent", code(warnings()))
+
+	healthy := make(chan bool, 1)
+	healthy <- false
+	var probes atomic.Int32
+	health := newSwitchServerCounting(t, healthy, &probes)
+	postJSON(t, base+"/v1/agents", fmt.Sprintf(`{"agent_id":"warned","capabilities":["t.warned"],"endpoint":%q,"health_url":%q,"ttl_seconds":30}`,
+		health.URL+"/work", health.URL+"/health"), http.StatusCreated, nil)
+	waitFor(t, 10*time.Second, "the router sees the PROBING agent", func() bool {
+		w := warnings()
+		return len(w) == 1 && w[0].(map[string]any)["code"] == "all_unavailable"
+	})
+	<-healthy
+	healthy <- true
+	waitState(t, base, "warned", "HEALTHY", 30*time.Second)
+	waitFor(t, 10*time.Second, "no warning once the agent is routable", func() bool { return len(warnings()) == 0 })
+}

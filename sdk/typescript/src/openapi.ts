@@ -1161,6 +1161,12 @@ export interface components {
              */
             status: "SUBMITTED" | "AWAITING_APPROVAL" | "DELIVERED" | "AWAITING_INPUT" | "TIMEOUT" | "SUCCESS" | "FAILED" | "DEAD_LETTER" | "CANCELLED" | "REJECTED";
             trace_id: string;
+            /** @description Why the accepted job may wait, from the router's view a moment ago: no_agent (no registered agent of the namespace offers the capability) or all_unavailable (every one that does is probing, down, draining, paused or has its breaker open). The job is accepted all the same. */
+            warnings?: {
+                /** @enum {string} */
+                code: "no_agent" | "all_unavailable";
+                message: string;
+            }[];
         };
         Job: {
             job_id: string;

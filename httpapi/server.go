@@ -185,7 +185,7 @@ func New(deps Deps) *gin.Engine {
 	v1.GET("/policies/retention", admin, s.getRetention)
 	v1.PUT("/policies/retention", admin, s.setRetention)
 	if deps.Extra != nil {
-		deps.Extra(r, browserSignIn, admin, everyNamespace)
+		deps.Extra(r, s.browserSignIn, admin, everyNamespace)
 	}
 	return r
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,8 +26,19 @@ import (
 // none: typed by the user), or, from a browser too old to send it, Origin
 // must name this host. Else the request is as one without a key.
 
-// SessionCookie is the name of the dashboard's sign-in cookie.
+// SessionCookie is the name of the dashboard's sign-in cookie, followed
+// by "_" and the port the browser reached the service on (cookieName).
 const SessionCookie = "agentreach_session"
+
+// cookieName is the sign-in cookie's name for r: a browser keeps cookies
+// per host, not per port, so two local servers (make run and make demo on
+// 127.0.0.1) would overwrite each other's sign-in under one name.
+func cookieName(r *http.Request) string {
+	if _, port, err := net.SplitHostPort(r.Host); err == nil && port != "" {
+		return SessionCookie + "_" + port
+	}
+	return SessionCookie
+}
 
 // sessionFor bounds how long a browser keeps a key (a key that expires
 // sooner ends the cookie with it).
@@ -73,7 +85,7 @@ func (s *Server) createSession(c *gin.Context) {
 	if exp := p.ExpiresAt(); exp != nil {
 		age = min(age, time.Until(*exp))
 	}
-	http.SetCookie(c.Writer, &http.Cookie{Name: SessionCookie, Value: key, Path: "/", MaxAge: int(age.Seconds()),
+	http.SetCookie(c.Writer, &http.Cookie{Name: cookieName(c.Request), Value: key, Path: "/", MaxAge: int(age.Seconds()),
 		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode})
 	c.JSON(http.StatusOK, sessionOf(p, s.deps.Insecure))
 }
@@ -81,7 +93,7 @@ func (s *Server) createSession(c *gin.Context) {
 // deleteSession signs the browser out: DELETE /v1/session. It needs no
 // key: forgetting one is always allowed.
 func (s *Server) deleteSession(c *gin.Context) {
-	http.SetCookie(c.Writer, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
+	http.SetCookie(c.Writer, &http.Cookie{Name: cookieName(c.Request), Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode})
 	c.Status(http.StatusNoContent)
 }
@@ -101,7 +113,7 @@ func credential(c *gin.Context) (key string, fromCookie bool) {
 	if h != "" {
 		return "", false
 	}
-	ck, err := c.Request.Cookie(SessionCookie)
+	ck, err := c.Request.Cookie(cookieName(c.Request))
 	if err != nil || ck.Value == "" || !sameOrigin(c.Request) {
 		return "", false
 	}
@@ -132,8 +144,8 @@ func sameOrigin(r *http.Request) bool {
 // browserSignIn sends a browser that opens River UI without a key to the
 // dashboard's sign-in, which comes back here once the key is set; every
 // other request goes on to the chain that checks the key.
-func browserSignIn(c *gin.Context) {
-	if key, _ := credential(c); key == "" && c.Request.Method == http.MethodGet &&
+func (s *Server) browserSignIn(c *gin.Context) {
+	if key, _ := credential(c); key == "" && !s.deps.Insecure && c.Request.Method == http.MethodGet &&
 		strings.Contains(c.GetHeader("Accept"), "text/html") {
 		c.Redirect(http.StatusFound, "/dashboard/?next="+url.QueryEscape(c.Request.URL.Path))
 		c.Abort()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -560,6 +561,9 @@ func TestSessionCookie(t *testing.T) {
 	svc := securedService(t, nil)
 	base := svc.m.URL()
 	reader, _ := createKey(t, base, testAdminKey, `{"namespace":"default","scopes":["jobs:read"]}`)
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	port := u.Port()
 
 	code, out := call(t, http.MethodGet, base+"/v1/session", "", "")
 	require.Equal(t, http.StatusUnauthorized, code, out)
@@ -578,7 +582,7 @@ func TestSessionCookie(t *testing.T) {
 		require.NotContains(t, string(body), key, "the answer never shows the key")
 		var ck *http.Cookie
 		for _, c := range resp.Cookies() {
-			if c.Name == "agentreach_session" {
+			if c.Name == "agentreach_session_"+port { // named by port: two local servers keep their own
 				ck = c
 			}
 		}
@@ -610,6 +614,10 @@ func TestSessionCookie(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, out)
 	require.JSONEq(t, `{"key_id":"bootstrap","namespace":"*","scopes":["admin"],"authentication":"on","river_ui":true}`, out)
 	readerCk := signIn(reader)
+	other := *admin // the sign-in of a server on another port of the same host
+	other.Name = "agentreach_session_1"
+	code, _ = withCookie(&other, http.MethodGet, "/v1/session", nil)
+	require.Equal(t, http.StatusUnauthorized, code, "another port's sign-in is not this server's")
 	code, out = withCookie(readerCk, http.MethodGet, "/v1/session", nil)
 	require.Equal(t, http.StatusOK, code, out)
 	require.Contains(t, out, `"river_ui":false`)
@@ -657,4 +665,22 @@ func TestSessionCookie(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	require.Len(t, resp.Cookies(), 1)
 	require.Negative(t, resp.Cookies()[0].MaxAge)
+}
+
+// Under --insecure River UI opens without a key: there is no sign-in to
+// send a browser to (it used to redirect to the dashboard, which never
+// sent it back).
+func TestRiverUIOpensUnderInsecure(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	req, err := http.NewRequest(http.MethodGet, svc.m.URL()+"/riverui/", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml")
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "location %q", resp.Header.Get("Location"))
+	require.Contains(t, strings.ToLower(string(body)), "<html")
 }

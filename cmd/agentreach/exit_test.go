@@ -129,8 +129,8 @@ func TestHelpAndUsageExitStatuses(t *testing.T) {
 	}
 	_, out, _ := runMain(t, env, "agents", "-h")
 	require.Contains(t, out, "agentreach agents drain AGENT_ID", "agents -h names its subcommands")
-	_, _, errOut = runMain(t, env, "dig", "-h")
-	require.Contains(t, errOut, "agentreach dig AGENT_ID", "dig -h says it takes an agent id")
+	_, out, _ = runMain(t, env, "dig", "-h")
+	require.Contains(t, out, "agentreach dig AGENT_ID", "dig -h says it takes an agent id (on stdout: it was asked for)")
 	_, out, _ = runMain(t, env, "jobs", "-h")
 	require.Contains(t, out, "agentreach jobs submit --capability C")
 	require.Contains(t, out, "exits 3 when the job ends in another status than SUCCESS")
@@ -174,7 +174,7 @@ func TestProjectionsRebuildNamesItsDatabase(t *testing.T) {
 	require.Contains(t, errOut, "--database-url or DATABASE_URL")
 	require.Contains(t, errOut, "does not guess")
 
-	_, _, help := runMain(t, map[string]string{}, "projections", "rebuild", "-h")
+	_, help, _ := runMain(t, map[string]string{}, "projections", "rebuild", "-h")
 	require.Contains(t, help, "-database-url")
 	require.Contains(t, help, "-json")
 	require.NotContains(t, help, "-rate-limit", "only its own flags")

@@ -43,7 +43,7 @@ Usage:
   agentreach serve     run the service against DATABASE_URL
   agentreach dev       zero-setup: find or start a PostgreSQL, migrate, serve
   agentreach migrate   apply database migrations and exit
-  agentreach agents    list registered agents (--json)
+  agentreach agents    list registered agents (--json; --watch redraws it as it changes)
   agentreach agents drain|down|up|update ID   an operator's action on an agent (--reason; update: --weight, ...)
   agentreach dig ID    everything about one agent: state, lease, breaker, route hits (--json)
   agentreach mock-agent  run a test agent with a chosen behaviour (see -h)
@@ -51,14 +51,18 @@ Usage:
   agentreach projections rebuild [NAME]  rebuild read models from the event log
   agentreach archive verify|import DIR    check an archive of dropped history, or load it into a database
   agentreach keys create|list|revoke      API keys (admin)
-  agentreach jobs submit|get|list|events|cancel|replay   submit and follow jobs (--json)
+  agentreach jobs submit|get|list|events|cancel|replay   submit and follow jobs (--json; events --follow)
   agentreach bench     measure throughput and latency against pgbench and River on this machine
   agentreach chaos     kill processes and the database mid-run, then verify nothing was lost
   agentreach verify    check the invariants of every job in a database
   agentreach demo      a guided run: dev, a mixed fleet, a few thousand jobs, the health table
-  agentreach version   print the version
+  agentreach completion bash|zsh   print a shell completion script: source <(agentreach completion bash)
+  agentreach version   print the version (also --version)
 
-Run "agentreach COMMAND -h" for a command's flags.
+Run "agentreach COMMAND -h" (or "agentreach help COMMAND") for a command's
+flags. Help asked for goes to stdout; a usage mistake prints it to stderr.
+Exit status: 0 done, 1 an error, 2 a usage mistake. Colours only on a
+terminal, and never with NO_COLOR set or --json.
 `
 
 func main() {
@@ -128,6 +132,11 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	case "projections":
 		return m.runProjections(ctx, rest)
 	case "archive":
+		if len(rest) == 0 { // a usage mistake: its help to stderr
+			onStderr := *m
+			onStderr.Stdout = m.Stderr
+			return onStderr.runArchive(ctx, rest)
+		}
 		return m.runArchive(ctx, rest)
 	case "keys":
 		return m.runKeys(ctx, rest)
@@ -141,10 +150,18 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return m.runDemo(ctx, rest)
 	case "verify":
 		return m.runVerify(ctx, rest)
-	case "version":
+	case "completion":
+		return cli.Completion(m.cliEnv(), rest, m.completionCommands)
+	case "version", "--version", "-version":
 		fmt.Fprintln(m.Stdout, "agentreach", version)
 		return nil
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
+		if cmd == "help" && len(rest) > 0 && !cli.IsHelp(rest[0]) { // help COMMAND [SUBCOMMAND]: its -h
+			if err := m.Run(ctx, append(rest[:min(len(rest), 2):min(len(rest), 2)], "-h")); !errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return nil
+		}
 		fmt.Fprint(m.Stdout, usage)
 		return nil
 	default:
@@ -301,11 +318,9 @@ func envDuration(m *Main, name string) time.Duration {
 	return d
 }
 
-func (m *Main) newFlagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("agentreach "+name, flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
-	return fs
-}
+// newFlagSet is the flag set of `agentreach name`: its help to stdout when
+// asked for, to stderr with a usage mistake (cli.Env.NewFlagSet).
+func (m *Main) newFlagSet(name string) *flag.FlagSet { return m.cliEnv().NewFlagSet(name) }
 
 func (m *Main) logger(cfg Config) (*slog.Logger, error) {
 	var level slog.Level

@@ -194,8 +194,8 @@ func TestBenchRiver(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	t.Parallel()
-	var errOut bytes.Buffer
-	env := cli.Env{Stdout: io.Discard, Stderr: &errOut, Getenv: func(k string) string { return map[string]string{"DATABASE_URL": "postgres://x"}[k] }}
+	var out bytes.Buffer
+	env := cli.Env{Stdout: &out, Stderr: io.Discard, Getenv: func(k string) string { return map[string]string{"DATABASE_URL": "postgres://x"}[k] }}
 	o, err := parseFlags(env, []string{"--jobs", "10", "--png", "b.png"})
 	require.NoError(t, err)
 	require.Equal(t, options{databaseURL: "postgres://x", duration: 5 * time.Second, jobs: 10, chart: "b.png", openFor: 10 * time.Second, satFor: 20 * time.Second,
@@ -214,7 +214,7 @@ func TestFlags(t *testing.T) {
 	}
 	_, err = parseFlags(env, []string{"-h"})
 	require.Error(t, err)
-	require.Contains(t, errOut.String(), "agentreach bench: measure Agent-Reach against the limits of this machine")
-	require.Contains(t, errOut.String(), "-cpuprofile")
-	require.Contains(t, errOut.String(), "-mutexprofile")
+	require.Contains(t, out.String(), "agentreach bench: measure Agent-Reach against the limits of this machine")
+	require.Contains(t, out.String(), "-cpuprofile")
+	require.Contains(t, out.String(), "-mutexprofile")
 }

@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/sdk/client"
 )
 
 // agentView is the part of the API's agent the CLI shows.
@@ -124,14 +127,17 @@ func NextLeaseChange(state string, lastHeartbeat time.Time, ttl time.Duration, n
 
 const agentsHelp = `agentreach agents: list agents, and an operator's actions on one (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
 
-  agentreach agents [--namespace NS] [--capability C] [--state S]
+  agentreach agents [list] [--namespace NS] [--capability C] [--state S] [--watch]
   agentreach agents drain AGENT_ID [--reason R]   no new work; what it holds finishes, then OFFLINE, until up
   agentreach agents down AGENT_ID [--reason R]    confirm it down: no traffic until up (registrations keep it down)
   agentreach agents up AGENT_ID [--reason R]      end its probe window, or lift a down or a drain
   agentreach agents update AGENT_ID [--weight N] [--rollout-percent N] [--max-concurrent N] [--aliases a,b]
   agentreach dig AGENT_ID                         everything about one agent
 
-An agent id registered in several namespaces is named with --namespace.
+--watch keeps the table on screen, redrawn as the registry changes (the
+service's watch feed, and every 2s), until Ctrl-C; with --json, the list
+on a line of its own each time it changes. An agent id registered in
+several namespaces is named with --namespace.
 Every command takes --server, --key and --json (the service's answer, as
 the API gives it). "agentreach agents COMMAND -h" lists a command's flags.
 
@@ -143,13 +149,15 @@ func usageWith(fs *Flags, text string) *Flags {
 	return fs
 }
 
-// Agents lists agents: agentreach agents [--namespace] [--capability] [--state] [--json].
+// Agents lists agents: agentreach agents [list] [--namespace] [--capability] [--state] [--watch] [--json].
 func Agents(ctx context.Context, env Env, args []string) error {
 	if len(args) > 0 {
 		switch {
 		case IsHelp(args[0]):
 			fmt.Fprint(env.Stdout, agentsHelp)
 			return nil
+		case args[0] == "list":
+			args = args[1:]
 		case args[0] == "drain", args[0] == "down", args[0] == "up", args[0] == "update":
 			return Operate(ctx, env, args[0], args[1:])
 		}
@@ -160,52 +168,174 @@ func Agents(ctx context.Context, env Env, args []string) error {
 	ns := fs.String("namespace", "", "only this namespace")
 	capability := fs.String("capability", "", "only agents with this capability")
 	state := fs.String("state", "", "only agents in this state")
+	watch := fs.Bool("watch", false, "redraw the table as it changes, until Ctrl-C (--json: the list on a line each time it changes)")
 	if err := ParseFlags(fs.FlagSet, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 { // not a list with a word the flag package stopped at
-		return fmt.Errorf("%w: unknown agents command %q: agentreach agents [--namespace NS] [--capability C] [--state S], "+
-			"or agents drain|down|up|update AGENT_ID", ErrUsage, fs.Arg(0))
+		return UsageMistake(fs.FlagSet, fmt.Errorf("%w: unknown agents command %q: agentreach agents [--namespace NS] [--capability C] [--state S], "+
+			"or agents drain|down|up|update AGENT_ID", ErrUsage, fs.Arg(0)))
 	}
 	for k, v := range map[string]string{"namespace": *ns, "capability": *capability, "state": *state} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	var raw json.RawMessage
-	if err := c.Get(ctx, "/v1/agents", q, &raw); err != nil {
+	if *watch {
+		return watchAgents(ctx, env, fs, c, q)
+	}
+	raw, body, err := listAgents(ctx, c, q)
+	if err != nil {
 		return err
 	}
 	if fs.JSON {
 		return PrintRaw(env.Stdout, raw)
 	}
-	var body struct {
-		Agents           []agentView    `json:"agents"`
-		SelfPreservation []preservation `json:"self_preservation"`
+	_, err = io.WriteString(env.Stdout, body.table(env.paletteFor(env.Stdout, false), time.Now()))
+	return err
+}
+
+// agentList is the API's list of agents.
+type agentList struct {
+	Agents           []agentView    `json:"agents"`
+	SelfPreservation []preservation `json:"self_preservation"`
+}
+
+// listAgents answers the API's list of agents with the filters q, raw and
+// read.
+func listAgents(ctx context.Context, c *Client, q url.Values) (json.RawMessage, agentList, error) {
+	var raw json.RawMessage
+	if err := c.Get(ctx, "/v1/agents", q, &raw); err != nil {
+		return nil, agentList{}, err
 	}
+	var body agentList
 	if err := json.Unmarshal(raw, &body); err != nil {
-		return err
+		return nil, agentList{}, fmt.Errorf("the service's list of agents: %w", err)
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tNAMESPACE\tMODE\tSTATE\tIN-FLIGHT\tINBOX\tBREAKER\tLAST HEARTBEAT\tCAPABILITIES")
-	for _, a := range body.Agents {
-		inbox := "-" // a push agent has no inbox
-		if a.pull() {
-			inbox = fmt.Sprint(a.inboxDepth())
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AgentID, a.Namespace, a.mode(), a.State, a.InFlight, inbox,
-			a.Breaker.State, Ago(a.LastHeartbeatAt), strings.Join(a.Capabilities, ","))
+	return raw, body, nil
+}
+
+// table is the list as agents prints it: a row per agent, then the open
+// self-preservation episodes.
+func (l agentList) table(p palette, now time.Time) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "AGENT\tNAMESPACE\tMODE\t%s\tIN-FLIGHT\tINBOX\t%s\tLAST HEARTBEAT\tCAPABILITIES\n", p.cell("STATE"), p.cell("BREAKER"))
+	for _, a := range l.Agents {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AgentID, a.Namespace, a.mode(), p.cell(a.State), a.InFlight, a.inbox(),
+			p.cell(a.Breaker.State), Ago(a.LastHeartbeatAt), strings.Join(a.Capabilities, ","))
 	}
-	if len(body.Agents) == 0 {
+	if len(l.Agents) == 0 {
 		fmt.Fprintln(tw, "(no agents)")
 	}
-	if err := tw.Flush(); err != nil {
+	_ = tw.Flush() // a strings.Builder takes every write
+	for _, sp := range l.SelfPreservation {
+		fmt.Fprintln(&b, sp.line(now))
+	}
+	return b.String()
+}
+
+// key is what the table shows but for the times, which change on their
+// own: two lists with the same key show the same agents in the same
+// states.
+func (l agentList) key() string {
+	var b strings.Builder
+	for _, a := range l.Agents {
+		fmt.Fprintf(&b, "%s/%s %s %s %d %s %s %s\n", a.Namespace, a.AgentID, a.mode(), a.State, a.InFlight, a.inbox(), a.Breaker.State,
+			strings.Join(a.Capabilities, ","))
+	}
+	for _, sp := range l.SelfPreservation {
+		fmt.Fprintf(&b, "preserving %s %d/%d\n", sp.Namespace, sp.Lapsing, sp.Agents)
+	}
+	return b.String()
+}
+
+// inbox is the INBOX cell: a pull agent's inbox depth, "-" for a push
+// agent, which has no inbox.
+func (a agentView) inbox() string {
+	if a.pull() {
+		return fmt.Sprint(a.inboxDepth())
+	}
+	return "-"
+}
+
+// watchEvery is how often agents --watch lists the agents when the watch
+// feed says nothing: in-flight counts and inbox depths change without an
+// event.
+const watchEvery = 2 * time.Second
+
+// watchAgents is agents --watch: it lists the agents, then again at each
+// change the service's watch feed (GET /v1/agents/watch) reports and every
+// watchEvery, and shows the list when it changed; on a terminal it redraws
+// the table in place each time (its times move on), elsewhere it prints it
+// again only when it changed. A feed the key may not read leaves the
+// polling. It ends quietly when ctx does (Ctrl-C).
+func watchAgents(ctx context.Context, env Env, fs *Flags, c *Client, q url.Values) error {
+	changed := make(chan struct{}, 1)
+	sc, err := c.sdk(client.OnAgentChange(func(client.AgentChange) {
+		select {
+		case changed <- struct{}{}:
+		default: // a list is already due
+		}
+	}))
+	if err != nil {
 		return err
 	}
-	for _, p := range body.SelfPreservation {
-		fmt.Fprintln(env.Stdout, p.line(time.Now()))
+	defer func() { _ = sc.Close() }() // it sent nothing to flush
+	sc.Watch(ctx)
+	redraw := IsTerminal(env.Stdout) && !fs.JSON
+	p := env.paletteFor(env.Stdout, fs.JSON)
+	tick := time.NewTicker(watchEvery)
+	defer tick.Stop()
+	shown := ""
+	for first := true; ; first = false {
+		raw, body, err := listAgents(ctx, c, q)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if key := body.key(); first || redraw || key != shown {
+			shown = key
+			if err := showAgents(env.Stdout, fs.JSON, redraw, first, p, raw, body); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-tick.C:
+		}
 	}
-	return nil
+}
+
+// showAgents writes one list of agents --watch: with --json the API's
+// answer on a line; on a terminal the table redrawn from the top of the
+// screen; elsewhere the table after a line saying when.
+func showAgents(w io.Writer, jsonOut, redraw, first bool, p palette, raw json.RawMessage, body agentList) error {
+	if jsonOut {
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return fmt.Errorf("the service's list of agents: %w", err)
+		}
+		b.WriteByte('\n')
+		_, err := w.Write(b.Bytes())
+		return err
+	}
+	now := time.Now()
+	var b strings.Builder
+	switch {
+	case redraw:
+		b.WriteString("\x1b[H\x1b[2J") // home, clear the screen
+	case !first:
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "agents at %s (watching; Ctrl-C to stop)\n", now.Format("15:04:05"))
+	b.WriteString(body.table(p, now))
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // Dig shows one agent in depth: agentreach dig AGENT_ID [--namespace NS] [--json].
@@ -218,7 +348,7 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("%w: agentreach dig AGENT_ID [--namespace NS] [--json] [--server URL]", ErrUsage)
+		return UsageMistake(fs.FlagSet, fmt.Errorf("%w: agentreach dig AGENT_ID [--namespace NS] [--json] [--server URL]", ErrUsage))
 	}
 	q := url.Values{}
 	if *ns != "" {
@@ -238,7 +368,7 @@ func Dig(ctx context.Context, env Env, args []string) error {
 	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
 	row := func(k, format string, v ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, v...)...) }
 	row("agent", "%s (namespace %s)", a.AgentID, a.Namespace)
-	row("state", "%s since %s", a.State, Ago(a.StateChangedAt))
+	row("state", "%s since %s", env.paletteFor(env.Stdout, false).word(a.State, a.State), Ago(a.StateChangedAt))
 	if r := a.Recovery; r != nil && r.LastMS != nil {
 		mean := "-"
 		if r.Mean24hMS != nil {

@@ -278,7 +278,7 @@ func TestJobsUsage(t *testing.T) {
 
 func TestProgressBar(t *testing.T) {
 	t.Parallel()
-	var b bytes.Buffer
+	var b termBuffer // redrawn in place on a terminal only (TestProgressBarOffATerminal)
 	bar := ProgressBar{W: &b, Label: "rebuild"}
 	bar.Done()
 	require.Empty(t, b.String(), "a bar never drawn ends no line")

@@ -38,12 +38,16 @@ func APIFlags(env Env, name string) (*Flags, *Client) {
 
 // SDK answers the sdk/client Client for the flags as parsed: no lookup
 // cache (a command runs once), nothing logged.
-func (c *Client) SDK() (*client.Client, error) {
+func (c *Client) SDK() (*client.Client, error) { return c.sdk() }
+
+// sdk is SDK with more options.
+func (c *Client) sdk(opts ...client.Option) (*client.Client, error) {
 	h := c.HTTP
 	if h == nil {
 		h = &http.Client{Timeout: 15 * time.Second}
 	}
-	sc, err := client.New(c.BaseURL, c.Key, client.HTTPClient(h), client.CacheSize(0), client.Logger(slog.New(slog.DiscardHandler)))
+	opts = append([]client.Option{client.HTTPClient(h), client.CacheSize(0), client.Logger(slog.New(slog.DiscardHandler))}, opts...)
+	sc, err := client.New(c.BaseURL, c.Key, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--server / AGENTREACH_URL: %w", err)
 	}

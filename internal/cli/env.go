@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 )
@@ -51,13 +52,57 @@ func (e *FlagError) Error() string { return e.Err.Error() }
 func (e *FlagError) Unwrap() []error { return []error{ErrUsage, e.Err} }
 
 // ParseFlags parses args with fs: -h is flag.ErrHelp, any other refusal
-// a *FlagError (an ErrUsage).
+// a *FlagError (an ErrUsage). With a flag set of [Env.NewFlagSet], the
+// help asked for (-h, --help) goes to Stdout, and the help printed with a
+// usage mistake to Stderr.
 func ParseFlags(fs *flag.FlagSet, args []string) error {
+	out, _ := fs.Output().(*flagOutput)
+	if out != nil {
+		out.held = new(bytes.Buffer)
+	}
 	err := fs.Parse(args)
+	if out != nil {
+		held := out.held
+		out.held = nil
+		w := out.stderr
+		if errors.Is(err, flag.ErrHelp) {
+			w = out.stdout
+		}
+		if _, werr := w.Write(held.Bytes()); werr != nil && err == nil {
+			err = werr
+		}
+	}
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return err
 	}
 	return &FlagError{Err: err}
+}
+
+// flagOutput is the output of a flag set of Env.NewFlagSet: Stderr (a
+// usage mistake, or help a command prints itself after one), except that
+// what the flag package writes while ParseFlags parses is held until it is
+// known to be the help asked for (to Stdout) or a refusal (to Stderr).
+type flagOutput struct {
+	stdout, stderr io.Writer
+	held           *bytes.Buffer
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) {
+	if o.held != nil {
+		return o.held.Write(p)
+	}
+	return o.stderr.Write(p)
+}
+
+// UsageMistake prints fs's usage on Stderr when err is a usage mistake
+// the flag package has not reported (a missing argument, a bad value),
+// so that every usage mistake shows the help; it answers err.
+func UsageMistake(fs *flag.FlagSet, err error) error {
+	var flagErr *FlagError
+	if errors.Is(err, ErrUsage) && !errors.As(err, &flagErr) && fs.Usage != nil {
+		fs.Usage()
+	}
+	return err
 }
 
 // IsHelp reports whether a command's first argument asks for its help.
@@ -73,6 +118,16 @@ func IsHelp(arg string) bool {
 type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Stdin is what jobs submit --payload @- reads (nil: os.Stdin).
+	Stdin io.Reader
+}
+
+// stdin is the command's standard input.
+func (e Env) stdin() io.Reader {
+	if e.Stdin == nil {
+		return os.Stdin
+	}
+	return e.Stdin
 }
 
 // Lookup returns the environment variable name, or def when it is unset or
@@ -84,11 +139,12 @@ func (e Env) Lookup(name, def string) string {
 	return def
 }
 
-// NewFlagSet returns the flag set of `agentreach name`: it reports to
-// Stderr and returns parse errors rather than exiting.
+// NewFlagSet returns the flag set of `agentreach name`: it returns parse
+// errors rather than exiting, and prints its help to Stdout when -h asks
+// for it (ParseFlags), to Stderr with a usage mistake.
 func (e Env) NewFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("agentreach "+name, flag.ContinueOnError)
-	fs.SetOutput(e.Stderr)
+	fs.SetOutput(&flagOutput{stdout: e.Stdout, stderr: e.Stderr})
 	return fs
 }
 

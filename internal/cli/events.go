@@ -35,28 +35,41 @@ type routedData struct {
 	} `json:"route"`
 }
 
-// printEvents writes a job's events a line each, and under each ROUTED
+// eventPrinter writes a job's events a line each, and under each ROUTED
 // its routing explanation as a table: every candidate with its score and
 // its terms, every agent ruled out with the reason, and why there was no
-// candidate when there was none.
-func printEvents(w io.Writer, evs []client.Event) error {
-	var namespace, capability string
-	fmt.Fprintf(w, "%3s  %-12s  %-18s  %s\n", "#", "AT", "EVENT", "DATA")
+// candidate when there was none. It takes them in as many calls as they
+// come in (jobs events --follow): the header once, and what the job's
+// SUBMITTED said for the ROUTED after it.
+type eventPrinter struct {
+	w                     io.Writer
+	p                     palette
+	headed                bool
+	namespace, capability string
+}
+
+func (ep *eventPrinter) print(evs []client.Event) error {
+	w := ep.w
+	if !ep.headed {
+		fmt.Fprintf(w, "%3s  %-12s  %-18s  %s\n", "#", "AT", "EVENT", "DATA")
+		ep.headed = true
+	}
 	for _, e := range evs {
+		typ := ep.p.word(e.Type, fmt.Sprintf("%-18s", e.Type))
 		if e.Type == "SUBMITTED" {
 			var d struct {
 				Namespace  string `json:"namespace"`
 				Capability string `json:"capability"`
 			}
 			_ = json.Unmarshal(e.Data, &d)
-			namespace, capability = d.Namespace, d.Capability
+			ep.namespace, ep.capability = d.Namespace, d.Capability
 		}
 		if e.Type == "DELIVERED" || e.Type == "ATTEMPT_FAILED" {
-			fmt.Fprintf(w, "%3d  %-12s  %-18s  %s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), e.Type, answerLine(e.Data))
+			fmt.Fprintf(w, "%3d  %-12s  %s  %s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), typ, answerLine(e.Data))
 			continue
 		}
 		if e.Type != "ROUTED" {
-			fmt.Fprintf(w, "%3d  %-12s  %-18s  %s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), e.Type, shorten(string(e.Data), 100))
+			fmt.Fprintf(w, "%3d  %-12s  %s  %s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), typ, shorten(string(e.Data), 100))
 			continue
 		}
 		var d routedData
@@ -67,8 +80,8 @@ func printEvents(w io.Writer, evs []client.Event) error {
 		if to == "" {
 			to = "no agent"
 		}
-		fmt.Fprintf(w, "%3d  %-12s  %-18s  attempt %d to %s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), e.Type, d.Attempt, to)
-		if err := printRoute(w, d, namespace, capability); err != nil {
+		fmt.Fprintf(w, "%3d  %-12s  %s  attempt %d to %s\n", e.Version, e.RecordedAt.Format("15:04:05.000"), typ, d.Attempt, to)
+		if err := printRoute(w, d, ep.namespace, ep.capability); err != nil {
 			return err
 		}
 	}

@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,19 +19,27 @@ import (
 
 const jobsHelp = `agentreach jobs: submit and follow jobs (--key or AGENTREACH_KEY, --server or AGENTREACH_URL)
 
-  agentreach jobs submit --capability C --payload JSON [--namespace NS] [--hint H] [--priority high|normal|low]
+  agentreach jobs submit --capability C [--payload JSON|@FILE|@-] [--namespace NS] [--hint H] [--priority high|normal|low]
                          [--callback-url URL] [--timeout 30s] [--max-attempts N] [--idempotency-key K] [--wait]
+  agentreach jobs submit --intent "words" [the same flags]
   agentreach jobs get JOB_ID
   agentreach jobs list [--namespace NS] [--status S] [--capability C] [--agent A] [--limit N]
-  agentreach jobs events JOB_ID
+  agentreach jobs events JOB_ID [--follow]
   agentreach jobs cancel JOB_ID [--reason R]
   agentreach jobs replay JOB_ID
+
+submit names what the job needs by --capability, or by --intent, the
+caller's words the service resolves to a capability. --payload @FILE
+reads the payload from FILE, @- from standard input. events --follow
+prints each event as it comes until the job ends (--json: one event a
+line).
 
 Every command takes --server, --key and --json (the service's answer, as
 the API gives it). Exit status: 0 done, 1 an error, 2 a usage mistake;
 submit --wait exits 3 when the job ends in another status than SUCCESS
 (FAILED, DEAD_LETTER, CANCELLED, REJECTED). "agentreach jobs COMMAND -h"
 lists a command's flags.
+
 `
 
 // jobView is the part of the API's job the commands show.
@@ -72,15 +85,15 @@ func Jobs(ctx context.Context, env Env, args []string) error {
 	j := &jobsCommand{env: env, fs: fs, c: c, name: args[0], args: args[1:]}
 	switch args[0] {
 	case "submit":
-		return j.submit(ctx)
+		return UsageMistake(fs.FlagSet, j.submit(ctx))
 	case "get":
-		return j.get(ctx)
+		return UsageMistake(fs.FlagSet, j.get(ctx))
 	case "list":
-		return j.list(ctx)
+		return UsageMistake(fs.FlagSet, j.list(ctx))
 	case "events":
-		return j.events(ctx)
+		return UsageMistake(fs.FlagSet, j.events(ctx))
 	case "cancel", "replay":
-		return j.act(ctx)
+		return UsageMistake(fs.FlagSet, j.act(ctx))
 	}
 	fmt.Fprint(env.Stderr, jobsHelp)
 	return fmt.Errorf("%w: unknown jobs command %q", ErrUsage, args[0])
@@ -100,9 +113,10 @@ func (j *jobsCommand) jobID() (string, error) {
 
 func (j *jobsCommand) submit(ctx context.Context) error {
 	fs := j.fs
-	capability := fs.String("capability", "", "the capability (required)")
+	capability := fs.String("capability", "", "the capability (this or --intent)")
+	intent := fs.String("intent", "", "the caller's words, resolved by the service to a capability (instead of --capability)")
 	namespace := fs.String("namespace", "", "the job's namespace (default: the key's, or default for a key of every namespace)")
-	payload := fs.String("payload", "{}", "the payload, JSON")
+	payloadArg := fs.String("payload", "{}", "the payload: JSON, or @FILE to read it from FILE, @- from standard input")
 	hint := fs.String("hint", "", "free text for routing")
 	priority := fs.String("priority", "", "high, normal or low")
 	callback := fs.String("callback-url", "", "where to POST the outcome")
@@ -113,15 +127,19 @@ func (j *jobsCommand) submit(ctx context.Context) error {
 	if _, err := fs.ParsePositional(j.args); err != nil {
 		return err
 	}
-	if *capability == "" {
-		return fmt.Errorf("%w: --capability is required", ErrUsage)
+	switch {
+	case *capability == "" && *intent == "":
+		return fmt.Errorf("%w: --capability or --intent is required", ErrUsage)
+	case *capability != "" && *intent != "":
+		return fmt.Errorf("%w: --capability or --intent, not both", ErrUsage)
 	}
-	if !json.Valid([]byte(*payload)) {
-		return fmt.Errorf("%w: --payload must be JSON", ErrUsage)
+	payload, err := j.payload(*payloadArg)
+	if err != nil {
+		return err
 	}
 	var sub client.Submitted
-	err := j.c.call(func(sc *client.Client) (err error) {
-		sub, err = sc.Submit(ctx, client.SubmitRequest{Namespace: *namespace, Capability: *capability, Payload: json.RawMessage(*payload), Hint: *hint,
+	err = j.c.call(func(sc *client.Client) (err error) {
+		sub, err = sc.Submit(ctx, client.SubmitRequest{Namespace: *namespace, Capability: *capability, Intent: *intent, Payload: payload, Hint: *hint,
 			Priority: client.Priority(*priority), CallbackURL: *callback, MaxAttempts: *maxAttempts, TimeoutMS: timeout.Milliseconds(),
 			IdempotencyKey: *key})
 		return err
@@ -135,8 +153,38 @@ func (j *jobsCommand) submit(ctx context.Context) error {
 	if fs.JSON {
 		return PrintRaw(j.env.Stdout, sub.Raw)
 	}
-	fmt.Fprintf(j.env.Stdout, "%s %s (trace %s)\n", sub.JobID, sub.Status, sub.TraceID)
+	p := j.env.paletteFor(j.env.Stdout, false)
+	fmt.Fprintf(j.env.Stdout, "%s %s (trace %s)\n", sub.JobID, p.word(string(sub.Status), string(sub.Status)), sub.TraceID)
 	return nil
+}
+
+// payload reads --payload: JSON as it is, @FILE the JSON in FILE, @- the
+// JSON on standard input. A file that cannot be read, or is not JSON, is a
+// usage mistake.
+func (j *jobsCommand) payload(arg string) (json.RawMessage, error) {
+	b := []byte(arg)
+	from := "--payload"
+	if name, ok := strings.CutPrefix(arg, "@"); ok {
+		var err error
+		switch name {
+		case "":
+			return nil, fmt.Errorf("%w: --payload @FILE: name the file (@- reads standard input)", ErrUsage)
+		case "-":
+			from = "--payload @- (standard input)"
+			b, err = io.ReadAll(j.env.stdin())
+		default:
+			from = "--payload @" + name
+			b, err = os.ReadFile(name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrUsage, from, err)
+		}
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || !json.Valid(b) {
+		return nil, fmt.Errorf("%w: %s must be JSON", ErrUsage, from)
+	}
+	return json.RawMessage(b), nil
 }
 
 // waitFinished waits until the job is terminal, then shows it; a job that
@@ -204,10 +252,12 @@ func (j *jobsCommand) list(ctx context.Context) error {
 	if err := json.Unmarshal(raw, &page); err != nil {
 		return fmt.Errorf("the service's list of jobs: %w", err)
 	}
+	p := j.env.paletteFor(j.env.Stdout, false)
 	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATUS\tCAPABILITY\tAGENT\tATTEMPTS\tSUBMITTED")
+	fmt.Fprintf(tw, "JOB\t%s\tCAPABILITY\tAGENT\tATTEMPTS\tSUBMITTED\n", p.cell("STATUS"))
 	for _, v := range page.Jobs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", v.JobID, v.Status, v.Capability, v.AgentID, v.Attempts, v.MaxAttempts, Ago(v.SubmittedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", v.JobID, p.cell(string(v.Status)), v.Capability, v.AgentID, v.Attempts, v.MaxAttempts,
+			Ago(v.SubmittedAt))
 	}
 	if len(page.Jobs) == 0 {
 		fmt.Fprintln(tw, "(no jobs)")
@@ -216,9 +266,13 @@ func (j *jobsCommand) list(ctx context.Context) error {
 }
 
 func (j *jobsCommand) events(ctx context.Context) error {
+	follow := j.fs.Bool("follow", false, "print each event as it comes, until the job ends (--json: one event a line)")
 	id, err := j.jobID()
 	if err != nil {
 		return err
+	}
+	if *follow {
+		return j.follow(ctx, id)
 	}
 	var raw json.RawMessage
 	if err := j.c.Get(ctx, "/v1/jobs/"+url.PathEscape(id)+"/events", nil, &raw); err != nil {
@@ -233,7 +287,94 @@ func (j *jobsCommand) events(ctx context.Context) error {
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return fmt.Errorf("the service's events of job %s: %w", id, err)
 	}
-	return printEvents(j.env.Stdout, out.Events)
+	ep := &eventPrinter{w: j.env.Stdout, p: j.env.paletteFor(j.env.Stdout, false)}
+	return ep.print(out.Events)
+}
+
+// followWait is how long each long-poll of a followed job waits for its
+// end: the longest an event waits to be printed.
+const followWait = time.Second
+
+// follow prints the job's events as they come, in the format of jobs
+// events (with --json, each event's JSON on a line of its own), until the
+// job is terminal. The API has no stream of one job's events: it reads
+// the events after the last it printed each time a long-poll of the job
+// (GET /v1/jobs/{id}?wait_ms=) answers, which is at once when the job
+// ends, else after followWait. Interrupted (Ctrl-C), it stops quietly.
+func (j *jobsCommand) follow(ctx context.Context, id string) error {
+	ep := &eventPrinter{w: j.env.Stdout, p: j.env.paletteFor(j.env.Stdout, false)}
+	path := "/v1/jobs/" + url.PathEscape(id)
+	last, ended := 0, false
+	for {
+		var page struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		if err := j.c.Get(ctx, path+"/events", nil, &page); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		fresh, err := j.freshEvents(page.Events, &last)
+		if err != nil {
+			return err
+		}
+		if !j.fs.JSON {
+			if err := ep.print(fresh); err != nil {
+				return err
+			}
+		}
+		if ended {
+			return nil
+		}
+		var job client.Job
+		err = j.c.Get(ctx, path, url.Values{"wait_ms": {fmt.Sprint(followWait.Milliseconds())}}, &job)
+		var apiErr *APIError
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &apiErr) && apiErr.Status == http.StatusTooManyRequests:
+			// The key holds as many waits as the service allows: poll.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(followWait):
+			}
+		case err != nil:
+			return err
+		}
+		ended = job.Status.Terminal()
+	}
+}
+
+// freshEvents decodes the events after version *last and moves *last to
+// the latest; with --json it prints each one's JSON on a line and answers
+// none, else it answers them to print.
+func (j *jobsCommand) freshEvents(page []json.RawMessage, last *int) ([]client.Event, error) {
+	var fresh []client.Event
+	for _, raw := range page {
+		var e client.Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("the service's events of a job: %w", err)
+		}
+		if e.Version <= *last {
+			continue
+		}
+		*last = e.Version
+		if !j.fs.JSON {
+			fresh = append(fresh, e)
+			continue
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, raw); err != nil {
+			return nil, err
+		}
+		b.WriteByte('\n')
+		if _, err := j.env.Stdout.Write(b.Bytes()); err != nil {
+			return nil, err
+		}
+	}
+	return fresh, nil
 }
 
 // shorten cuts s to n bytes and marks the cut.
@@ -272,7 +413,7 @@ func (j *jobsCommand) act(ctx context.Context) error {
 	if j.fs.JSON {
 		return PrintRaw(j.env.Stdout, raw)
 	}
-	fmt.Fprintf(j.env.Stdout, "%s %s\n", jobID, status)
+	fmt.Fprintf(j.env.Stdout, "%s %s\n", jobID, j.env.paletteFor(j.env.Stdout, false).word(status, status))
 	return nil
 }
 
@@ -281,8 +422,9 @@ func (j *jobsCommand) show(raw json.RawMessage, v jobView) error {
 	if j.fs.JSON {
 		return PrintRaw(j.env.Stdout, raw)
 	}
+	p := j.env.paletteFor(j.env.Stdout, false)
 	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "job\t%s\nstatus\t%s\ncapability\t%s\nagent\t%s\nattempts\t%d of %d\ntrace\t%s\n", v.JobID, v.Status,
+	fmt.Fprintf(tw, "job\t%s\nstatus\t%s\ncapability\t%s\nagent\t%s\nattempts\t%d of %d\ntrace\t%s\n", v.JobID, p.word(v.Status, v.Status),
 		v.Capability, v.AgentID, v.Attempts, v.MaxAttempts, v.TraceID)
 	if len(v.Result) > 0 {
 		fmt.Fprintf(tw, "result\t%s\n", strings.TrimSpace(string(v.Result)))

@@ -26,7 +26,7 @@ func Operate(ctx context.Context, env Env, action string, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("%w: agentreach agents %s AGENT_ID [flags]", ErrUsage, action)
+		return UsageMistake(fs.FlagSet, fmt.Errorf("%w: agentreach agents %s AGENT_ID [flags]", ErrUsage, action))
 	}
 	path := "/v1/agents/" + url.PathEscape(pos[0])
 	method, body := http.MethodPost, map[string]any{}
@@ -48,7 +48,7 @@ func Operate(ctx context.Context, env Env, action string, args []string) error {
 		set("max_concurrent", *maxConc, *maxConc >= 0)
 		set("aliases", SplitList(*aliases), *aliases != "")
 		if len(body) == 0 {
-			return fmt.Errorf("%w: agentreach agents update AGENT_ID needs --weight, --rollout-percent, --max-concurrent or --aliases", ErrUsage)
+			return UsageMistake(fs.FlagSet, fmt.Errorf("%w: agentreach agents update AGENT_ID needs --weight, --rollout-percent, --max-concurrent or --aliases", ErrUsage))
 		}
 	default:
 		return fmt.Errorf("%w: agentreach agents [drain|down|up|update AGENT_ID]", ErrUsage)
@@ -71,6 +71,6 @@ func Operate(ctx context.Context, env Env, action string, args []string) error {
 	if a.Hold != "" {
 		hold = " (operator hold: " + a.Hold + ")"
 	}
-	_, err = fmt.Fprintf(env.Stdout, "%s: %s%s, weight %d, max_concurrent %s\n", a.AgentID, a.State, hold, a.Weight, maxText(a.MaxConcurrent))
+	_, err = fmt.Fprintf(env.Stdout, "%s: %s%s, weight %d, max_concurrent %s\n", a.AgentID, env.paletteFor(env.Stdout, false).word(a.State, a.State), hold, a.Weight, maxText(a.MaxConcurrent))
 	return err
 }

@@ -402,6 +402,13 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	m.commonFlags(fs, &cfg, "127.0.0.1:8080")
 	fs.StringVar(&localAddr, "local-addr", m.env("AGENTREACH_DEV_LOCAL_ADDR", devdb.DefaultLocalAddr), "where to look for a running PostgreSQL (env AGENTREACH_DEV_LOCAL_ADDR)")
 	fs.StringVar(&dataDir, "data-dir", m.Getenv("AGENTREACH_DEV_DATA_DIR"), "keep a private cluster's data here (default: a temporary folder removed on exit)")
+	keyFile := m.Getenv("AGENTREACH_DEV_KEY_FILE")
+	if keyFile == "" {
+		if dir, err := os.UserConfigDir(); err == nil {
+			keyFile = filepath.Join(dir, "agentreach", "dev-admin-key")
+		}
+	}
+	fs.StringVar(&keyFile, "key-file", keyFile, "where dev keeps the admin key it generates, for the next runs (env AGENTREACH_DEV_KEY_FILE; without AGENTREACH_ADMIN_KEY)")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
@@ -439,8 +446,17 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 		keyNote = "Authentication is OFF (--insecure): every request acts as an admin."
 		logger.Warn("AUTHENTICATION IS OFF (--insecure): every request acts as an admin of every namespace")
 	case cfg.AdminKey == "":
-		cfg.AdminKey = generateKey()
-		keyNote = "Admin key: " + cfg.AdminKey + "   (generated for this run; export AGENTREACH_KEY=... for the CLI)"
+		var kept bool
+		cfg.AdminKey, kept, err = devAdminKey(keyFile)
+		switch {
+		case err != nil:
+			logger.Warn("dev admin key not kept: a new one next run", "file", keyFile, "err", err)
+			keyNote = "Admin key: " + cfg.AdminKey + "   (generated for this run; export AGENTREACH_KEY=... for the CLI)"
+		case kept:
+			keyNote = "Admin key: " + cfg.AdminKey + "   (kept in " + keyFile + "; export AGENTREACH_KEY=... for the CLI)"
+		default:
+			keyNote = "Admin key: " + cfg.AdminKey + "   (generated, kept in " + keyFile + " for the next dev runs; export AGENTREACH_KEY=... for the CLI)"
+		}
 	}
 	if m.Tune != nil {
 		m.Tune(&cfg)
@@ -493,6 +509,47 @@ Agent-Reach dev is running.
   %[4]s
 Press Ctrl-C to stop.
 `, url, redact(db.DSN), where, keyNote)
+}
+
+// devAdminKey is dev's bootstrap admin key: the one kept in path by an
+// earlier run (kept), else a new one, written there (mode 0600) for the
+// next. Two dev runs starting at once agree on one.
+func devAdminKey(path string) (key string, kept bool, err error) {
+	read := func() string {
+		b, err := os.ReadFile(path)
+		if k := strings.TrimSpace(string(b)); err == nil && strings.HasPrefix(k, "ark_") && len(k) >= 20 {
+			return k
+		}
+		return ""
+	}
+	if path == "" {
+		return generateKey(), false, errors.New("no folder to keep it in")
+	}
+	if k := read(); k != "" {
+		return k, true, nil
+	}
+	key = generateKey()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return key, false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		_ = os.Remove(path) // unreadable or not a key: made anew
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if errors.Is(err, os.ErrExist) {
+		if k := read(); k != "" { // another dev run wrote it first
+			return k, true, nil
+		}
+	}
+	if err != nil {
+		return key, false, err
+	}
+	if _, err := f.WriteString(key + "\n"); err != nil {
+		f.Close()
+		return key, false, err
+	}
+	return key, false, f.Close()
 }
 
 // generateKey makes a bootstrap admin key for a dev run.

@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -154,8 +156,12 @@ func TestDevPrivateCluster(t *testing.T) {
 	if _, _, err := devdb.FindServerBinaries(nil); err != nil {
 		t.Skipf("no PostgreSQL server binaries (initdb, pg_ctl) on this machine: %v", err)
 	}
-	r := start(t, map[string]string{"AGENTREACH_DEV_LOCAL_ADDR": deadAddr(t)}, "dev", "--addr", "127.0.0.1:0")
+	keyFile := filepath.Join(t.TempDir(), "dev-admin-key")
+	r := start(t, map[string]string{"AGENTREACH_DEV_LOCAL_ADDR": deadAddr(t), "AGENTREACH_DEV_KEY_FILE": keyFile}, "dev", "--addr", "127.0.0.1:0")
 	require.Equal(t, devdb.SourcePrivate, r.m.db.Source)
+	kept, err := os.ReadFile(keyFile)
+	require.NoError(t, err, "dev keeps the key it generated")
+	require.Contains(t, r.out.String(), "Admin key: "+strings.TrimSpace(string(kept)), "and prints that one")
 	dataDir, pid := r.m.db.DataDir(), r.m.db.PID()
 	require.DirExists(t, dataDir)
 	require.NotZero(t, pid)
@@ -339,4 +345,31 @@ func TestPoolSessionsRunWithoutJIT(t *testing.T) {
 		pool.Close()
 		require.Equal(t, want, jit, url)
 	}
+}
+
+// dev's admin key outlives the run: the first run writes it (0600), the
+// next ones read the same key back; junk in the file is replaced.
+func TestDevAdminKeyIsKept(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "agentreach", "dev-admin-key")
+	first, kept, err := devAdminKey(path)
+	require.NoError(t, err)
+	require.False(t, kept)
+	require.True(t, strings.HasPrefix(first, "ark_dev_"))
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), "only its owner reads it")
+	again, kept, err := devAdminKey(path)
+	require.NoError(t, err)
+	require.True(t, kept)
+	require.Equal(t, first, again, "a restart signs in with the same key")
+
+	require.NoError(t, os.WriteFile(path, []byte("not a key"), 0o600))
+	fresh, kept, err := devAdminKey(path)
+	require.NoError(t, err)
+	require.False(t, kept)
+	require.NotEqual(t, first, fresh)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, fresh+"\n", string(b))
 }

@@ -128,6 +128,9 @@ type SelfPreservationEntered struct {
 type FieldError struct {
 	Field   string
 	Message string
+	// TooLarge says the field is over its size limit: the API answers
+	// 413 payload_too_large rather than 400.
+	TooLarge bool
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Message }

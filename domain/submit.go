@@ -39,7 +39,9 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 		maxPayload = DefaultMaxPayloadBytes
 	}
 	if len(p) > maxPayload {
-		return fieldErr("payload", "must be at most %d bytes, got %d", maxPayload, len(p))
+		e := fieldErr("payload", "must be at most %d bytes, got %d", maxPayload, len(p))
+		e.TooLarge = true
+		return e
 	}
 	s.Payload = p
 	switch s.Priority {

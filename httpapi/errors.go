@@ -134,7 +134,11 @@ func toAPIError(err error) *Error {
 		return &Error{Code: CodeAmbiguousIntent, Field: "intent", Message: ambiguous.Error(),
 			Suggestions: toCandidatesJSON(ambiguous.Resolution.Candidates)}
 	case errors.As(err, &fieldErr):
-		return &Error{Code: CodeInvalidArgument, Field: fieldErr.Field, Message: fieldErr.Field + " " + fieldErr.Message}
+		code := CodeInvalidArgument
+		if fieldErr.TooLarge {
+			code = CodePayloadTooLarge
+		}
+		return &Error{Code: code, Field: fieldErr.Field, Message: fieldErr.Field + " " + fieldErr.Message}
 	case errors.As(err, &maxErr):
 		return &Error{Code: CodePayloadTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxErr.Limit)}
 	case errors.As(err, &kindErr):

@@ -27,7 +27,7 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain
 		return "", nil, &domain.FieldError{Field: "result", Message: "must be valid JSON"}
 	}
 	if len(rep.Result) > s.cfg.MaxPayloadBytes {
-		return "", nil, &domain.FieldError{Field: "result", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes)}
+		return "", nil, &domain.FieldError{Field: "result", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes), TooLarge: true}
 	}
 	caller, l, attempt, err := s.heldBy(ctx, id, token, rep.Attempt)
 	if err != nil {
@@ -73,7 +73,7 @@ func (s *Service) ReportProgress(ctx context.Context, id, token string, attempt 
 		return nil, &domain.FieldError{Field: "progress", Message: "must be valid JSON"}
 	}
 	if len(progress) > s.cfg.MaxPayloadBytes {
-		return nil, &domain.FieldError{Field: "progress", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes)}
+		return nil, &domain.FieldError{Field: "progress", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes), TooLarge: true}
 	}
 	if extend < 0 || extend > domain.MaxExtend {
 		return nil, &domain.FieldError{Field: "extend_ms", Message: fmt.Sprintf("must be 0 to %d", domain.MaxExtend.Milliseconds())}

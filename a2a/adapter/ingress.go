@@ -55,7 +55,7 @@ func (ad *Adapter) ProvideInput(ctx context.Context, id string, payload json.Raw
 		return nil, &domain.FieldError{Field: "payload", Message: "must be valid JSON"}
 	}
 	if len(payload) > ad.cfg.MaxPayloadBytes {
-		return nil, &domain.FieldError{Field: "payload", Message: fmt.Sprintf("must be at most %d bytes", ad.cfg.MaxPayloadBytes)}
+		return nil, &domain.FieldError{Field: "payload", Message: fmt.Sprintf("must be at most %d bytes", ad.cfg.MaxPayloadBytes), TooLarge: true}
 	}
 	l, err := ad.jobs.Load(ctx, nil, id)
 	if err != nil {

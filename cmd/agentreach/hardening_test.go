@@ -430,3 +430,27 @@ func TestResultRouteSaysNothingWithoutAToken(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Equal(t, "invalid_argument", code2)
 }
+
+// A payload over the 1 MiB limit (in a body under the 2 MiB one) is
+// 413 payload_too_large naming the field, as docs/api.md says, and
+// nothing is written.
+func TestPayloadOverItsLimitIs413(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	big := strings.Repeat("x", 1<<20+10)
+	code, out := call(t, http.MethodPost, base+"/v1/jobs", "", `{"capability":"t.big","payload":"`+big+`"}`)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code, out)
+	var e struct {
+		Error struct {
+			Code  string `json:"code"`
+			Field string `json:"field"`
+		} `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &e))
+	require.Equal(t, "payload_too_large", e.Error.Code)
+	require.Equal(t, "payload", e.Error.Field)
+	code, out = call(t, http.MethodGet, base+"/v1/jobs?capability=t.big", "", "")
+	require.Equal(t, http.StatusOK, code, out)
+	require.NotContains(t, out, "job_id", "nothing written")
+}

@@ -357,6 +357,10 @@ func (s *Server) listJobs(c *gin.Context) {
 		_ = c.Error(Invalid("status", "unknown status %q", f.Status))
 		return
 	}
+	if err := searchFilter(c, &f); err != nil {
+		_ = c.Error(err)
+		return
+	}
 	list, err := s.deps.Jobs.List(c.Request.Context(), f)
 	if err != nil {
 		_ = c.Error(err)
@@ -367,6 +371,40 @@ func (s *Server) listJobs(c *gin.Context) {
 		next = list[len(list)-1].JobID
 	}
 	c.JSON(http.StatusOK, gin.H{"jobs": each(list, toJobSummary), "next_cursor": next})
+}
+
+// maxSearchText bounds q and trace_id.
+const maxSearchText = 200
+
+// searchFilter reads a job search's parameters into f: q (a job id or
+// trace id prefix, or text of the error, which needs since), trace_id (or
+// its prefix), since and until (RFC 3339, bounding the submit time).
+func searchFilter(c *gin.Context, f *jobstore.ListFilter) error {
+	f.Query, f.TraceID = strings.TrimSpace(c.Query("q")), strings.TrimSpace(c.Query("trace_id"))
+	for field, v := range map[string]string{"q": f.Query, "trace_id": f.TraceID} {
+		if len(v) > maxSearchText || !storableText(v) {
+			return Invalid(field, "%s must be at most %d characters of UTF-8 text", field, maxSearchText)
+		}
+	}
+	if f.TraceID != "" && !jobstore.SearchesIDs(f.TraceID) {
+		return Invalid("trace_id", "trace_id must be a trace id or its first hex digits (at least 4)")
+	}
+	for field, into := range map[string]*time.Time{"since": &f.Since, "until": &f.Until} {
+		if v := c.Query(field); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return Invalid(field, "%s must be an RFC 3339 time, e.g. 2026-12-04T09:00:00Z", field)
+			}
+			*into = t
+		}
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return Invalid("until", "until must be after since")
+	}
+	if f.Query != "" && !jobstore.SearchesIDs(f.Query) && f.Since.IsZero() {
+		return Invalid("since", "a search of error text needs since (a time range), e.g. since=%s", time.Now().UTC().Add(-24*time.Hour).Format(time.RFC3339))
+	}
+	return nil
 }
 
 func validStatus(st domain.JobStatus) bool {

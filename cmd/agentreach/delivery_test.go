@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -722,4 +723,58 @@ func TestJobsCLI(t *testing.T) {
 	var apiErr *cli.APIError
 	require.ErrorAs(t, err, &apiErr)
 	require.Equal(t, "not_found", apiErr.Code)
+}
+
+// GET /v1/jobs searches: by a job id prefix (q), by a trace id or its
+// prefix (trace_id, or q), by text of the error within a time range (q
+// with since; without since it is a 400), and within since/until.
+func TestSearchJobs(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	_, out := submit(t, base, `{"capability":"t.search","payload":{},"route_wait_ms":1,"max_attempts":1}`)
+	dead, trace := out["job_id"].(string), out["trace_id"].(string)
+	other := submitOK(t, base, `{"capability":"t.other","payload":{},"route_wait_ms":600000}`)
+	require.Equal(t, "DEAD_LETTER", waitTerminal(t, base, dead, 30*time.Second).Status)
+	require.Equal(t, "no_agent", getJob(t, base, dead).Error)
+
+	ids := func(query string) []string {
+		t.Helper()
+		var page struct {
+			Jobs []struct {
+				JobID string `json:"job_id"`
+			} `json:"jobs"`
+		}
+		waitFor(t, 10*time.Second, "the read model has both jobs", func() bool {
+			var all struct{ Jobs []any }
+			getJSON(t, base+"/v1/jobs", http.StatusOK, &all)
+			return len(all.Jobs) >= 2
+		})
+		getJSON(t, base+"/v1/jobs?"+query, http.StatusOK, &page)
+		var out []string
+		for _, j := range page.Jobs {
+			out = append(out, j.JobID)
+		}
+		return out
+	}
+	hour := url.QueryEscape(time.Now().UTC().Add(-time.Hour).Format(time.RFC3339))
+	later := url.QueryEscape(time.Now().UTC().Add(time.Hour).Format(time.RFC3339))
+	require.Equal(t, []string{dead}, ids("q="+dead), "a whole job id")
+	require.Contains(t, ids("q="+dead[:23]), dead, "a job id prefix, dashes and all")
+	require.NotContains(t, ids("q="+dead[:23]), other)
+	require.Equal(t, []string{dead}, ids("trace_id="+trace[:12]), "a trace id prefix")
+	require.Equal(t, []string{dead}, ids("q="+trace), "a trace id in q")
+	require.Equal(t, []string{dead}, ids("q=NO_AGENT&since="+hour), "text of the error, in any case")
+	require.Empty(t, ids("q=no+such+words&since="+hour))
+	require.ElementsMatch(t, []string{dead, other}, ids("since="+hour+"&until="+later))
+	require.Empty(t, ids("since="+later), "none submitted after since")
+	require.Empty(t, ids("until="+hour), "none submitted before until")
+
+	code, body := call(t, http.MethodGet, base+"/v1/jobs?q=no_agent", "", "")
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `"field":"since"`, "a text search needs a time range")
+	code, body = call(t, http.MethodGet, base+"/v1/jobs?since=yesterday", "", "")
+	require.Equal(t, http.StatusBadRequest, code, body)
+	code, body = call(t, http.MethodGet, base+"/v1/jobs?trace_id=not-hex!", "", "")
+	require.Equal(t, http.StatusBadRequest, code, body)
 }

@@ -26,6 +26,53 @@ type ListFilter struct {
 	// Before is the cursor: jobs older than this job id.
 	Before string
 	Limit  int
+	// Query is a job id or trace id prefix when it looks like one
+	// (SearchesIDs), else text searched in the job's error, which then
+	// needs Since (the search is bounded by its time range).
+	Query string
+	// TraceID is a trace id or its prefix.
+	TraceID string
+	// Since and Until bound the jobs' submit time (zero: unbounded): a
+	// range of their UUIDv7 ids, walked by the same indexes.
+	Since, Until time.Time
+}
+
+// SearchesIDs reports whether q is searched as a job id or trace id
+// prefix (hex digits and dashes, at least four), not as error text.
+func SearchesIDs(q string) bool {
+	digits := 0
+	for _, r := range q {
+		switch {
+		case r >= '0' && r <= '9', r >= 'a' && r <= 'f', r >= 'A' && r <= 'F':
+			digits++
+		case r == '-':
+		default:
+			return false
+		}
+	}
+	return digits >= 4 && digits <= 32
+}
+
+// idRange is the range of UUIDs that begin with the hex digits of prefix.
+func idRange(prefix string) (lo, hi string) {
+	hex := strings.ToLower(strings.ReplaceAll(prefix, "-", ""))
+	lo, hi = hex+strings.Repeat("0", 32-len(hex)), hex+strings.Repeat("f", 32-len(hex))
+	dashed := func(h string) string {
+		return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	}
+	return dashed(lo), dashed(hi)
+}
+
+// idAt is the least UUIDv7 of a job submitted at t (its millisecond, then
+// zeros): jobs submitted at t or later have ids at or above it.
+func idAt(t time.Time) string {
+	ms := uint64(max(t.UnixMilli(), 0))
+	return fmt.Sprintf("%08x-%04x-0000-0000-000000000000", ms>>16, ms&0xffff)
+}
+
+// likeEscape escapes s for LIKE (its default escape, a backslash).
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
 // Summary is one job in a list, from the jobs read model.
@@ -108,6 +155,24 @@ func listQuery(f ListFilter, namespaces []string) (string, []any) {
 	}
 	if f.Before != "" {
 		add("jobs.job_id < $%d::uuid", f.Before)
+	}
+	if !f.Since.IsZero() {
+		add("jobs.job_id >= $%d::uuid", idAt(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("jobs.job_id < $%d::uuid", idAt(f.Until))
+	}
+	if f.TraceID != "" {
+		add("trace_id LIKE $%d", likeEscape(strings.ToLower(f.TraceID))+"%")
+	}
+	switch {
+	case f.Query == "":
+	case SearchesIDs(f.Query):
+		lo, hi := idRange(f.Query)
+		args = append(args, lo, hi, likeEscape(strings.ToLower(strings.ReplaceAll(f.Query, "-", "")))+"%")
+		conds = append(conds, fmt.Sprintf("(jobs.job_id BETWEEN $%d::uuid AND $%d::uuid OR trace_id LIKE $%d)", len(args)-2, len(args)-1, len(args)))
+	default:
+		add("error ILIKE $%d", "%"+likeEscape(f.Query)+"%")
 	}
 	b.WriteString(qListJobs)
 	for i, c := range conds {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -93,4 +94,65 @@ func TestListAcrossNamespaces(t *testing.T) {
 		}
 	}
 	require.Equal(t, dead, got, "every namespace's dead letters, newest first, page by page")
+}
+
+// TestSearchPlansUseAnIndex: each search can be served by an index, never
+// a scan of the whole table: a trace id prefix by jobs_trace_idx, a job id
+// prefix and a time range by the job id, error text by its trigram index
+// (or, where pg_trgm is missing, by its required time range).
+func TestSearchPlansUseAnIndex(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	since := time.Now().Add(-time.Hour)
+	for _, c := range []struct {
+		f     ListFilter
+		index string
+	}{
+		{ListFilter{TraceID: "4bf92f35"}, "jobs_trace_idx"},
+		{ListFilter{Namespace: "default", TraceID: "4bf92f35"}, ""},
+		{ListFilter{Query: "01a2409b-fb18"}, ""},
+		{ListFilter{Query: "timeout", Since: since}, ""},
+		{ListFilter{Namespace: "default", Query: "timeout", Since: since}, ""},
+		{ListFilter{Since: since, Until: time.Now()}, ""},
+	} {
+		f := c.f
+		f.Limit = 50
+		sql, args := listQuery(f, nil)
+		var plan []string
+		err := s.events.InTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+			if err != nil {
+				return err
+			}
+			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+		require.NoError(t, err)
+		text := strings.Join(plan, "\n")
+		require.NotContains(t, text, "Seq Scan", "filter %+v:\n%s", f, text)
+		require.Contains(t, text, "Index", "filter %+v:\n%s", f, text)
+		if c.index != "" {
+			require.Contains(t, text, c.index, "filter %+v:\n%s", f, text)
+		}
+	}
+}
+
+func TestSearchHelpers(t *testing.T) {
+	t.Parallel()
+	for q, ids := range map[string]bool{"01a2": true, "01A2-409B": true, "01a": false, "timeout": false, "no_agent": false,
+		"4bf92f3577b34da6a3ce929d0e0e4736": true, "4bf92f3577b34da6a3ce929d0e0e47361": false} {
+		require.Equal(t, ids, SearchesIDs(q), q)
+	}
+	lo, hi := idRange("01A2-409b")
+	require.Equal(t, "01a2409b-0000-0000-0000-000000000000", lo)
+	require.Equal(t, "01a2409b-ffff-ffff-ffff-ffffffffffff", hi)
+	at := time.UnixMilli(0x0123_4567_89ab)
+	require.Equal(t, "01234567-89ab-0000-0000-000000000000", idAt(at))
+	id := uuid.Must(uuid.NewV7())
+	require.LessOrEqual(t, idAt(time.Now().Add(-time.Second)), id.String(), "a job submitted since is at or above the bound")
+	require.Equal(t, `50\%\_off\\`, likeEscape(`50%_off\`))
 }

@@ -2088,6 +2088,14 @@ export interface operations {
                 agent_id?: string;
                 limit?: number;
                 cursor?: string;
+                /** @description A job id or trace id prefix (at least 4 hex digits; dashes allowed), or else text searched in the job's error (case-insensitive), which needs since. */
+                q?: string;
+                /** @description A trace id or its prefix (at least 4 hex digits). */
+                trace_id?: string;
+                /** @description Jobs submitted at or after this time (RFC 3339). */
+                since?: string;
+                /** @description Jobs submitted before this time (RFC 3339). */
+                until?: string;
                 namespace?: components["parameters"]["namespace"];
             };
             header?: never;

@@ -719,6 +719,44 @@ func TestJobsCLI(t *testing.T) {
 	out, err = run("jobs", "list", "--status", "DEAD_LETTER")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "JOB")
+	// Search and paging: a job id prefix; pages followed past one page,
+	// and the cursor to go on printed.
+	waitFor(t, 10*time.Second, "the jobs read model has the job", func() bool {
+		out, err = run("jobs", "list", "--q", sub.JobID[:23], "--since", "1h")
+		require.NoError(t, err, out)
+		return strings.Contains(out, sub.JobID)
+	})
+	for range 3 {
+		_, err = run("jobs", "submit", "--capability", "t.cli", "--payload", `{}`)
+		require.NoError(t, err)
+	}
+	var page struct {
+		Jobs       []map[string]any `json:"jobs"`
+		NextCursor string           `json:"next_cursor"`
+	}
+	waitFor(t, 10*time.Second, "the read model has them all", func() bool {
+		out, err = run("jobs", "list", "--limit", "100", "--json")
+		require.NoError(t, err, out)
+		require.NoError(t, json.Unmarshal([]byte(out), &page), out)
+		return len(page.Jobs) >= 6 // the dead, its replay, the first and three more
+	})
+	out, err = run("jobs", "list", "--limit", "2", "--json")
+	require.NoError(t, err, out)
+	require.NoError(t, json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &page), out)
+	require.Len(t, page.Jobs, 2)
+	require.NotEmpty(t, page.NextCursor)
+	out, err = run("jobs", "list", "--cursor", page.NextCursor, "--limit", "100", "--json")
+	require.NoError(t, err, out)
+	var rest struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rest), out)
+	require.GreaterOrEqual(t, len(rest.Jobs), 3, "the jobs after the cursor")
+	for _, j := range rest.Jobs {
+		require.NotEqual(t, page.Jobs[0]["job_id"], j["job_id"])
+	}
+	_, err = run("jobs", "list", "--since", "yesterday")
+	require.ErrorIs(t, err, cli.ErrUsage)
 	_, err = run("jobs", "get", "01a22909-80ec-7753-814f-87cf5cff8314")
 	var apiErr *cli.APIError
 	require.ErrorAs(t, err, &apiErr)

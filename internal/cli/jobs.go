@@ -23,7 +23,8 @@ const jobsHelp = `agentreach jobs: submit and follow jobs (--key or AGENTREACH_K
                          [--callback-url URL] [--timeout 30s] [--max-attempts N] [--idempotency-key K] [--wait]
   agentreach jobs submit --intent "words" [the same flags]
   agentreach jobs get JOB_ID
-  agentreach jobs list [--namespace NS] [--status S] [--capability C] [--agent A] [--limit N]
+  agentreach jobs list [--namespace NS] [--status S] [--capability C] [--agent A] [--q TEXT] [--trace-id T]
+                       [--since 24h|TIME] [--until 24h|TIME] [--limit N (any)] [--cursor JOB_ID]
   agentreach jobs events JOB_ID [--follow]
   agentreach jobs cancel JOB_ID [--reason R]
   agentreach jobs replay JOB_ID
@@ -228,41 +229,91 @@ func (j *jobsCommand) list(ctx context.Context) error {
 	status := fs.String("status", "", "only this status")
 	capability := fs.String("capability", "", "only this capability")
 	agent := fs.String("agent", "", "only jobs of this agent")
-	limit := fs.Int("limit", 50, "how many")
+	search := fs.String("q", "", "a job id or trace id prefix, or text of the error (with --since)")
+	trace := fs.String("trace-id", "", "only this trace id (or its prefix)")
+	since := fs.String("since", "", "submitted since: a duration back from now (24h) or an RFC 3339 time")
+	until := fs.String("until", "", "submitted before: a duration back from now or an RFC 3339 time")
+	cursor := fs.String("cursor", "", "start after this job (the next_cursor a list printed)")
+	limit := fs.Int("limit", 50, "how many (any number: pages of 500 are followed)")
 	if _, err := fs.ParsePositional(j.args); err != nil {
 		return err
 	}
+	if *limit < 1 {
+		return fmt.Errorf("%w: --limit must be at least 1", ErrUsage)
+	}
 	q := url.Values{}
-	for k, v := range map[string]string{"namespace": *namespace, "status": *status, "capability": *capability, "agent_id": *agent} {
+	for k, v := range map[string]string{"namespace": *namespace, "status": *status, "capability": *capability, "agent_id": *agent,
+		"q": *search, "trace_id": *trace} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
-	q.Set("limit", fmt.Sprint(*limit))
-	var raw json.RawMessage
-	if err := j.c.Get(ctx, "/v1/jobs", q, &raw); err != nil {
-		return err
+	for k, v := range map[string]string{"since": *since, "until": *until} {
+		if v == "" {
+			continue
+		}
+		t, err := timeArg(v, time.Now())
+		if err != nil {
+			return fmt.Errorf("%w: --%s: %w", ErrUsage, k, err)
+		}
+		q.Set(k, t.UTC().Format(time.RFC3339Nano))
+	}
+	type page struct {
+		Jobs       []json.RawMessage `json:"jobs"`
+		NextCursor string            `json:"next_cursor"`
+	}
+	var all page
+	all.NextCursor = *cursor
+	for first := true; first || (all.NextCursor != "" && len(all.Jobs) < *limit); first = false {
+		q.Set("limit", fmt.Sprint(min(*limit-len(all.Jobs), 500)))
+		if all.NextCursor != "" {
+			q.Set("cursor", all.NextCursor)
+		}
+		var p page
+		if err := j.c.Get(ctx, "/v1/jobs", q, &p); err != nil {
+			return err
+		}
+		all.Jobs, all.NextCursor = append(all.Jobs, p.Jobs...), p.NextCursor
+	}
+	if all.Jobs == nil {
+		all.Jobs = []json.RawMessage{}
 	}
 	if fs.JSON {
-		return PrintRaw(j.env.Stdout, raw)
-	}
-	var page struct {
-		Jobs []client.Job `json:"jobs"`
-	}
-	if err := json.Unmarshal(raw, &page); err != nil {
-		return fmt.Errorf("the service's list of jobs: %w", err)
+		return PrintJSON(j.env.Stdout, all)
 	}
 	p := j.env.paletteFor(j.env.Stdout, false)
 	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "JOB\t%s\tCAPABILITY\tAGENT\tATTEMPTS\tSUBMITTED\n", p.cell("STATUS"))
-	for _, v := range page.Jobs {
+	for _, raw := range all.Jobs {
+		var v client.Job
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("the service's list of jobs: %w", err)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", v.JobID, p.cell(string(v.Status)), v.Capability, v.AgentID, v.Attempts, v.MaxAttempts,
 			Ago(v.SubmittedAt))
 	}
-	if len(page.Jobs) == 0 {
+	if len(all.Jobs) == 0 {
 		fmt.Fprintln(tw, "(no jobs)")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if all.NextCursor != "" {
+		fmt.Fprintf(j.env.Stderr, "more: --cursor %s\n", all.NextCursor)
+	}
+	return nil
+}
+
+// timeArg is a time given as a duration back from now (24h) or as RFC 3339.
+func timeArg(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither a duration (24h) nor an RFC 3339 time", v)
+	}
+	return t, nil
 }
 
 func (j *jobsCommand) events(ctx context.Context) error {

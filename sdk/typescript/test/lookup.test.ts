@@ -135,7 +135,11 @@ describe("lookup mode", () => {
         await x.waitRegistered();
         await svc.healthy(x.agentId, ns);
       }
-      const res = await c.lookup(cap, { namespace: ns, limit: 5 });
+      // The router's view trails the registry by a moment: ask until both are candidates.
+      const res = await waitUntil(async () => {
+        const r = await c.lookup(cap, { namespace: ns, limit: 5, noCache: true });
+        return r.candidates.length === 2 ? r : null;
+      }, "both agents as lookup candidates");
       const grants = Object.fromEntries(res.candidates.map((x) => [x.agent_id, x.grant]));
       assert.deepEqual(Object.keys(grants).sort(), [a.agentId, b.agentId].sort());
       const envelope = JSON.stringify({ job_id: crypto.randomUUID(), attempt: 1, trace_id: "", capability: cap, payload: {}, result_url: "" });

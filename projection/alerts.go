@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -23,6 +24,37 @@ var (
 var AlertKinds = []domain.EventType{
 	domain.EventHealthDegraded, domain.EventHealthRecovered, domain.EventBreakerOpened, domain.EventBreakerClosed,
 	domain.EventSelfPreservation, domain.EventSelfPreservationEnded, domain.EventQueueHigh, domain.EventQueueNormal,
+	AlertAgentDown, AlertAgentBack,
+}
+
+// AlertAgentDown and AlertAgentBack are the alerts of an agent's lease:
+// an AGENT_STATE_CHANGED to DOWN (its lease lapsed, or an operator
+// confirmed it down), and the next one out of DOWN. They are alert kinds,
+// not event types: the alert's position names the AGENT_STATE_CHANGED.
+const (
+	AlertAgentDown domain.EventType = "AGENT_DOWN"
+	AlertAgentBack domain.EventType = "AGENT_BACK"
+)
+
+// alertKind is the alert r raises ("" for none).
+func alertKind(r eventstore.Record) domain.EventType {
+	if alerting[r.Type] {
+		return r.Type
+	}
+	if r.Type != domain.EventAgentStateChanged {
+		return ""
+	}
+	var d domain.AgentStateChanged
+	if json.Unmarshal(r.Data, &d) != nil {
+		return ""
+	}
+	switch {
+	case d.To == domain.AgentDown && d.From != domain.AgentDown:
+		return AlertAgentDown
+	case d.From == domain.AgentDown && d.To != domain.AgentDown:
+		return AlertAgentBack
+	}
+	return ""
 }
 
 // Alerts keeps the alerts table: one row per alerting event, with its
@@ -54,12 +86,13 @@ func (Alerts) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) e
 	var data [][]byte
 	var at []time.Time
 	for _, r := range batch {
-		if !alerting[r.Type] {
+		kind := alertKind(r)
+		if kind == "" {
 			continue
 		}
 		ns, subject := AlertSubject(r.StreamID)
 		positions = append(positions, r.Position)
-		namespaces, kinds, subjects, streams = append(namespaces, ns), append(kinds, string(r.Type)), append(subjects, subject), append(streams, r.StreamID)
+		namespaces, kinds, subjects, streams = append(namespaces, ns), append(kinds, string(kind)), append(subjects, subject), append(streams, r.StreamID)
 		data, at = append(data, r.Data), append(at, r.RecordedAt)
 	}
 	if len(positions) == 0 {

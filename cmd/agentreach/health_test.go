@@ -584,3 +584,35 @@ func TestDemo(t *testing.T) {
 	require.Contains(t, help.String(), "keeps serving until Ctrl-C")
 	require.Contains(t, help.String(), "(default true)")
 }
+
+// An agent going DOWN is an alert (AGENT_DOWN), and coming out of DOWN
+// another (AGENT_BACK), in /v1/alerts as the other kinds are, and a
+// rebuild of the alerts read model folds the same ones.
+func TestAgentDownIsAnAlert(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	newTestAgent(t, base, "downed", "t.downed", 50, answer("SUCCESS", ""))
+	waitState(t, base, "downed", "HEALTHY", 20*time.Second)
+	code, out := call(t, http.MethodPost, base+"/v1/agents/downed/down", "", `{"reason":"disk failed"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	code, out = call(t, http.MethodPost, base+"/v1/agents/downed/up", "", `{"reason":"disk replaced"}`)
+	require.Equal(t, http.StatusOK, code, out)
+
+	type alert struct {
+		Kind    string          `json:"kind"`
+		Subject string          `json:"subject"`
+		Data    json.RawMessage `json:"data"`
+	}
+	var alerts struct {
+		Alerts []alert `json:"alerts"`
+	}
+	waitFor(t, 10*time.Second, "both alerts in the read model", func() bool {
+		getJSON(t, base+"/v1/alerts?kind=AGENT_DOWN,AGENT_BACK", http.StatusOK, &alerts)
+		return len(alerts.Alerts) == 2
+	})
+	require.Equal(t, "AGENT_BACK", alerts.Alerts[0].Kind, "newest first")
+	require.Equal(t, "AGENT_DOWN", alerts.Alerts[1].Kind)
+	require.Equal(t, "downed", alerts.Alerts[1].Subject)
+	require.Contains(t, string(alerts.Alerts[1].Data), "disk failed")
+}

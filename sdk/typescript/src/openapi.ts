@@ -1413,7 +1413,7 @@ export interface operations {
         parameters: {
             query?: {
                 namespace?: components["parameters"]["namespace"];
-                /** @description Comma-separated: HEALTH_DEGRADED, HEALTH_RECOVERED, BREAKER_OPENED, BREAKER_CLOSED, SELF_PRESERVATION, SELF_PRESERVATION_ENDED, QUEUE_HIGH, QUEUE_NORMAL. */
+                /** @description Comma-separated: HEALTH_DEGRADED, HEALTH_RECOVERED, BREAKER_OPENED, BREAKER_CLOSED, SELF_PRESERVATION, SELF_PRESERVATION_ENDED, QUEUE_HIGH, QUEUE_NORMAL, AGENT_DOWN (an agent's lease lapsed, or an operator confirmed it down), AGENT_BACK (out of DOWN again). */
                 kind?: string;
                 /** @description An agent id, a namespace (self-preservation) or a lane (queue). */
                 subject?: string;

@@ -22,7 +22,6 @@ import (
 func TestListPlansWalkAnIndex(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	ctx := context.Background()
 	cursor := uuid.Must(uuid.NewV7()).String()
 	for _, f := range []ListFilter{
 		{},
@@ -41,20 +40,7 @@ func TestListPlansWalkAnIndex(t *testing.T) {
 	} {
 		f.Limit = 50
 		sql, args := listQuery(f, []string{"default", "team"})
-		var plan []string
-		err := s.events.InTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off"); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
-			if err != nil {
-				return err
-			}
-			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		})
-		require.NoError(t, err)
-		text := strings.Join(plan, "\n")
+		text := explain(t, s, "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off", sql, args)
 		require.Contains(t, text, "Index Scan", "filter %+v:\n%s", f, text)
 		require.NotContains(t, text, "Seq Scan", "filter %+v:\n%s", f, text)
 		sorts := 0 // across namespaces, the merge of their pages only
@@ -103,7 +89,6 @@ func TestListAcrossNamespaces(t *testing.T) {
 func TestSearchPlansUseAnIndex(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
-	ctx := context.Background()
 	since := time.Now().Add(-time.Hour)
 	for _, c := range []struct {
 		f     ListFilter
@@ -119,20 +104,7 @@ func TestSearchPlansUseAnIndex(t *testing.T) {
 		f := c.f
 		f.Limit = 50
 		sql, args := listQuery(f, nil)
-		var plan []string
-		err := s.events.InTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
-			if err != nil {
-				return err
-			}
-			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		})
-		require.NoError(t, err)
-		text := strings.Join(plan, "\n")
+		text := explain(t, s, "SET LOCAL enable_seqscan = off", sql, args)
 		require.NotContains(t, text, "Seq Scan", "filter %+v:\n%s", f, text)
 		require.Contains(t, text, "Index", "filter %+v:\n%s", f, text)
 		if c.index != "" {
@@ -155,4 +127,24 @@ func TestSearchHelpers(t *testing.T) {
 	id := uuid.Must(uuid.NewV7())
 	require.LessOrEqual(t, idAt(time.Now().Add(-time.Second)), id.String(), "a job submitted since is at or above the bound")
 	require.Equal(t, `50\%\_off\\`, likeEscape(`50%_off\`))
+}
+
+// explain is the plan of sql with args, under the planner settings given.
+func explain(t *testing.T, s *Store, settings, sql string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	var plan []string
+	err := s.events.InTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, settings); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	require.NoError(t, err)
+	return strings.Join(plan, "\n")
 }

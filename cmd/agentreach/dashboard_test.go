@@ -211,6 +211,64 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.WaitVisible(`[data-why="no-candidates"]`, chromedp.ByQuery)))
 	require.Contains(t, text(`[data-why="no-candidates"]`), "no agent of namespace default offers doc.none")
 
+	// A job or agent the key cannot see: a not-found view, a way back, and
+	// no action buttons.
+	const noJob = "0190abcd-0000-7000-8000-000000000000"
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/jobs/"+noJob),
+		chromedp.WaitVisible(`[data-not-found="job"]`, chromedp.ByQuery)))
+	require.Contains(t, text(`[data-not-found="job"]`), noJob+": no such job in the namespaces of this key.")
+	noActions := func() {
+		t.Helper()
+		var buttons int
+		eval(`document.querySelectorAll('#view button').length`, &buttons)
+		require.Zero(t, buttons, "no action on something missing")
+	}
+	noActions()
+	time.Sleep(2500 * time.Millisecond) // a refresh (every 2 s) keeps the view
+	noActions()
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(`[data-not-found="job"] a[href="/dashboard/jobs"]`, chromedp.ByQuery)))
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents/default/dash-nobody"),
+		chromedp.WaitVisible(`[data-not-found="agent"]`, chromedp.ByQuery)))
+	require.Contains(t, text(`[data-not-found="agent"]`), "default/dash-nobody: no such agent in the namespaces of this key.")
+	noActions()
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(`[data-not-found="agent"] a[href="/dashboard/agents?namespace=default"]`, chromedp.ByQuery)))
+
+	// The jobs view searches by a job id prefix, into its address.
+	prefix := f.retried[:23] // UUIDv7: the first digits are the submit time, shared by jobs of the same moment
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/jobs"),
+		chromedp.WaitVisible(`#jobs-table tr[data-job="`+f.done[0]+`"]`, chromedp.ByQuery),
+		chromedp.SendKeys(`#f-q`, prefix, chromedp.ByQuery)))
+	waitEval(t, ctx, `location.search`, func(v string) bool { return v == "?q="+prefix })
+	waitEval(t, ctx, `Array.from(document.querySelectorAll('#jobs-table tbody tr')).map(r => r.dataset.job).join(",")`,
+		func(v string) bool { return v == f.retried })
+	require.NoError(t, chromedp.Run(ctx, chromedp.SetValue(`#f-since`, "24h", chromedp.ByQuery)))
+	eval(`document.querySelector('#f-since').dispatchEvent(new Event('change')), true`, new(bool))
+	waitEval(t, ctx, `location.search`, func(v string) bool { return v == "?q="+prefix+"&since=24h" })
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/jobs?q="+prefix+"&since=1h"),
+		chromedp.WaitVisible(`#jobs-table tr[data-job="`+f.retried+`"]`, chromedp.ByQuery)))
+	var since string
+	eval(`document.querySelector('#f-since').value`, &since)
+	require.Equal(t, "1h", since, "the range, from the address")
+	// The API's refusal is shown, not an empty list.
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/jobs?q=warming&since=yesterday"),
+		chromedp.WaitVisible(`#jobs-error`, chromedp.ByQuery)))
+	require.Contains(t, text(`#jobs-error`), "since must be an RFC 3339 time")
+	// Pages follow next_cursor, and back to the first.
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/jobs?limit=5"),
+		chromedp.WaitVisible(`#jobs-table tbody tr[data-job]`, chromedp.ByQuery)))
+	waitEval(t, ctx, `String(document.querySelector('#page-next').disabled)+document.querySelector('#page-first').disabled`,
+		func(v string) bool { return v == "falsetrue" })
+	var page1, page2 string
+	eval(`Array.from(document.querySelectorAll('#jobs-table tbody tr')).map(r => r.dataset.job).join(",")`, &page1)
+	require.Len(t, strings.Split(page1, ","), 5)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#page-next`, chromedp.ByQuery)))
+	waitEval(t, ctx, `location.search`, func(v string) bool { return strings.HasPrefix(v, "?limit=5&cursor=") })
+	waitEval(t, ctx, `Array.from(document.querySelectorAll('#jobs-table tbody tr')).map(r => r.dataset.job).join(",")`,
+		func(v string) bool { page2 = v; return v != page1 && v != "" })
+	require.NotContains(t, page1, strings.Split(page2, ",")[0])
+	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#page-first`, chromedp.ByQuery)))
+	waitEval(t, ctx, `location.search`, func(v string) bool { return v == "?limit=5" })
+
 	// River UI opens with the sign-in cookie.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/riverui/"), chromedp.WaitReady(`body`, chromedp.ByQuery)))
 	var riverTitle string
@@ -256,6 +314,16 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Contains(t, text(`#agents-table thead`), "HEALTH")
 	require.Contains(t, text(`#agents-table tr[data-agent="dash-puller"]`), "inbox 1")
 	require.NotContains(t, text(`#agents-table tr[data-agent="dash-ocr"]`), "inbox")
+	// No attempt of the puller has ended: its health is no number.
+	require.Equal(t, "—", strings.TrimSpace(text(`#agents-table tr[data-agent="dash-puller"] td.health`)))
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(`#agents-table tr[data-agent="dash-puller"] td.health span[title^="no attempts in the window"]`, chromedp.ByQuery)))
+	require.Contains(t, text(`#agents-table thead`), "OK OF ATTEMPTS")
+	var rawEnum bool
+	eval(`document.querySelector('#agents-table').innerText.includes('half_open')`, &rawEnum)
+	require.False(t, rawEnum, "breaker states in words")
+	var halfOpen string
+	eval(`breakerText("half_open") + "," + breakerText("open") + "," + breakerText("closed")`, &halfOpen)
+	require.Equal(t, "half-open,open,closed", halfOpen)
 	require.NoError(t, chromedp.Run(ctx, chromedp.Click(`#agents-table th[data-sort="success"]`, chromedp.ByQuery)))
 	waitEval(t, ctx, `location.search`, func(v string) bool { return v == "?sort=success&dir=asc" })
 	waitEval(t, ctx, `document.querySelector('#agents-table tbody tr').dataset.agent`, func(v string) bool { return v == "dash-bad" || v == "dash-flaky" })
@@ -277,6 +345,19 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.WaitVisible(`figure[data-chart="success"] circle`, chromedp.ByQuery)))
 	eval(`location.pathname`, &loc)
 	require.Equal(t, "/dashboard/agents/default/dash-ocr", loc)
+	// One name per figure: the header's and the charts' are the same
+	// words, each with what it counts in its tooltip.
+	figures := text(`#agent-figures`)
+	require.Contains(t, figures, "answered OK of attempts 100.0%")
+	require.Contains(t, figures, "business success of answered 100.0%")
+	require.NotContains(t, figures, "success 100")
+	require.Contains(t, text(`figure[data-chart="success"] figcaption`), "Answered OK of attempts 1h: 100.0%")
+	require.Contains(t, text(`figure[data-chart="business"] figcaption`), "Business success of answered 1h: 100.0%")
+	var tip string
+	eval(`document.querySelector('#agent-figures [data-figure="success"]').title`, &tip)
+	require.Contains(t, tip, "success_rate")
+	eval(`document.querySelector('#agent-figures [data-figure="business"]').title`, &tip)
+	require.Contains(t, tip, "business_success_rate")
 	act := func(button, reason string) {
 		require.NoError(t, chromedp.Run(ctx, chromedp.Click(button, chromedp.ByQuery), chromedp.WaitVisible(`#confirm`, chromedp.ByQuery)))
 		if reason != "" {
@@ -308,6 +389,16 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Equal(t, 80, a.Weight)
 	waitText(t, ctx, `dl.facts`, "Weight80")
 	shot("dashboard-agent.png")
+
+	// dash-bad answered every attempt 503: a lease that may be HEALTHY, a
+	// health of 0.00, and the page says why.
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents/default/dash-bad"),
+		chromedp.WaitVisible(`#agent-figures`, chromedp.ByQuery)))
+	require.Contains(t, text(`#agent-figures`), "health 0.00")
+	require.Contains(t, text(`#agent-figures`), "answered OK of attempts 0.0%")
+	if strings.Contains(text(`.page-head h2`), "HEALTHY") {
+		require.Regexp(t, `HEALTHY \(lease: heartbeats on time\) · health 0\.00: none of its \d+ attempts reached it \(delivery failures\)`, text(`#health-note`))
+	}
 
 	// A drain, from another agent's own address.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents/default/dash-translate"),

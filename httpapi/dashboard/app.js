@@ -4,7 +4,7 @@
 // filtered list can be bookmarked and shared:
 //   /dashboard/agents?namespace=&q=&sort=&dir=&window=   the agents
 //   /dashboard/agents/NAMESPACE/AGENT_ID                 one agent
-//   /dashboard/jobs?status=&capability=&agent_id=&namespace=
+//   /dashboard/jobs?q=&since=&status=&capability=&agent_id=&namespace=&cursor=
 //   /dashboard/jobs/JOB_ID                               one job's timeline
 //   /dashboard/dead?capability=&agent_id=&namespace=     dead letters
 //   /dashboard/alerts?namespace=&kind=                   alerts
@@ -54,7 +54,7 @@ function el(tag, attrs = {}, ...children) {
 }
 const link = (href, ...children) => el("a", { href, "data-link": true }, ...children);
 const pill = (v, cls) => el("span", { class: "pill " + (cls || v) }, v);
-const pct = (v) => v == null ? "n/a" : (100 * v).toFixed(1) + "%";
+const pct = (v) => v == null ? "—" : (100 * v).toFixed(1) + "%";
 const ms = (v) => v == null ? "–" : v < 10 ? v.toFixed(2) + " ms" : v < 1000 ? v.toFixed(1) + " ms" : (v / 1000).toFixed(2) + " s";
 const clock = (t) => { const d = new Date(t); return d.toLocaleTimeString([], { hour12: false }) + "." + String(d.getMilliseconds()).padStart(3, "0"); };
 function ago(t) {
@@ -78,6 +78,60 @@ function bar(v) {
 function setStatus(s, bad) { const st = $("#status"); st.textContent = s; st.classList.toggle("bad", !!bad); }
 function shorten(s, n) { s = String(s); return s.length > n ? s.slice(0, n) + "…" : s; }
 const json = (v) => typeof v === "string" ? v : JSON.stringify(v);
+
+// One word, one figure: every figure of an agent is named the same way in
+// the table, the agent's header and its charts, and says in its tooltip
+// what it counts (the API's fields, docs/api.md).
+const FIGURES = {
+  health: { label: "health", title: "health_score: reach and success weighted together, 0 to 1, over the attempts of the window that ended; — when none ended" },
+  reach: { label: "reached", title: "reach_rate: attempts delivered to the agent (it took them), of its attempts (those still waiting in a pull agent's inbox left out)" },
+  success: { label: "answered OK of attempts", title: "success_rate: attempts that ended SUCCESS, of every attempt that ended — delivery failures and timeouts count against it; pending ones are left out" },
+  business: { label: "business success of answered", title: "business_success_rate: attempts that ended SUCCESS, of those the agent was reached for and answered — its own failures apart from reach failures" },
+  attempts: { label: "attempts", title: "attempted: attempts routed to the agent" },
+  latency: { label: "time to result p95", title: "latency_p95_ms: from delivery to the agent's result, 95th percentile" },
+};
+const figure = (key, value) => el("span", { class: "figure", "data-figure": key, title: FIGURES[key].title }, FIGURES[key].label + " ", el("b", {}, value));
+
+// breakerText names a breaker state in words: half-open, open, closed.
+const breakerText = (state) => String(state || "").replace(/_/g, "-");
+const breakerPill = (b) => el("span", { class: "pill " + b.state, title: "circuit breaker: " + breakerText(b.state) +
+  (b.attempts ? ", " + (100 * b.error_rate).toFixed(0) + "% errors over " + b.attempts + " attempts of its window" : ", no attempts in its window") }, breakerText(b.state));
+const leasePill = (state) => el("span", { class: "pill " + state, title: "lease state: from the agent's heartbeats and the operator's actions, not from its attempts" }, state);
+
+// health shows a health score, "—" (never a number) when the window has
+// no attempt that ended.
+function health(v, window = "1h") {
+  return v == null ? el("span", { class: "muted", title: "no attempts in the window (" + window + "): no health score" }, "—")
+    : el("span", { title: FIGURES.health.title }, v.toFixed(2));
+}
+
+// healthNote explains a lease state and a health score that seem to
+// disagree (a HEALTHY lease, a poor or missing health), from the figures.
+const plural = (n, word) => n + " " + word + (n === 1 ? "" : "s");
+function healthNote(state, m, window = "1h") {
+  const lease = state + (state === "HEALTHY" ? " (lease: heartbeats on time)" : " (lease)");
+  if (m.health_score == null) {
+    if (!m.attempted) return lease + " · health —: no attempts in the last " + window;
+    return lease + " · health —: none of its " + plural(m.attempted, "attempt") + " in the last " + window + " has ended yet" + (m.pending ? " (" + m.pending + " pending)" : "");
+  }
+  if (state !== "HEALTHY" || m.health_score >= 0.8) return null;
+  const settled = (m.attempted || 0) - (m.pending || 0);
+  const answered = (m.succeeded || 0) + (m.failed || 0) + (m.timed_out || 0);
+  let why;
+  if (!m.delivered) why = "none of its " + plural(settled, "attempt") + " reached it (delivery failures)";
+  else if (!answered) why = m.delivered + " of " + plural(settled, "attempt") + " reached it, none answered yet";
+  else why = m.delivered + " of " + plural(settled, "attempt") + " reached it, " + (m.succeeded || 0) + " answered OK, " + (m.failed || 0) + " failed, " + (m.timed_out || 0) + " timed out";
+  return lease + " · health " + m.health_score.toFixed(2) + ": " + why + " in the last " + window;
+}
+
+// notFound is the view of a job or agent the API does not know (404): what
+// was asked for, why it is not shown, a way back, and no action.
+function notFound(root, what, id, back, backText) {
+  root.replaceChildren(el("div", { class: "not-found", "data-not-found": what },
+    el("h2", {}, what === "job" ? "Job not found" : "Agent not found"),
+    el("p", {}, el("code", {}, id), ": no such " + what + " in the namespaces of this key."),
+    el("p", {}, link(back, backText))));
+}
 
 // draw redraws a table body only when its rows changed, so a row being
 // clicked is not replaced under the pointer.
@@ -274,8 +328,8 @@ const agentColumns = [
   ["namespace", "Namespace", (a) => a.namespace],
   ["lease", "Lease", (a) => a.state],
   ["health", "Health", (a, m) => m.health_score ?? null],
-  ["reach", "Reach", (a, m) => m.reach_rate ?? null],
-  ["success", "Success", (a, m) => m.success_rate ?? null],
+  ["reach", "Reached", (a, m) => m.reach_rate ?? null],
+  ["success", "OK of attempts", (a, m) => m.success_rate ?? null],
   ["latency", "p50 / p95", (a, m) => m.latency_p95_ms ?? null],
   ["breaker", "Breaker", (a) => a.breaker.state],
   ["load", "In flight", (a) => a.in_flight],
@@ -290,7 +344,7 @@ function agentsView(root, route) {
   const text = el("input", { id: "f-agent-text", placeholder: "filter: agent or capability", value: q.get("q") || "" });
   const stamp = el("span", { class: "muted" });
   const banner = el("div", { id: "self-preservation", class: "banner", hidden: true });
-  const thead = el("tr", {}, agentColumns.map(([key, label]) => key ? el("th", { "data-sort": key, class: "sortable" }, label) : el("th", {}, label)));
+  const thead = el("tr", {}, agentColumns.map(([key, label]) => key ? el("th", { "data-sort": key, class: "sortable", title: FIGURES[key] ? FIGURES[key].title : null }, label) : el("th", {}, label)));
   const tbody = el("tbody");
   root.append(el("div", { class: "toolbar" }, el("span", { class: "muted" }, "Window"), win, nsSel, text,
     session.river_ui ? el("a", { href: "/riverui/", class: "button" }, "River UI ↗") : null, stamp),
@@ -339,7 +393,7 @@ function agentsView(root, route) {
         if ((a == null) !== (b == null)) return a == null ? 1 : -1;
         return (a < b ? -1 : a > b ? 1 : x.agent_id < y.agent_id ? -1 : 1) * dir;
       });
-      draw(tbody, JSON.stringify([list, byAgent, points, sort, dir]), () => list.length ? list.map((a) => agentRow(a, byAgent[key(a.namespace, a.agent_id)] || {}, points[key(a.namespace, a.agent_id)]))
+      draw(tbody, JSON.stringify([list, byAgent, points, sort, dir]), () => list.length ? list.map((a) => agentRow(a, byAgent[key(a.namespace, a.agent_id)] || {}, points[key(a.namespace, a.agent_id)], win.value))
         : [el("tr", {}, el("td", { colspan: agentColumns.length, class: "empty" }, agents.agents.length ? "No agent matches these filters." : "No agents registered yet: start one with `agentreach mock-agent`."))]);
       const sp = (agents.self_preservation || []).filter((p) => !ns || p.namespace === ns);
       banner.hidden = sp.length === 0;
@@ -351,19 +405,21 @@ function agentsView(root, route) {
   };
 }
 
-function agentRow(a, m, points) {
+function agentRow(a, m, points, win) {
+  const note = healthNote(a.state, m, win);
   return el("tr", { "data-agent": a.agent_id, "data-namespace": a.namespace },
     el("td", {}, link(agentHref(a.namespace, a.agent_id), el("strong", {}, a.agent_id)),
       a.mode === "pull" ? [" ", el("span", { class: "pill pull", title: "pull agent: claims its work, no endpoint" }, "pull")] : null,
       el("div", { class: "muted" }, a.capabilities.join(", "))),
     el("td", {}, a.namespace),
-    el("td", { class: "lease" }, pill(a.state), a.hold ? [" ", pill("hold: " + a.hold, "hold")] : null,
+    el("td", { class: "lease" }, leasePill(a.state), a.hold ? [" ", pill("hold: " + a.hold, "hold")] : null,
       a.paused_until ? [" ", el("span", { class: "pill hold", title: "It answered 429 or 503 with Retry-After: no new work until then, no failure counted." },
         "paused until " + new Date(a.paused_until).toLocaleTimeString())] : null),
-    el("td", { class: "health" }, bar(m.health_score), m.health_score == null ? "n/a" : m.health_score.toFixed(2)),
-    el("td", {}, pct(m.reach_rate)), el("td", {}, pct(m.success_rate)),
+    el("td", { class: "health", title: note }, bar(m.health_score), health(m.health_score, win),
+      m.health_score != null && note ? el("span", { class: "disagree", title: note }, " ⚠") : null),
+    el("td", { title: FIGURES.reach.title }, pct(m.reach_rate)), el("td", { title: FIGURES.success.title }, pct(m.success_rate)),
     el("td", {}, m.latency_p50_ms == null ? "–" : m.latency_p50_ms.toFixed(1) + " / " + m.latency_p95_ms.toFixed(1)),
-    el("td", {}, pill(a.breaker.state)),
+    el("td", { class: "breaker" }, breakerPill(a.breaker)),
     el("td", {}, a.in_flight + (a.max_concurrent ? " / " + a.max_concurrent : ""),
       a.mode === "pull" ? el("div", { class: "muted inbox", title: "attempts waiting to be claimed" }, "inbox " + (a.inbox_depth || 0)) : null),
     el("td", {}, ago(a.last_heartbeat_at)), el("td", {}, spark(points)));
@@ -371,7 +427,7 @@ function agentRow(a, m, points) {
 
 // chart draws one hour of per-minute values as a line (or bars), with its
 // last value and a scale.
-function chart(title, minutes, value, { unit = "", bars = false, max = null, color = "var(--info)", format = (v) => v } = {}) {
+function chart(key, minutes, value, { unit = "", bars = false, max = null, color = "var(--info)", format = (v) => v, hour = null, empty = "no attempts in the hour" } = {}) {
   const w = 300, h = 80, ns = "http://www.w3.org/2000/svg", slot = w / 60, now = Date.now();
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("viewBox", "0 0 " + w + " " + h); svg.setAttribute("class", "chart"); svg.setAttribute("role", "img");
@@ -391,9 +447,37 @@ function chart(title, minutes, value, { unit = "", bars = false, max = null, col
     add("polyline", { points: pts.map(([x, v]) => x.toFixed(1) + "," + y(v).toFixed(1)).join(" "), fill: "none", stroke: color, "stroke-width": 2 });
     for (const [x, v] of pts) add("circle", { cx: x.toFixed(1), cy: y(v).toFixed(1), r: 2, fill: color });
   }
-  const last = pts.length ? pts.reduce((a, b) => (a[0] > b[0] ? a : b))[1] : null;
-  return el("figure", { class: "chart-box", "data-chart": title.toLowerCase() },
-    el("figcaption", {}, title, el("span", { class: "muted" }, last == null ? " no attempts in the hour" : " now " + format(last) + unit + " · scale " + format(top) + unit)), svg);
+  // The caption names the figure as the header does, with the hour's
+  // figure (the header's) and the last minute's apart: they may differ.
+  const last = pts.length ? pts.reduce((a, b) => (a[0] > b[0] ? a : b)) : null;
+  const age = last && Math.round((w - last[0]) / slot - 0.5);
+  const lastText = last == null ? empty
+    : (age ? "its latest minute, " + age + "m ago: " : "this minute: ") + format(last[1]) + unit + " · scale " + format(top) + unit;
+  const f = FIGURES[key];
+  return el("figure", { class: "chart-box", "data-chart": key, title: f.title },
+    el("figcaption", {}, f.label.charAt(0).toUpperCase() + f.label.slice(1),
+      hour != null ? el("span", { class: "hour" }, " 1h: " + hour) : null,
+      el("div", { class: "muted" }, lastText)), svg);
+}
+
+// pendingOf is a minute's attempts delivered and not ended yet: in no
+// share, as the API's figures leave them out.
+const pendingOf = (x) => Math.max(0, x.delivered - x.succeeded - x.failed - x.timed_out);
+const minuteShare = (part, of) => of > 0 ? 100 * part / of : null;
+
+// agentHead is an agent page's header: the lease state and the breaker in
+// words, the hour's figures named as everywhere else, and why a HEALTHY
+// lease may go with a poor or missing health.
+function agentHead(a, m) {
+  const note = healthNote(a.state, m);
+  return [el("h2", {}, a.agent_id, " ", el("span", { class: "muted" }, "lease "), leasePill(a.state),
+    a.hold ? [" ", pill("hold: " + a.hold, "hold")] : null,
+    a.paused_until ? [" ", el("span", { class: "pill hold" }, "paused until " + new Date(a.paused_until).toLocaleTimeString())] : null,
+    " ", el("span", { class: "muted" }, "breaker "), breakerPill(a.breaker)),
+  el("p", { class: "muted figures", id: "agent-figures" }, "namespace " + a.namespace + " · " + (a.mode === "pull" ? "pull agent" : a.protocol + " " + a.endpoint),
+    " · ", figure("health", health(m.health_score)), " · ", figure("reach", pct(m.reach_rate)), " · ", figure("success", pct(m.success_rate)),
+    " · ", figure("business", pct(m.business_success_rate)), m.pending ? " · " + m.pending + " pending" : "", " (1h)"),
+  note ? el("p", { class: "notice", id: "health-note" }, note) : null];
 }
 
 function agentView(root, route) {
@@ -403,10 +487,14 @@ function agentView(root, route) {
   const charts = el("div", { class: "charts" });
   const ops = el("div", { class: "ops", id: "agent-ops" });
   const alerts = el("tbody");
-  root.append(el("p", {}, link(BASE + "/agents" + nsq(ns), "← agents")), head,
+  // The page shows once the agent is known: a missing one gets the
+  // not-found view, never live action buttons.
+  const page = el("div", { hidden: true }, head,
     el("div", { class: "columns" }, el("section", {}, el("h3", {}, "Facts"), facts), el("section", {}, el("h3", {}, "Operator actions"), ops)),
     el("h3", {}, "The last hour, per minute"), charts,
     el("h3", {}, "Alerts of this agent"), el("table", { id: "agent-alerts" }, el("thead", {}, el("tr", {}, el("th", {}, "When"), el("th", {}, "Alert"), el("th", {}, "Detail"))), alerts));
+  root.append(el("p", {}, link(BASE + "/agents" + nsq(ns), "← agents")), page);
+  let missing = false;
   const path = "/v1/agents/" + enc(id);
   let agent = null;
 
@@ -451,22 +539,28 @@ function agentView(root, route) {
 
   return {
     async update() {
-      const [a, series, al, metrics] = await Promise.all([api(path + nsq(ns)), api(path + "/series" + nsq(ns)),
-        api("/v1/alerts?namespace=" + enc(ns) + "&subject=" + enc(id) + "&limit=20"), api("/v1/metrics/agents?window=1h&namespace=" + enc(ns))]);
+      let a, series, al, metrics;
+      try {
+        [a, series, al, metrics] = await Promise.all([api(path + nsq(ns)), api(path + "/series" + nsq(ns)),
+          api("/v1/alerts?namespace=" + enc(ns) + "&subject=" + enc(id) + "&limit=20"), api("/v1/metrics/agents?window=1h&namespace=" + enc(ns))]);
+      } catch (e) {
+        if (e.status !== 404) throw e;
+        if (!missing) notFound(root, "agent", ns + "/" + id, BASE + "/agents" + nsq(ns), "← all agents");
+        missing = true;
+        return;
+      }
+      if (missing) { render(); return; } // it registered since: the whole page
+      page.hidden = false;
       agent = a;
       const m = metrics.agents.find((x) => x.agent_id === id) || {};
-      draw(head, JSON.stringify([a.state, a.hold, a.paused_until, a.breaker.state, m.health_score]), () => [el("h2", {}, id, " ", pill(a.state),
-        a.hold ? [" ", pill("hold: " + a.hold, "hold")] : null,
-        a.paused_until ? [" ", el("span", { class: "pill hold" }, "paused until " + new Date(a.paused_until).toLocaleTimeString())] : null, " ", el("span", { class: "muted" }, "breaker "), pill(a.breaker.state)),
-      el("p", { class: "muted" }, "namespace " + a.namespace + " · " + (a.mode === "pull" ? "pull agent" : a.protocol + " " + a.endpoint) +
-        " · health " + (m.health_score == null ? "n/a" : m.health_score.toFixed(2)) + " · reach " + pct(m.reach_rate) + " · success " + pct(m.success_rate) + " (1h)")]);
+      draw(head, JSON.stringify([a.state, a.hold, a.paused_until, a.breaker, m]), () => agentHead(a, m));
       const rows = [
         ["Capabilities", a.capabilities.join(", ")], ["Aliases", (a.aliases || []).join(", ") || "–"], ["Version", a.version || "–"],
         ["Weight", a.weight], ["Rollout", a.rollout_percent + "%"], ["Max concurrent", a.max_concurrent || "unlimited"],
         ["In flight", a.in_flight + (a.mode === "pull" ? " · inbox " + (a.inbox_depth || 0) : "")],
         ["Lease", "expires " + new Date(a.lease_expires_at).toLocaleTimeString() + ", ttl " + a.ttl_seconds + " s"],
         ["Last heartbeat", ago(a.last_heartbeat_at)], ["State since", ago(a.state_changed_at)],
-        ["Breaker", a.breaker.state + ", " + (100 * a.breaker.error_rate).toFixed(0) + "% errors over " + a.breaker.attempts + " attempts"],
+        ["Breaker", breakerText(a.breaker.state) + ", " + (a.breaker.attempts ? (100 * a.breaker.error_rate).toFixed(0) + "% errors over " + a.breaker.attempts + " attempts" : "no attempts") + " in its window"],
         ["Routed (1h)", a.recent ? a.recent.routed + " routed, " + a.recent.attempted + " attempted" : "–"],
       ];
       if (a.recent_restarts >= 3) rows.push(["Flapping", a.recent_restarts + " restarts in the hour, " + a.probes_needed + " probes to pass"]);
@@ -474,11 +568,13 @@ function agentView(root, route) {
       if (!weight.dataset.dirty) weight.value = a.weight;
       if (!rollout.dataset.dirty) rollout.value = a.rollout_percent;
       const mins = series.minutes;
-      draw(charts, JSON.stringify(mins), () => [
-        chart("Attempts", mins, (x) => x.attempted, { bars: true, color: "var(--accent)" }),
-        chart("Reach", mins, (x) => x.attempted ? 100 * x.delivered / x.attempted : null, { unit: "%", max: 100, color: "var(--info)", format: (v) => v.toFixed(0) }),
-        chart("Success", mins, (x) => { const s = x.succeeded + x.failed + x.timed_out; return s ? 100 * x.succeeded / s : null; }, { unit: "%", max: 100, color: "var(--ok)", format: (v) => v.toFixed(0) }),
-        chart("Latency p95", mins, (x) => x.latency_p95_ms, { unit: " ms", color: "var(--warn)", format: (v) => v.toFixed(1) })]);
+      const share = { unit: "%", max: 100, format: (v) => v.toFixed(0) };
+      draw(charts, JSON.stringify([mins, m]), () => [
+        chart("attempts", mins, (x) => x.attempted, { bars: true, color: "var(--accent)", hour: m.attempted ?? "—" }),
+        chart("reach", mins, (x) => minuteShare(x.delivered, x.attempted), { ...share, color: "var(--info)", hour: pct(m.reach_rate) }),
+        chart("success", mins, (x) => minuteShare(x.succeeded, x.attempted - pendingOf(x)), { ...share, color: "var(--ok)", hour: pct(m.success_rate) }),
+        chart("business", mins, (x) => minuteShare(x.succeeded, x.succeeded + x.failed + x.timed_out), { ...share, color: "var(--accent)", hour: pct(m.business_success_rate), empty: "no answered attempt in the hour" }),
+        chart("latency", mins, (x) => x.latency_p95_ms, { unit: " ms", color: "var(--warn)", format: (v) => v.toFixed(1), hour: ms(m.latency_p95_ms), empty: "no result in the hour" })]);
       draw(alerts, JSON.stringify(al.alerts), () => al.alerts.length ? al.alerts.map((x) => alertRow(x, false))
         : [el("tr", {}, el("td", { colspan: 3, class: "empty" }, "No alerts for this agent."))]);
     },
@@ -498,7 +594,8 @@ function filters(defs) {
     const input = options
       ? el("select", { id: "f-" + key, "aria-label": label }, el("option", { value: "" }, label), ...options.map((o) => el("option", { selected: q.get(key) === o }, o)))
       : el("input", { id: "f-" + key, placeholder: label, value: q.get(key) || "" });
-    input.addEventListener(options ? "change" : "input", () => { setQuery({ [key]: input.value }); refresh(); });
+    // A changed filter starts again from the first page.
+    input.addEventListener(options ? "change" : "input", () => { setQuery({ [key]: input.value, cursor: "" }); refresh(); });
     return input;
   });
 }
@@ -508,20 +605,87 @@ const listQuery = (keys, extra = {}) => {
   return q;
 };
 
+// The jobs view searches as GET /v1/jobs does: q is a job id or trace id
+// prefix when it looks like one (hex digits and dashes, at least four),
+// else text of the job's error, which needs a time range. The address
+// keeps since as the range chosen ("1h", "24h", "7d", so a bookmark means
+// "the last day" whenever it is opened) or as an RFC 3339 time.
+const RANGES = { "1h": 3600e3, "24h": 86400e3, "7d": 7 * 86400e3 };
+const TEXT_RANGE = "7d"; // a text search over "any time" searches this far back
+const looksLikeID = (q) => /^[0-9a-fA-F-]+$/.test(q) && q.replace(/-/g, "").length >= 4 && q.replace(/-/g, "").length <= 32;
+const sinceOf = (v) => RANGES[v] ? new Date(Date.now() - RANGES[v]).toISOString() : v || "";
+const textSearch = () => !!query().get("q") && !looksLikeID(query().get("q").trim());
+
+// jobsQuery is the API query of the jobs view's address.
+function jobsQuery() {
+  const q = listQuery(["status", "capability", "agent_id", "namespace", "q", "trace_id", "until", "cursor"], { limit: query().get("limit") || "50" });
+  const since = sinceOf(query().get("since")) || (textSearch() ? sinceOf(TEXT_RANGE) : "");
+  if (since) q.set("since", since);
+  return q;
+}
+
+function rangeSelect() {
+  const cur = query().get("since") || "";
+  const opts = [["", "any time"], ["1h", "last 1 h"], ["24h", "last 24 h"], ["7d", "last 7 d"]];
+  if (cur && !RANGES[cur]) opts.push([cur, "since " + (isNaN(new Date(cur)) ? cur : new Date(cur).toLocaleString())]);
+  const sel = el("select", { id: "f-since", "aria-label": "submitted in", title: "when the jobs were submitted" },
+    ...opts.map(([v, label]) => el("option", { value: v, selected: v === cur }, label)));
+  sel.addEventListener("change", () => { setQuery({ since: sel.value, cursor: "" }); refresh(); });
+  return sel;
+}
+
+function searchBox() {
+  const box = el("input", { id: "f-q", type: "search", size: 36, value: query().get("q") || "",
+    placeholder: "search: job id, trace id, or error text", title: "a job id or trace id (or their first hex digits), or text in the job's error" });
+  let timer = 0;
+  box.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => { setQuery({ q: box.value.trim(), cursor: "" }); refresh(); }, 250);
+  });
+  return box;
+}
+
 function jobsView(root) {
   const tbody = el("tbody");
-  const note = el("p", { class: "muted" });
-  root.append(el("div", { class: "toolbar" }, ...filters([["status", "any status", statuses], ["capability", "capability"], ["agent_id", "agent"], ["namespace", "namespace"]])),
-    el("table", { id: "jobs-table" }, el("thead", {}, el("tr", {}, ...["Job", "Status", "Capability", "Agent", "Attempts", "Submitted"].map((h) => el("th", {}, h)))), tbody), note);
+  const note = el("p", { class: "muted", id: "jobs-note" });
+  const error = el("p", { class: "error", id: "jobs-error", role: "alert", hidden: true });
+  const first = el("button", { id: "page-first", onclick: () => { setQuery({ cursor: "" }); refresh(); } }, "« first page");
+  const next = el("button", { id: "page-next" }, "next page »");
+  const count = el("span", { class: "muted", id: "jobs-count" });
+  let nextCursor = "";
+  next.addEventListener("click", () => { if (nextCursor) { setQuery({ cursor: nextCursor }); refresh(); } });
+  root.append(el("div", { class: "toolbar" }, searchBox(), rangeSelect(),
+    ...filters([["status", "any status", statuses], ["capability", "capability"], ["agent_id", "agent"], ["namespace", "namespace"]])),
+  error, el("table", { id: "jobs-table" }, el("thead", {}, el("tr", {}, ...["Job", "Status", "Capability", "Agent", "Attempts", "Trace", "Error", "Submitted"].map((h) => el("th", {}, h)))), tbody),
+  el("div", { class: "toolbar pager" }, first, next, count), note);
   return {
     async update() {
-      const list = await api("/v1/jobs?" + listQuery(["status", "capability", "agent_id", "namespace"], { limit: "100" }));
+      let list;
+      try {
+        list = await api("/v1/jobs?" + jobsQuery());
+      } catch (e) {
+        if (e.status !== 400) throw e;
+        error.hidden = false;
+        error.textContent = "The search was refused: " + e.message;
+        draw(tbody, "refused", () => [el("tr", {}, el("td", { colspan: 8, class: "empty" }, "No results: change the search above."))]);
+        nextCursor = ""; next.disabled = true; first.disabled = !query().get("cursor"); count.textContent = ""; note.textContent = "";
+        return;
+      }
+      error.hidden = true;
+      nextCursor = list.next_cursor || "";
+      next.disabled = !nextCursor;
+      first.disabled = !query().get("cursor");
+      const searched = query().get("q") || query().get("trace_id") || query().get("since") || query().get("until");
+      count.textContent = list.jobs.length + (list.jobs.length === 1 ? " job" : " jobs") + (query().get("cursor") ? " on this page" : "") + (nextCursor ? ", more on the next page" : "");
+      note.textContent = textSearch() && !query().get("since") ? "A search of error text needs a time range: it covers jobs submitted in the last 7 days (choose a range to change it)."
+        : query().get("until") ? "Submitted before " + new Date(query().get("until")).toLocaleString() + "." : "";
       draw(tbody, JSON.stringify(list.jobs), () => list.jobs.length ? list.jobs.map((j) => el("tr", { "data-job": j.job_id },
         el("td", {}, link(jobHref(j.job_id), el("code", {}, j.job_id))), el("td", {}, pill(j.status)), el("td", {}, j.capability),
         el("td", {}, j.agent_id ? link(agentHref(j.namespace, j.agent_id), j.agent_id) : "–"), el("td", {}, j.attempts + " / " + j.max_attempts),
-        el("td", {}, ago(j.submitted_at))))
-        : [el("tr", {}, el("td", { colspan: 6, class: "empty" }, location.search ? "No job matches these filters." : "No jobs yet."))]);
-      note.textContent = list.next_cursor ? "The newest 100 are shown; narrow the filters to see others." : "";
+        el("td", {}, j.trace_id ? el("code", { title: j.trace_id }, shorten(j.trace_id, 8)) : "–"),
+        el("td", { class: "err" }, j.error ? shorten(j.error, 80) : "–"),
+        el("td", { title: new Date(j.submitted_at).toLocaleString() }, ago(j.submitted_at))))
+        : [el("tr", {}, el("td", { colspan: 8, class: "empty" }, searched ? "No job matches this search." : location.search ? "No job matches these filters." : "No jobs yet."))]);
     },
   };
 }
@@ -654,13 +818,23 @@ function jobView(root, route) {
   const head = el("div", { class: "page-head", id: "job-head" });
   const body = el("div", { id: "timeline" });
   root.append(el("p", {}, link(BASE + "/jobs", "← jobs")), head, body);
+  let missing = false;
   return {
     async update() {
-      const [job, evs] = await Promise.all([api("/v1/jobs/" + enc(id)), api("/v1/jobs/" + enc(id) + "/events")]);
+      let job, evs;
+      try {
+        [job, evs] = await Promise.all([api("/v1/jobs/" + enc(id)), api("/v1/jobs/" + enc(id) + "/events")]);
+      } catch (e) {
+        if (e.status !== 404) throw e;
+        if (!missing) notFound(root, "job", id, BASE + "/jobs", "← all jobs");
+        missing = true;
+        return;
+      }
+      if (missing) { render(); return; }
       const terminal = ["SUCCESS", "FAILED", "DEAD_LETTER", "CANCELLED", "REJECTED"].includes(job.status);
       draw(head, JSON.stringify(job), () => [
         el("h2", {}, pill(job.status), " ", job.capability),
-        el("p", { class: "muted", id: "job-meta" }, "job ", el("code", {}, job.job_id), " · namespace " + job.namespace + " · trace ", el("code", {}, job.trace_id),
+        el("p", { class: "muted", id: "job-meta" }, "job ", el("code", {}, job.job_id), " · namespace " + job.namespace + " · trace ", link(BASE + "/jobs?trace_id=" + enc(job.trace_id), el("code", { title: "the jobs of this trace" }, job.trace_id)),
           " · attempt " + job.attempts + " of " + job.max_attempts, job.replay_of ? [" · replay of ", link(jobHref(job.replay_of), job.replay_of)] : null,
           job.agent_id ? [" · agent ", link(agentHref(job.namespace, job.agent_id), job.agent_id)] : null),
         job.error ? el("p", { class: "error" }, job.error) : null,
@@ -750,7 +924,7 @@ const alertGroups = { "": "every kind", health: "HEALTH_DEGRADED,HEALTH_RECOVERE
 function alertDetail(a) {
   const d = a.data || {};
   switch (a.kind) {
-    case "HEALTH_DEGRADED": case "HEALTH_RECOVERED": return "reach " + pct(d.reach_rate) + ", success " + pct(d.success_rate) + " over " + d.attempted + " attempts (" + d.window + ")";
+    case "HEALTH_DEGRADED": case "HEALTH_RECOVERED": return "reached " + pct(d.reach_rate) + ", answered OK of attempts " + pct(d.success_rate) + " over " + d.attempted + " attempts (" + d.window + ")";
     case "BREAKER_OPENED": case "BREAKER_CLOSED": return (d.error_rate != null ? (100 * d.error_rate).toFixed(0) + "% errors" : "") + (d.attempts != null ? " over " + d.attempts + " attempts" : "");
     case "SELF_PRESERVATION": return (d.lapsing != null ? d.lapsing + " of " + d.agents + " agents lapsed at once" : "agents lapsed at once") + ": kept from going DOWN";
     case "SELF_PRESERVATION_ENDED": return "ended: " + (d.reason || "") + (d.duration_ms ? " after " + ms(d.duration_ms) : "");

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -97,11 +98,62 @@ func (p preservation) line(now time.Time) string {
 // Until says how far t is from now, never as a negative countdown: "in
 // 4.2s", or "4.2s ago" once it passed.
 func Until(t, now time.Time) string {
-	d := t.Sub(now).Round(100 * time.Millisecond)
+	d := t.Sub(now)
 	if d < 0 {
-		return (-d).String() + " ago"
+		return HumanDuration(-d) + " ago"
 	}
-	return "in " + d.String()
+	return "in " + HumanDuration(d)
+}
+
+// HumanDuration writes d as a person reads it, to the precision its size
+// deserves and without zero units: "450ms", "4.2s", "2m30s", "1h",
+// "1h5m", "2d3h" (not Go's "1h0m0s").
+func HumanDuration(d time.Duration) string {
+	if d < 0 {
+		return "-" + HumanDuration(max(-d, 0)) // -MinInt64 overflows to itself
+	}
+	unit := func(n time.Duration, s string) string {
+		if n == 0 {
+			return ""
+		}
+		return fmt.Sprint(int64(n)) + s
+	}
+	switch {
+	case d == 0:
+		return "0s"
+	case d < time.Millisecond:
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'g', 2, 64) + "ms"
+	case d < time.Second-time.Millisecond/2:
+		return unit(d.Round(time.Millisecond)/time.Millisecond, "ms")
+	case d < time.Minute-50*time.Millisecond:
+		return strconv.FormatFloat(d.Round(100*time.Millisecond).Seconds(), 'f', -1, 64) + "s"
+	case d < time.Hour-time.Second/2:
+		d = d.Round(time.Second)
+		return unit(d/time.Minute, "m") + unit(d%time.Minute/time.Second, "s")
+	case d < 24*time.Hour-time.Minute/2:
+		d = d.Round(time.Minute)
+		return unit(d/time.Hour, "h") + unit(d%time.Hour/time.Minute, "m")
+	}
+	d = d.Round(time.Hour)
+	return unit(d/(24*time.Hour), "d") + unit(d%(24*time.Hour)/time.Hour, "h")
+}
+
+// humanWindow writes a window as the API names it ("1h0m0s") humanly,
+// or as it came when it is no Go duration.
+func humanWindow(w string) string {
+	d, err := time.ParseDuration(w)
+	if err != nil {
+		return w
+	}
+	return HumanDuration(d)
+}
+
+// since is how long ago t was, humanly; "-" for no time.
+func since(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return HumanDuration(now.Sub(t)) + " ago"
 }
 
 // NextLeaseChange says when the lease sweep next moves an agent on its own
@@ -223,7 +275,7 @@ func (l agentList) table(p palette, now time.Time) string {
 	fmt.Fprintf(tw, "AGENT\tNAMESPACE\tMODE\t%s\tIN-FLIGHT\tINBOX\t%s\tLAST HEARTBEAT\tCAPABILITIES\n", p.cell("STATE"), p.cell("BREAKER"))
 	for _, a := range l.Agents {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.AgentID, a.Namespace, a.mode(), p.cell(a.State), a.InFlight, a.inbox(),
-			p.cell(a.Breaker.State), Ago(a.LastHeartbeatAt), strings.Join(a.Capabilities, ","))
+			p.cell(BreakerWord(a.Breaker.State)), Ago(a.LastHeartbeatAt), strings.Join(a.Capabilities, ","))
 	}
 	if len(l.Agents) == 0 {
 		fmt.Fprintln(tw, "(no agents)")
@@ -368,14 +420,15 @@ func Dig(ctx context.Context, env Env, args []string) error {
 	tw := tabwriter.NewWriter(env.Stdout, 2, 4, 2, ' ', 0)
 	row := func(k, format string, v ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, v...)...) }
 	row("agent", "%s (namespace %s)", a.AgentID, a.Namespace)
-	row("state", "%s since %s", env.paletteFor(env.Stdout, false).word(a.State, a.State), Ago(a.StateChangedAt))
+	now := time.Now()
+	row("state", "%s since %s", env.paletteFor(env.Stdout, false).word(a.State, a.State), since(a.StateChangedAt, now))
 	if r := a.Recovery; r != nil && r.LastMS != nil {
 		mean := "-"
 		if r.Mean24hMS != nil {
-			mean = (time.Duration(*r.Mean24hMS) * time.Millisecond).Round(100 * time.Millisecond).String()
+			mean = HumanDuration(time.Duration(*r.Mean24hMS * float64(time.Millisecond)))
 		}
 		row("time to recover", "last %s, mean %s over %d recoveries in 24h",
-			(time.Duration(*r.LastMS) * time.Millisecond).Round(100*time.Millisecond), mean, r.Recoveries24h)
+			HumanDuration(time.Duration(*r.LastMS*float64(time.Millisecond))), mean, r.Recoveries24h)
 	}
 	a.holdRows(row)
 	if a.pull() {
@@ -385,7 +438,6 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		row("mode", "push")
 		row("endpoint", "%s (%s)", a.Endpoint, a.Protocol)
 	}
-	now := time.Now()
 	row("lease", "expires %s (%s), ttl %ds", a.LeaseExpiresAt.Format(time.RFC3339), Until(a.LeaseExpiresAt, now), a.TTLSeconds)
 	if next := NextLeaseChange(a.State, a.LastHeartbeatAt, time.Duration(a.TTLSeconds)*time.Second, now); next != "" {
 		row("next change", "%s", next)
@@ -393,23 +445,16 @@ func Dig(ctx context.Context, env Env, args []string) error {
 	if p := a.SelfPreservation; p != nil {
 		row("self-preservation", "%s", p.line(now))
 	}
-	row("last heartbeat", "%s", Ago(a.LastHeartbeatAt))
+	row("last heartbeat", "%s", since(a.LastHeartbeatAt, now))
 	row("capabilities", "%s", strings.Join(a.Capabilities, ", "))
 	if len(a.Aliases) > 0 {
 		row("aliases", "%s", strings.Join(a.Aliases, ", "))
 	}
 	row("load", "%d in flight (max %s)", a.InFlight, maxText(a.MaxConcurrent))
-	breaker := a.Breaker.State + ", no attempts yet: no error rate" // n/a, not 0 %
-	if a.Breaker.Attempts > 0 {
-		breaker = fmt.Sprintf("%s, %.0f%% errors over %d attempts", a.Breaker.State, 100*a.Breaker.ErrorRate, a.Breaker.Attempts)
-	}
-	if a.Breaker.RetryAt != nil {
-		breaker += ", probe at " + a.Breaker.RetryAt.Format(time.RFC3339)
-	}
-	row("breaker", "%s", breaker)
+	row("breaker", "%s", a.breakerText(breakerWindow(ctx, c, a.Namespace)))
 	if r := a.Recent; r != nil {
-		row("route hits", "%d routed in the last %s", r.Routed, r.Window)
-		row("recent health", "%d attempted, %d delivered, %d succeeded, %d failed, %d timed out (reach %s, success %s)",
+		row("route hits", "%d routed in the last %s", r.Routed, humanWindow(r.Window))
+		row("recent health", "%d attempted, %d delivered, %d succeeded, %d failed, %d timed out (reached %s, answered OK of attempts %s)",
 			r.Attempted, r.Delivered, r.Succeeded, r.Failed, r.TimedOut, rate(r.ReachRate, r.Attempted), rate(r.Success, r.Succeeded+r.Failed+r.TimedOut))
 	}
 	if len(a.Context) > 0 {
@@ -417,6 +462,45 @@ func Dig(ctx context.Context, env Env, args []string) error {
 		row("context", "%s", b)
 	}
 	return tw.Flush()
+}
+
+// BreakerWord names a breaker state in words: "half-open" for half_open.
+func BreakerWord(state string) string { return strings.ReplaceAll(state, "_", "-") }
+
+// breakerWindow is the namespace's breaker window from its routing policy,
+// 0 when the key may not read the policy (an admin's) or it failed: the
+// breaker's figures are then said to be over "its window".
+func breakerWindow(ctx context.Context, c *Client, namespace string) time.Duration {
+	var p struct {
+		BreakerWindowS int `json:"breaker_window_s"`
+	}
+	if err := c.Get(ctx, "/v1/policies/routing", url.Values{"namespace": {namespace}}, &p); err != nil {
+		return 0
+	}
+	return time.Duration(p.BreakerWindowS) * time.Second
+}
+
+// breakerText is dig's breaker row: its state in words, and its error
+// rate over its window (window, 0 when unknown). An empty window is "no
+// attempts in the last 1m", not "no attempts yet": the agent may have had
+// many before it, which the hour's count then says.
+func (a agentView) breakerText(window time.Duration) string {
+	b := a.Breaker
+	over := "its window (breaker_window_s of the routing policy)"
+	if window > 0 {
+		over = "the last " + HumanDuration(window)
+	}
+	text := fmt.Sprintf("%s, %.0f%% errors over %d attempts in %s", BreakerWord(b.State), 100*b.ErrorRate, b.Attempts, over)
+	if b.Attempts == 0 { // n/a, not 0 %
+		text = fmt.Sprintf("%s, no attempts in %s: no error rate", BreakerWord(b.State), over)
+		if r := a.Recent; r != nil {
+			text += fmt.Sprintf(" (%d attempted in the last %s)", r.Attempted, humanWindow(r.Window))
+		}
+	}
+	if b.RetryAt != nil {
+		text += ", probe at " + b.RetryAt.Format(time.RFC3339)
+	}
+	return text
 }
 
 // namespaceHint adds to the API's answer that an agent id is in several

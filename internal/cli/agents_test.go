@@ -58,8 +58,19 @@ func agentsAPI(t *testing.T) string {
 		"puller": `{"agent_id":"puller","namespace":"default","capabilities":["doc.pull"],"aliases":[],
 			"endpoint":"","protocol":"a2a-lite","mode":"pull","inbox_depth":3,"state":"HEALTHY","in_flight":1,
 			"max_concurrent":0,"ttl_seconds":30,"breaker":{"state":"closed","error_rate":0,"attempts":0}}`,
+		// 19 attempts in the hour, none in the breaker's last minute.
+		"quiet": `{"agent_id":"quiet","namespace":"default","capabilities":["doc.ocr"],"aliases":[],
+			"endpoint":"http://127.0.0.1:9/a2a","protocol":"a2a-lite","mode":"push","state":"HEALTHY","in_flight":0,
+			"max_concurrent":0,"ttl_seconds":30,"breaker":{"state":"half_open","error_rate":0,"attempts":0},
+			"recent":{"window":"1h0m0s","routed":19,"attempted":19,"delivered":5,"succeeded":5,"failed":0,"timed_out":0,
+				"reach_rate":0.263,"success_rate":0.263},
+			"recovery":{"last_ms":150000,"mean_24h_ms":450,"recoveries_24h":2}}`,
 	}
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/policies/routing" {
+			_, _ = io.WriteString(w, `{"namespace":"default","breaker_window_s":60}`)
+			return
+		}
 		if r.URL.Path == "/v1/agents" {
 			_, _ = io.WriteString(w, `{"agents":[`+agents["ocr-1"]+`,`+agents["puller"]+`],"self_preservation":[]}`)
 			return
@@ -149,4 +160,45 @@ func pickJSON(t *testing.T, doc string, fields ...string) string {
 	b, err := json.Marshal(picked)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestHumanDuration: durations as a person reads them, never Go's
+// "1h0m0s".
+func TestHumanDuration(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		0:                      "0s",
+		450 * time.Microsecond: "0.45ms",
+		450 * time.Millisecond: "450ms",
+		999*time.Millisecond + 800*time.Microsecond: "1s",
+		4200 * time.Millisecond:                     "4.2s",
+		3 * time.Second:                             "3s",
+		time.Minute:                                 "1m",
+		2*time.Minute + 30*time.Second:              "2m30s",
+		time.Hour:                                   "1h",
+		time.Hour + 5*time.Minute:                   "1h5m",
+		26 * time.Hour:                              "1d2h",
+		48 * time.Hour:                              "2d",
+		-90 * time.Second:                           "-1m30s",
+	} {
+		require.Equal(t, want, cli.HumanDuration(d), "%s", d)
+	}
+	require.Equal(t, "half-open", cli.BreakerWord("half_open"))
+	require.Equal(t, "open", cli.BreakerWord("open"))
+}
+
+// TestDigSaysTheWindow: an agent with attempts in the hour but none in the
+// breaker's window is "no attempts in the last 1m", with the hour's count,
+// never "no attempts yet"; its windows and durations are written humanly
+// and its breaker state in words.
+func TestDigSaysTheWindow(t *testing.T) {
+	t.Parallel()
+	out := runCLI(t, agentsAPI(t), cli.Dig, "quiet")
+	require.NotContains(t, out, "no attempts yet")
+	require.Regexp(t, `(?m)^breaker\s+half-open, no attempts in the last 1m: no error rate \(19 attempted in the last 1h\)$`, out)
+	require.Regexp(t, `(?m)^route hits\s+19 routed in the last 1h$`, out)
+	require.Regexp(t, `(?m)^recent health\s+19 attempted, 5 delivered, 5 succeeded, 0 failed, 0 timed out \(reached 26\.3%, answered OK of attempts 26\.3%\)$`, out)
+	require.Regexp(t, `(?m)^time to recover\s+last 2m30s, mean 450ms over 2 recoveries in 24h$`, out)
+	require.NotContains(t, out, "0m0s")
+	require.NotContains(t, out, "half_open")
 }

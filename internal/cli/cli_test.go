@@ -189,7 +189,7 @@ func TestJobs(t *testing.T) {
 	require.JSONEq(t, fakeJob, out)
 	out, _, err = run("list", "--json")
 	require.NoError(t, err)
-	require.JSONEq(t, `{"jobs":[`+fakeJob+`]}`, out)
+	require.JSONEq(t, `{"jobs":[`+fakeJob+`],"next_cursor":""}`, out, "the pages followed, as one page of the API")
 	out, _, err = run("events", "j1", "--json")
 	require.NoError(t, err)
 	require.JSONEq(t, fakeEvents, out)

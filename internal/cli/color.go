@@ -62,7 +62,7 @@ func colourOf(word string) string {
 		return ansiGreen
 	case "FAILED", "DEAD_LETTER", "REJECTED", "DOWN", "open":
 		return ansiRed
-	case "PROBING", "SUSPECT", "DRAINING", "CANCELLED", "TIMEOUT", "ATTEMPT_FAILED", "AWAITING_APPROVAL", "AWAITING_INPUT", "half_open":
+	case "PROBING", "SUSPECT", "DRAINING", "CANCELLED", "TIMEOUT", "ATTEMPT_FAILED", "AWAITING_APPROVAL", "AWAITING_INPUT", "half_open", "half-open":
 		return ansiYellow
 	}
 	return ""

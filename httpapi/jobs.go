@@ -60,25 +60,41 @@ type warning struct {
 // why the job just accepted may wait: no registered agent of its
 // namespace offers its capability, or every one that does is unavailable.
 func (s *Server) submitWarnings(sub domain.Submitted) []warning {
-	if sub.Capability == "" {
+	if w := s.routeWarning(sub.Namespace, sub.Capability, sub.RouteWaitMS, false); w != nil {
+		return []warning{*w}
+	}
+	return nil
+}
+
+// routeWarning is why a job of capability in namespace ns cannot be
+// routed now, from the router's view: no_agent, all_unavailable, or (with
+// capacity) at_capacity; nil when an agent can take it.
+func (s *Server) routeWarning(ns, capability string, routeWaitMS int, capacity bool) *warning {
+	if capability == "" {
 		return nil
 	}
-	res := s.deps.Agents.Snapshot().Route(domain.RouteRequest{Namespace: sub.Namespace, Capability: sub.Capability})
+	res := s.deps.Agents.Snapshot().Route(domain.RouteRequest{Namespace: ns, Capability: capability})
 	bound := "its route_wait_ms"
-	if sub.RouteWaitMS == 0 {
+	if routeWaitMS == 0 {
 		bound = "the service's route wait (route_wait_ms)"
 	}
 	switch {
-	case res.Chosen != "" || res.AllAtCapacity:
+	case res.Chosen != "":
 		return nil
+	case res.AllAtCapacity:
+		if !capacity {
+			return nil
+		}
+		return &warning{Code: "at_capacity", Message: fmt.Sprintf(
+			"every agent of namespace %s offering %s is at capacity (max_concurrent): the job waits for a slot for %s", ns, capability, bound)}
 	case len(res.Rejected) == 0:
-		return []warning{{Code: "no_agent", Message: fmt.Sprintf(
+		return &warning{Code: "no_agent", Message: fmt.Sprintf(
 			"no registered agent of namespace %s offers %s: the job waits for one for %s, then its attempt is spent as no_agent",
-			sub.Namespace, sub.Capability, bound)}}
+			ns, capability, bound)}
 	case res.Unavailable():
-		return []warning{{Code: "all_unavailable", Message: fmt.Sprintf(
+		return &warning{Code: "all_unavailable", Message: fmt.Sprintf(
 			"every agent of namespace %s offering %s is unavailable now (probing, down, draining, paused or its breaker open): the job waits for one for %s",
-			sub.Namespace, sub.Capability, bound)}}
+			ns, capability, bound)}
 	}
 	return nil
 }
@@ -237,6 +253,10 @@ type jobResponse struct {
 	SubmittedAt time.Time       `json:"submitted_at"`
 	UpdatedAt   time.Time       `json:"updated_at"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// Waiting says why a job not under way (SUBMITTED, or TIMEOUT before
+	// its retry) cannot be routed now, from the router's view: no_agent,
+	// all_unavailable or at_capacity (GET /v1/jobs/{job_id} only).
+	Waiting *warning `json:"waiting,omitempty"`
 }
 
 type callbackState struct {
@@ -319,7 +339,11 @@ func (s *Server) getJob(c *gin.Context) {
 			l = again
 		}
 	}
-	c.JSON(http.StatusOK, toJobResponse(l))
+	resp := toJobResponse(l)
+	if l.Status == domain.StatusSubmitted || l.Status == domain.StatusTimeout {
+		resp.Waiting = s.routeWarning(l.Namespace, l.Capability, l.RouteWaitMS, true) // why it is not under way
+	}
+	c.JSON(http.StatusOK, resp)
 }
 
 func (s *Server) jobEvents(c *gin.Context) {

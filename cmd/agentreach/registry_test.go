@@ -480,6 +480,26 @@ func TestSubmitWarnsWhyTheJobWillWait(t *testing.T) {
 		return m["code"].(string)
 	}
 	require.Equal(t, "no_agent", code(warnings()))
+	// The job says so too, while it waits.
+	_, out := submit(t, base, `{"capability":"t.warned","payload":{},"route_wait_ms":60000}`)
+	var job struct {
+		Status  string `json:"status"`
+		Waiting *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"waiting"`
+	}
+	getJSON(t, base+"/v1/jobs/"+out["job_id"].(string), http.StatusOK, &job)
+	require.Equal(t, "SUBMITTED", job.Status)
+	require.NotNil(t, job.Waiting)
+	require.Equal(t, "no_agent", job.Waiting.Code)
+	require.Contains(t, job.Waiting.Message, "t.warned")
+	var cliOut bytes.Buffer
+	m := NewMain()
+	m.Stdout, m.Stderr = &cliOut, &cliOut
+	m.Getenv = func(k string) string { return map[string]string{"AGENTREACH_URL": base}[k] }
+	require.NoError(t, m.Run(t.Context(), []string{"jobs", "get", out["job_id"].(string)}))
+	require.Regexp(t, `waiting +no_agent: no registered agent`, cliOut.String(), "jobs get says why it waits")
 
 	healthy := make(chan bool, 1)
 	healthy <- false

@@ -838,6 +838,7 @@ function jobView(root, route) {
           " · attempt " + job.attempts + " of " + job.max_attempts, job.replay_of ? [" · replay of ", link(jobHref(job.replay_of), job.replay_of)] : null,
           job.agent_id ? [" · agent ", link(agentHref(job.namespace, job.agent_id), job.agent_id)] : null),
         job.error ? el("p", { class: "error" }, job.error) : null,
+        job.waiting ? el("p", { class: "waiting", id: "job-waiting", title: "why the router cannot take it now (" + job.waiting.code + ")" }, "Waiting: " + job.waiting.message) : null,
         el("div", { class: "buttons" },
           job.status === "DEAD_LETTER" ? el("button", { class: "replay", onclick: async () => {
             const c = await confirmAction({ title: "Replay this job?", text: "Submits it again as a new job with replay_of " + job.job_id + ".", reason: false, ok: "Replay" });

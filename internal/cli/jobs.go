@@ -57,6 +57,13 @@ type jobView struct {
 	TraceID     string          `json:"trace_id"`
 	SubmittedAt time.Time       `json:"submitted_at"`
 	FinishedAt  *time.Time      `json:"finished_at"`
+	// Waiting is why a job not under way cannot be routed now.
+	Waiting *waitingView `json:"waiting"`
+}
+
+type waitingView struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 // jobsCommand is one `agentreach jobs NAME ARGS...`, its flags not yet
@@ -220,7 +227,14 @@ func (j *jobsCommand) get(ctx context.Context) error {
 	if err := j.c.call(func(sc *client.Client) (err error) { job, err = sc.Get(ctx, id); return err }); err != nil {
 		return err
 	}
-	return j.show(job.Raw, viewOf(job))
+	v := viewOf(job)
+	var extra struct {
+		Waiting *waitingView `json:"waiting"`
+	}
+	if json.Unmarshal(job.Raw, &extra) == nil {
+		v.Waiting = extra.Waiting
+	}
+	return j.show(job.Raw, v)
 }
 
 func (j *jobsCommand) list(ctx context.Context) error {
@@ -485,6 +499,9 @@ func (j *jobsCommand) show(raw json.RawMessage, v jobView) error {
 	}
 	if v.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", v.Error)
+	}
+	if v.Waiting != nil {
+		fmt.Fprintf(tw, "waiting\t%s: %s\n", v.Waiting.Code, v.Waiting.Message)
 	}
 	return tw.Flush()
 }

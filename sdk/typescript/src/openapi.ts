@@ -1170,6 +1170,12 @@ export interface components {
         };
         Job: {
             job_id: string;
+            /** @description Why a job not under way (SUBMITTED, or TIMEOUT before its retry) cannot be routed now, from the router's view a moment ago; absent when an agent can take it. */
+            waiting?: {
+                /** @enum {string} */
+                code: "no_agent" | "all_unavailable" | "at_capacity";
+                message: string;
+            };
             namespace: string;
             /** @enum {string} */
             status: "SUBMITTED" | "AWAITING_APPROVAL" | "DELIVERED" | "AWAITING_INPUT" | "TIMEOUT" | "SUCCESS" | "FAILED" | "DEAD_LETTER" | "CANCELLED" | "REJECTED";

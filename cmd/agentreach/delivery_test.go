@@ -533,7 +533,8 @@ func TestSubmitValidation(t *testing.T) {
 	}
 	big := `{"capability":"x","payload":"` + strings.Repeat("a", 1<<20) + `"}`
 	code, out := submit(t, base, big)
-	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code)
+	require.Equal(t, "payload_too_large", out["error"].(map[string]any)["code"])
 	require.Equal(t, "payload", out["error"].(map[string]any)["field"])
 }
 

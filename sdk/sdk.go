@@ -108,10 +108,14 @@ var ErrRefused = errors.New("refused")
 // it releases the attempt with the error's text, a failed attempt.
 type Handler func(ctx context.Context, d Delivery) (Result, error)
 
+// DefaultServerURL is where an agent finds Agent-Reach when neither
+// Config.ServerURL nor AGENTREACH_URL says: a `make run` on this machine.
+const DefaultServerURL = "http://127.0.0.1:8080"
+
 // Config tunes an Agent.
 type Config struct {
 	// ServerURL is Agent-Reach's base URL, e.g. http://127.0.0.1:8080
-	// (default: the environment's AGENTREACH_URL).
+	// (default: the environment's AGENTREACH_URL, else DefaultServerURL).
 	ServerURL string
 	// Addr is where deliveries are served (default 127.0.0.1:0).
 	Addr string
@@ -193,6 +197,9 @@ func New(cfg Config, reg Registration, h Handler) *Agent {
 	if cfg.ServerURL == "" {
 		cfg.ServerURL = os.Getenv("AGENTREACH_URL")
 	}
+	if cfg.ServerURL == "" {
+		cfg.ServerURL = DefaultServerURL
+	}
 	if cfg.APIKey == "" {
 		cfg.APIKey = os.Getenv("AGENTREACH_KEY")
 	}
@@ -234,6 +241,11 @@ func (a *Agent) InFlight() int {
 // agent (Mode ModePull) listens on nothing: Run claims its deliveries
 // instead (see the package doc).
 func (a *Agent) Run(ctx context.Context) error {
+	if u, err := url.Parse(a.cfg.ServerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		err := fmt.Errorf("sdk: the server URL %q is not an absolute http(s) URL (Config.ServerURL or AGENTREACH_URL)", a.cfg.ServerURL)
+		a.log.Error(err.Error())
+		return err
+	}
 	ctx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	a.mu.Lock()

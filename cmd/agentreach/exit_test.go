@@ -226,7 +226,7 @@ func TestDigWithoutAttempts(t *testing.T) {
 	newTestAgent(t, base, "dig-idle", "dig.idle", 50, answer("SUCCESS", ""))
 	code, out, errOut := runMain(t, map[string]string{"AGENTREACH_URL": base}, "dig", "dig-idle")
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "0 attempted, 0 delivered, 0 succeeded, 0 failed, 0 timed out (reach n/a, success n/a)")
+	require.Contains(t, out, "0 attempted, 0 delivered, 0 succeeded, 0 failed, 0 timed out (reached n/a, answered OK of attempts n/a)")
 	require.NotContains(t, out, "0.0%")
 }
 
@@ -250,7 +250,7 @@ func TestCLINamespaces(t *testing.T) {
 	code, out, errOut := runMain(t, env, "dig", "ns-twin", "--namespace", "ns-other")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "ns-twin (namespace ns-other)")
-	require.Contains(t, out, "no attempts yet: no error rate", "the breaker's rate of nothing is no figure")
+	require.Contains(t, out, "no attempts in the last 1m: no error rate", "the breaker's rate of nothing is no figure, said over its window")
 
 	waitFor(t, 20*time.Second, "ns-other/ns-twin HEALTHY", func() bool {
 		var st struct{ State string }

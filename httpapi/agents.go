@@ -166,7 +166,7 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 	if !b.OpenedAt.IsZero() {
 		br.OpenedAt, br.RetryAt = &b.OpenedAt, &b.RetryAt
 	}
-	return agentResponse{
+	out := agentResponse{
 		AgentID: a.AgentID, Namespace: a.Namespace, Capabilities: nonNil(a.Capabilities), Aliases: nonNil(a.Aliases),
 		Endpoint: a.Endpoint, HealthURL: a.HealthURL, Protocol: a.Protocol, Mode: a.Mode, ProtocolVersion: a.ProtocolVersion, Weight: a.Weight,
 		MaxConcurrent: a.MaxConcurrent, Version: a.Version, RolloutPercent: a.RolloutPercent, TTLSeconds: a.TTLSeconds,
@@ -177,8 +177,12 @@ func (s *Server) agentResponse(a *registry.Agent) agentResponse {
 		RegisteredAt: a.RegisteredAt.UTC(), LastHeartbeatAt: a.LastSeenAt.UTC(), LeaseExpiresAt: a.LeaseExpiresAt.UTC(),
 		StateChangedAt: a.StateChangedAt.UTC(), InFlight: snap.InFlight(a.Key()), Breaker: br,
 		HeartbeatEveryMS: int64(a.TTLSeconds) * 1000 / 3, PausedUntil: pausedNow(a.PausedUntil),
-		LastProbeError: a.LastProbeError, LastProbeAt: a.LastProbeAt, NextProbeAt: nextProbe(a),
+		NextProbeAt: nextProbe(a),
 	}
+	if a.State == domain.AgentProbing { // why it is still probing; an old error says nothing of another state
+		out.LastProbeError, out.LastProbeAt = a.LastProbeError, a.LastProbeAt
+	}
+	return out
 }
 
 // nextProbe is about when a PROBING push agent that has not passed its

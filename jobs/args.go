@@ -52,6 +52,9 @@ type DispatchArgs struct {
 	// WaitingSince is when the attempt began waiting for a routable agent,
 	// carried from wait to wait so the wait is bounded by route_wait_ms.
 	WaitingSince time.Time `json:"waiting_since,omitzero"`
+	// Prefer is the agent whose slot was handed to this waiter: tried
+	// first, whatever the snapshot counts.
+	Prefer string `json:"prefer,omitempty"`
 }
 
 // Kind implements river.JobArgs.

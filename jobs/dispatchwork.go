@@ -38,7 +38,7 @@ func (w *dispatchWorker) Work(ctx context.Context, job *river.Job[DispatchArgs])
 		return err
 	}
 	return w.s.dispatcher.Dispatch(ctx, l, dispatch.Run{Attempt: job.Args.Attempt, WaitingSince: job.Args.WaitingSince,
-		Cause: fmt.Sprintf("river:%d", job.ID),
+		Prefer: job.Args.Prefer, Cause: fmt.Sprintf("river:%d", job.ID),
 		Complete: func(ctx context.Context, tx pgx.Tx) error {
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 			return err

@@ -77,7 +77,7 @@ func (q riverQueue) InsertTx(ctx context.Context, tx pgx.Tx, jobs []jobstore.Enq
 	for i, j := range jobs {
 		switch j.Kind {
 		case jobstore.EnqueueDispatch:
-			params[i] = river.InsertManyParams{Args: DispatchArgs{JobID: j.JobID, Attempt: j.Attempt, WaitingSince: j.WaitingSince},
+			params[i] = river.InsertManyParams{Args: DispatchArgs{JobID: j.JobID, Attempt: j.Attempt, WaitingSince: j.WaitingSince, Prefer: j.Agent},
 				InsertOpts: dispatchOpts(j.Priority)}
 		case jobstore.EnqueueCallback:
 			params[i] = river.InsertManyParams{Args: CallbackArgs{JobID: j.JobID}}

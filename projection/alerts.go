@@ -29,7 +29,8 @@ var AlertKinds = []domain.EventType{
 
 // AlertAgentDown and AlertAgentBack are the alerts of an agent's lease:
 // an AGENT_STATE_CHANGED to DOWN (its lease lapsed, or an operator
-// confirmed it down), and the next one out of DOWN. They are alert kinds,
+// confirmed it down), and the next one out of DOWN into service (PROBING,
+// HEALTHY or SUSPECT; not OFFLINE or DRAINING). They are alert kinds,
 // not event types: the alert's position names the AGENT_STATE_CHANGED.
 const (
 	AlertAgentDown domain.EventType = "AGENT_DOWN"
@@ -51,8 +52,8 @@ func alertKind(r eventstore.Record) domain.EventType {
 	switch {
 	case d.To == domain.AgentDown && d.From != domain.AgentDown:
 		return AlertAgentDown
-	case d.From == domain.AgentDown && d.To != domain.AgentDown:
-		return AlertAgentBack
+	case d.From == domain.AgentDown && (d.To == domain.AgentProbing || d.To == domain.AgentHealthy || d.To == domain.AgentSuspect):
+		return AlertAgentBack // out of DOWN into service (not OFFLINE or DRAINING)
 	}
 	return ""
 }

@@ -76,7 +76,9 @@ var ErrNotPull error = &domain.KindError{Kind: domain.ErrConflict, Code: "not_pu
 	Message: "the agent is a push agent: it is delivered to, it does not claim (register with mode pull)"}
 
 // PullAgent authenticates a pull agent's claim or release by its token: a
-// push agent is ErrNotPull, an OFFLINE one ErrGone (register again).
+// push agent is ErrNotPull, an OFFLINE one ErrGone (register again),
+// unless an operator's drain holds it: its claims are answered (with
+// nothing) so that it does not register again and again while held.
 func (r *Registry) PullAgent(ctx context.Context, id, token string) (*Agent, error) {
 	a, err := r.Authenticate(ctx, id, token)
 	switch {
@@ -84,7 +86,7 @@ func (r *Registry) PullAgent(ctx context.Context, id, token string) (*Agent, err
 		return nil, err
 	case !a.Pull():
 		return nil, fmt.Errorf("agent %s: %w", id, ErrNotPull)
-	case a.State == domain.AgentOffline:
+	case a.State == domain.AgentOffline && a.Hold != domain.HoldDrain:
 		return nil, fmt.Errorf("agent %s: %w", id, ErrGone)
 	}
 	return a, nil

@@ -203,3 +203,22 @@ func TestBreakerTurnsAreEvents(t *testing.T) {
 	b.sweep(t)
 	require.Equal(t, []domain.EventType{domain.EventBreakerOpened, domain.EventBreakerClosed}, breakerEvents())
 }
+
+// A hold outlives a registration but not a deletion: an agent downed and
+// then deregistered registers again as a new deployment, PROBING, held by
+// nothing.
+func TestDeletionEndsAHold(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	md := domain.Metadata{Actor: "key:ops"}
+	b.register(t, "gone", 10, "http://127.0.0.1:1/")
+	_, err := b.r.Operate(b.ctx, key("gone"), domain.SignalConfirmDown, "disk failed", md)
+	require.NoError(t, err)
+	b.register(t, "gone", 10, "http://127.0.0.1:1/")
+	require.Equal(t, domain.AgentDown, b.state(t, "gone"), "a restart does not end the hold")
+	require.NoError(t, b.r.Deregister(b.ctx, key("gone"), md))
+	a, _ := b.register(t, "gone", 10, "http://127.0.0.1:1/")
+	require.Equal(t, domain.AgentProbing, a.State, "a deletion does")
+	require.Empty(t, a.Hold)
+	require.Equal(t, domain.AgentProbing, b.state(t, "gone"))
+}

@@ -407,6 +407,9 @@ func (r *Registry) register(ctx context.Context, reg domain.AgentRegistration, m
 		version, from, hold := 0, domain.AgentState(""), domain.HoldNone
 		if prev != nil {
 			version, from, hold = prev.StreamVersion, prev.State, prev.Hold
+			if prev.Deregistered {
+				hold = domain.HoldNone // a deletion ends the hold: a new deployment of the id starts afresh
+			}
 		}
 		to := domain.RegisteredState(hold) // a drain or a down outlives the registration
 		recs, err := r.store.AppendTx(ctx, tx, domain.AgentStream(reg.Key()), version,

@@ -73,13 +73,13 @@ func (r *Registry) ProbeInstance(ctx context.Context, k domain.AgentKey, instanc
 		if len(msg) > 500 {
 			msg = strings.ToValidUTF8(msg[:500], "")
 		}
-		if _, werr := r.pool.Exec(ctx, qRecordProbe, a.Namespace, a.AgentID, msg, r.now().UTC()); werr != nil {
+		if _, werr := r.pool.Exec(ctx, qRecordProbe, a.Namespace, a.AgentID, msg, r.now().UTC(), a.InstanceID); werr != nil {
 			return fmt.Errorf("record the failed probe of agent %s: %w", a.AgentID, werr)
 		}
 		return nil
 	}
 	if a.LastProbeError != "" {
-		if _, err := r.pool.Exec(ctx, qRecordProbe, a.Namespace, a.AgentID, "", r.now().UTC()); err != nil {
+		if _, err := r.pool.Exec(ctx, qRecordProbe, a.Namespace, a.AgentID, "", r.now().UTC(), a.InstanceID); err != nil {
 			return fmt.Errorf("record the probe of agent %s: %w", a.AgentID, err)
 		}
 	}

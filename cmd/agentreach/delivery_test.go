@@ -784,10 +784,12 @@ func TestSearchJobs(t *testing.T) {
 				JobID string `json:"job_id"`
 			} `json:"jobs"`
 		}
-		waitFor(t, 10*time.Second, "the read model has both jobs", func() bool {
+		waitFor(t, 10*time.Second, "the read model has both jobs, the dead one dead-lettered", func() bool {
 			var all struct{ Jobs []any }
 			getJSON(t, base+"/v1/jobs", http.StatusOK, &all)
-			return len(all.Jobs) >= 2
+			var dl struct{ Jobs []any }
+			getJSON(t, base+"/v1/jobs?status=DEAD_LETTER", http.StatusOK, &dl)
+			return len(all.Jobs) >= 2 && len(dl.Jobs) == 1
 		})
 		getJSON(t, base+"/v1/jobs?"+query, http.StatusOK, &page)
 		var out []string
@@ -802,6 +804,7 @@ func TestSearchJobs(t *testing.T) {
 	require.Contains(t, ids("q="+dead[:23]), dead, "a job id prefix, dashes and all")
 	require.NotContains(t, ids("q="+dead[:23]), other)
 	require.Equal(t, []string{dead}, ids("trace_id="+trace[:12]), "a trace id prefix")
+	require.Equal(t, []string{dead}, ids("trace_id="+trace[:4]+"-"+trace[4:12]), "dashes in it are ignored")
 	require.Equal(t, []string{dead}, ids("q="+trace), "a trace id in q")
 	require.Equal(t, []string{dead}, ids("q=NO_AGENT&since="+hour), "text of the error, in any case")
 	require.Empty(t, ids("q=no+such+words&since="+hour))

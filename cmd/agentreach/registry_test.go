@@ -406,7 +406,9 @@ func TestFailingProbesBackOffAndSayWhy(t *testing.T) {
 	healthy <- false
 	var probes atomic.Int32
 	health := newSwitchServerCounting(t, healthy, &probes)
-	body := fmt.Sprintf(`{"agent_id":"mute","capabilities":["t.mute"],"endpoint":%q,"health_url":%q,"ttl_seconds":30}`,
+	// A lease far longer than the test: it never heartbeats, and should
+	// not go DOWN while it is probed.
+	body := fmt.Sprintf(`{"agent_id":"mute","capabilities":["t.mute"],"endpoint":%q,"health_url":%q,"ttl_seconds":300}`,
 		health.URL+"/work", health.URL+"/health")
 	postJSON(t, base+"/v1/agents", body, http.StatusCreated, nil)
 	registered := time.Now()

@@ -278,3 +278,38 @@ func TestDrainHoldsThroughARestart(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "up after a finished drain: %s", body)
 	waitState(t, base, "held", "HEALTHY", 20*time.Second)
 }
+
+// A drained pull agent keeps claiming (answered with nothing) and stays
+// the same instance, OFFLINE: it does not register again and again while
+// the drain holds.
+func TestDrainedPullAgentStaysPut(t *testing.T) {
+	t.Parallel()
+	r, _ := service(t)
+	base := r.m.URL()
+	a := sdk.New(sdk.Config{ServerURL: base, StartJitter: -1, ClaimWait: time.Second, Logger: slog.New(slog.DiscardHandler)},
+		sdk.Registration{AgentID: "held-pull", Mode: sdk.ModePull, Capabilities: []string{"t.heldpull"}, TTLSeconds: 5},
+		func(context.Context, sdk.Delivery) (sdk.Result, error) { return sdk.Success("ok"), nil })
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitState(t, base, "held-pull", "HEALTHY", 20*time.Second)
+	code, body := call(t, http.MethodPost, base+"/v1/agents/held-pull/drain", "", `{"reason":"maintenance"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	waitState(t, base, "held-pull", "OFFLINE", 20*time.Second)
+	instance := func() string {
+		var x struct {
+			State      string `json:"state"`
+			InstanceID string `json:"instance_id"`
+		}
+		getJSON(t, base+"/v1/agents/held-pull", http.StatusOK, &x)
+		require.Equal(t, "OFFLINE", x.State, "the drain holds")
+		return x.InstanceID
+	}
+	first := instance()
+	until := time.Now().Add(6 * time.Second) // several claims of 1 s and sweeps
+	for time.Now().Before(until) {
+		require.Equal(t, first, instance(), "not registered again")
+		time.Sleep(200 * time.Millisecond) // poll interval over the window
+	}
+}

@@ -99,6 +99,10 @@ type Enqueued struct {
 	Attempt      int
 	WaitingSince time.Time
 	Priority     domain.Priority
+	// Agent is the agent whose slot was handed to this waiter (a queued
+	// dispatch only): its dispatch tries it first, whatever the snapshot
+	// counts (the waiter's own claim on the slot among them).
+	Agent string
 }
 
 // Queue inserts River's jobs in a write's transaction and answers their

@@ -163,7 +163,7 @@ func listQuery(f ListFilter, namespaces []string) (string, []any) {
 		add("jobs.job_id < $%d::uuid", idAt(f.Until))
 	}
 	if f.TraceID != "" {
-		add("trace_id LIKE $%d", likeEscape(strings.ToLower(f.TraceID))+"%")
+		add("trace_id LIKE $%d", likeEscape(strings.ToLower(strings.ReplaceAll(f.TraceID, "-", "")))+"%")
 	}
 	switch {
 	case f.Query == "":

@@ -317,3 +317,24 @@ func TestWaitForSlotTxTakesAFreeSlot(t *testing.T) {
 	require.Equal(t, "one-slot", named(free.JobID), "woken by its own wait's commit")
 	require.True(t, dueNow(t, s, free.JobID), "due now: the deadline sweep dispatches it")
 }
+
+// A waiter handed a slot whose dispatch goes to River carries the agent
+// of that slot, so its dispatch tries it first: the router's view counts
+// the waiter's own claim on the slot as taken.
+func TestQueuedWaiterCarriesItsAgent(t *testing.T) {
+	t.Parallel()
+	s, q := newStore(t)
+	ctx := context.Background()
+	l := newJobOf(t, s, "doc:parse", domain.PriorityLow)
+	require.NoError(t, s.events.InTx(ctx, func(tx pgx.Tx) error {
+		return s.AppendTx(ctx, tx, l, domain.Effects{Queue: &domain.QueuedAttempt{Attempt: 1, Agent: "one-slot",
+			Capability: "doc:parse", WaitingSince: time.Now()}})
+	}))
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	require.NotEmpty(t, q.jobs)
+	last := q.jobs[len(q.jobs)-1]
+	require.Equal(t, EnqueueDispatch, last.Kind)
+	require.Equal(t, l.JobID, last.JobID)
+	require.Equal(t, "one-slot", last.Agent)
+}

@@ -589,7 +589,7 @@ func (s *Store) insertRiverJobs(ctx context.Context, tx pgx.Tx, ws []*Write) err
 		id := w.jobID()
 		if q := w.Effects.Queue; q != nil {
 			jobs = append(jobs, Enqueued{Kind: EnqueueDispatch, JobID: id, Attempt: q.Attempt, WaitingSince: q.WaitingSince,
-				Priority: w.After.Priority})
+				Priority: w.After.Priority, Agent: q.Agent})
 			ids = append(ids, &w.dispatchJob)
 		}
 		if w.Effects.Poll > 0 {

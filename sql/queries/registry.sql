@@ -61,7 +61,9 @@ INSERT INTO agents (agent_id, namespace, capabilities, aliases, endpoint, health
         last_seen_at = excluded.last_seen_at, lease_expires_at = excluded.lease_expires_at,
         state_changed_at = excluded.state_changed_at, stream_version = excluded.stream_version,
         deregistered = false, prev_token_hash = NULL, prev_token_expires_at = NULL,
-        superseded_token_hash = agents.token_hash, -- an operator's hold outlives a registration
+        superseded_token_hash = agents.token_hash,
+        hold = CASE WHEN agents.deregistered THEN '' ELSE agents.hold END, -- an operator's hold outlives a registration, not a deletion
+        last_probe_error = NULL, last_probe_at = NULL, -- a new instance, probed anew
         reported_queue_length = 0, reported_error_rate = NULL, reported_pool_usage = NULL,
         protocol_version = excluded.protocol_version, recent_restarts = excluded.recent_restarts, probe_streak = 0,
         mode = excluded.mode;
@@ -187,10 +189,10 @@ WHERE namespace = $1 AND agent_id = $2;
 UPDATE agents SET probe_streak = $3 WHERE namespace = $1 AND agent_id = $2;
 
 -- name: RecordProbe
--- The outcome of a probe of agent $1/$2: its error ('' when it passed) at $4; a failure starts a flapping agent's streak over.
+-- The outcome of a probe of instance $5 of agent $1/$2 while it is PROBING: its error ('' when it passed) at $4; a failure starts a flapping agent's streak over. A probe of an instance replaced meanwhile, or finished after the agent left PROBING, changes nothing.
 UPDATE agents SET last_probe_error = NULLIF($3, ''), last_probe_at = $4,
     probe_streak = CASE WHEN $3 = '' THEN probe_streak ELSE 0 END
-WHERE namespace = $1 AND agent_id = $2;
+WHERE namespace = $1 AND agent_id = $2 AND instance_id = $5::uuid AND state = 'PROBING';
 
 -- name: SetBreakerOpen
 -- Records whether the agent's breaker is open, with the version of the event that said so.

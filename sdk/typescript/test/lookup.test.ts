@@ -69,15 +69,20 @@ describe("lookup mode", () => {
 
       const res = await c.invoke(cap, { n: 1 }, { namespace: ns });
       assert.deepEqual([res.status, res.agentId, res.namespace, res.result], ["SUCCESS", good.agentId, ns, { by: "good", n: 1 }]);
+      // The hung agent either says nothing by the caller's 3 s, or, as its
+      // handler's deadline (the same 3 s) ends first, answers 503: a race
+      // of two clocks, the same outcome (not reached, tried next).
+      const hungCode = res.attempts[0].statusCode;
+      assert.ok(hungCode === 0 || hungCode === 503, `the hung agent answered ${hungCode}`);
       assert.deepEqual(
         res.attempts.map((a) => [a.agentId, a.statusCode, a.reached]),
         [
-          [hung.agentId, 0, false],
+          [hung.agentId, hungCode, false],
           [dead.agentId, 0, false],
           [good.agentId, 200, true],
         ],
       );
-      assert.match(res.attempts[0].error ?? "", /no answer within 3000 ms/);
+      if (hungCode === 0) assert.match(res.attempts[0].error ?? "", /no answer within 3000 ms/);
       assert.ok(res.attempts[0].latencyMs >= 2900 && res.attempts[0].latencyMs < 6000, `hung for ${res.attempts[0].latencyMs} ms`);
       assert.match(res.attempts[1].error ?? "", /ECONNREFUSED/);
       // The good agent got the third attempt of the invocation, marked direct.
@@ -111,7 +116,8 @@ describe("lookup mode", () => {
       for (let i = 0; i < 10; i++) fresh.memory.answered(cap, 5);
       const third = await fresh.invoke(cap, { n: 12 }, { namespace: ns });
       assert.equal(third.agentId, good.agentId);
-      assert.match(third.attempts[0].error ?? "", /no answer within 1000 ms/);
+      if (third.attempts[0].statusCode !== 503) assert.match(third.attempts[0].error ?? "", /no answer within 1000 ms/); // the same race of clocks
+      assert.equal(third.attempts[0].reached, false);
       assert.ok(third.attempts[0].latencyMs < 2500, `hung for ${third.attempts[0].latencyMs} ms`);
       await fresh.close();
     } finally {

@@ -247,3 +247,60 @@ func RecoveryOf(ctx context.Context, q eventstore.Querier, namespace, agentID st
 	}
 	return r, nil
 }
+
+var (
+	qFleetMinutes = queries.Must("FleetMinutes")
+	qFleetHours   = queries.Must("FleetHours")
+)
+
+// FleetWindows are the windows of the fleet's series: their bucket and
+// how many buckets.
+var FleetWindows = map[string]struct {
+	Bucket  time.Duration
+	Buckets int
+}{"1h": {time.Minute, 60}, "24h": {time.Hour, 24}, "7d": {time.Hour, 168}}
+
+// FleetPoint is one bucket of the fleet: its attempts, their outcomes, the
+// error rate and the time to result.
+type FleetPoint struct {
+	At           time.Time `json:"at"`
+	Attempted    int       `json:"attempted"`
+	Succeeded    int       `json:"succeeded"`
+	Failed       int       `json:"failed"`
+	TimedOut     int       `json:"timed_out"`
+	DeadLettered int       `json:"dead_lettered"`
+	// ErrorRate is (failed + timed out) / the attempts that ended so (nil:
+	// none ended in the bucket).
+	ErrorRate    *float64 `json:"error_rate"`
+	LatencyP50MS *float64 `json:"latency_p50_ms"`
+	LatencyP95MS *float64 `json:"latency_p95_ms"`
+}
+
+// Fleet returns the fleet's figures (of one namespace, or "" for all) over
+// window (a key of FleetWindows), every bucket present, oldest first: a
+// read of the per-minute or per-hour agent figures, never of the log.
+func Fleet(ctx context.Context, q eventstore.Querier, namespace, window string) ([]FleetPoint, error) {
+	w, ok := FleetWindows[window]
+	if !ok {
+		return nil, fmt.Errorf("fleet window %q", window)
+	}
+	var rows pgx.Rows
+	var err error
+	if w.Bucket == time.Minute {
+		rows, err = q.Query(ctx, qFleetMinutes, namespace)
+	} else {
+		rows, err = q.Query(ctx, qFleetHours, namespace, w.Buckets)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read fleet series: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (FleetPoint, error) {
+		var p FleetPoint
+		err := r.Scan(&p.At, &p.Attempted, &p.Succeeded, &p.Failed, &p.TimedOut, &p.DeadLettered, &p.LatencyP50MS, &p.LatencyP95MS)
+		if ended := p.Succeeded + p.Failed + p.TimedOut; ended > 0 {
+			rate := float64(p.Failed+p.TimedOut) / float64(ended)
+			p.ErrorRate = &rate
+		}
+		return p, err
+	})
+}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"github.com/agentreach/agentreach/auth"
 	"net/http"
 	"slices"
 	"strings"
@@ -128,4 +129,30 @@ func splitKinds(v string) []string {
 		}
 	}
 	return out
+}
+
+// fleetSeries serves GET /v1/metrics/fleet: the fleet's throughput, error
+// rate and latency per bucket of a window, for the dashboard's fleet chart.
+func (s *Server) fleetSeries(c *gin.Context) {
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	window := c.DefaultQuery("window", "1h")
+	w, ok := health.FleetWindows[window]
+	if !ok {
+		_ = c.Error(Invalid("window", "one of 1h, 24h, 7d"))
+		return
+	}
+	points, err := health.Fleet(c.Request.Context(), s.reads(), ns, window)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	shown := ns
+	if shown == "" {
+		shown = auth.AllNamespaces
+	}
+	c.JSON(http.StatusOK, gin.H{"namespace": shown, "window": window, "bucket_seconds": int(w.Bucket.Seconds()), "points": points})
 }

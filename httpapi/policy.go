@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -74,4 +75,66 @@ func policyNamespace(c *gin.Context, asked, whyAll string) (string, error) {
 		return "", err
 	}
 	return ns, nil
+}
+
+// Alerts is a namespace's alert webhooks (package alerting).
+type Alerts interface {
+	Policy(ctx context.Context, ns string) (domain.AlertPolicy, error)
+	SetPolicy(ctx context.Context, ns string, p domain.AlertPolicy, md domain.Metadata) (domain.AlertPolicy, error)
+}
+
+type alertPolicyRequest struct {
+	Namespace string `json:"namespace"`
+	domain.AlertPolicy
+}
+
+type alertPolicyResponse struct {
+	Namespace string `json:"namespace"`
+	domain.AlertPolicy
+}
+
+// getAlertPolicy serves GET /v1/policies/alerts: the namespace's alert
+// webhooks, routing keys hidden.
+func (s *Server) getAlertPolicy(c *gin.Context) {
+	ns, err := readNamespace(c, c.Query("namespace"))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if ns == auth.AllNamespaces {
+		_ = c.Error(Invalid("namespace", "name the namespace whose alert webhooks to show"))
+		return
+	}
+	p, err := s.deps.Alerts.Policy(c.Request.Context(), ns)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, alertPolicyResponse{Namespace: ns, AlertPolicy: p.Shown()})
+}
+
+// setAlertPolicy serves PUT /v1/policies/alerts: the whole list of the
+// namespace's alert webhooks, as its next version.
+func (s *Server) setAlertPolicy(c *gin.Context) {
+	var req alertPolicyRequest
+	if err := bindJSON(c, &req, true); err != nil {
+		_ = c.Error(err)
+		return
+	}
+	if req.Webhooks == nil {
+		_ = c.Error(Invalid("webhooks", `required: the whole list of webhooks ([] for none)`))
+		return
+	}
+	p := principal(c)
+	ns, err := policyNamespace(c, req.Namespace, "name the namespace whose alert webhooks these are")
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	out, err := s.deps.Alerts.SetPolicy(c.Request.Context(), ns, req.AlertPolicy, s.meta(c, p.Actor()))
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	c.JSON(http.StatusOK, alertPolicyResponse{Namespace: ns, AlertPolicy: out.Shown()})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentreach/agentreach/alerting"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -38,6 +39,9 @@ type Deps struct {
 	Agents    Agents
 	Routing   Routing
 	Retention Retention
+	// Alerts keeps the alert webhooks (nil: one over Pool and Store with
+	// the default URL guard).
+	Alerts Alerts
 	// Intent resolves intents over the capability catalogue (nil: one with
 	// the lexical resolver only, over Pool).
 	Intent *intent.Service
@@ -94,6 +98,9 @@ func New(deps Deps) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	if deps.Intent == nil {
 		deps.Intent = intent.New(deps.Pool, deps.Store, deps.Logger, intent.Config{})
+	}
+	if deps.Alerts == nil {
+		deps.Alerts = alerting.New(deps.Pool, deps.Store, nil)
 	}
 	if deps.Waits == nil {
 		deps.Waits = jobwait.New(deps.Store, deps.Pool, DefaultWaitsPerKey, deps.Logger)
@@ -162,6 +169,7 @@ func New(deps Deps) *gin.Engine {
 	v1.DELETE("/session", s.deleteSession)
 	v1.GET("/metrics/agents", s.need(auth.ScopeAgentsRead), s.agentMetrics)
 	v1.GET("/metrics/agents/series", s.need(auth.ScopeAgentsRead), s.agentSeries)
+	v1.GET("/metrics/fleet", s.need(auth.ScopeAgentsRead), s.fleetSeries)
 	v1.GET("/alerts", s.need(auth.ScopeAgentsRead), s.listAlerts)
 	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
 	r.GET("/dashboard", func(c *gin.Context) { c.Redirect(http.StatusFound, "/dashboard/") })
@@ -182,6 +190,8 @@ func New(deps Deps) *gin.Engine {
 	v1.PUT("/policies/approvals", admin, s.setApprovalPolicy)
 	v1.GET("/policies/routing", admin, s.getRoutingPolicy)
 	v1.PUT("/policies/routing", admin, s.setRoutingPolicy)
+	v1.GET("/policies/alerts", admin, s.getAlertPolicy)
+	v1.PUT("/policies/alerts", admin, s.setAlertPolicy)
 	v1.GET("/policies/retention", admin, s.getRetention)
 	v1.PUT("/policies/retention", admin, s.setRetention)
 	if deps.Extra != nil {

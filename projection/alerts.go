@@ -20,12 +20,8 @@ var (
 
 // AlertKinds are the events the alerts read model keeps: an agent's health
 // and breaker turns, a namespace's self-preservation episodes, a lane's
-// watermark crossings.
-var AlertKinds = []domain.EventType{
-	domain.EventHealthDegraded, domain.EventHealthRecovered, domain.EventBreakerOpened, domain.EventBreakerClosed,
-	domain.EventSelfPreservation, domain.EventSelfPreservationEnded, domain.EventQueueHigh, domain.EventQueueNormal,
-	AlertAgentDown, AlertAgentBack,
-}
+// watermark crossings, and an agent's lease going DOWN and back.
+var AlertKinds = domain.AlertKinds
 
 // AlertAgentDown and AlertAgentBack are the alerts of an agent's lease:
 // an AGENT_STATE_CHANGED to DOWN (its lease lapsed, or an operator
@@ -33,12 +29,12 @@ var AlertKinds = []domain.EventType{
 // HEALTHY or SUSPECT; not OFFLINE or DRAINING). They are alert kinds,
 // not event types: the alert's position names the AGENT_STATE_CHANGED.
 const (
-	AlertAgentDown domain.EventType = "AGENT_DOWN"
-	AlertAgentBack domain.EventType = "AGENT_BACK"
+	AlertAgentDown = domain.AlertAgentDown
+	AlertAgentBack = domain.AlertAgentBack
 )
 
-// alertKind is the alert r raises ("" for none).
-func alertKind(r eventstore.Record) domain.EventType {
+// AlertKind is the alert r raises ("" for none).
+func AlertKind(r eventstore.Record) domain.EventType {
 	if alerting[r.Type] {
 		return r.Type
 	}
@@ -87,7 +83,7 @@ func (Alerts) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) e
 	var data [][]byte
 	var at []time.Time
 	for _, r := range batch {
-		kind := alertKind(r)
+		kind := AlertKind(r)
 		if kind == "" {
 			continue
 		}

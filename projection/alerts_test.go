@@ -31,7 +31,7 @@ func TestAgentLeaseAlerts(t *testing.T) {
 		{domain.AgentDown, domain.AgentDraining, ""},
 		{domain.AgentHealthy, domain.AgentSuspect, ""},
 	} {
-		require.Equal(t, c.want, alertKind(rec(c.from, c.to)), "%s → %s", c.from, c.to)
+		require.Equal(t, c.want, AlertKind(rec(c.from, c.to)), "%s → %s", c.from, c.to)
 	}
-	require.Equal(t, domain.EventBreakerOpened, alertKind(eventstore.Record{Type: domain.EventBreakerOpened}))
+	require.Equal(t, domain.EventBreakerOpened, AlertKind(eventstore.Record{Type: domain.EventBreakerOpened}))
 }

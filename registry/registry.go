@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -486,9 +488,10 @@ func orEmptySlice(s []string) []string {
 }
 
 // CheckURLs checks outbound URLs (field name → URL; empty ones are skipped)
-// against the SSRF guard, as a *domain.FieldError naming the field.
+// against the SSRF guard, in the fields' order, as a *domain.FieldError
+// naming the first field refused.
 func CheckURLs(ctx context.Context, guard *netguard.Policy, urls map[string]string) error {
-	for _, field := range []string{"endpoint", "health_url", "callback_url", "card_url"} {
+	for _, field := range slices.Sorted(maps.Keys(urls)) {
 		u := urls[field]
 		if u == "" {
 			continue

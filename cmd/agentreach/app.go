@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentreach/agentreach/alerting"
+	"github.com/agentreach/agentreach/alerting/alertwork"
 	"log/slog"
 	"net"
 	"net/http"
@@ -45,20 +47,22 @@ type App struct {
 	cfg    Config
 	logger *slog.Logger
 
-	pool      *pgxpool.Pool
-	store     *eventstore.Store
-	projector *eventstore.Projector
-	registry  *registry.Registry
-	tel       *telemetry.Telemetry
-	ui        *riverui.Handler
-	auth      *auth.Store
-	jobs      *jobs.Service
-	river     *river.Client[pgx.Tx]
-	sweeper   *sweep.Runner
-	retention *retention.Service
-	outage    *telemetry.Outage
-	server    *http.Server
-	listener  net.Listener
+	pool        *pgxpool.Pool
+	store       *eventstore.Store
+	projector   *eventstore.Projector
+	alerts      *alerting.Service
+	alertSender *alertwork.Sender
+	registry    *registry.Registry
+	tel         *telemetry.Telemetry
+	ui          *riverui.Handler
+	auth        *auth.Store
+	jobs        *jobs.Service
+	river       *river.Client[pgx.Tx]
+	sweeper     *sweep.Runner
+	retention   *retention.Service
+	outage      *telemetry.Outage
+	server      *http.Server
+	listener    net.Listener
 
 	migrated     atomic.Bool
 	schemaReady  chan struct{} // closed once migrated is set
@@ -87,6 +91,25 @@ func NewApp(cfg Config, logger *slog.Logger) *App {
 // SchemaReady is closed once the schema is current: from then on the API
 // answers (/readyz is 200 while the database does).
 func (a *App) SchemaReady() <-chan struct{} { return a.schemaReady }
+
+// newServices makes the services behind the API (the registry, jobs,
+// alerts and the projector) and answers their River workers.
+func (a *App) newServices(guard *netguard.Policy) *river.Workers {
+	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
+	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
+	a.jobs.SetTelemetry(a.tel.Tracer, a.tel.Meter)
+	a.alerts = alerting.New(a.pool, a.store, guard)
+	a.alertSender = alertwork.New(a.alerts, a.logger, alertwork.Config{Guard: guard, Secrets: a.jobs.Callbacks().CallbackSecrets,
+		PublicURL: func() string { return a.jobs.Config().PublicURL }})
+	// The alert notifier sends; it is not among the projections a rebuild
+	// offers (projection.All).
+	a.projector = eventstore.NewProjector(a.store, a.logger, append(projection.All(), a.alertSender.Notifier())...)
+	workers := river.NewWorkers()
+	riverwork.AddWorkers(workers, a.registry)
+	a.jobs.AddWorkers(workers)
+	a.alertSender.AddWorkers(workers)
+	return workers
+}
 
 // Start listens at once (so /healthz answers and /readyz says why it is not
 // ready), then migrates in the background, retrying until the database
@@ -119,13 +142,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.store = eventstore.New(a.pool)
 	a.auth = auth.NewStore(a.pool, a.store, a.cfg.AdminKey)
-	a.projector = eventstore.NewProjector(a.store, a.logger, projection.All()...)
-	a.registry = registry.New(a.pool, a.store, a.logger, a.cfg.Registry)
-	a.jobs = jobs.NewService(a.pool, a.store, a.registry, a.logger, a.cfg.Jobs)
-	a.jobs.SetTelemetry(a.tel.Tracer, a.tel.Meter)
-	workers := river.NewWorkers()
-	riverwork.AddWorkers(workers, a.registry)
-	a.jobs.AddWorkers(workers)
+	workers := a.newServices(&guard)
 	// The periodic sweeps run in the leading process (sweep.Runner), not as
 	// River periodic jobs: each run was a River job, and they buried the
 	// dispatch jobs in River UI.
@@ -142,6 +159,7 @@ func (a *App) Start(ctx context.Context) error {
 	}
 	a.registry.SetProbes(riverwork.Probes(a.river))
 	a.jobs.SetClient(a.river)
+	a.alertSender.SetClient(a.river)
 	if err := registerGauges(a); err != nil {
 		a.closePools()
 		return err
@@ -169,6 +187,7 @@ func (a *App) Start(ctx context.Context) error {
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, ReadyDetails: a.replicationDetails, ReadPool: a.readPool, Writable: a.writesRefused, Version: version,
 		Jobs: a.jobs, Approvals: a.jobs, Retention: a.retention, Callbacks: a.jobs.Callbacks(), Inbox: a.jobs.Inbox(), A2AJobs: a.jobs.Adapter(), Agents: a.registry, Routing: a.registry,
+		Alerts: a.alerts,
 		Intent: intent.New(a.pool, a.store, a.logger, a.cfg.Intent),
 		Waits:  waits,
 		Tracer: a.tel.Tracer, Metrics: promhttp.HandlerFor(a.tel.Registry, promhttp.HandlerOpts{}),

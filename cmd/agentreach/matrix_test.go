@@ -316,6 +316,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"GET /v1/metrics/agents/series": func() matrixCall {
 			return matrixCall{"GET", "/v1/metrics/agents/series?namespace=a", ""}
 		},
+		"GET /v1/metrics/fleet":            func() matrixCall { return matrixCall{"GET", "/v1/metrics/fleet?namespace=a&window=24h", ""} },
 		"GET /v1/callbacks/secret":         func() matrixCall { return matrixCall{"GET", "/v1/callbacks/secret?namespace=a", ""} },
 		"POST /v1/callbacks/secret:rotate": func() matrixCall { return matrixCall{"POST", "/v1/callbacks/secret:rotate?namespace=a", ""} },
 		"POST /v1/keys":                    func() matrixCall { return matrixCall{"POST", "/v1/keys", `{"namespace":"a","scopes":["jobs:read"]}`} },
@@ -329,6 +330,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"GET /v1/policies/retention": func() matrixCall { return matrixCall{"GET", "/v1/policies/retention?namespace=a", ""} },
 		"PUT /v1/policies/retention": func() matrixCall {
 			return matrixCall{"PUT", "/v1/policies/retention", `{"namespace":"a","retention_seconds":86400}`}
+		},
+		"GET /v1/policies/alerts": func() matrixCall { return matrixCall{"GET", "/v1/policies/alerts?namespace=a", ""} },
+		"PUT /v1/policies/alerts": func() matrixCall {
+			return matrixCall{"PUT", "/v1/policies/alerts", `{"namespace":"a","webhooks":[]}`}
 		},
 		"PUT /v1/policies/routing": func() matrixCall {
 			return matrixCall{"PUT", "/v1/policies/routing", `{"namespace":"a","weight_max":25}`}

@@ -706,6 +706,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/metrics/fleet": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The fleet's throughput, error rate and latency over 1 h (per minute), 24 h or 7 d (per hour), from the agent figures (agents:read). */
+        get: operations["getFleetMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/callbacks/secret": {
         parameters: {
             query?: never;
@@ -798,6 +815,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/policies/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The namespace's alert webhooks, routing keys hidden (admin). */
+        get: operations["getAlertPolicy"];
+        /**
+         * Set the namespace's alert webhooks: the whole list, as a new version (admin).
+         * @description Each alert of the namespace (GET /v1/alerts) is POSTed to every webhook that wants its kind, signed with the namespace's callback secret (Standard Webhooks headers), tried again with backoff (1 s … 5 min, 10 tries) until it answers 2xx. A pagerduty webhook named again without its routing_key keeps the stored one.
+         */
+        put: operations["setAlertPolicy"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/policies/retention": {
         parameters: {
             query?: never;
@@ -838,6 +876,49 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        AlertWebhook: {
+            /** @description An absolute http or https URL. */
+            url: string;
+            /** @description The kinds sent to it; none named: every kind. */
+            kinds?: ("HEALTH_DEGRADED" | "HEALTH_RECOVERED" | "BREAKER_OPENED" | "BREAKER_CLOSED" | "SELF_PRESERVATION" | "SELF_PRESERVATION_ENDED" | "QUEUE_HIGH" | "QUEUE_NORMAL" | "AGENT_DOWN" | "AGENT_BACK")[];
+            /**
+             * @description standard (default): {type, timestamp, data: the alert}; slack: an incoming webhook's {text}; pagerduty: an Events API v2 event (trigger, resolve on the recovery).
+             * @enum {string}
+             */
+            format?: "standard" | "slack" | "pagerduty";
+            /** @description A pagerduty webhook's integration key: stored, never shown. */
+            routing_key?: string;
+            /** @description A routing key is stored (answers only; ignored in a request, so a GET can be PUT back). */
+            routing_key_set?: boolean;
+        };
+        AlertPolicy: {
+            namespace: string;
+            version: number;
+            webhooks: components["schemas"]["AlertWebhook"][];
+        };
+        FleetSeries: {
+            /** @description The namespace, or * for every namespace the key may read. */
+            namespace: string;
+            window: string;
+            bucket_seconds: number;
+            points: {
+                /**
+                 * Format: date-time
+                 * @description The bucket's start.
+                 */
+                at: string;
+                attempted: number;
+                succeeded: number;
+                failed: number;
+                timed_out: number;
+                dead_lettered: number;
+                /** @description (failed + timed out) / attempts ended; null with none. */
+                error_rate: number | null;
+                /** @description Time to result, from the buckets' histograms; null with no result. */
+                latency_p50_ms: number | null;
+                latency_p95_ms: number | null;
+            }[];
+        };
         Error: {
             error: {
                 /** @enum {string} */
@@ -2788,6 +2869,34 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    getFleetMetrics: {
+        parameters: {
+            query?: {
+                namespace?: components["parameters"]["namespace"];
+                /** @description 1h (60 minutes), 24h or 7d (hours). Default 1h. */
+                window?: "1h" | "24h" | "7d";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One point per bucket of the window, oldest first; buckets with no attempt are included with zeros. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FleetSeries"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            default: components["responses"]["Error"];
+        };
+    };
     getCallbackSecret: {
         parameters: {
             query?: {
@@ -2979,6 +3088,65 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RoutingPolicy"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getAlertPolicy: {
+        parameters: {
+            query?: {
+                namespace?: components["parameters"]["namespace"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The namespace's alert webhooks (version 0, none, until the first PUT). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertPolicy"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            default: components["responses"]["Error"];
+        };
+    };
+    setAlertPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Default: the key's namespace. */
+                    namespace?: string;
+                    webhooks: components["schemas"]["AlertWebhook"][];
+                };
+            };
+        };
+        responses: {
+            /** @description The new version. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertPolicy"];
                 };
             };
             400: components["responses"]["Error"];

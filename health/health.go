@@ -265,12 +265,15 @@ var FleetWindows = map[string]struct {
 type FleetPoint struct {
 	At           time.Time `json:"at"`
 	Attempted    int       `json:"attempted"`
+	Delivered    int       `json:"delivered"`
 	Succeeded    int       `json:"succeeded"`
 	Failed       int       `json:"failed"`
 	TimedOut     int       `json:"timed_out"`
 	DeadLettered int       `json:"dead_lettered"`
-	// ErrorRate is (failed + timed out) / the attempts that ended so (nil:
-	// none ended in the bucket).
+	// ErrorRate is the share of the bucket's ended attempts that did not
+	// succeed: not delivered (the agent was not reached, or answered an
+	// error status), failed or timed out (nil: none ended). Attempts still
+	// under way are in no share.
 	ErrorRate    *float64 `json:"error_rate"`
 	LatencyP50MS *float64 `json:"latency_p50_ms"`
 	LatencyP95MS *float64 `json:"latency_p95_ms"`
@@ -296,9 +299,10 @@ func Fleet(ctx context.Context, q eventstore.Querier, namespace, window string) 
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (FleetPoint, error) {
 		var p FleetPoint
-		err := r.Scan(&p.At, &p.Attempted, &p.Succeeded, &p.Failed, &p.TimedOut, &p.DeadLettered, &p.LatencyP50MS, &p.LatencyP95MS)
-		if ended := p.Succeeded + p.Failed + p.TimedOut; ended > 0 {
-			rate := float64(p.Failed+p.TimedOut) / float64(ended)
+		err := r.Scan(&p.At, &p.Attempted, &p.Delivered, &p.Succeeded, &p.Failed, &p.TimedOut, &p.DeadLettered, &p.LatencyP50MS, &p.LatencyP95MS)
+		undelivered := max(0, p.Attempted-p.Delivered)
+		if ended := undelivered + p.Succeeded + p.Failed + p.TimedOut; ended > 0 {
+			rate := float64(undelivered+p.Failed+p.TimedOut) / float64(ended)
 			p.ErrorRate = &rate
 		}
 		return p, err

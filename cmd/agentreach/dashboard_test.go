@@ -151,6 +151,10 @@ func TestDashboardInChromium(t *testing.T) {
 	api := keyedProxy(t, base, testAdminKey)
 	// dash-flaky alone offers doc.flaky-only, so its failures are its own.
 	newTestAgent(t, api, "dash-bad", "doc.flaky-only", 50, statusOnly(http.StatusServiceUnavailable))
+	// An operator's receiver of AGENT_DOWN alerts.
+	receiver, receiverURL := newAlertReceiver(t, 0)
+	code, out := call(t, http.MethodPut, api+"/v1/policies/alerts", "", `{"namespace":"default","webhooks":[{"url":"`+receiverURL+`","kinds":["AGENT_DOWN"]}]}`)
+	require.Equal(t, http.StatusOK, code, out)
 	f := newDashboardFleet(t, svc, api)
 	ctx := browser(t, chromium)
 	shot := func(name string) {
@@ -249,6 +253,17 @@ func TestDashboardInChromium(t *testing.T) {
 	var since string
 	eval(`document.querySelector('#f-since').value`, &since)
 	require.Equal(t, "1h", since, "the range, from the address")
+	// Error text, within a range: the dead letter's reason finds it.
+	var dead jobJSON
+	getJSON(t, api+"/v1/jobs/"+f.dead, http.StatusOK, &dead)
+	require.NotEmpty(t, dead.Error)
+	words := strings.Fields(dead.Error)
+	needle := words[len(words)-1]
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/jobs?since=1h&q="+url.QueryEscape(needle)),
+		chromedp.WaitVisible(`#jobs-table tr[data-job="`+f.dead+`"]`, chromedp.ByQuery)))
+	var found string
+	eval(`Array.from(document.querySelectorAll('#jobs-table tbody tr')).map(r => r.dataset.job).join(",")`, &found)
+	require.NotContains(t, found, f.done[0], "a job without that error is not found")
 	// The API's refusal is shown, not an empty list.
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/jobs?q=warming&since=yesterday"),
 		chromedp.WaitVisible(`#jobs-error`, chromedp.ByQuery)))
@@ -336,7 +351,16 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Equal(t, 1, rows, "the text filter, from the address")
 	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents"),
 		chromedp.WaitVisible(`#agents-table tr[data-agent="dash-ocr"] svg.spark rect + rect + rect`, chromedp.ByQuery)))
+	// The fleet: throughput, error rate and latency over the window.
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(`figure[data-chart="fleet-throughput"] svg rect`, chromedp.ByQuery),
+		chromedp.WaitVisible(`figure[data-chart="fleet-errors"] polyline`, chromedp.ByQuery),
+		chromedp.WaitVisible(`figure[data-chart="fleet-latency"] polyline`, chromedp.ByQuery)))
+	require.Regexp(t, `Throughput\s+\d+ attempts in 1h`, text(`figure[data-chart="fleet-throughput"] figcaption`))
 	shot("dashboard.png")
+	require.NoError(t, chromedp.Run(ctx, chromedp.SetValue(`#fleet-window`, "7d", chromedp.ByQuery)))
+	eval(`document.querySelector('#fleet-window').dispatchEvent(new Event('change')), true`, new(bool))
+	waitEval(t, ctx, `location.search`, func(v string) bool { return v == "?fleet=7d" })
+	waitText(t, ctx, `figure[data-chart="fleet-throughput"] figcaption`, "attempts in 7d")
 
 	// The agent's page: its minutes drawn, and operator actions, each
 	// after a confirmation.
@@ -378,6 +402,11 @@ func TestDashboardInChromium(t *testing.T) {
 	require.Equal(t, "DOWN", a.State)
 	evs := dumpTable(t, svc, `SELECT data->>'reason', metadata->>'actor' FROM events WHERE stream_id = 'agent:default/dash-ocr' AND type = 'AGENT_STATE_CHANGED' ORDER BY version DESC LIMIT 1`)
 	require.Equal(t, []string{"[maintenance window key:bootstrap]"}, evs, "the reason and the key that acted")
+	// The operator's receiver is told, with a link to the agent's page.
+	waitFor(t, 30*time.Second, "the AGENT_DOWN alert at the receiver", func() bool { return len(receiver.received()) > 0 })
+	alert := string(receiver.received()[0].body)
+	require.Contains(t, alert, `"kind":"AGENT_DOWN"`)
+	require.Contains(t, alert, `"url":"`+base+`/dashboard/agents/default/dash-ocr"`)
 	act(`button[data-action="up"]`, "")
 	waitText(t, ctx, `#status`, "dash-ocr is ")
 	require.NoError(t, chromedp.Run(ctx, chromedp.SetValue(`#op-weight`, "80", chromedp.ByQuery)))
@@ -405,6 +434,20 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.WaitVisible(`figure[data-chart="attempts"]`, chromedp.ByQuery)))
 	act(`button[data-action="drain"]`, "")
 	waitText(t, ctx, `#status`, "dash-translate is DRAINING")
+	// The agent registers again (a restart): the drain holds, and the page
+	// says so until an operator's up.
+	var translate struct {
+		Endpoint string `json:"endpoint"`
+	}
+	getJSON(t, api+"/v1/agents/dash-translate", http.StatusOK, &translate)
+	code, out = call(t, http.MethodPost, api+"/v1/agents", "",
+		`{"agent_id":"dash-translate","capabilities":["text.translate"],"endpoint":"`+translate.Endpoint+`","ttl_seconds":20}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.Contains(t, []string{"DRAINING", "OFFLINE"}, agentState(t, api, "dash-translate"), "registered again, still drained")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Reload()))
+	waitText(t, ctx, `.page-head h2`, "hold: drain")
+	require.NotContains(t, text(`.page-head h2`), "HEALTHY")
+	require.NoError(t, chromedp.Run(ctx, chromedp.WaitVisible(`button[data-action="up"]`, chromedp.ByQuery)))
 }
 
 // waitText waits until the text of sel contains want.
@@ -471,4 +514,40 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestDashboardDevSignInAfterRestart: dev keeps its admin key across a
+// restart (its key file), so a browser signed in before the restart is
+// still signed in after it, on the same address, with no new key to find.
+func TestDashboardDevSignInAfterRestart(t *testing.T) {
+	t.Parallel()
+	chromium := findChromium()
+	if chromium == "" {
+		t.Skip("Chromium is not installed (apt-get install chromium): the dashboard browser test needs it")
+	}
+	env := map[string]string{"DATABASE_URL": newDatabase(t), "AGENTREACH_DEV_KEY_FILE": filepath.Join(t.TempDir(), "dev-admin-key")}
+	addr := deadAddr(t)
+	first := start(t, env, "dev", "--addr", addr, "--log-level", "warn")
+	base := first.m.URL()
+	waitReady(t, base)
+	key := strings.TrimSpace(string(must(os.ReadFile(env["AGENTREACH_DEV_KEY_FILE"]))))
+	require.Contains(t, first.out.String(), "Admin key: "+key, "dev prints the key it keeps")
+
+	ctx := browser(t, chromium)
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/agents"), chromedp.WaitVisible(`#signin`, chromedp.ByQuery),
+		chromedp.SendKeys(`#key`, key, chromedp.ByQuery), chromedp.Click(`#signin-form button[type=submit]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#agents-table`, chromedp.ByQuery)))
+
+	first.stop(t)
+	second := start(t, env, "dev", "--addr", addr, "--log-level", "warn")
+	require.Equal(t, base, second.m.URL())
+	waitReady(t, base)
+	require.Contains(t, second.out.String(), "Admin key: "+key, "the same key after the restart")
+	require.NoError(t, chromedp.Run(ctx, chromedp.Navigate(base+"/dashboard/jobs"), chromedp.WaitVisible(`#jobs-table`, chromedp.ByQuery)))
+	var signIn bool
+	require.NoError(t, chromedp.Run(ctx, chromedp.Evaluate(`!!document.querySelector('#signin') && document.querySelector('#signin').offsetParent !== null`, &signIn)))
+	require.False(t, signIn, "still signed in after the restart")
+	var who string
+	require.NoError(t, chromedp.Run(ctx, chromedp.Text(`#who`, &who, chromedp.ByQuery)))
+	require.Contains(t, who, "bootstrap")
 }

@@ -344,11 +344,14 @@ function agentsView(root, route) {
   const text = el("input", { id: "f-agent-text", placeholder: "filter: agent or capability", value: q.get("q") || "" });
   const stamp = el("span", { class: "muted" });
   const banner = el("div", { id: "self-preservation", class: "banner", hidden: true });
+  const fleetWin = el("select", { id: "fleet-window", "aria-label": "fleet window" }, ...["1h", "24h", "7d"].map((w) => el("option", { selected: (q.get("fleet") || "1h") === w }, w)));
+  const fleet = el("div", { id: "fleet", class: "charts fleet" });
   const thead = el("tr", {}, agentColumns.map(([key, label]) => key ? el("th", { "data-sort": key, class: "sortable", title: FIGURES[key] ? FIGURES[key].title : null }, label) : el("th", {}, label)));
   const tbody = el("tbody");
   root.append(el("div", { class: "toolbar" }, el("span", { class: "muted" }, "Window"), win, nsSel, text,
     session.river_ui ? el("a", { href: "/riverui/", class: "button" }, "River UI ↗") : null, stamp),
-  banner, el("table", { id: "agents-table" }, el("thead", {}, thead), tbody));
+  banner, el("section", { class: "fleet-box" }, el("h3", {}, "Fleet ", fleetWin), fleet),
+  el("table", { id: "agents-table" }, el("thead", {}, thead), tbody));
   const sortMark = () => $$("th[data-sort]", thead).forEach((th) => {
     const s = query().get("sort") || "agent", d = query().get("dir") || "asc";
     th.classList.toggle("sorted", th.dataset.sort === s);
@@ -363,14 +366,16 @@ function agentsView(root, route) {
     sortMark(); refresh();
   });
   win.addEventListener("change", () => { setQuery({ window: win.value === "1h" ? "" : win.value }); refresh(); });
+  fleetWin.addEventListener("change", () => { setQuery({ fleet: fleetWin.value === "1h" ? "" : fleetWin.value }); refresh(); });
   nsSel.addEventListener("change", () => { setQuery({ namespace: nsSel.value }); refresh(); });
   text.addEventListener("input", () => { setQuery({ q: text.value }); refresh(); });
 
   return {
     async update() {
       const ns = query().get("namespace") || "";
-      const [agents, metrics, series] = await Promise.all([api("/v1/agents"), api("/v1/metrics/agents?window=" + win.value),
-        api("/v1/metrics/agents/series")]);
+      const [agents, metrics, series, fleetSeries] = await Promise.all([api("/v1/agents"), api("/v1/metrics/agents?window=" + win.value),
+        api("/v1/metrics/agents/series"), api("/v1/metrics/fleet?window=" + fleetWin.value + (ns ? "&namespace=" + encodeURIComponent(ns) : ""))]);
+      draw(fleet, JSON.stringify(fleetSeries), () => fleetCharts(fleetSeries));
       const namespaces = [...new Set(agents.agents.map((a) => a.namespace))].sort();
       if (ns && !namespaces.includes(ns)) namespaces.push(ns);
       const opts = ["", ...namespaces];
@@ -423,6 +428,41 @@ function agentRow(a, m, points, win) {
     el("td", {}, a.in_flight + (a.max_concurrent ? " / " + a.max_concurrent : ""),
       a.mode === "pull" ? el("div", { class: "muted inbox", title: "attempts waiting to be claimed" }, "inbox " + (a.inbox_depth || 0)) : null),
     el("td", {}, ago(a.last_heartbeat_at)), el("td", {}, spark(points)));
+}
+
+// fleetCharts draws the fleet's window (GET /v1/metrics/fleet): attempts,
+// error rate and time to result per bucket, every bucket in its place.
+function fleetCharts(s) {
+  const per = s.bucket_seconds === 60 ? "minute" : "hour";
+  const total = s.points.reduce((n, p) => n + p.attempted, 0);
+  const undelivered = (p) => Math.max(0, p.attempted - p.delivered);
+  const ended = s.points.reduce((n, p) => n + undelivered(p) + p.succeeded + p.failed + p.timed_out, 0);
+  const errors = s.points.reduce((n, p) => n + undelivered(p) + p.failed + p.timed_out, 0);
+  return [
+    fleetChart("throughput", "Throughput", "attempts a " + per + ", routed to any agent", s.points, (p) => p.attempted, { bars: true, summary: total + " attempts in " + s.window }),
+    fleetChart("errors", "Error rate", "attempts that ended without success (not delivered, failed, timed out) over those that ended, a " + per, s.points, (p) => p.error_rate == null ? null : 100 * p.error_rate,
+      { unit: " %", max: 100, color: "var(--bad)", summary: ended ? (100 * errors / ended).toFixed(1) + " % in " + s.window : "nothing ended in " + s.window }),
+    fleetChart("latency", "Latency p95", "time to result, the 95th percentile of the " + per + "'s results", s.points, (p) => p.latency_p95_ms,
+      { unit: " ms", format: (v) => v.toFixed(v < 10 ? 1 : 0), summary: "p95 a " + per }),
+  ];
+}
+
+function fleetChart(key, label, title, points, value, { unit = "", bars = false, max = null, color = "var(--info)", format = (v) => v, summary = "" } = {}) {
+  const w = 300, h = 80, ns = "http://www.w3.org/2000/svg", slot = w / Math.max(1, points.length);
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 " + w + " " + h); svg.setAttribute("class", "chart"); svg.setAttribute("role", "img");
+  const pts = points.map((p, i) => [(i + 0.5) * slot, value(p)]).filter((p) => p[1] != null);
+  const top = max ?? Math.max(1e-9, ...pts.map((p) => p[1]));
+  const y = (v) => h - 4 - (v / top) * (h - 10);
+  const add = (name, attrs) => { const e = document.createElementNS(ns, name); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v); svg.append(e); return e; };
+  add("line", { x1: 0, x2: w, y1: h - 4, y2: h - 4, stroke: "#243040" });
+  if (bars) for (const [x, v] of pts) add("rect", { x: (x - slot / 2).toFixed(2), y: y(v).toFixed(1), width: Math.max(0.5, slot - 0.5).toFixed(2), height: (h - 4 - y(v)).toFixed(1), fill: color });
+  else if (pts.length) {
+    add("polyline", { points: pts.map(([x, v]) => x.toFixed(1) + "," + y(v).toFixed(1)).join(" "), fill: "none", stroke: color, "stroke-width": 2 });
+    for (const [x, v] of pts) add("circle", { cx: x.toFixed(1), cy: y(v).toFixed(1), r: 1.5, fill: color });
+  }
+  return el("figure", { class: "chart-box", "data-chart": "fleet-" + key, title },
+    el("figcaption", {}, label, el("div", { class: "muted" }, summary + (pts.length ? " · scale " + format(top) + unit : ""))), svg);
 }
 
 // chart draws one hour of per-minute values as a line (or bars), with its

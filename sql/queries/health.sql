@@ -41,9 +41,9 @@ WHERE ($1 = '' OR namespace = $1) AND (cardinality($2::text[]) = 0 OR kind = ANY
 ORDER BY recorded_at DESC, position DESC LIMIT $5;
 
 -- name: FleetMinutes
--- The fleet's figures per minute over the last hour, of namespace $1 or ('') of all, every minute present, oldest first: attempts, outcomes, time to result (p50, p95).
+-- The fleet's figures per minute over the last hour, of namespace $1 or ('') of all, every minute present, oldest first: attempts, deliveries, outcomes, time to result (p50, p95).
 WITH b AS (SELECT generate_series(date_trunc('minute', now()) - interval '59 minutes', date_trunc('minute', now()), interval '1 minute') AS bucket)
-SELECT b.bucket, coalesce(sum(s.attempted), 0)::int, coalesce(sum(s.succeeded), 0)::int, coalesce(sum(s.failed), 0)::int,
+SELECT b.bucket, coalesce(sum(s.attempted), 0)::int, coalesce(sum(s.delivered), 0)::int, coalesce(sum(s.succeeded), 0)::int, coalesce(sum(s.failed), 0)::int,
        coalesce(sum(s.timed_out), 0)::int, coalesce(sum(s.dead_lettered), 0)::int,
        reach_hist_quantile(reach_hist_sum(s.result_hist), 0.50), reach_hist_quantile(reach_hist_sum(s.result_hist), 0.95)
 FROM b LEFT JOIN agent_stats_minute s ON s.bucket = b.bucket AND ($1 = '' OR s.namespace = $1)
@@ -52,7 +52,7 @@ GROUP BY b.bucket ORDER BY b.bucket;
 -- name: FleetHours
 -- The fleet's figures per hour over the last $2 hours, of namespace $1 or ('') of all, every hour present, oldest first.
 WITH b AS (SELECT generate_series(date_trunc('hour', now()) - ($2::int - 1) * interval '1 hour', date_trunc('hour', now()), interval '1 hour') AS bucket)
-SELECT b.bucket, coalesce(sum(s.attempted), 0)::int, coalesce(sum(s.succeeded), 0)::int, coalesce(sum(s.failed), 0)::int,
+SELECT b.bucket, coalesce(sum(s.attempted), 0)::int, coalesce(sum(s.delivered), 0)::int, coalesce(sum(s.succeeded), 0)::int, coalesce(sum(s.failed), 0)::int,
        coalesce(sum(s.timed_out), 0)::int, coalesce(sum(s.dead_lettered), 0)::int,
        reach_hist_quantile(reach_hist_sum(s.result_hist), 0.50), reach_hist_quantile(reach_hist_sum(s.result_hist), 0.95)
 FROM b LEFT JOIN agent_stats_hour s ON s.bucket = b.bucket AND ($1 = '' OR s.namespace = $1)

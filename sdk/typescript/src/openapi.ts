@@ -908,11 +908,12 @@ export interface components {
                  */
                 at: string;
                 attempted: number;
+                delivered: number;
                 succeeded: number;
                 failed: number;
                 timed_out: number;
                 dead_lettered: number;
-                /** @description (failed + timed out) / attempts ended; null with none. */
+                /** @description (not delivered + failed + timed out) / the attempts that ended; null with none. */
                 error_rate: number | null;
                 /** @description Time to result, from the buckets' histograms; null with no result. */
                 latency_p50_ms: number | null;

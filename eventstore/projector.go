@@ -27,7 +27,8 @@ type Projection interface {
 type Projector struct {
 	store       *Store
 	logger      *slog.Logger
-	projections []Projection
+	projections []Projection    // every projection folded, followers too
+	followers   map[string]bool // the names of those with no read model (Follow)
 
 	// BatchSize is how many events one transaction folds (default 5,000:
 	// a job whose events fall in two batches has its read model written
@@ -53,8 +54,30 @@ func NewProjector(store *Store, logger *slog.Logger, projections ...Projection) 
 		Gather: 300 * time.Millisecond}
 }
 
-// Projections returns the projections the projector keeps.
-func (p *Projector) Projections() []Projection { return p.projections }
+// Projections returns the read models the projector keeps (not its
+// followers).
+func (p *Projector) Projections() []Projection {
+	out := make([]Projection, 0, len(p.projections))
+	for _, proj := range p.projections {
+		if !p.followers[proj.Name()] {
+			out = append(out, proj)
+		}
+	}
+	return out
+}
+
+// Follow adds f to what the projector folds: a projection with no read
+// model of its own, which acts on what it reads (the alert notifier sends
+// alerts). It moves its checkpoint like any projection but is not among
+// Projections: never snapshotted, rebuilt or compared with a rebuild (a
+// rebuild would act on the past again).
+func (p *Projector) Follow(f Projection) {
+	if p.followers == nil {
+		p.followers = map[string]bool{}
+	}
+	p.projections = append(p.projections, f)
+	p.followers[f.Name()] = true
+}
 
 // Step folds at most one batch into proj and returns how many events it
 // folded. Several processes may step the same projection: the checkpoint

@@ -168,3 +168,31 @@ func sumInts(xs []int) int {
 	}
 	return n
 }
+
+// TestProjectorFollows: a follower (a projection with no read model) is
+// folded with the read models, each event once, but is not among
+// Projections, so nothing snapshots or rebuilds it.
+func TestProjectorFollows(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.Pool().Exec(ctx, `CREATE TABLE test_folded (name text, position bigint, UNIQUE (name, position))`)
+	require.NoError(t, err)
+	model, follower := &folding{name: "model"}, &folding{name: "follower"}
+	p := eventstore.NewProjector(s, slog.New(slog.NewTextHandler(io.Discard, nil)), model)
+	p.Follow(follower)
+	var all []int64
+	for i := range 3 {
+		recs, err := s.Append(ctx, fmt.Sprintf("job:f-%d", i), eventstore.NoStream, ev("A", i))
+		require.NoError(t, err)
+		all = append(all, recs[0].Position)
+	}
+	require.NoError(t, catchUp(t, p, s, all, "model", "follower"))
+	n, err := p.CatchUp(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "each event folded once")
+	names := []string{}
+	for _, proj := range p.Projections() {
+		names = append(names, proj.Name())
+	}
+	require.Equal(t, []string{"model"}, names, "a follower is no read model")
+}

@@ -78,8 +78,8 @@ func (s *Sender) SetClient(c *river.Client[pgx.Tx]) { s.river = c }
 // (projection.AlertKind) at most MaxAge old, one River job per webhook of
 // its namespace that wants its kind, inserted in the transaction that
 // moves the notifier's checkpoint, so each alert is sent once whichever
-// process reads it. It has no read model: it is not among the projections
-// a rebuild offers (a rebuild would send the past again).
+// process reads it. It has no read model: the projector follows it
+// (eventstore.Projector.Follow), never rebuilds or snapshots it.
 func (s *Sender) Notifier() eventstore.Projection { return notifier{s} }
 
 type notifier struct{ s *Sender }

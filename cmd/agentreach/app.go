@@ -101,9 +101,8 @@ func (a *App) newServices(guard *netguard.Policy) *river.Workers {
 	a.alerts = alerting.New(a.pool, a.store, guard)
 	a.alertSender = alertwork.New(a.alerts, a.logger, alertwork.Config{Guard: guard, Secrets: a.jobs.Callbacks().CallbackSecrets,
 		PublicURL: func() string { return a.jobs.Config().PublicURL }})
-	// The alert notifier sends; it is not among the projections a rebuild
-	// offers (projection.All).
-	a.projector = eventstore.NewProjector(a.store, a.logger, append(projection.All(), a.alertSender.Notifier())...)
+	a.projector = eventstore.NewProjector(a.store, a.logger, projection.All()...)
+	a.projector.Follow(a.alertSender.Notifier()) // it sends: no read model, never rebuilt
 	workers := river.NewWorkers()
 	riverwork.AddWorkers(workers, a.registry)
 	a.jobs.AddWorkers(workers)

@@ -2,6 +2,9 @@ package domain
 
 import (
 	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -48,11 +51,35 @@ type CapabilityDoc struct {
 	Examples []string `json:"examples,omitempty"`
 	// Tags are keywords (a skill's tags).
 	Tags []string `json:"tags,omitempty"`
+	// InputSchema is the JSON Schema of the payload (an object schema):
+	// the input schema of the capability's MCP tool.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
 }
+
+// MaxInputSchemaBytes bounds a capability's input schema.
+const MaxInputSchemaBytes = 64 << 10
 
 // Empty reports whether the doc says nothing.
 func (d CapabilityDoc) Empty() bool {
-	return d.Title == "" && d.Description == "" && len(d.Examples) == 0 && len(d.Tags) == 0
+	return d.Title == "" && d.Description == "" && len(d.Examples) == 0 && len(d.Tags) == 0 && len(d.InputSchema) == 0
+}
+
+// checkInputSchema says what is wrong with an input schema ("" for
+// nothing): it must be a JSON object whose "type" is "object", as MCP
+// requires of a tool's input schema.
+func checkInputSchema(raw json.RawMessage) string {
+	if len(raw) > MaxInputSchemaBytes {
+		return fmt.Sprintf("must be at most %d bytes", MaxInputSchemaBytes)
+	}
+	var schema map[string]json.RawMessage
+	if json.Unmarshal(raw, &schema) != nil {
+		return "must be a JSON Schema object"
+	}
+	var typ string
+	if json.Unmarshal(schema["type"], &typ) != nil || typ != "object" {
+		return `must be an object schema ({"type": "object", ...}): a payload is a JSON object`
+	}
+	return ""
 }
 
 // Normalize trims every text, drops empty and repeated examples and tags,
@@ -86,6 +113,13 @@ func (d *CapabilityDoc) Normalize(prefix string) error {
 		if utf8.RuneCountInString(t) > MaxDocTag {
 			return fieldErr(field("tags"), "each tag must be at most %d characters", MaxDocTag)
 		}
+	}
+	if len(d.InputSchema) > 0 && string(d.InputSchema) != "null" {
+		if why := checkInputSchema(d.InputSchema); why != "" {
+			return fieldErr(field("input_schema"), "%s", why)
+		}
+	} else {
+		d.InputSchema = nil
 	}
 	return nil
 }
@@ -165,6 +199,9 @@ type CatalogueAgent struct {
 	ID           string
 	Capabilities []string
 	Aliases      []string
+	// RegisteredAt orders agents' input schemas: the newest registration's
+	// is the capability's, unless an operator gave one.
+	RegisteredAt time.Time
 	// Docs are what it said of its capabilities, by capability.
 	Docs map[string]CapabilityDoc
 }
@@ -189,6 +226,11 @@ type CatalogueEntry struct {
 	Agents []string `json:"agents"`
 	// Note is the operator's doc, if there is one.
 	Note *CapabilityNote `json:"-"`
+	// InputSchema is the payload's JSON Schema: the operator's, else the
+	// newest registration's among the agents that offer it (none: any
+	// object). SchemaWarning says when the agents' schemas disagree.
+	InputSchema   json.RawMessage `json:"input_schema,omitempty"`
+	SchemaWarning string          `json:"schema_warning,omitempty"`
 }
 
 // Catalogue is a namespace's capability catalogue at one version. The
@@ -247,13 +289,30 @@ func BuildCatalogue(namespace string, version int64, agents []CatalogueAgent, no
 		n := notes[i]
 		e := entry(n.Capability)
 		e.Note = &n
-		e.Title, e.Description = n.Doc.Title, n.Doc.Description
+		e.Title, e.Description, e.InputSchema = n.Doc.Title, n.Doc.Description, n.Doc.InputSchema
 		e.Examples = appendNew(e.Examples, MaxEntryExamples, n.Doc.Examples...)
 		e.Tags = appendNew(e.Tags, MaxEntryTags, n.Doc.Tags...)
 	}
+	schemaAt := map[string]time.Time{} // when the entry's agent schema was registered
+	schemaOf := map[string]string{}    // which agent gave it
 	for _, a := range agents {
 		for _, c := range a.Capabilities {
 			e := entry(c)
+			if d := a.Docs[c]; len(d.InputSchema) > 0 {
+				switch {
+				case e.Note != nil && len(e.Note.Doc.InputSchema) > 0:
+					if !jsonEqual(d.InputSchema, e.InputSchema) {
+						e.SchemaWarning = "agent " + a.ID + " registered another input schema; the operator's is used"
+					}
+				case len(e.InputSchema) == 0 || a.RegisteredAt.After(schemaAt[c]):
+					if len(e.InputSchema) > 0 && !jsonEqual(d.InputSchema, e.InputSchema) {
+						e.SchemaWarning = "the agents registered different input schemas; the newest registration's (agent " + a.ID + ") is used"
+					}
+					e.InputSchema, schemaAt[c], schemaOf[c] = d.InputSchema, a.RegisteredAt, a.ID
+				case !jsonEqual(d.InputSchema, e.InputSchema):
+					e.SchemaWarning = "the agents registered different input schemas; the newest registration's (agent " + schemaOf[c] + ") is used"
+				}
+			}
 			if !slices.Contains(e.Agents, a.ID) {
 				e.Agents = append(e.Agents, a.ID)
 			}
@@ -275,6 +334,12 @@ func BuildCatalogue(namespace string, version int64, agents []CatalogueAgent, no
 	}
 	slices.SortFunc(out.Entries, func(a, b CatalogueEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // appendNew appends the values of vs not in dst yet, while dst is shorter

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -21,10 +22,13 @@ type capabilityDocJSON struct {
 	Description string   `json:"description"`
 	Examples    []string `json:"examples"`
 	Tags        []string `json:"tags"`
+	// InputSchema is the payload's JSON Schema (an object schema): the
+	// input schema of the capability's MCP tool.
+	InputSchema json.RawMessage `json:"input_schema"`
 }
 
 func (d capabilityDocJSON) doc() domain.CapabilityDoc {
-	return domain.CapabilityDoc{Title: d.Title, Description: d.Description, Examples: d.Examples, Tags: d.Tags}
+	return domain.CapabilityDoc{Title: d.Title, Description: d.Description, Examples: d.Examples, Tags: d.Tags, InputSchema: d.InputSchema}
 }
 
 // capabilityDocs converts a registration's capability_info.
@@ -40,12 +44,13 @@ func capabilityDocs(in map[string]capabilityDocJSON) map[string]domain.Capabilit
 }
 
 type noteJSON struct {
-	Title       string    `json:"title,omitempty"`
-	Description string    `json:"description,omitempty"`
-	Examples    []string  `json:"examples"`
-	Tags        []string  `json:"tags"`
-	UpdatedBy   string    `json:"updated_by"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Examples    []string        `json:"examples"`
+	Tags        []string        `json:"tags"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	UpdatedBy   string          `json:"updated_by"`
+	UpdatedAt   time.Time       `json:"updated_at"`
 }
 
 type capabilityJSON struct {
@@ -58,14 +63,18 @@ type capabilityJSON struct {
 	Tags             []string  `json:"tags"`
 	Agents           []string  `json:"agents"`
 	Note             *noteJSON `json:"note,omitempty"`
+	// InputSchema is the payload's schema (the operator's, else the newest
+	// registration's); SchemaWarning says when agents disagree.
+	InputSchema   json.RawMessage `json:"input_schema,omitempty"`
+	SchemaWarning string          `json:"schema_warning,omitempty"`
 }
 
 func toCapabilityJSON(ns string, version int64, e domain.CatalogueEntry) capabilityJSON {
 	out := capabilityJSON{Namespace: ns, CatalogueVersion: version, Name: e.Name, Title: e.Title, Description: e.Description,
-		Examples: nonNil(e.Examples), Tags: nonNil(e.Tags), Agents: nonNil(e.Agents)}
+		Examples: nonNil(e.Examples), Tags: nonNil(e.Tags), Agents: nonNil(e.Agents), InputSchema: e.InputSchema, SchemaWarning: e.SchemaWarning}
 	if n := e.Note; n != nil {
 		out.Note = &noteJSON{Title: n.Doc.Title, Description: n.Doc.Description, Examples: nonNil(n.Doc.Examples),
-			Tags: nonNil(n.Doc.Tags), UpdatedBy: n.UpdatedBy, UpdatedAt: n.UpdatedAt.UTC()}
+			Tags: nonNil(n.Doc.Tags), InputSchema: n.Doc.InputSchema, UpdatedBy: n.UpdatedBy, UpdatedAt: n.UpdatedAt.UTC()}
 	}
 	return out
 }

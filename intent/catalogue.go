@@ -81,7 +81,7 @@ func (s *Service) loadCatalogue(ctx context.Context, ns string) (*Catalogue, err
 		byID := map[string]int{}
 		if agents, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.CatalogueAgent, error) {
 			var a domain.CatalogueAgent
-			return a, r.Scan(&a.ID, &a.Capabilities, &a.Aliases)
+			return a, r.Scan(&a.ID, &a.Capabilities, &a.Aliases, &a.RegisteredAt)
 		}); err != nil {
 			return err
 		}

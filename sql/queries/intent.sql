@@ -7,7 +7,7 @@ SELECT coalesce((SELECT version FROM catalogue_versions WHERE namespace = $1), 0
 
 -- name: CatalogueAgents
 -- The agents whose capabilities make a namespace's catalogue.
-SELECT agent_id, capabilities, aliases FROM agents WHERE namespace = $1 AND NOT deregistered;
+SELECT agent_id, capabilities, aliases, registered_at FROM agents WHERE namespace = $1 AND NOT deregistered;
 
 -- name: CatalogueDocs
 -- What those agents said of their capabilities.

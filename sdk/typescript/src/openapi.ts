@@ -967,6 +967,8 @@ export interface components {
             /** @description Requests a caller might make of it, in any language. */
             examples?: string[];
             tags?: string[];
+            /** @description The payload's JSON Schema, an object schema ({"type": "object", ...}) of at most 64 KiB: the input schema of the capability's MCP tool. */
+            input_schema?: Record<string, never> | null;
         };
         /** @description One capability of a namespace's catalogue: the operator's title and description win, examples and tags gather the operator's and every agent's. */
         Capability: {
@@ -980,12 +982,17 @@ export interface components {
             tags: string[];
             /** @description The agents that offer it now. */
             agents: string[];
+            /** @description The payload's JSON Schema: the operator's, else the newest registration's among the agents that offer it; absent: any object. */
+            input_schema?: Record<string, never>;
+            /** @description The agents' input schemas disagree: which one is used. */
+            schema_warning?: string;
             /** @description The operator's description (PUT), if there is one. */
             note?: {
                 title?: string;
                 description?: string;
                 examples: string[];
                 tags: string[];
+                input_schema?: Record<string, never>;
                 updated_by: string;
                 /** Format: date-time */
                 updated_at: string;

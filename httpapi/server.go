@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agentreach/agentreach/alerting"
+	mcpserver "github.com/agentreach/agentreach/mcp/server"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -87,6 +88,7 @@ type Deps struct {
 type Server struct {
 	deps Deps
 	a2a  *a2aserver.Server
+	mcp  *mcpserver.Server
 }
 
 // New returns the HTTP handler of the whole API.
@@ -106,6 +108,7 @@ func New(deps Deps) *gin.Engine {
 		deps.Waits = jobwait.New(deps.Store, deps.Pool, DefaultWaitsPerKey, deps.Logger)
 	}
 	s := &Server{deps: deps, a2a: newA2AServer(deps)}
+	s.mcp = newMCPServer(s)
 	r := gin.New()
 	// The client address is the peer's: X-Forwarded-For would let anyone
 	// choose the address their failed authentications count against.
@@ -160,6 +163,10 @@ func New(deps Deps) *gin.Engine {
 	r.GET("/a2a/:namespace/.well-known/agent-card.json", s.a2aCard)
 	r.GET("/a2a/:namespace/.well-known/agent.json", s.a2aCard)
 	r.POST("/a2a/:namespace", s.need(""), s.a2aRPC)
+	// MCP over Streamable HTTP: POST only (a stateless server has no GET
+	// stream, and sessions are not kept, so nothing to DELETE).
+	r.POST("/mcp", s.need(""), s.mcpRPC)
+	r.POST("/mcp/:namespace", s.need(""), s.mcpRPC)
 	r.POST(a2aserver.PushPath+":job_id/:attempt", s.a2aPush) // per-attempt push token
 	v1 := r.Group("/v1")
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces

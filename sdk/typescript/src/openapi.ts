@@ -2122,6 +2122,8 @@ export interface operations {
                     description?: string;
                     examples?: string[];
                     tags?: string[];
+                    /** @description The payload's JSON Schema (an object schema): the input schema of the capability's MCP tool; it wins over the agents'. */
+                    input_schema?: Record<string, never> | null;
                 };
             };
         };

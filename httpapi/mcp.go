@@ -1,0 +1,164 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/agentreach/agentreach/auth"
+	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/jobs/jobstore"
+	mcpserver "github.com/agentreach/agentreach/mcp/server"
+)
+
+// The mount of Agent-Reach as an MCP server (package mcp/server): POST
+// /mcp/{namespace} (and /mcp for the key's namespace), Streamable HTTP,
+// for a key that sees the namespace. Its tools are the capabilities the
+// key may submit; a call is a job like POST /v1/jobs's, with the same
+// scopes and errors.
+
+func newMCPServer(s *Server) *mcpserver.Server {
+	return mcpserver.New(mcpserver.Config{Backend: mcpBackend{s}, Version: s.deps.Version, Error: mcpError})
+}
+
+// mcpRPC serves MCP for a namespace the key sees.
+func (s *Server) mcpRPC(c *gin.Context) {
+	p := principal(c)
+	ns := c.Param("namespace")
+	if ns == "" {
+		ns = p.Namespace
+		if ns == auth.AllNamespaces {
+			ns = domain.DefaultNamespace
+		}
+	}
+	if !domain.ValidNamespace(ns) || !p.Sees(ns) {
+		_ = c.Error(NotFound("no namespace %q for this key", ns))
+		return
+	}
+	s.mcp.ServeHTTP(c.Writer, c.Request, mcpserver.Caller{Principal: p, Namespace: ns, Metadata: s.meta(c, p.Actor())})
+}
+
+// mcpError answers an error in JSON-RPC's terms, by the API's one table of
+// error kinds; an internal error's text is for the log only.
+func mcpError(err error) *jsonrpc.Error {
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) {
+		return rpc
+	}
+	e := toAPIError(err)
+	if e.Code == CodeInternal {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+	}
+	msg := e.Message
+	if e.Field != "" && msg != "" {
+		msg = e.Field + ": " + msg
+	}
+	return &jsonrpc.Error{Code: int64(rpcCode(e.Code)), Message: msg}
+}
+
+// mcpBackend is the service as the MCP face needs it.
+type mcpBackend struct{ s *Server }
+
+func (b mcpBackend) Tools(ctx context.Context, c mcpserver.Caller) ([]mcpserver.Tool, error) {
+	cat, err := b.s.deps.Intent.Catalogue(ctx, c.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]mcpserver.Tool, 0, len(cat.Entries))
+	for _, e := range cat.Entries {
+		if len(e.Agents) == 0 || !c.Principal.CanSubmit(e.Name) {
+			continue
+		}
+		out = append(out, mcpserver.Tool{Capability: e.Name, Title: e.Title, Description: e.Description, InputSchema: e.InputSchema})
+	}
+	return out, nil
+}
+
+func (b mcpBackend) Resolve(ctx context.Context, c mcpserver.Caller, intent string) (domain.IntentResolution, error) {
+	res, err := b.s.deps.Intent.Resolve(ctx, c.Namespace, intent)
+	if err == nil && !c.Principal.CanSubmit(res.Capability) {
+		return res, &Error{Code: CodePermissionDenied, Message: "the intent resolved to " + res.Capability + ", and this key may not submit jobs for it"}
+	}
+	return res, err
+}
+
+func (b mcpBackend) Submit(ctx context.Context, c mcpserver.Caller, sub domain.Submitted) (string, error) {
+	if !c.Principal.CanSubmit(sub.Capability) {
+		return "", &Error{Code: CodePermissionDenied, Message: "this key lacks the scope jobs:submit:" + sub.Capability}
+	}
+	res, err := b.s.deps.Jobs.Submit(ctx, sub, c.Metadata)
+	return res.JobID, err
+}
+
+// load is a job the caller may read: of the endpoint's namespace, with
+// jobs:read or the right to submit its capability.
+func (b mcpBackend) load(ctx context.Context, c mcpserver.Caller, id string) (*jobstore.Loaded, error) {
+	l, err := b.s.deps.Jobs.Load(ctx, nil, id)
+	if err == nil && (l.Namespace != c.Namespace || !c.Principal.Sees(l.Namespace) ||
+		!c.Principal.Has(auth.ScopeJobsRead) && !c.Principal.CanSubmit(l.Capability)) {
+		err = fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
+	}
+	return l, err
+}
+
+func mcpJob(l *jobstore.Loaded) mcpserver.Job {
+	return mcpserver.Job{ID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, AgentID: l.AgentID, Status: l.Status,
+		Result: l.Result, BizCode: l.BizCode, Error: l.Error, SubmittedAt: l.SubmittedAt, UpdatedAt: l.UpdatedAt}
+}
+
+func (b mcpBackend) Job(ctx context.Context, c mcpserver.Caller, id string) (mcpserver.Job, error) {
+	l, err := b.load(ctx, c, id)
+	if err != nil {
+		return mcpserver.Job{}, err
+	}
+	return mcpJob(l), nil
+}
+
+// Await waits as wait_ms does: one of the key's waits, woken by the commit
+// that ends the job in any process, holding no connection while it waits.
+func (b mcpBackend) Await(ctx context.Context, c mcpserver.Caller, id string, until time.Time) (mcpserver.Job, error) {
+	wait, err := b.s.deps.Waits.Reserve(c.Principal.Actor())
+	if err != nil {
+		return mcpserver.Job{}, err
+	}
+	defer wait.Close()
+	wait.Watch(id)
+	for {
+		l, err := b.load(ctx, c, id)
+		if err != nil {
+			return mcpserver.Job{}, err
+		}
+		if l.Status.Terminal() || !wait.Until(ctx, until) {
+			return mcpJob(l), nil
+		}
+	}
+}
+
+func (b mcpBackend) own(ctx context.Context, c mcpserver.Caller, id string) error {
+	l, err := b.load(ctx, c, id)
+	if err == nil && !c.Principal.CanSubmit(l.Capability) {
+		err = &Error{Code: CodePermissionDenied, Message: "this key may not act on jobs for " + l.Capability}
+	}
+	return err
+}
+
+func (b mcpBackend) Cancel(ctx context.Context, c mcpserver.Caller, id, reason string) error {
+	if err := b.own(ctx, c, id); err != nil {
+		return err
+	}
+	_, err := b.s.deps.Jobs.Cancel(ctx, id, reason, c.Metadata)
+	return err
+}
+
+func (b mcpBackend) Input(ctx context.Context, c mcpserver.Caller, id string, payload json.RawMessage) error {
+	if err := b.own(ctx, c, id); err != nil {
+		return err
+	}
+	_, err := b.s.deps.Jobs.ProvideInput(ctx, id, payload, c.Metadata)
+	return err
+}

@@ -91,6 +91,21 @@ type Server struct {
 	mcp  *mcpserver.Server
 }
 
+// protocolRoutes mounts Agent-Reach as an A2A agent and as an MCP server
+// per namespace, and the push ingress of A2A agents.
+func (s *Server) protocolRoutes(r *gin.Engine) {
+	r.GET("/.well-known/agent-card.json", s.a2aCard)
+	r.GET("/.well-known/agent.json", s.a2aCard)
+	r.GET("/a2a/:namespace/.well-known/agent-card.json", s.a2aCard)
+	r.GET("/a2a/:namespace/.well-known/agent.json", s.a2aCard)
+	r.POST("/a2a/:namespace", s.need(""), s.a2aRPC)
+	// MCP over Streamable HTTP: POST only (a stateless server has no GET
+	// stream, and sessions are not kept, so nothing to DELETE).
+	r.POST("/mcp", s.need(""), s.mcpRPC)
+	r.POST("/mcp/:namespace", s.need(""), s.mcpRPC)
+	r.POST(a2aserver.PushPath+":job_id/:attempt", s.a2aPush) // per-attempt push token
+}
+
 // New returns the HTTP handler of the whole API.
 // DefaultWaitsPerKey bounds the requests one key may have waiting for
 // jobs to end at once (wait_ms).
@@ -157,17 +172,7 @@ func New(deps Deps) *gin.Engine {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/openapi.json", s.openAPI)
-	// Agent-Reach as an A2A agent per namespace, and the push ingress of A2A agents.
-	r.GET("/.well-known/agent-card.json", s.a2aCard)
-	r.GET("/.well-known/agent.json", s.a2aCard)
-	r.GET("/a2a/:namespace/.well-known/agent-card.json", s.a2aCard)
-	r.GET("/a2a/:namespace/.well-known/agent.json", s.a2aCard)
-	r.POST("/a2a/:namespace", s.need(""), s.a2aRPC)
-	// MCP over Streamable HTTP: POST only (a stateless server has no GET
-	// stream, and sessions are not kept, so nothing to DELETE).
-	r.POST("/mcp", s.need(""), s.mcpRPC)
-	r.POST("/mcp/:namespace", s.need(""), s.mcpRPC)
-	r.POST(a2aserver.PushPath+":job_id/:attempt", s.a2aPush) // per-attempt push token
+	s.protocolRoutes(r)
 	v1 := r.Group("/v1")
 	v1.GET("/events", admin, everyNamespace, s.listEvents) // the log spans namespaces
 	v1.GET("/events/stream", admin, everyNamespace, s.eventStream)

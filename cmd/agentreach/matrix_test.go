@@ -72,6 +72,10 @@ var a2aMatrixMethods = []string{"SendMessage", "SendStreamingMessage", "GetTask"
 	"SetTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfig",
 	"DeleteTaskPushNotificationConfig", "GetExtendedAgentCard"}
 
+// mcpMatrixMethods are the MCP methods the matrix must cover (of namespace
+// a's endpoint, in 2025-11-25's terms: no per-request headers).
+var mcpMatrixMethods = []string{"tools/list", "tools/call", "tasks/get", "tasks/cancel", "tasks/update"}
+
 // TestAuthorizationMatrixCoversTheAPI: every operation of the OpenAPI
 // document and every A2A method has a row, and every row names one.
 func TestAuthorizationMatrixCoversTheAPI(t *testing.T) {
@@ -87,6 +91,9 @@ func TestAuthorizationMatrixCoversTheAPI(t *testing.T) {
 	want = append(want, "GET /riverui/", "PUT /riverui/api/queues/{queue}/pause")
 	for _, m := range a2aMatrixMethods {
 		want = append(want, "A2A "+m)
+	}
+	for _, m := range mcpMatrixMethods {
+		want = append(want, "MCP "+m)
 	}
 	var got []string
 	for _, r := range readMatrix(t) {
@@ -166,6 +173,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 	}
 	a2a := func(method, params string) matrixCall {
 		return matrixCall{"POST", "/a2a/a", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":%s}`, method, params)}
+	}
+	mcpCall := func(method, params string) matrixCall {
+		return matrixCall{"POST", "/mcp/a", fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":%s}`, method, params)}
 	}
 	// A task with a push config, made over A2A, that stays with its agent.
 	pushTask := func() string {
@@ -367,6 +377,15 @@ func TestAuthorizationMatrix(t *testing.T) {
 			return a2a("tasks/pushNotificationConfig/delete", fmt.Sprintf(`{"id":%q,"pushNotificationConfigId":"cfg"}`, pushTask()))
 		},
 		"A2A GetExtendedAgentCard": func() matrixCall { return a2a("GetExtendedAgentCard", `{}`) },
+		"MCP tools/list":           func() matrixCall { return mcpCall("tools/list", `{}`) },
+		"MCP tools/call": func() matrixCall {
+			return mcpCall("tools/call", `{"name":"mx.cap","arguments":{},"task":{"ttl":60000},"_meta":{"agentreach/timeout_ms":3600000}}`)
+		},
+		"MCP tasks/get":    func() matrixCall { return mcpCall("tasks/get", fmt.Sprintf(`{"taskId":%q}`, pending())) },
+		"MCP tasks/cancel": func() matrixCall { return mcpCall("tasks/cancel", fmt.Sprintf(`{"taskId":%q}`, pending())) },
+		"MCP tasks/update": func() matrixCall {
+			return mcpCall("tasks/update", fmt.Sprintf(`{"taskId":%q,"inputResponses":{"input":{"action":"accept","content":{"x":1}}}}`, pending()))
+		},
 	}
 	credential := func(kind string) string {
 		switch kind {
@@ -445,6 +464,9 @@ func matrixDo(t *testing.T, client *http.Client, base string, c matrixCall, auth
 	if c.body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if strings.HasPrefix(c.path, "/mcp") {
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
@@ -471,7 +493,7 @@ func matrixDo(t *testing.T, client *http.Client, base string, c matrixCall, auth
 			require.Contains(t, string(payload), `"code":`, "%s %s: the error body", c.method, c.path)
 		}
 	}
-	if strings.HasPrefix(c.path, "/a2a/") && resp.StatusCode == http.StatusOK {
+	if (strings.HasPrefix(c.path, "/a2a/") || strings.HasPrefix(c.path, "/mcp")) && resp.StatusCode == http.StatusOK {
 		var rpc struct {
 			Error *struct {
 				Code int `json:"code"`

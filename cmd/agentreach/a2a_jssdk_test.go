@@ -31,7 +31,7 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 	}
 	dir, err := filepath.Abs(jsSuite)
 	require.NoError(t, err)
-	installJSSuite(t, dir)
+	installJSSuite(t, dir, "@a2a-js/sdk")
 	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no *.test.mjs in %s", dir)
@@ -52,20 +52,21 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 	t.Logf("A2A JavaScript SDK suite:\n%s", summary)
 }
 
-// installJSSuite runs npm ci in the suite's directory when its packages are
-// not installed, or are older than its package-lock.json.
-func installJSSuite(t *testing.T, dir string) {
+// installJSSuite runs npm ci in the suite's directory when its packages
+// (marked by the package named marker) are not installed, or are older
+// than its package-lock.json.
+func installJSSuite(t *testing.T, dir, marker string) {
 	t.Helper()
 	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
 	require.NoError(t, err)
 	installed, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
 	if err == nil && !installed.ModTime().Before(lock.ModTime()) {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@a2a-js", "sdk", "package.json")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", marker, "package.json")); err == nil {
 			return
 		}
 	}
 	npm, err := exec.LookPath("npm")
-	require.NoError(t, err, "node is installed but npm is not: it installs the A2A JavaScript SDK suite's packages")
+	require.NoError(t, err, "node is installed but npm is not: it installs the JavaScript SDK suites' packages")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")

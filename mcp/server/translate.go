@@ -82,13 +82,13 @@ func Result(j Job) ToolResult {
 	if j.Status != domain.StatusSuccess {
 		return ToolResult{Content: []Content{{Type: "text", Text: failure(j)}}, IsError: true}
 	}
-	raw := j.Result
+	raw := json.RawMessage(strings.TrimSpace(string(j.Result)))
 	if len(raw) == 0 {
 		raw = json.RawMessage("null")
 	}
 	out := ToolResult{Content: []Content{{Type: "text", Text: string(raw)}}}
 	var text string
-	if json.Unmarshal(raw, &text) == nil {
+	if raw[0] == '"' && json.Unmarshal(raw, &text) == nil {
 		out.Content[0].Text = text
 	}
 	var obj map[string]any

@@ -45,6 +45,9 @@ func RegistryStream(namespace string) string { return "registry:" + namespace }
 const (
 	ProtocolHTTP = "http"
 	ProtocolA2A  = "a2a"
+	// ProtocolMCP: an MCP server, its tools its capabilities, each
+	// delivery a tools/call.
+	ProtocolMCP = "mcp"
 )
 
 // How an agent gets its work.
@@ -262,8 +265,8 @@ func (r *AgentRegistration) normalizeReach() error {
 	if r.Protocol == "" {
 		r.Protocol = ProtocolHTTP
 	}
-	if r.Protocol != ProtocolHTTP && r.Protocol != ProtocolA2A {
-		return fieldErr("protocol", "must be http or a2a")
+	if r.Protocol != ProtocolHTTP && r.Protocol != ProtocolA2A && r.Protocol != ProtocolMCP {
+		return fieldErr("protocol", "must be http, a2a or mcp")
 	}
 	if r.Mode == ModePull {
 		switch {

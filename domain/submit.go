@@ -87,9 +87,9 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 		}
 	}
 	switch s.Constraints.Protocol {
-	case "", ProtocolHTTP, ProtocolA2A:
+	case "", ProtocolHTTP, ProtocolA2A, ProtocolMCP:
 	default:
-		return fieldErr("constraints.protocol", "must be http or a2a")
+		return fieldErr("constraints.protocol", "must be http, a2a or mcp")
 	}
 	if len(s.Constraints.Version) > 64 {
 		return fieldErr("constraints.version", "must be at most 64 characters")

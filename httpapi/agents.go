@@ -42,6 +42,101 @@ type registerRequest struct {
 	// CapabilityInfo says what some of its capabilities do, for the
 	// capability catalogue (intent resolution).
 	CapabilityInfo map[string]capabilityDocJSON `json:"capability_info"`
+	// Headers go with every request to an MCP server (protocol mcp): its
+	// credentials, kept apart and never shown.
+	Headers map[string]string `json:"headers"`
+	// Server registers an MCP server by its MCP Registry server.json (its
+	// first streamable-http remote); read leniently (serverJSON): the
+	// format has many fields registration has no use for.
+	Server json.RawMessage `json:"server"`
+}
+
+// serverJSON is what registration reads of an MCP Registry server.json.
+type serverJSON struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Version     string `json:"version"`
+	Remotes     []struct {
+		Type    string `json:"type"`
+		URL     string `json:"url"`
+		Headers []struct {
+			Name       string `json:"name"`
+			Value      string `json:"value"`
+			IsRequired bool   `json:"isRequired"`
+		} `json:"headers"`
+	} `json:"remotes"`
+}
+
+// mcpRegistration fills an MCP server's registration from its server.json
+// (the endpoint, the version, an agent id from the name, the headers that
+// have a value; headers given in the request win).
+func mcpRegistration(req *registerRequest, reg *domain.AgentRegistration) error {
+	reg.Protocol = domain.ProtocolMCP
+	if len(req.Server) == 0 || string(req.Server) == "null" {
+		return nil
+	}
+	sj := &serverJSON{}
+	if err := json.Unmarshal(req.Server, sj); err != nil {
+		return Invalid("server", "must be an MCP Registry server.json: %v", err)
+	}
+	if reg.Endpoint != "" {
+		return Invalid("endpoint", "give the endpoint or a server.json (server), not both")
+	}
+	for _, r := range sj.Remotes {
+		if r.Type != "streamable-http" {
+			continue
+		}
+		if strings.Contains(r.URL, "{") {
+			return Invalid("server.remotes", "the streamable-http remote's url %q has variables: give the endpoint itself", r.URL)
+		}
+		reg.Endpoint = r.URL
+		if req.Headers == nil {
+			req.Headers = map[string]string{}
+		}
+		for _, h := range r.Headers {
+			_, given := req.Headers[h.Name]
+			switch {
+			case given:
+			case h.Value != "" && !strings.Contains(h.Value, "{"):
+				req.Headers[h.Name] = h.Value
+			case h.IsRequired:
+				return Invalid("headers", "the server needs the header %s: give its value in headers", h.Name)
+			}
+		}
+		break
+	}
+	if reg.Endpoint == "" {
+		return Invalid("server.remotes", "no streamable-http remote: Agent-Reach reaches MCP servers over Streamable HTTP")
+	}
+	if reg.AgentID == "" {
+		_, name, _ := strings.Cut(sj.Name, "/")
+		reg.AgentID = agentIDOf(name)
+	}
+	if reg.Version == "" {
+		reg.Version = sj.Version
+	}
+	if reg.Metadata == nil {
+		reg.Metadata = map[string]any{}
+	}
+	reg.Metadata["mcp_server_name"] = sj.Name
+	if sj.Description != "" {
+		reg.Metadata["description"] = sj.Description
+	}
+	return nil
+}
+
+// agentIDOf makes a name an agent id: letters, digits, '.', '_' and '-'.
+func agentIDOf(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	return strings.Trim(b.String(), "-")
 }
 
 type breakerResponse struct {
@@ -337,9 +432,18 @@ func (s *Server) registerAgent(c *gin.Context) {
 		_ = c.Error(Invalid("mode", "mode pull takes no card_url: a pull agent has no endpoint for a card to name"))
 		return
 	}
-	if req.CardURL != "" {
+	if (req.Headers != nil || len(req.Server) > 0) && req.Protocol != "" && req.Protocol != domain.ProtocolMCP {
+		_ = c.Error(Invalid("protocol", "headers and server are for MCP servers (protocol mcp)"))
+		return
+	}
+	switch {
+	case req.CardURL != "":
 		a, token, err = s.deps.Agents.RegisterCard(c.Request.Context(), req.CardURL, reg, s.meta(c, principal(c).Actor()))
-	} else {
+	case req.Protocol == domain.ProtocolMCP || len(req.Server) > 0 || req.Headers != nil:
+		if err = mcpRegistration(&req, &reg); err == nil {
+			a, token, err = s.deps.Agents.RegisterMCP(c.Request.Context(), reg, req.Headers, s.meta(c, principal(c).Actor()))
+		}
+	default:
 		a, token, err = s.deps.Agents.Register(c.Request.Context(), reg, s.meta(c, principal(c).Actor()))
 	}
 	if err != nil {

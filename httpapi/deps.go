@@ -75,6 +75,8 @@ type A2AJobs interface {
 type Agents interface {
 	Register(ctx context.Context, reg domain.AgentRegistration, md domain.Metadata) (*registry.Agent, string, error)
 	RegisterCard(ctx context.Context, cardURL string, reg domain.AgentRegistration, md domain.Metadata) (*registry.Agent, string, error)
+	RegisterMCP(ctx context.Context, reg domain.AgentRegistration, headers map[string]string, md domain.Metadata) (*registry.Agent, string, error)
+	MCPServers(ctx context.Context, ns string) ([]registry.MCPServer, error)
 	Update(ctx context.Context, k domain.AgentKey, p domain.AgentPatch, md domain.Metadata) (*registry.Agent, error)
 	Deregister(ctx context.Context, k domain.AgentKey, md domain.Metadata) error
 	HeartbeatReport(ctx context.Context, id, token string, report domain.HealthReport, agentCtx map[string]any, md domain.Metadata) (*registry.Agent, error)

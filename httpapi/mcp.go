@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -14,6 +17,7 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	mcpserver "github.com/agentreach/agentreach/mcp/server"
+	"github.com/agentreach/agentreach/registry"
 )
 
 // The mount of Agent-Reach as an MCP server (package mcp/server): POST
@@ -161,4 +165,145 @@ func (b mcpBackend) Input(ctx context.Context, c mcpserver.Caller, id string, pa
 	}
 	_, err := b.s.deps.Jobs.ProvideInput(ctx, id, payload, c.Metadata)
 	return err
+}
+
+// The private MCP registry: GET /v0.1/servers and GET
+// /v0.1/servers/{name}/versions/latest, in the MCP Registry's read format,
+// of the MCP server agents of the key's namespace (agents:read). A
+// server's name is <namespace>/<agent id>; its remote is Agent-Reach's
+// MCP endpoint of the namespace, so calls through it are durable jobs.
+
+type registryRemote struct {
+	Type    string           `json:"type"`
+	URL     string           `json:"url"`
+	Headers []map[string]any `json:"headers,omitempty"`
+}
+
+type registryServer struct {
+	Schema      string           `json:"$schema"`
+	Name        string           `json:"name"`
+	Description string           `json:"description"`
+	Version     string           `json:"version"`
+	Remotes     []registryRemote `json:"remotes"`
+}
+
+type registryEntry struct {
+	Server registryServer `json:"server"`
+	Meta   map[string]any `json:"_meta"`
+}
+
+func (s *Server) registryEntry(c *gin.Context, ns string, m registry.MCPServer) registryEntry {
+	desc := m.Description
+	if desc == "" {
+		desc = "MCP server " + m.AgentID + " of namespace " + ns + ", reached through Agent-Reach."
+	}
+	if len(desc) > 100 {
+		desc = desc[:97] + "..."
+	}
+	version := m.Version
+	if version == "" {
+		version = "0.0.0"
+	}
+	status := "active"
+	if m.State == domain.AgentOffline || m.State == domain.AgentDown {
+		status = "deprecated"
+	}
+	return registryEntry{
+		Server: registryServer{Schema: "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+			Name: ns + "/" + m.AgentID, Description: desc, Version: version,
+			Remotes: []registryRemote{{Type: "streamable-http", URL: publicBase(c) + "/mcp/" + ns,
+				Headers: []map[string]any{{"name": "Authorization", "description": "Bearer <an Agent-Reach API key>", "isRequired": true, "isSecret": true}}}}},
+		Meta: map[string]any{
+			"io.modelcontextprotocol.registry/official": map[string]any{"status": status, "publishedAt": m.RegisteredAt.UTC(),
+				"updatedAt": m.RefreshedAt.UTC(), "isLatest": true},
+			"io.agentreach/agent": map[string]any{"agent_id": m.AgentID, "namespace": ns, "state": m.State, "tools": nonNil(m.Tools)},
+		},
+	}
+}
+
+// publicBase is the service's base URL as the request reached it.
+func publicBase(c *gin.Context) string {
+	scheme := "http"
+	if c.Request.TLS != nil || c.GetHeader("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + c.Request.Host
+}
+
+func (s *Server) registryNamespace(c *gin.Context) (string, bool) {
+	ns, err := scopeNamespace(c, c.Query("namespace"))
+	if err == nil && ns == "" {
+		ns = domain.DefaultNamespace
+	}
+	if err != nil {
+		_ = c.Error(err)
+		return "", false
+	}
+	return ns, true
+}
+
+// listRegistryServers serves GET /v0.1/servers (cursor, limit).
+func (s *Server) listRegistryServers(c *gin.Context) {
+	ns, ok := s.registryNamespace(c)
+	if !ok {
+		return
+	}
+	limit, err := queryInt(c, "limit", 30, 1, 100)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	all, err := s.deps.Agents.MCPServers(c.Request.Context(), ns)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	cursor := c.Query("cursor")
+	entries := []registryEntry{}
+	next := ""
+	for _, m := range all {
+		if cursor != "" && m.AgentID <= cursor {
+			continue
+		}
+		if int64(len(entries)) == limit {
+			next = entries[len(entries)-1].Meta["io.agentreach/agent"].(map[string]any)["agent_id"].(string)
+			break
+		}
+		entries = append(entries, s.registryEntry(c, ns, m))
+	}
+	meta := gin.H{"count": len(entries)}
+	if next != "" {
+		meta["nextCursor"] = next
+	}
+	c.JSON(http.StatusOK, gin.H{"servers": entries, "metadata": meta})
+}
+
+// getRegistryServer serves GET /v0.1/servers/{name}/versions/latest.
+func (s *Server) getRegistryServer(c *gin.Context) {
+	ns, ok := s.registryNamespace(c)
+	if !ok {
+		return
+	}
+	rest := strings.TrimPrefix(c.Param("rest"), "/")
+	name, ok := strings.CutSuffix(rest, "/versions/latest")
+	if !ok {
+		_ = c.Error(NotFound("no such registry path: GET /v0.1/servers/{name}/versions/latest"))
+		return
+	}
+	if unescaped, err := url.PathUnescape(name); err == nil {
+		name = unescaped
+	}
+	prefix, id, found := strings.Cut(name, "/")
+	all, err := s.deps.Agents.MCPServers(c.Request.Context(), ns)
+	if err != nil {
+		_ = c.Error(err)
+		return
+	}
+	for _, m := range all {
+		if found && prefix == ns && m.AgentID == id {
+			c.JSON(http.StatusOK, s.registryEntry(c, ns, m))
+			return
+		}
+	}
+	_ = c.Error(NotFound("no MCP server %q in namespace %s (GET /v0.1/servers lists them)", name, ns))
 }

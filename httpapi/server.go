@@ -103,7 +103,11 @@ func (s *Server) protocolRoutes(r *gin.Engine) {
 	// stream, and sessions are not kept, so nothing to DELETE).
 	r.POST("/mcp", s.need(""), s.mcpRPC)
 	r.POST("/mcp/:namespace", s.need(""), s.mcpRPC)
-	r.POST(a2aserver.PushPath+":job_id/:attempt", s.a2aPush) // per-attempt push token
+	// The private MCP registry of the namespace's MCP server agents. The
+	// name holds a '/', escaped (%2F) as the MCP Registry's clients send it.
+	r.GET("/v0.1/servers", s.need(auth.ScopeAgentsRead), s.listRegistryServers)
+	r.GET("/v0.1/servers/*rest", s.need(auth.ScopeAgentsRead), s.getRegistryServer) // {name}/versions/latest
+	r.POST(a2aserver.PushPath+":job_id/:attempt", s.a2aPush)                        // per-attempt push token
 }
 
 // New returns the HTTP handler of the whole API.

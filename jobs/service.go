@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mcpclient "github.com/agentreach/agentreach/mcp/client"
 	"log/slog"
 	"net"
 	"net/http"
@@ -241,7 +242,8 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 	s.callbacks = callback.New(pool, store, s.jobs, s.http, s.a2a, logger, callback.Config{Secret: cfg.CallbackSecret,
 		Now: func() time.Time { return s.now() }, Hold: cfg.CallbackHold})
 	s.dispatcher = dispatch.New(store, s.jobs, reg, s.inbox, s.callbacks,
-		dispatch.Carriers{Push: dispatch.Push{HTTP: s.http, ResultURL: s.resultURL, Now: func() time.Time { return s.now() }}, A2A: s.a2a.Carrier()},
+		dispatch.Carriers{Push: dispatch.Push{HTTP: s.http, ResultURL: s.resultURL, Now: func() time.Time { return s.now() }}, A2A: s.a2a.Carrier(),
+			MCP: dispatch.MCP{Client: mcpclient.Client{HTTP: s.http, Version: "agent-reach"}, Endpoint: reg.MCPEndpoint}},
 		logger, dispatch.Config{InlineWait: cfg.InlineWait, RouteWait: cfg.RouteWait, CapacityWait: cfg.CapacityWait, LostAfter: cfg.LostAfter,
 			HoldFor: pressureEvery, Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter, HoldLow: s.holdLow})
 	s.initTelemetry()

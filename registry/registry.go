@@ -156,6 +156,8 @@ type Registry struct {
 	http   *http.Client
 	// cardHTTP fetches Agent Cards (longer timeout than a probe).
 	cardHTTP *http.Client
+	// mcpServers holds MCP server agents' endpoints (MCPEndpoint).
+	mcpServers mcpCache
 
 	snap       *Snapshot
 	heartbeats *heartbeatBuffer
@@ -382,9 +384,16 @@ func (r *Registry) List(ctx context.Context, f ListFilter) ([]*Agent, error) {
 // health URL succeeds. It returns the agent and its new token; an earlier
 // token stops working.
 func (r *Registry) Register(ctx context.Context, reg domain.AgentRegistration, md domain.Metadata) (*Agent, string, error) {
+	if reg.Protocol == domain.ProtocolMCP {
+		return r.RegisterMCP(ctx, reg, nil, md)
+	}
 	return r.register(ctx, reg, md, func(ctx context.Context, tx pgx.Tx) error {
-		// Registered by hand now: its card, if it had one, no longer speaks for it.
-		_, err := tx.Exec(ctx, qForgetAgentCard, reg.Namespace, reg.AgentID)
+		// Registered by hand now: its card or MCP server, if it had one, no
+		// longer speaks for it.
+		if _, err := tx.Exec(ctx, qForgetAgentCard, reg.Namespace, reg.AgentID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, qMCPForgetServer, reg.Namespace, reg.AgentID)
 		return err
 	})
 }

@@ -25,5 +25,9 @@ func (r *Registry) Sweeps() []sweep.Sweep {
 			_, err := r.RefreshCards(ctx)
 			return err
 		}},
+		{Name: "mcp_server_refresh", Every: r.cfg.SweepInterval, Run: func(ctx context.Context) error {
+			_, err := r.RefreshMCPServers(ctx)
+			return err
+		}},
 	}
 }

@@ -97,6 +97,11 @@ func (r *Registry) ProbeInstance(ctx context.Context, k domain.AgentKey, instanc
 func (r *Registry) ProbeTimeout() time.Duration { return r.cfg.ProbeTimeout }
 
 func (r *Registry) probe(ctx context.Context, a *Agent) error {
+	if a.Protocol == domain.ProtocolMCP && a.HealthURL == "" {
+		ctx, cancel := context.WithTimeout(ctx, max(r.cfg.ProbeTimeout, 5*time.Second))
+		defer cancel()
+		return r.probeMCP(ctx, a)
+	}
 	target := a.HealthURL
 	if target == "" {
 		target = a.Endpoint

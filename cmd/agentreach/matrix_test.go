@@ -135,7 +135,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 	holder := newSecuredAgent(t, base, adminA, "mx-hold", "a", "mx.cap", http.StatusAccepted)
 	other := newSecuredAgent(t, base, adminA, "mx-other", "a", "mx.other", http.StatusOK)
 	receiver := newHTTPTestServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	code, out := call(t, http.MethodPut, base+"/v1/policies/approvals", asKey(adminA), `{"patterns":["mx.risky*"]}`)
+	mcpTools := newMCPToolServer(t, "X-Matrix", "")
+	code, out := call(t, http.MethodPost, base+"/v1/agents", asKey(adminA), `{"agent_id":"mx-mcp","namespace":"a","protocol":"mcp","endpoint":"`+mcpTools.url+`","ttl_seconds":3600}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	code, out = call(t, http.MethodPut, base+"/v1/policies/approvals", asKey(adminA), `{"patterns":["mx.risky*"]}`)
 	require.Equal(t, http.StatusOK, code, out)
 
 	n := 0
@@ -326,7 +329,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"GET /v1/metrics/agents/series": func() matrixCall {
 			return matrixCall{"GET", "/v1/metrics/agents/series?namespace=a", ""}
 		},
-		"GET /v1/metrics/fleet":            func() matrixCall { return matrixCall{"GET", "/v1/metrics/fleet?namespace=a&window=24h", ""} },
+		"GET /v1/metrics/fleet": func() matrixCall { return matrixCall{"GET", "/v1/metrics/fleet?namespace=a&window=24h", ""} },
+		"GET /v0.1/servers":     func() matrixCall { return matrixCall{"GET", "/v0.1/servers?namespace=a", ""} },
+		"GET /v0.1/servers/{name}/versions/latest": func() matrixCall {
+			return matrixCall{"GET", "/v0.1/servers/a%2Fmx-mcp/versions/latest?namespace=a", ""}
+		},
 		"GET /v1/callbacks/secret":         func() matrixCall { return matrixCall{"GET", "/v1/callbacks/secret?namespace=a", ""} },
 		"POST /v1/callbacks/secret:rotate": func() matrixCall { return matrixCall{"POST", "/v1/callbacks/secret:rotate?namespace=a", ""} },
 		"POST /v1/keys":                    func() matrixCall { return matrixCall{"POST", "/v1/keys", `{"namespace":"a","scopes":["jobs:read"]}`} },

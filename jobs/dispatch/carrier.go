@@ -52,8 +52,11 @@ type Attempt struct {
 // counts the delivery in the metrics and the debug log.
 func (d *Dispatcher) carry(ctx context.Context, a *registry.Agent, at Attempt) (domain.Observation, time.Duration) {
 	c := d.carriers.Push
-	if a.Protocol == domain.ProtocolA2A {
+	switch {
+	case a.Protocol == domain.ProtocolA2A:
 		c = d.carriers.A2A
+	case a.Protocol == domain.ProtocolMCP && d.carriers.MCP != nil:
+		c = d.carriers.MCP
 	}
 	ctx, span := d.tracer.Start(ctx, c.Span(), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("job_id", at.L.JobID), attribute.Int("attempt", at.N),

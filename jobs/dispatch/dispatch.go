@@ -59,7 +59,7 @@ type Config struct {
 // every other push agent the native push (Push). A pull agent's attempt
 // goes to its inbox instead: the agent's claim delivers it.
 type Carriers struct {
-	Push, A2A Carrier
+	Push, A2A, MCP Carrier
 }
 
 // Dispatcher makes attempts of jobs.

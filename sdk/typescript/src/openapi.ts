@@ -723,6 +723,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v0.1/servers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The namespace's MCP server agents in the MCP Registry's read format (agents:read): name <namespace>/<agent id>, the remote Agent-Reach's /mcp/<namespace>. */
+        get: operations["listMCPRegistryServers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v0.1/servers/{name}/versions/latest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One MCP server agent of the namespace in the MCP Registry's read format (agents:read); name is <namespace>/<agent id>, its '/' escaped as %2F. */
+        get: operations["getMCPRegistryServer"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/callbacks/secret": {
         parameters: {
             query?: never;
@@ -876,6 +910,20 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        MCPRegistryEntry: {
+            server: {
+                $schema?: string;
+                name: string;
+                description: string;
+                version: string;
+                remotes: {
+                    type: string;
+                    url: string;
+                    headers?: Record<string, never>[];
+                }[];
+            };
+            _meta: Record<string, never>;
+        };
         AlertWebhook: {
             /** @description An absolute http or https URL. */
             url: string;
@@ -930,7 +978,7 @@ export interface components {
                 suggestions?: components["schemas"]["IntentCandidate"][];
             };
         };
-        /** @description Either agent_id, capabilities and endpoint (a push agent), or agent_id, capabilities and mode pull with no endpoint (a pull agent, which claims its work), or card_url: an A2A agent registered by its Agent Card (capabilities, aliases, version, endpoint and protocol come from the card; agent_id defaults to the card's name). */
+        /** @description Either agent_id, capabilities and endpoint (a push agent), or agent_id, capabilities and mode pull with no endpoint (a pull agent, which claims its work), or card_url: an A2A agent registered by its Agent Card (capabilities, aliases, version, endpoint and protocol come from the card; agent_id defaults to the card's name), or protocol mcp with agent_id and endpoint (or server): an MCP server, whose tools (tools/list) are its capabilities (capabilities, if given, picks some of them). */
         Registration: {
             /** @description URL of an A2A Agent Card, or the agent's base URL (its /.well-known/agent-card.json is read, then agent.json). */
             card_url?: string;
@@ -941,7 +989,13 @@ export interface components {
             endpoint?: string;
             health_url?: string;
             /** @enum {string} */
-            protocol?: "http" | "a2a";
+            protocol?: "http" | "a2a" | "mcp";
+            /** @description MCP servers only: headers every request to the server carries (its credentials); kept apart, never shown (the agent's metadata.mcp.headers lists their names). */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description MCP servers only: an MCP Registry server.json; its first streamable-http remote is the endpoint, its headers with a value are sent (give the others in headers), agent_id defaults to the part of its name after '/'. */
+            server?: Record<string, never>;
             /**
              * @description push (default): deliveries are POSTed to the endpoint; pull: no endpoint, the agent claims its work.
              * @enum {string}
@@ -960,7 +1014,7 @@ export interface components {
             capability_info?: {
                 [key: string]: components["schemas"]["CapabilityDoc"];
             };
-        } | Record<string, never> | Record<string, never> | Record<string, never>;
+        } | Record<string, never> | Record<string, never> | Record<string, never> | Record<string, never> | Record<string, never>;
         CapabilityDoc: {
             title?: string;
             description?: string;
@@ -2904,6 +2958,71 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
+            default: components["responses"]["Error"];
+        };
+    };
+    listMCPRegistryServers: {
+        parameters: {
+            query?: {
+                namespace?: components["parameters"]["namespace"];
+                /** @description metadata.nextCursor of the page before. */
+                cursor?: string;
+                /** @description Default 30. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of servers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        servers: components["schemas"]["MCPRegistryEntry"][];
+                        metadata: {
+                            count: number;
+                            nextCursor?: string;
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            default: components["responses"]["Error"];
+        };
+    };
+    getMCPRegistryServer: {
+        parameters: {
+            query?: {
+                namespace?: components["parameters"]["namespace"];
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MCPRegistryEntry"];
+                };
+            };
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
             default: components["responses"]["Error"];
         };
     };

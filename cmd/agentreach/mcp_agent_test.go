@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+)
+
+// mcpToolServer is an MCP server built with the official Go SDK: tools
+// add and fail (and later more), behind a header it requires.
+type mcpToolServer struct {
+	url   string
+	calls atomic.Int32
+	extra atomic.Bool // lists the tool shout too
+}
+
+func newMCPToolServer(t *testing.T, header, value string) *mcpToolServer {
+	s := &mcpToolServer{}
+	newServer := func(*http.Request) *mcp.Server {
+		srv := mcp.NewServer(&mcp.Implementation{Name: "tools", Version: "1.0.0"}, nil)
+		srv.AddTool(&mcp.Tool{Name: "mcpa.add", Description: "Adds a and b.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`)},
+			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				s.calls.Add(1)
+				var in struct{ A, B float64 }
+				_ = json.Unmarshal(req.Params.Arguments, &in)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sum"}}, StructuredContent: map[string]any{"sum": in.A + in.B}}, nil
+			})
+		srv.AddTool(&mcp.Tool{Name: "mcpa.fail", Description: "Always fails.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				s.calls.Add(1)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "out of paper"}}, IsError: true}, nil
+			})
+		if s.extra.Load() {
+			srv.AddTool(&mcp.Tool{Name: "mcpa.shout", InputSchema: json.RawMessage(`{"type":"object"}`)},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "HEY"}}}, nil
+				})
+		}
+		return srv
+	}
+	h := mcp.NewStreamableHTTPHandler(newServer, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(header) != value {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	s.url = srv.URL + "/mcp"
+	return s
+}
+
+// An MCP server is an agent: registered by URL with its credentials (never
+// shown), its tools its capabilities (with their descriptions and
+// schemas), kept alive by reading its tools, and each job for one of them a
+// tools/call whose result is the job's (isError: FAILED) and reaches the
+// caller's callback; a server.json registers it too, and a tool it adds
+// later becomes a capability.
+func TestMCPServerIsAnAgent(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	tools := newMCPToolServer(t, "X-Api-Key", "s3cret")
+
+	code, out := call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"mcp-tools","protocol":"mcp","endpoint":"`+tools.url+`","ttl_seconds":6}`)
+	require.Equal(t, http.StatusBadRequest, code, "without its credentials: %s", out)
+	require.Contains(t, out, `"field":"endpoint"`)
+	code, out = call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"mcp-tools","protocol":"mcp","endpoint":"`+tools.url+
+		`","headers":{"X-Api-Key":"s3cret"},"ttl_seconds":6}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.NotContains(t, out, "s3cret", "a header's value is never shown")
+	var reg agentJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &reg))
+	require.Equal(t, []string{"mcpa.add", "mcpa.fail"}, reg.Capabilities)
+	waitState(t, base, "mcp-tools", "HEALTHY", 20*time.Second)
+	code, out = call(t, http.MethodGet, base+"/v1/agents/mcp-tools", "", "")
+	require.Equal(t, http.StatusOK, code, out)
+	require.NotContains(t, out, "s3cret")
+	require.Contains(t, out, `"headers":["X-Api-Key"]`)
+	var entry struct {
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+	}
+	getJSON(t, base+"/v1/capabilities/mcpa.add", http.StatusOK, &entry)
+	require.Equal(t, "Adds a and b.", entry.Description)
+	require.Contains(t, string(entry.InputSchema), `"required":["a","b"]`)
+
+	// A job over REST: a tools/call, its result called back.
+	got := make(chan []byte, 1)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body json.RawMessage
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		select {
+		case got <- body:
+		default:
+		}
+	}))
+	t.Cleanup(receiver.Close)
+	id := submitOK(t, base, `{"capability":"mcpa.add","payload":{"a":2,"b":40},"callback_url":"`+receiver.URL+`"}`)
+	j := waitTerminal(t, base, id, 20*time.Second)
+	require.Equal(t, "SUCCESS", j.Status)
+	require.JSONEq(t, `{"sum":42}`, string(j.Result))
+	select {
+	case body := <-got:
+		require.Contains(t, string(body), `"sum":42`)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no callback with the tool's result")
+	}
+	fail := submitOK(t, base, `{"capability":"mcpa.fail","payload":{},"max_attempts":1}`)
+	j = waitTerminal(t, base, fail, 20*time.Second)
+	require.Equal(t, "FAILED", j.Status)
+	require.Equal(t, "tool_error", j.BizCode)
+	require.Contains(t, j.Error, "out of paper")
+
+	// Reading its tools keeps its lease (6 s) alive, and finds a new tool.
+	tools.extra.Store(true)
+	waitFor(t, 30*time.Second, "the new tool a capability", func() bool {
+		var a agentJSON
+		getJSON(t, base+"/v1/agents/mcp-tools", http.StatusOK, &a)
+		return strings.Join(a.Capabilities, ",") == "mcpa.add,mcpa.fail,mcpa.shout"
+	})
+	require.Equal(t, "HEALTHY", agentState(t, base, "mcp-tools"), "alive past its 6 s lease without a heartbeat")
+
+	// A server.json: its streamable-http remote and the header it needs.
+	code, out = call(t, http.MethodPost, base+"/v1/agents", "", `{"ttl_seconds":6,"capabilities":["mcpa.add"],
+		"server":{"name":"io.example/adder-two","description":"Adds.","version":"2.1.0",
+		"remotes":[{"type":"sse","url":"http://127.0.0.1:1/sse"},{"type":"streamable-http","url":"`+tools.url+`",
+		"headers":[{"name":"X-Api-Key","isRequired":true,"isSecret":true}]}]},"headers":{"X-Api-Key":"s3cret"}}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &reg))
+	require.Equal(t, "adder-two", reg.AgentID)
+	require.Equal(t, []string{"mcpa.add"}, reg.Capabilities, "only the tools it names")
+	code, out = call(t, http.MethodPost, base+"/v1/agents", "", `{"server":{"name":"io.example/x","version":"1",
+		"remotes":[{"type":"streamable-http","url":"`+tools.url+`","headers":[{"name":"X-Api-Key","isRequired":true}]}]}}`)
+	require.Equal(t, http.StatusBadRequest, code, out)
+	require.Contains(t, out, "X-Api-Key")
+
+	// The private MCP registry lists both.
+	var list struct {
+		Servers []struct {
+			Server struct {
+				Name    string `json:"name"`
+				Version string `json:"version"`
+				Remotes []struct {
+					Type string `json:"type"`
+					URL  string `json:"url"`
+				} `json:"remotes"`
+			} `json:"server"`
+		} `json:"servers"`
+		Metadata struct {
+			Count int `json:"count"`
+		} `json:"metadata"`
+	}
+	getJSON(t, base+"/v0.1/servers?namespace=default", http.StatusOK, &list)
+	require.Equal(t, 2, list.Metadata.Count)
+	require.Equal(t, "default/adder-two", list.Servers[0].Server.Name)
+	require.Equal(t, "2.1.0", list.Servers[0].Server.Version)
+	require.Equal(t, base+"/mcp/default", list.Servers[0].Server.Remotes[0].URL, "reached through Agent-Reach, durably")
+	var latest struct {
+		Server struct {
+			Name string `json:"name"`
+		} `json:"server"`
+	}
+	getJSON(t, base+"/v0.1/servers/default%2Fmcp-tools/versions/latest?namespace=default", http.StatusOK, &latest)
+	require.Equal(t, "default/mcp-tools", latest.Server.Name)
+	code, out = call(t, http.MethodGet, base+"/v0.1/servers/default%2Fnope/versions/latest?namespace=default", "", "")
+	require.Equal(t, http.StatusNotFound, code, out)
+}

@@ -1,0 +1,158 @@
+// Package client is how Agent-Reach calls MCP servers registered as
+// agents ("protocol": "mcp"): it lists their tools and calls one, over
+// Streamable HTTP, by the official Go SDK's client (a session per
+// operation: the servers may be stateless, and an operation is rare next
+// to the work it starts). Calls are plain tools/call: the SDK's client does
+// not take the Tasks extension's answers yet (it drops a task's id), so a
+// server that would answer with a task is not asked to.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Endpoint is an MCP server: its URL and the headers every request
+// carries (its credentials).
+type Endpoint struct {
+	URL     string
+	Headers map[string]string
+}
+
+// ToolDef is one of a server's tools.
+type ToolDef struct {
+	Name        string
+	Title       string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// Client calls MCP servers.
+type Client struct {
+	// HTTP dials the servers (the service's guarded client).
+	HTTP *http.Client
+	// Version is Agent-Reach's, sent as the client's.
+	Version string
+}
+
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// connect opens a session with ep.
+func (c Client) connect(ctx context.Context, ep Endpoint) (*mcp.ClientSession, error) {
+	base := http.DefaultClient
+	if c.HTTP != nil {
+		base = c.HTTP
+	}
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	hc := &http.Client{Transport: headerTransport{headers: ep.Headers, base: rt}, CheckRedirect: base.CheckRedirect}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent-reach", Version: c.Version}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ep.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the MCP server %s: %w", ep.URL, err)
+	}
+	return cs, nil
+}
+
+// MaxTools bounds how many tools of a server are read.
+const MaxTools = 256
+
+// ListTools lists ep's tools (every page), sorted by name.
+func (c Client) ListTools(ctx context.Context, ep Endpoint) ([]ToolDef, error) {
+	cs, err := c.connect(ctx, ep)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cs.Close() }()
+	var out []ToolDef
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("tools/list of %s: %w", ep.URL, err)
+		}
+		if len(out) == MaxTools {
+			return nil, fmt.Errorf("tools/list of %s: more than %d tools", ep.URL, MaxTools)
+		}
+		schema, _ := json.Marshal(tool.InputSchema)
+		out = append(out, ToolDef{Name: tool.Name, Title: tool.Title, Description: tool.Description, InputSchema: schema})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Outcome is what a tools/call answered: the tool's result (its
+// structured content, else its text) and whether the tool failed.
+type Outcome struct {
+	Result  json.RawMessage
+	IsError bool
+	// Text is the result's text blocks, joined: the reason of an isError.
+	Text string
+}
+
+// ErrProtocol marks an answer that is not a tool result (a JSON-RPC error,
+// or a malformed answer): the call was not done.
+var ErrProtocol = errors.New("the MCP server did not answer with a tool result")
+
+// CallTool calls tool name of ep with args (a JSON object).
+func (c Client) CallTool(ctx context.Context, ep Endpoint, name string, args json.RawMessage) (Outcome, error) {
+	cs, err := c.connect(ctx, ep)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defer func() { _ = cs.Close() }()
+	var arguments any = map[string]any{}
+	if len(args) > 0 {
+		arguments = args
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: arguments})
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: tools/call %s: %w", ErrProtocol, name, err)
+	}
+	return OutcomeOf(res), nil
+}
+
+// OutcomeOf reads a tool result: its structured content as the result
+// when it has one, else its text (one block as a JSON string, several as
+// an array of strings).
+func OutcomeOf(res *mcp.CallToolResult) Outcome {
+	var texts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, t.Text)
+		}
+	}
+	out := Outcome{IsError: res.IsError}
+	for i, t := range texts {
+		if i > 0 {
+			out.Text += "\n"
+		}
+		out.Text += t
+	}
+	switch {
+	case res.StructuredContent != nil:
+		out.Result, _ = json.Marshal(res.StructuredContent)
+	case len(texts) == 1:
+		out.Result, _ = json.Marshal(texts[0])
+	default:
+		out.Result, _ = json.Marshal(texts)
+	}
+	return out
+}

@@ -203,11 +203,14 @@ type Submitted struct {
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	ParentJobID    string          `json:"parent_job_id,omitempty"`
 	RootJobID      string          `json:"root_job_id,omitempty"`
-	Constraints    Constraints     `json:"constraints,omitzero"`
-	RetryOnFailed  bool            `json:"retry_on_failed,omitempty"`
-	BackoffBaseMS  int             `json:"backoff_base_ms"`
-	BackoffMaxMS   int             `json:"backoff_max_ms"`
-	ReplayOf       string          `json:"replay_of,omitempty"`
+	// Via is the face that took the submit: ViaA2A or ViaMCP (empty: the
+	// REST API).
+	Via           string      `json:"via,omitempty"`
+	Constraints   Constraints `json:"constraints,omitzero"`
+	RetryOnFailed bool        `json:"retry_on_failed,omitempty"`
+	BackoffBaseMS int         `json:"backoff_base_ms"`
+	BackoffMaxMS  int         `json:"backoff_max_ms"`
+	ReplayOf      string      `json:"replay_of,omitempty"`
 	// OrderingKey, when set, orders the job among its namespace's jobs of
 	// the same key: they are delivered one at a time, in submit order, the
 	// next when the one before is terminal (ordering.go).

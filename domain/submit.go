@@ -86,6 +86,11 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 			return err
 		}
 	}
+	switch s.Via {
+	case "", ViaA2A, ViaMCP:
+	default:
+		return fieldErr("via", "must be a2a or mcp")
+	}
 	switch s.Constraints.Protocol {
 	case "", ProtocolHTTP, ProtocolA2A, ProtocolMCP:
 	default:
@@ -158,3 +163,9 @@ func checkProtocolVersions(vs []string) error {
 	}
 	return nil
 }
+
+// The faces a job may be submitted through besides REST (Submitted.Via).
+const (
+	ViaA2A = "a2a"
+	ViaMCP = "mcp"
+)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -249,10 +250,12 @@ type jobResponse struct {
 	RootJobID   string          `json:"root_job_id,omitempty"`
 	ReplayOf    string          `json:"replay_of,omitempty"`
 	OrderingKey string          `json:"ordering_key,omitempty"`
-	Callback    *callbackState  `json:"callback,omitempty"`
-	SubmittedAt time.Time       `json:"submitted_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	// Via is the face the job was submitted through: rest, a2a or mcp.
+	Via         string         `json:"via"`
+	Callback    *callbackState `json:"callback,omitempty"`
+	SubmittedAt time.Time      `json:"submitted_at"`
+	UpdatedAt   time.Time      `json:"updated_at"`
+	FinishedAt  *time.Time     `json:"finished_at,omitempty"`
 	// Waiting says why a job not under way (SUBMITTED, or TIMEOUT before
 	// its retry) cannot be routed now, from the router's view: no_agent,
 	// all_unavailable or at_capacity (GET /v1/jobs/{job_id} only).
@@ -270,7 +273,8 @@ func toJobResponse(l *jobstore.Loaded) jobResponse {
 	r := jobResponse{JobID: l.JobID, Namespace: l.Namespace, Status: string(l.Status), Capability: l.Capability, Intent: l.Intent,
 		AgentID: l.AgentID, Attempts: l.Attempts, MaxAttempts: l.MaxAttempts, Priority: string(l.Priority),
 		Result: l.Result, BizCode: l.BizCode, Error: l.Error, TraceID: l.TraceID, ParentJobID: l.ParentJobID,
-		RootJobID: l.RootJobID, ReplayOf: l.ReplayOf, OrderingKey: l.OrderingKey, SubmittedAt: l.SubmittedAt.UTC(), UpdatedAt: l.UpdatedAt.UTC()}
+		RootJobID: l.RootJobID, ReplayOf: l.ReplayOf, OrderingKey: l.OrderingKey, Via: cmp.Or(l.Via, "rest"), SubmittedAt: l.SubmittedAt.UTC(),
+		UpdatedAt: l.UpdatedAt.UTC()}
 	if !l.FinishedAt.IsZero() {
 		t := l.FinishedAt.UTC()
 		r.FinishedAt = &t

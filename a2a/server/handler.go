@@ -172,7 +172,7 @@ func (h *handler) send(ctx context.Context, params *sdk.MessageSendParams) (stri
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: %w", sdk.ErrInvalidParams, err)
 	}
-	sub := domain.Submitted{Namespace: call.Namespace, Capability: skill, Payload: payload,
+	sub := domain.Submitted{Namespace: call.Namespace, Capability: skill, Payload: payload, Via: domain.ViaA2A,
 		Priority: domain.Priority(meta("priority")), TimeoutMS: metaInt(params.Metadata, "timeout_ms"),
 		MaxAttempts: metaInt(params.Metadata, "max_attempts")}
 	if msg.ID != "" {

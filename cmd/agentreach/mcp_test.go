@@ -171,8 +171,13 @@ func TestMCPToolsAreCapabilities(t *testing.T) {
 		return done["status"] == "completed"
 	})
 	require.Equal(t, map[string]any{"echo": map[string]any{"text": "later"}}, done["result"].(map[string]any)["structuredContent"])
-	// The task is the job: REST shows it.
+	// The task is the job: REST shows it, marked as submitted over MCP.
 	require.Equal(t, "SUCCESS", getJob(t, api, id).Status)
+	var via struct {
+		Via string `json:"via"`
+	}
+	getJSON(t, api+"/v1/jobs/"+id, http.StatusOK, &via)
+	require.Equal(t, "mcp", via.Via)
 	// A key that may not see it: no such task.
 	_, missing := mcpPost(t, base+"/mcp", other, "tasks/get", id, map[string]any{"taskId": id}, true)
 	require.Contains(t, fmt.Sprint(missing["error"]), "no task")

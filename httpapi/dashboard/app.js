@@ -875,7 +875,7 @@ function jobView(root, route) {
       draw(head, JSON.stringify(job), () => [
         el("h2", {}, pill(job.status), " ", job.capability),
         el("p", { class: "muted", id: "job-meta" }, "job ", el("code", {}, job.job_id), " · namespace " + job.namespace + " · trace ", link(BASE + "/jobs?trace_id=" + enc(job.trace_id), el("code", { title: "the jobs of this trace" }, job.trace_id)),
-          " · attempt " + job.attempts + " of " + job.max_attempts, job.replay_of ? [" · replay of ", link(jobHref(job.replay_of), job.replay_of)] : null,
+          " · attempt " + job.attempts + " of " + job.max_attempts, job.via && job.via !== "rest" ? el("span", { class: "pill via", id: "job-via", title: "submitted through the " + job.via.toUpperCase() + " face" }, " via " + job.via.toUpperCase()) : null, job.replay_of ? [" · replay of ", link(jobHref(job.replay_of), job.replay_of)] : null,
           job.agent_id ? [" · agent ", link(agentHref(job.namespace, job.agent_id), job.agent_id)] : null),
         job.error ? el("p", { class: "error" }, job.error) : null,
         job.waiting ? el("p", { class: "waiting", id: "job-waiting", title: "why the router cannot take it now (" + job.waiting.code + ")" }, "Waiting: " + job.waiting.message) : null,

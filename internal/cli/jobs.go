@@ -55,6 +55,7 @@ type jobView struct {
 	BizCode     string          `json:"biz_code"`
 	Error       string          `json:"error"`
 	TraceID     string          `json:"trace_id"`
+	Via         string          `json:"via"`
 	SubmittedAt time.Time       `json:"submitted_at"`
 	FinishedAt  *time.Time      `json:"finished_at"`
 	// Waiting is why a job not under way cannot be routed now.
@@ -231,8 +232,14 @@ func (j *jobsCommand) get(ctx context.Context) error {
 	var extra struct {
 		Waiting *waitingView `json:"waiting"`
 	}
+	var via struct {
+		Via string `json:"via"`
+	}
 	if json.Unmarshal(job.Raw, &extra) == nil {
 		v.Waiting = extra.Waiting
+	}
+	if json.Unmarshal(job.Raw, &via) == nil {
+		v.Via = via.Via
 	}
 	return j.show(job.Raw, v)
 }
@@ -502,6 +509,9 @@ func (j *jobsCommand) show(raw json.RawMessage, v jobView) error {
 	}
 	if v.Waiting != nil {
 		fmt.Fprintf(tw, "waiting\t%s: %s\n", v.Waiting.Code, v.Waiting.Message)
+	}
+	if v.Via != "" {
+		fmt.Fprintf(tw, "via\t%s\n", v.Via)
 	}
 	return tw.Flush()
 }

@@ -359,7 +359,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	if json.Unmarshal(args, &obj) != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "arguments must be a JSON object: they are the job's payload"}
 	}
-	sub := domain.Submitted{Namespace: c.Namespace, Capability: capability, Payload: args, TimeoutMS: metaInt(p.Meta, "agentreach/timeout_ms"),
+	sub := domain.Submitted{Namespace: c.Namespace, Capability: capability, Payload: args, Via: domain.ViaMCP, TimeoutMS: metaInt(p.Meta, "agentreach/timeout_ms"),
 		MaxAttempts: metaInt(p.Meta, "agentreach/max_attempts"), Priority: domain.Priority(metaString(p.Meta, "agentreach/priority")),
 		CallbackURL: metaString(p.Meta, "agentreach/callback_url")}
 	if key := metaString(p.Meta, "agentreach/idempotency_key"); key != "" {

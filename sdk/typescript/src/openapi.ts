@@ -1342,6 +1342,11 @@ export interface components {
             trace_id: string;
             replay_of?: string;
             ordering_key?: string;
+            /**
+             * @description The face the job was submitted through.
+             * @enum {string}
+             */
+            via?: "rest" | "a2a" | "mcp";
             /** Format: date-time */
             submitted_at: string;
             /** Format: date-time */

@@ -86,15 +86,8 @@ func NormalizeSubmission(s *Submitted, maxPayload int) error {
 			return err
 		}
 	}
-	switch s.Via {
-	case "", ViaA2A, ViaMCP:
-	default:
-		return fieldErr("via", "must be a2a or mcp")
-	}
-	switch s.Constraints.Protocol {
-	case "", ProtocolHTTP, ProtocolA2A, ProtocolMCP:
-	default:
-		return fieldErr("constraints.protocol", "must be http, a2a or mcp")
+	if err := checkProtocols(s); err != nil {
+		return err
 	}
 	if len(s.Constraints.Version) > 64 {
 		return fieldErr("constraints.version", "must be at most 64 characters")
@@ -169,3 +162,19 @@ const (
 	ViaA2A = "a2a"
 	ViaMCP = "mcp"
 )
+
+// checkProtocols checks the face a submit came through and the protocol
+// it asks of its agent.
+func checkProtocols(s *Submitted) error {
+	switch s.Via {
+	case "", ViaA2A, ViaMCP:
+	default:
+		return fieldErr("via", "must be a2a or mcp")
+	}
+	switch s.Constraints.Protocol {
+	case "", ProtocolHTTP, ProtocolA2A, ProtocolMCP:
+	default:
+		return fieldErr("constraints.protocol", "must be http, a2a or mcp")
+	}
+	return nil
+}

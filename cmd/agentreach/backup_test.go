@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/devdb"
 	"github.com/agentreach/agentreach/webhook"
 )
@@ -26,7 +27,16 @@ func TestBackupAndRestore(t *testing.T) {
 	live, err := devdb.Open(ctx, devdb.Options{LocalAddr: "127.0.0.1:1"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = live.Close() })
-	svc := startTuned(t, map[string]string{"DATABASE_URL": live.DSN}, fastSweeps,
+	// The attempts in flight at the backup time out in the restored
+	// service (their answers went to the first one): that is the test, and
+	// the breaker must not take it for a failing agent (under load, ten
+	// such timeouts opened it, and the jobs spent their attempts waiting).
+	tune := func(c *Config) {
+		fastSweeps(c)
+		c.Registry.Breaker = domain.DefaultBreakerConfig()
+		c.Registry.Breaker.MinAttempts = 1000
+	}
+	svc := startTuned(t, map[string]string{"DATABASE_URL": live.DSN}, tune,
 		"serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	base := svc.m.URL()
 	waitReady(t, base)
@@ -61,7 +71,7 @@ func TestBackupAndRestore(t *testing.T) {
 	restored, err := devdb.Open(ctx, devdb.Options{LocalAddr: "127.0.0.1:1", DataDir: dir})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = restored.Close() })
-	again := startTuned(t, map[string]string{"DATABASE_URL": restored.DSN}, fastSweeps,
+	again := startTuned(t, map[string]string{"DATABASE_URL": restored.DSN}, tune,
 		"serve", "--insecure", "--addr", "127.0.0.1:0", "--log-level", "warn")
 	base = again.m.URL()
 	waitReady(t, base)

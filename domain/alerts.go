@@ -82,9 +82,6 @@ func (p AlertPolicy) Normalize(prev AlertPolicy) AlertPolicy {
 				}
 			}
 		}
-		if w.Format != AlertFormatPagerDuty {
-			w.RoutingKey = ""
-		}
 		w.RoutingKeySet = false
 		out.Webhooks = append(out.Webhooks, w)
 	}
@@ -95,32 +92,35 @@ func (p AlertPolicy) Normalize(prev AlertPolicy) AlertPolicy {
 // *FieldError.
 func (p AlertPolicy) Validate() error {
 	if len(p.Webhooks) > MaxAlertWebhooks {
-		return fieldErr("webhooks", "at most %d webhooks a namespace", MaxAlertWebhooks)
+		return fieldErr("webhooks", "must list at most %d webhooks", MaxAlertWebhooks)
 	}
 	seen := map[string]bool{}
 	for i, w := range p.Webhooks {
 		field := fmt.Sprintf("webhooks[%d]", i)
 		u, err := url.Parse(w.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(w.URL) > 2048 {
-			return fieldErr(field+".url", "an absolute http or https URL of at most 2048 bytes")
+			return fieldErr(field+".url", "must be an absolute http or https URL of at most 2048 bytes")
 		}
 		if seen[w.URL] {
-			return fieldErr(field+".url", "named twice: one webhook a URL (list every kind it wants in its kinds)")
+			return fieldErr(field+".url", "is named twice: one webhook a URL (list every kind it wants in its kinds)")
 		}
 		seen[w.URL] = true
 		for _, k := range w.Kinds {
 			if !slices.Contains(AlertKinds, k) {
-				return fieldErr(field+".kinds", "%q is not an alert kind (one of %s)", k, alertKindList())
+				return fieldErr(field+".kinds", "%q is not an alert kind: use %s", k, alertKindList())
 			}
 		}
 		switch w.Format {
 		case AlertFormatStandard, AlertFormatSlack:
+			if w.RoutingKey != "" {
+				return fieldErr(field+".routing_key", "is for pagerduty webhooks only")
+			}
 		case AlertFormatPagerDuty:
 			if w.RoutingKey == "" {
 				return fieldErr(field+".routing_key", "a pagerduty webhook needs the integration's routing key")
 			}
 		default:
-			return fieldErr(field+".format", "one of standard, slack, pagerduty")
+			return fieldErr(field+".format", "must be standard, slack or pagerduty")
 		}
 	}
 	return nil

@@ -62,7 +62,9 @@ func TestAlertPolicyNormalizeKeepsTheRoutingKeyItDoesNotShow(t *testing.T) {
 
 	std := AlertPolicy{Webhooks: []AlertWebhook{{URL: "https://a.example", RoutingKey: "stray"}}}.Normalize(AlertPolicy{})
 	require.Equal(t, AlertFormatStandard, std.Webhooks[0].Format, "the default format")
-	require.Empty(t, std.Webhooks[0].RoutingKey, "only pagerduty keeps a routing key")
+	var fe *FieldError
+	require.True(t, errors.As(std.Validate(), &fe), "a routing key on a standard webhook is refused, not dropped")
+	require.Equal(t, "webhooks[0].routing_key", fe.Field)
 }
 
 func TestAlertBodies(t *testing.T) {

@@ -432,14 +432,15 @@ func (s *Server) registerAgent(c *gin.Context) {
 		_ = c.Error(Invalid("mode", "mode pull takes no card_url: a pull agent has no endpoint for a card to name"))
 		return
 	}
-	if (req.Headers != nil || len(req.Server) > 0) && req.Protocol != "" && req.Protocol != domain.ProtocolMCP {
-		_ = c.Error(Invalid("protocol", "headers and server are for MCP servers (protocol mcp)"))
+	mcpish := req.Protocol == domain.ProtocolMCP || req.Protocol == "" && len(req.Server) > 0
+	if (req.Headers != nil || len(req.Server) > 0) && !mcpish {
+		_ = c.Error(Invalid("protocol", `headers and server are for MCP servers: say "protocol": "mcp"`))
 		return
 	}
 	switch {
 	case req.CardURL != "":
 		a, token, err = s.deps.Agents.RegisterCard(c.Request.Context(), req.CardURL, reg, s.meta(c, principal(c).Actor()))
-	case req.Protocol == domain.ProtocolMCP || len(req.Server) > 0 || req.Headers != nil:
+	case req.Protocol == domain.ProtocolMCP || len(req.Server) > 0:
 		if err = mcpRegistration(&req, &reg); err == nil {
 			a, token, err = s.deps.Agents.RegisterMCP(c.Request.Context(), reg, req.Headers, s.meta(c, principal(c).Actor()))
 		}

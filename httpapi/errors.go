@@ -40,6 +40,8 @@ const (
 	CodeAmbiguousIntent Code = "ambiguous_intent"
 	// CodeHistoryDropped: a cursor into history that retention dropped.
 	CodeHistoryDropped Code = "history_dropped"
+	// CodeMethodNotAllowed: a GET or DELETE of the (stateless) MCP endpoint.
+	CodeMethodNotAllowed Code = "method_not_allowed"
 )
 
 // codes is the one table of the API's error codes: each one's HTTP status,
@@ -67,6 +69,7 @@ var codes = []struct {
 	{CodeNotPull, http.StatusConflict, -32600, nil, 0},
 	{CodeAmbiguousIntent, http.StatusUnprocessableEntity, -32600, nil, 0},
 	{CodeHistoryDropped, http.StatusGone, -32001, nil, 0},
+	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, -32600, nil, 0},
 }
 
 // statusOf is the HTTP status of each code, from codes.

@@ -73,17 +73,28 @@ func (b mcpBackend) Tools(ctx context.Context, c mcpserver.Caller) ([]mcpserver.
 	if err != nil {
 		return nil, err
 	}
+	serving := b.s.deps.Agents.Snapshot().Serving(c.Namespace)
 	out := make([]mcpserver.Tool, 0, len(cat.Entries))
 	for _, e := range cat.Entries {
-		if len(e.Agents) == 0 || !c.Principal.CanSubmit(e.Name) {
+		if len(e.Agents) == 0 || !serving[e.Name] {
 			continue
 		}
-		out = append(out, mcpserver.Tool{Capability: e.Name, Title: e.Title, Description: e.Description, InputSchema: e.InputSchema})
+		out = append(out, mcpserver.Tool{Capability: e.Name, Title: e.Title, Description: e.Description, InputSchema: e.InputSchema,
+			Allowed: c.Principal.CanSubmit(e.Name)})
 	}
 	return out, nil
 }
 
 func (b mcpBackend) Resolve(ctx context.Context, c mcpserver.Caller, intent string) (domain.IntentResolution, error) {
+	if !c.Principal.Has(auth.ScopeCapabilitiesRead) && !c.Principal.Has(auth.ScopeAdmin) {
+		// Without capabilities:read the key learns of no capability it
+		// may not submit: neither the answer nor an ambiguity's candidates.
+		res, err := b.s.deps.Intent.Resolve(ctx, c.Namespace, intent)
+		if err != nil || !c.Principal.CanSubmit(res.Capability) {
+			return res, &Error{Code: CodeNotFound, Message: "no capability this key may submit matches the intent"}
+		}
+		return res, nil
+	}
 	res, err := b.s.deps.Intent.Resolve(ctx, c.Namespace, intent)
 	if err == nil && !c.Principal.CanSubmit(res.Capability) {
 		return res, &Error{Code: CodePermissionDenied, Message: "the intent resolved to " + res.Capability + ", and this key may not submit jobs for it"}
@@ -154,6 +165,9 @@ func (b mcpBackend) own(ctx context.Context, c mcpserver.Caller, id string) erro
 func (b mcpBackend) Cancel(ctx context.Context, c mcpserver.Caller, id, reason string) error {
 	if err := b.own(ctx, c, id); err != nil {
 		return err
+	}
+	if l, err := b.load(ctx, c, id); err == nil && l.Status.Terminal() {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s has ended (%s): there is nothing to cancel", id, l.Status)}
 	}
 	_, err := b.s.deps.Jobs.Cancel(ctx, id, reason, c.Metadata)
 	return err
@@ -306,4 +320,12 @@ func (s *Server) getRegistryServer(c *gin.Context) {
 		}
 	}
 	_ = c.Error(NotFound("no MCP server %q in namespace %s (GET /v0.1/servers lists them)", name, ns))
+}
+
+// mcpPostOnly answers a GET or DELETE of the MCP endpoint: a stateless
+// server has no stream to open and no session to end (405, as Streamable
+// HTTP says).
+func mcpPostOnly(c *gin.Context) {
+	c.Header("Allow", http.MethodPost)
+	_ = c.Error(&Error{Code: CodeMethodNotAllowed, Message: "the MCP endpoint takes POST only: this server is stateless, with no stream to open or session to end"})
 }

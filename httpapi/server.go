@@ -103,6 +103,10 @@ func (s *Server) protocolRoutes(r *gin.Engine) {
 	// stream, and sessions are not kept, so nothing to DELETE).
 	r.POST("/mcp", s.need(""), s.mcpRPC)
 	r.POST("/mcp/:namespace", s.need(""), s.mcpRPC)
+	for _, path := range []string{"/mcp", "/mcp/:namespace"} {
+		r.GET(path, mcpPostOnly)
+		r.DELETE(path, mcpPostOnly)
+	}
 	// The private MCP registry of the namespace's MCP server agents. The
 	// name holds a '/', escaped (%2F) as the MCP Registry's clients send it.
 	r.GET("/v0.1/servers", s.need(auth.ScopeAgentsRead), s.listRegistryServers)

@@ -353,3 +353,21 @@ func pausedUntil(a *Agent) time.Time {
 	}
 	return *a.PausedUntil
 }
+
+// Serving answers the capabilities of namespace's agents that are in
+// service or coming to it (not OFFLINE, DOWN or deregistered): what the
+// MCP face lists as tools.
+func (s *Snapshot) Serving(namespace string) map[string]bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[string]bool{}
+	for _, a := range s.agents {
+		if a.Namespace != namespace || a.Deregistered || a.State == domain.AgentOffline || a.State == domain.AgentDown {
+			continue
+		}
+		for _, c := range a.Capabilities {
+			out[c] = true
+		}
+	}
+	return out
+}

@@ -4,7 +4,9 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -419,16 +423,16 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Retention.ArchiveDir == "" { // dev archives what retention drops, by default
-		if cache, err := os.UserCacheDir(); err == nil {
-			cfg.Retention.ArchiveDir = filepath.Join(cache, "agentreach", "archive")
-		}
-	}
 	db, err := devdb.Open(ctx, devdb.Options{DatabaseURL: cfg.DatabaseURL, LocalAddr: localAddr, DataDir: dataDir, Logger: logger})
 	if err != nil {
 		return err
 	}
 	m.db = db
+	if cfg.Retention.ArchiveDir == "" { // dev archives what retention drops, by default: a folder per database
+		if cache, err := os.UserCacheDir(); err == nil {
+			cfg.Retention.ArchiveDir = filepath.Join(cache, "agentreach", "archive", archiveFolder(db.DSN))
+		}
+	}
 	defer func() {
 		if err := db.Close(); err != nil {
 			logger.Error("stop private PostgreSQL", "err", err)
@@ -601,4 +605,17 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(m.Stdout, "schema is at version %d\n", arsql.LatestVersion())
 	return nil
+}
+
+// archiveFolder names dev's archive folder of the database at dsn: its
+// name and a digest of where it is, so that two databases (dev's and the
+// demo's scratch ones) never share one (an archive holds one database's
+// partitions).
+func archiveFolder(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "default"
+	}
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)))
+	return cfg.Database + "-" + hex.EncodeToString(sum[:6])
 }

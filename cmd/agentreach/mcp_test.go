@@ -148,8 +148,16 @@ func TestMCPToolsAreCapabilities(t *testing.T) {
 	require.Equal(t, []string{"find_capability", "mcp.echo"}, toolNames(t, ns))
 	_, err = ns.CallTool(t.Context(), &mcp.CallToolParams{Name: "mcp.refuse", Arguments: map[string]any{}})
 	require.ErrorContains(t, err, `no tool "mcp.refuse"`)
+	// find_capability names no capability the key may not submit.
+	res, err = ns.CallTool(t.Context(), &mcp.CallToolParams{Name: "find_capability", Arguments: map[string]any{"intent": "refuse"}})
+	require.NoError(t, err)
+	require.True(t, res.IsError)
+	require.NotContains(t, res.Content[0].(*mcp.TextContent).Text, "mcp.refuse")
+	// The endpoint takes POST only.
+	code, body := call(t, http.MethodGet, base+"/mcp/default", "", "")
+	require.Equal(t, http.StatusMethodNotAllowed, code, body)
 	// Another namespace's key: that namespace is not found; its own has no tools.
-	code, body := call(t, http.MethodPost, base+"/mcp/default", "Bearer "+other, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+	code, body = call(t, http.MethodPost, base+"/mcp/default", "Bearer "+other, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
 	require.Equal(t, http.StatusNotFound, code, body)
 	require.Equal(t, []string{"find_capability"}, toolNames(t, mcpSession(t, base+"/mcp", other)))
 	code, body = call(t, http.MethodPost, base+"/mcp/default", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)

@@ -54,10 +54,13 @@ type Job struct {
 	SubmittedAt, UpdatedAt             time.Time
 }
 
-// Tool is a capability as a tool.
+// Tool is a capability as a tool. Tools are named over every tool of the
+// namespace (so a name means one capability whichever key asks), and
+// listed and called only where Allowed (the key may submit it).
 type Tool struct {
 	Capability, Title, Description string
 	InputSchema                    json.RawMessage
+	Allowed                        bool
 }
 
 // Caller is who calls, over which namespace's endpoint.
@@ -73,8 +76,9 @@ type Caller struct {
 // Backend is what the face needs of the service. Errors are the service's
 // own; Config.Error turns them into JSON-RPC errors.
 type Backend interface {
-	// Tools lists the capabilities of the caller's namespace that have a
-	// registered agent and that the caller may submit, by name.
+	// Tools lists the capabilities of the caller's namespace that have an
+	// agent in service or coming to it, by name, each saying whether the
+	// caller may submit it.
 	Tools(ctx context.Context, c Caller) ([]Tool, error)
 	// Resolve resolves an intent to a capability with its explanation.
 	Resolve(ctx context.Context, c Caller, intent string) (domain.IntentResolution, error)
@@ -262,6 +266,9 @@ func (s *Server) listTools(ctx context.Context) (mcp.Result, error) {
 		Description: "Finds the tool of this namespace that does what the intent says, with the reasons; call that tool next.",
 		InputSchema: findCapabilitySchema, Execution: map[string]any{"taskSupport": "forbidden"}})
 	for i, t := range tools {
+		if !t.Allowed {
+			continue
+		}
 		schema := t.InputSchema
 		if len(schema) == 0 {
 			schema = PermissiveSchema
@@ -348,6 +355,11 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	}
 	byTool, _ := ToolNames(caps)
 	capability, ok := byTool[p.Name]
+	for _, t := range tools {
+		if t.Capability == capability && !t.Allowed {
+			ok = false
+		}
+	}
 	if !ok {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no tool %q in namespace %s for this key (tools/list lists them)", p.Name, c.Namespace)}
 	}

@@ -105,16 +105,26 @@ func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cards due: %w", err)
 	}
+	changed := refreshEach(r, ctx, due, func(d dueCard) (bool, error) {
+		ok, err := r.refreshCard(ctx, d)
+		if err != nil {
+			r.logger.WarnContext(ctx, "agent card refresh", "agent_id", d.agent.ID, "namespace", d.agent.Namespace, "card_url", d.url, "err", err)
+		}
+		return ok, err
+	})
+	return changed, nil
+}
+
+// refreshEach runs refresh on each of due, cardFetchers at a time (a few
+// slow ones must not hold up the rest), tells the processes when any
+// changed an agent, and answers how many did.
+func refreshEach[T any](r *Registry, ctx context.Context, due []T, refresh func(T) (bool, error)) int {
 	var changed atomic.Int32
 	var g errgroup.Group
-	g.SetLimit(cardFetchers) // a few slow cards must not hold up the rest
+	g.SetLimit(cardFetchers)
 	for _, d := range due {
 		g.Go(func() error {
-			ok, err := r.refreshCard(ctx, d)
-			if err != nil {
-				r.logger.WarnContext(ctx, "agent card refresh", "agent_id", d.agent.ID, "namespace", d.agent.Namespace, "card_url", d.url, "err", err)
-			}
-			if ok {
+			if ok, _ := refresh(d); ok {
 				changed.Add(1)
 			}
 			return nil
@@ -124,7 +134,7 @@ func (r *Registry) RefreshCards(ctx context.Context) (int, error) {
 	if changed.Load() > 0 {
 		r.changed(ctx)
 	}
-	return int(changed.Load()), nil
+	return int(changed.Load())
 }
 
 // cardFetchers is how many cards one refresh fetches at once.

@@ -10,11 +10,9 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/agentreach/agentreach/domain"
 	mcpclient "github.com/agentreach/agentreach/mcp/client"
@@ -260,26 +258,14 @@ func (r *Registry) RefreshMCPServers(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("MCP servers due: %w", err)
 	}
-	var changed atomic.Int32
-	var g errgroup.Group
-	g.SetLimit(cardFetchers)
-	for _, d := range due {
-		g.Go(func() error {
-			ok, err := r.refreshMCP(ctx, d)
-			if err != nil {
-				r.logger.WarnContext(ctx, "MCP server refresh", "agent_id", d.agent.ID, "namespace", d.agent.Namespace, "url", d.ep.URL, "err", err)
-			}
-			if ok {
-				changed.Add(1)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	if changed.Load() > 0 {
-		r.changed(ctx)
-	}
-	return int(changed.Load()), nil
+	changed := refreshEach(r, ctx, due, func(d dueMCP) (bool, error) {
+		ok, err := r.refreshMCP(ctx, d)
+		if err != nil {
+			r.logger.WarnContext(ctx, "MCP server refresh", "agent_id", d.agent.ID, "namespace", d.agent.Namespace, "url", d.ep.URL, "err", err)
+		}
+		return ok, err
+	})
+	return changed, nil
 }
 
 func (r *Registry) refreshMCP(ctx context.Context, d dueMCP) (bool, error) {

@@ -25,13 +25,22 @@ var jsSuite = filepath.Join("..", "..", "a2a", "jsconformance")
 // installed (npm ci) when they are missing or older than the lock file.
 func TestA2AJavaScriptSDK(t *testing.T) {
 	t.Parallel()
+	runNodeSuite(t, jsSuite, "@a2a-js/sdk", "the A2A JavaScript SDK suite", "--test-concurrency=4")
+}
+
+// runNodeSuite runs the *.test.mjs files of the Node project in dir (its
+// packages, marked by the package named marker, installed when missing)
+// against a fresh service, with node's --test and args. It skips only
+// when node is not installed.
+func runNodeSuite(t *testing.T, dir, marker, name string, args ...string) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed, so the A2A JavaScript SDK suite (a2a/jsconformance) cannot run: install Node 20 or later (.ci/run does)")
+		t.Skipf("node is not installed, so %s (%s) cannot run: install Node 20 or later (.ci/run does)", name, dir)
 	}
-	dir, err := filepath.Abs(jsSuite)
+	dir, err = filepath.Abs(dir)
 	require.NoError(t, err)
-	installJSSuite(t, dir, "@a2a-js/sdk")
+	installJSSuite(t, dir, marker)
 	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no *.test.mjs in %s", dir)
@@ -39,17 +48,17 @@ func TestA2AJavaScriptSDK(t *testing.T) {
 	svc, _ := service(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-concurrency=4", "--test-reporter=spec"}, files...)...)
+	cmd := exec.CommandContext(ctx, node, append(append([]string{"--test", "--test-reporter=spec"}, args...), files...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "AGENTREACH_URL="+svc.m.URL(), "NO_COLOR=1", "FORCE_COLOR=0")
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "the A2A JavaScript SDK suite failed:\n%s\nAgent-Reach said:\n%s", out, svc.out.String())
+	require.NoError(t, err, "%s failed:\n%s\nAgent-Reach said:\n%s", name, out, svc.out.String())
 	require.Contains(t, string(out), "ℹ fail 0", "%s", out)
 	summary := string(out)
 	if i := strings.LastIndex(summary, "ℹ tests"); i >= 0 {
 		summary = summary[i:]
 	}
-	t.Logf("A2A JavaScript SDK suite:\n%s", summary)
+	t.Logf("%s:\n%s", name, summary)
 }
 
 // installJSSuite runs npm ci in the suite's directory when its packages

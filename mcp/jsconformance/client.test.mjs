@@ -12,30 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-const base = process.env.AGENTREACH_URL;
-if (!base) {
-  throw new Error('AGENTREACH_URL must name the Agent-Reach under test (cmd/agentreach TestMCPJavaScriptSDK sets it)');
-}
-
-async function rest(method, path, body) {
-  const res = await fetch(base + path, {
-    method,
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
-
-async function waitFor(what, cond, within = 20000) {
-  const deadline = Date.now() + within;
-  for (;;) {
-    const got = await cond();
-    if (got) return got;
-    if (Date.now() > deadline) throw new Error(`not within ${within} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50)); // the poll interval while waiting on the condition
-  }
-}
+import { base, rest, waitFor } from './harness.mjs';
 
 // adder is a push agent that answers {sum: a + b} at once.
 async function adder(capability) {

@@ -12,17 +12,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
 
-const base = process.env.AGENTREACH_URL;
-
-async function rest(method, path, body) {
-  const res = await fetch(base + path, {
-    method,
-    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null };
-}
+import { rest } from './harness.mjs';
 
 async function listen(handler) {
   const server = http.createServer(handler);

@@ -252,15 +252,10 @@ func (s *Server) listTools(ctx context.Context) (mcp.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools, err := s.cfg.Backend.Tools(ctx, c)
+	tools, names, err := s.namedTools(ctx, c)
 	if err != nil {
-		return nil, s.cfg.Error(err)
+		return nil, err
 	}
-	caps := make([]string, len(tools))
-	for i, t := range tools {
-		caps[i] = t.Capability
-	}
-	_, names := ToolNames(caps)
 	out := &listToolsResult{ResultType: "complete", Tools: make([]toolJSON, 0, len(tools)+1)}
 	out.Tools = append(out.Tools, toolJSON{Name: FindCapabilityTool, Title: "Find a capability",
 		Description: "Finds the tool of this namespace that does what the intent says, with the reasons; call that tool next.",
@@ -281,6 +276,21 @@ func (s *Server) listTools(ctx context.Context) (mcp.Result, error) {
 			Execution: map[string]any{"taskSupport": "optional"}})
 	}
 	return out, nil
+}
+
+// namedTools answers the namespace's tools and their names (ToolNames,
+// over every tool, so a name means one capability whichever key asks).
+func (s *Server) namedTools(ctx context.Context, c Caller) ([]Tool, []string, error) {
+	tools, err := s.cfg.Backend.Tools(ctx, c)
+	if err != nil {
+		return nil, nil, s.cfg.Error(err)
+	}
+	caps := make([]string, len(tools))
+	for i, t := range tools {
+		caps[i] = t.Capability
+	}
+	_, names := ToolNames(caps)
+	return tools, names, nil
 }
 
 // callToolResult is a tools/call's answer: a tool result, or a task.
@@ -345,19 +355,14 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (mcp.Re
 	if p.Name == FindCapabilityTool {
 		return s.findCapability(ctx, c, p.Arguments)
 	}
-	tools, err := s.cfg.Backend.Tools(ctx, c)
+	tools, names, err := s.namedTools(ctx, c)
 	if err != nil {
-		return nil, s.cfg.Error(err)
+		return nil, err
 	}
-	caps := make([]string, len(tools))
+	capability, ok := "", false
 	for i, t := range tools {
-		caps[i] = t.Capability
-	}
-	byTool, _ := ToolNames(caps)
-	capability, ok := byTool[p.Name]
-	for _, t := range tools {
-		if t.Capability == capability && !t.Allowed {
-			ok = false
+		if names[i] == p.Name && t.Allowed {
+			capability, ok = t.Capability, true
 		}
 	}
 	if !ok {

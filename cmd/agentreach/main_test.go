@@ -373,3 +373,18 @@ func TestDevAdminKeyIsKept(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fresh+"\n", string(b))
 }
+
+// dev's default archive is a folder per database: a demo's scratch
+// database never shares one with dev's own.
+func TestDevArchiveFolderPerDatabase(t *testing.T) {
+	t.Parallel()
+	dev := archiveFolder("postgres://u:secret@127.0.0.1:5432/agentreach")
+	again := archiveFolder("postgres://other:pw@127.0.0.1:5432/agentreach?sslmode=disable")
+	demo := archiveFolder("postgres://u:secret@127.0.0.1:5432/agentreach_demo_x1")
+	elsewhere := archiveFolder("postgres://u:secret@127.0.0.1:5433/agentreach")
+	require.Equal(t, dev, again, "the same database: the same folder")
+	require.True(t, strings.HasPrefix(dev, "agentreach-"), dev)
+	require.NotEqual(t, dev, demo)
+	require.NotEqual(t, dev, elsewhere)
+	require.NotContains(t, dev, "secret")
+}

@@ -84,6 +84,9 @@ func TestSubmitQueuesAndDrops(t *testing.T) {
 	require.Zero(t, depth[QueueDispatchNormal])
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM job_timers`).Scan(&timers))
 	require.Zero(t, timers)
+	var lanes int
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT coalesce(sum(depth), 0) + (SELECT count(*) FROM lane_entries) FROM lane_depths`).Scan(&lanes))
+	require.Zero(t, lanes, "the lanes' depths are zero: the next submits are not refused for the dropped jobs")
 
 	tx, err = s.pool.Begin(ctx)
 	require.NoError(t, err)

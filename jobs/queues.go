@@ -16,6 +16,7 @@ var (
 	qRiverQueueDepths = queries.Must("RiverQueueDepths")
 	qDropAllJobTimers = queries.Must("DropAllJobTimers")
 	qDropAllSlots     = queries.Must("DropAllAgentSlots")
+	qZeroLaneDepths   = queries.Must("ZeroLaneDepths")
 )
 
 // QueueDepths counts, per River queue, the jobs waiting to run (available,
@@ -45,7 +46,8 @@ func (s *Service) QueueDepths(ctx context.Context) (map[string]int64, error) {
 }
 
 // DropDispatchBacklog deletes every dispatch waiting in River, every
-// timer and every agent slot: for benchmarks that measure submits alone and then the end to end
+// timer and every agent slot, and sets every lane's depth to zero (the
+// jobs dropped wait for nothing now): for benchmarks that measure submits alone and then the end to end
 // path on a clean queue. It loses the work it drops; never call it on a
 // service that serves callers.
 func (s *Service) DropDispatchBacklog(ctx context.Context) error {
@@ -64,6 +66,9 @@ func (s *Service) DropDispatchBacklog(ctx context.Context) error {
 	}
 	if _, err := s.pool.Exec(ctx, qDropAllSlots); err != nil {
 		return fmt.Errorf("drop slots: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, qZeroLaneDepths); err != nil {
+		return fmt.Errorf("zero the lanes' depths: %w", err)
 	}
 	return nil
 }

@@ -128,9 +128,18 @@ func TestBenchSubmits(t *testing.T) {
 	require.Len(t, lat, int(n.Load()))
 	require.IsNonDecreasing(t, lat)
 
+	// A refusal (the queue limit) is counted and waited out, never fatal.
+	refusedSubmits.Store(0)
 	status.Store(http.StatusTooManyRequests)
+	rate, lat, err = benchSubmits(t.Context(), api.URL, 2, 200*time.Millisecond)
+	require.NoError(t, err)
+	require.Zero(t, rate)
+	require.Empty(t, lat)
+	require.Positive(t, refusedSubmits.Load())
+
+	status.Store(http.StatusBadRequest)
 	_, _, err = benchSubmits(t.Context(), api.URL, 2, 50*time.Millisecond)
-	require.EqualError(t, err, "submit answered 429")
+	require.EqualError(t, err, "submit answered 400")
 }
 
 func TestCPUProfile(t *testing.T) {

@@ -215,8 +215,37 @@ func benchSubmits(ctx context.Context, base string, clients int, d time.Duration
 	return float64(len(lat)) / time.Since(start).Seconds(), lat, nil
 }
 
+// refusedSubmits counts the submits the service refused with 429 or 503
+// (its queue or rate limit, a moment out of connections): each phase
+// reports them, and they are tried again after Retry-After, never fatal to
+// the run.
+var refusedSubmits atomic.Int64
+
+// refusedWait is how long to wait before trying a refused submit again:
+// its Retry-After (at most 2 s), else 50 ms.
+func refusedWait(resp *http.Response) time.Duration {
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		return min(time.Duration(s)*time.Second, 2*time.Second)
+	}
+	return 50 * time.Millisecond
+}
+
+// refused reports whether a submit's answer is a refusal to try again.
+func refused(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
 // submitUntil submits one job after another until end and returns each
-// one's latency; any answer but 202 stops it.
+// one's latency; a refusal (refused) is counted and waited out, any other
+// answer but 202 stops it.
 func submitUntil(ctx context.Context, client *http.Client, u string, end time.Time) ([]time.Duration, error) {
 	body := []byte(`{"capability":"bench.echo","payload":{"doc":"lorem ipsum dolor sit amet"}}`)
 	var lat []time.Duration
@@ -233,6 +262,11 @@ func submitUntil(ctx context.Context, client *http.Client, u string, end time.Ti
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		if refused(resp) {
+			refusedSubmits.Add(1)
+			sleepCtx(ctx, min(refusedWait(resp), time.Until(end)))
+			continue
+		}
 		if resp.StatusCode != http.StatusAccepted {
 			return nil, fmt.Errorf("submit answered %d", resp.StatusCode)
 		}
@@ -350,31 +384,49 @@ func submitJob(ctx context.Context, client *http.Client, base, body string) (str
 	return submitKeyed(ctx, client, base, body, "")
 }
 
-// submitKeyed is submitJob with an Idempotency-Key (none when empty).
+// submitKeyed is submitJob with an Idempotency-Key (none when empty). A
+// refusal (refused) is counted and tried again after its Retry-After, for
+// as long as ctx lasts.
 func submitKeyed(ctx context.Context, client *http.Client, base, body, key string) (string, error) {
+	for {
+		id, wait, err := submitOnce(ctx, client, base, body, key)
+		if wait == 0 || ctx.Err() != nil {
+			return id, err
+		}
+		refusedSubmits.Add(1)
+		sleepCtx(ctx, wait)
+	}
+}
+
+// submitOnce is one try of submitKeyed: the job's id, or how long to wait
+// before the next try of a refused one, or an error.
+func submitOnce(ctx context.Context, client *http.Client, base, body, key string) (string, time.Duration, error) {
 	req, err := harness.NewRequest(ctx, http.MethodPost, base+"/v1/jobs", body)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if refused(resp) {
+		return "", refusedWait(resp), fmt.Errorf("submit answered %d %s", resp.StatusCode, b)
+	}
 	if resp.StatusCode != http.StatusAccepted {
-		return "", fmt.Errorf("submit answered %d %s", resp.StatusCode, b)
+		return "", 0, fmt.Errorf("submit answered %d %s", resp.StatusCode, b)
 	}
 	var out struct {
 		JobID string `json:"job_id"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil || out.JobID == "" {
-		return "", fmt.Errorf("submit answered 202 without a job id: %s", b)
+		return "", 0, fmt.Errorf("submit answered 202 without a job id: %s", b)
 	}
-	return out.JobID, nil
+	return out.JobID, 0, nil
 }
 
 // commitCount is how many transactions the database of pool has

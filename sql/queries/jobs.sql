@@ -136,6 +136,10 @@ DELETE FROM job_timers;
 -- Drops every agent slot (the dropped backlog's attempts routed at submit hold some), for benchmarks.
 DELETE FROM agent_slots;
 
+-- name: ZeroLaneDepths
+-- Every lane's depth set to zero and its entries dropped, after its timers were dropped with the backlog, for benchmarks.
+WITH entries AS (DELETE FROM lane_entries) UPDATE lane_depths SET depth = 0;
+
 -- name: VerifyDumpTable :template
 -- Every row of a read model's table (%s, a sanitised identifier) as text, sorted, to compare with its rebuild.
 SELECT t::text FROM %s t ORDER BY 1;

@@ -154,27 +154,29 @@ func (b mcpBackend) Await(ctx context.Context, c mcpserver.Caller, id string, un
 	}
 }
 
-func (b mcpBackend) own(ctx context.Context, c mcpserver.Caller, id string) error {
+// own loads a job the caller may act on (cancel, input).
+func (b mcpBackend) own(ctx context.Context, c mcpserver.Caller, id string) (*jobstore.Loaded, error) {
 	l, err := b.load(ctx, c, id)
 	if err == nil && !c.Principal.CanSubmit(l.Capability) {
 		err = &Error{Code: CodePermissionDenied, Message: "this key may not act on jobs for " + l.Capability}
 	}
-	return err
+	return l, err
 }
 
 func (b mcpBackend) Cancel(ctx context.Context, c mcpserver.Caller, id, reason string) error {
-	if err := b.own(ctx, c, id); err != nil {
+	l, err := b.own(ctx, c, id)
+	if err != nil {
 		return err
 	}
-	if l, err := b.load(ctx, c, id); err == nil && l.Status.Terminal() {
+	if l.Status.Terminal() {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s has ended (%s): there is nothing to cancel", id, l.Status)}
 	}
-	_, err := b.s.deps.Jobs.Cancel(ctx, id, reason, c.Metadata)
+	_, err = b.s.deps.Jobs.Cancel(ctx, id, reason, c.Metadata)
 	return err
 }
 
 func (b mcpBackend) Input(ctx context.Context, c mcpserver.Caller, id string, payload json.RawMessage) error {
-	if err := b.own(ctx, c, id); err != nil {
+	if _, err := b.own(ctx, c, id); err != nil {
 		return err
 	}
 	_, err := b.s.deps.Jobs.ProvideInput(ctx, id, payload, c.Metadata)

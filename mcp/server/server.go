@@ -433,10 +433,20 @@ func (s *Server) findCapability(ctx context.Context, c Caller, args json.RawMess
 		}
 		return nil, s.cfg.Error(err)
 	}
-	byTool, names := ToolNames([]string{res.Capability})
-	_ = byTool
-	structured := map[string]any{"tool": names[0], "capability": res.Capability, "resolution": res}
-	text := fmt.Sprintf("Call the tool %s (capability %s).", names[0], res.Capability)
+	// The tool's name as tools/list gives it (named over the namespace's
+	// tools: a collision's suffix included).
+	tools, names, err := s.namedTools(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	name := res.Capability
+	for i, t := range tools {
+		if t.Capability == res.Capability {
+			name = names[i]
+		}
+	}
+	structured := map[string]any{"tool": name, "capability": res.Capability, "resolution": res}
+	text := fmt.Sprintf("Call the tool %s (capability %s).", name, res.Capability)
 	return &callToolResult{ResultType: "complete", ToolResult: ToolResult{Content: []Content{{Type: "text", Text: text}}, StructuredContent: structured}}, nil
 }
 

@@ -154,6 +154,19 @@ func (b mcpBackend) Await(ctx context.Context, c mcpserver.Caller, id string, un
 	}
 }
 
+// Listen holds one of the key's waits (as wait_ms does) for a
+// subscriptions/listen stream, woken by every commit of any process
+// (the event store's notification) and ended by the shutdown's drain.
+func (b mcpBackend) Listen(_ context.Context, c mcpserver.Caller) (mcpserver.Listening, error) {
+	wait, err := b.s.deps.Waits.Reserve(c.Principal.Actor())
+	if err != nil {
+		return mcpserver.Listening{}, err
+	}
+	changed, cancel := b.s.deps.Store.Subscribe()
+	return mcpserver.Listening{Changed: changed, Ending: b.s.deps.Waits.Draining(),
+		Stop: func() { cancel(); wait.Close() }}, nil
+}
+
 // own loads a job the caller may act on (cancel, input).
 func (b mcpBackend) own(ctx context.Context, c mcpserver.Caller, id string) (*jobstore.Loaded, error) {
 	l, err := b.load(ctx, c, id)

@@ -74,7 +74,7 @@ var a2aMatrixMethods = []string{"SendMessage", "SendStreamingMessage", "GetTask"
 
 // mcpMatrixMethods are the MCP methods the matrix must cover (of namespace
 // a's endpoint, in 2025-11-25's terms: no per-request headers).
-var mcpMatrixMethods = []string{"tools/list", "tools/call", "tasks/get", "tasks/cancel", "tasks/update"}
+var mcpMatrixMethods = []string{"tools/list", "tools/call", "tasks/get", "tasks/cancel", "tasks/update", "subscriptions/listen"}
 
 // TestAuthorizationMatrixCoversTheAPI: every operation of the OpenAPI
 // document and every A2A method has a row, and every row names one.
@@ -388,7 +388,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"MCP tools/call": func() matrixCall {
 			return mcpCall("tools/call", `{"name":"mx.cap","arguments":{},"task":{"ttl":60000},"_meta":{"agentreach/timeout_ms":3600000}}`)
 		},
-		"MCP tasks/get":    func() matrixCall { return mcpCall("tasks/get", fmt.Sprintf(`{"taskId":%q}`, pending())) },
+		"MCP tasks/get": func() matrixCall { return mcpCall("tasks/get", fmt.Sprintf(`{"taskId":%q}`, pending())) },
+		"MCP subscriptions/listen": func() matrixCall {
+			return mcpCall("subscriptions/listen", fmt.Sprintf(`{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}},"notifications":{"taskIds":[%q]}}`, pending()))
+		},
 		"MCP tasks/cancel": func() matrixCall { return mcpCall("tasks/cancel", fmt.Sprintf(`{"taskId":%q}`, pending())) },
 		"MCP tasks/update": func() matrixCall {
 			return mcpCall("tasks/update", fmt.Sprintf(`{"taskId":%q,"inputResponses":{"input":{"action":"accept","content":{"x":1}}}}`, pending()))

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -265,4 +267,123 @@ func TestMCPTaskSurvivesSIGKILL(t *testing.T) {
 		_, got := mcpPost(t, second+"/mcp/default", "", "tasks/get", id, map[string]any{"taskId": id}, true)
 		return got["result"].(map[string]any)["status"] == "completed"
 	})
+}
+
+// mcpListen opens subscriptions/listen on url with params and answers its
+// messages as they come (the channel closes with the stream).
+func mcpListen(t *testing.T, url string, params map[string]any) <-chan map[string]any {
+	t.Helper()
+	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
+	params["_meta"] = meta
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": params})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(string(body)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	out := make(chan map[string]any, 100)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var m map[string]any
+				if json.Unmarshal([]byte(data), &m) == nil {
+					out <- m
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// next is the stream's next message, within a deadline.
+func nextMessage(t *testing.T, msgs <-chan map[string]any) map[string]any {
+	t.Helper()
+	select {
+	case m, ok := <-msgs:
+		require.True(t, ok, "the stream ended early")
+		return m
+	case <-time.After(30 * time.Second):
+		t.Fatal("no message on the stream within 30 s")
+		return nil
+	}
+}
+
+// notifications/tasks on subscriptions/listen: a task taken by one
+// process is followed on another, which sends its state at once and again
+// when the job's events (committed by the first) change it, with its
+// result; the stream then ends with the request's answer. A stream that
+// follows the tool list hears of a new tool; taskIds without the tasks
+// extension, and a body that is not JSON, are JSON-RPC errors.
+func TestMCPTaskNotifications(t *testing.T) {
+	t.Parallel()
+	dsn := newDatabase(t)
+	_, first, _ := serveProcess(t, dsn, deadAddr(t))
+	_, second, _ := serveProcess(t, dsn, deadAddr(t))
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	newTestAgent(t, first, "mcp-held", "mcp.held", 50, func(w http.ResponseWriter, env webhook.Envelope) {
+		<-release
+		answer("SUCCESS", "")(w, env)
+	})
+	tools := mcpListen(t, second+"/mcp/default", map[string]any{"notifications": map[string]any{"toolsListChanged": true}})
+	ack := nextMessage(t, tools)
+	require.Equal(t, "notifications/subscriptions/acknowledged", ack["method"])
+	require.Equal(t, true, ack["params"].(map[string]any)["notifications"].(map[string]any)["toolsListChanged"])
+
+	_, created := mcpPost(t, first+"/mcp/default", "", "tools/call", "mcp.held", map[string]any{"name": "mcp.held", "arguments": map[string]any{}}, true)
+	id := created["result"].(map[string]any)["taskId"].(string)
+	msgs := mcpListen(t, second+"/mcp/default", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}})
+	ack = nextMessage(t, msgs)
+	require.Equal(t, "notifications/subscriptions/acknowledged", ack["method"])
+	params := ack["params"].(map[string]any)
+	require.Equal(t, []any{id}, params["notifications"].(map[string]any)["taskIds"])
+	require.EqualValues(t, 9, params["_meta"].(map[string]any)["io.modelcontextprotocol/subscriptionId"])
+	now := nextMessage(t, msgs)
+	require.Equal(t, "notifications/tasks", now["method"])
+	require.Equal(t, id, now["params"].(map[string]any)["taskId"])
+	require.Equal(t, "working", now["params"].(map[string]any)["status"])
+
+	once.Do(func() { close(release) })
+	var done map[string]any
+	for done == nil {
+		m := nextMessage(t, msgs)
+		require.Equal(t, "notifications/tasks", m["method"], "%v", m)
+		if p := m["params"].(map[string]any); p["status"] == "completed" {
+			require.Equal(t, false, p["result"].(map[string]any)["isError"] == true, "%v", p)
+			done = p
+		} else {
+			require.Equal(t, "working", p["status"], "%v", p)
+		}
+	}
+	end := nextMessage(t, msgs)
+	require.EqualValues(t, 9, end["id"])
+	require.Equal(t, "complete", end["result"].(map[string]any)["resultType"])
+	_, open := <-msgs
+	require.False(t, open, "the stream ends once every task it follows has ended")
+
+	newTestAgent(t, first, "mcp-new", "mcp.new", 50, answer("SUCCESS", ""))
+	require.Equal(t, "notifications/tools/list_changed", nextMessage(t, tools)["method"])
+
+	_, refused := mcpPost(t, second+"/mcp/default", "", "subscriptions/listen", "", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}, false)
+	require.EqualValues(t, -32021, refused["error"].(map[string]any)["code"], "%v", refused)
+	_, unknown := mcpPost(t, second+"/mcp/default", "", "subscriptions/listen", "", map[string]any{"notifications": map[string]any{"taskIds": []string{"nope"}}}, true)
+	require.EqualValues(t, -32602, unknown["error"].(map[string]any)["code"], "%v", unknown)
+	resp, err := http.Post(second+"/mcp/default", "application/json", strings.NewReader(`{"jsonrpc":`))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var parse map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&parse))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.EqualValues(t, -32700, parse["error"].(map[string]any)["code"], "%v", parse)
 }

@@ -116,6 +116,9 @@ func (w *Wait) Until(ctx context.Context, deadline time.Time) bool {
 // wait for them.
 func (h *Hub) Drain() { h.drain.Do(func() { close(h.drained) }) }
 
+// Draining is closed by Drain: a long wait (a stream) ends at once.
+func (h *Hub) Draining() <-chan struct{} { return h.drained }
+
 // Close gives the wait back.
 func (w *Wait) Close() {
 	h := w.h

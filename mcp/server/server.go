@@ -93,6 +93,9 @@ type Backend interface {
 	// Cancel cancels the job; Input gives the input the agent asked for.
 	Cancel(ctx context.Context, c Caller, id, reason string) error
 	Input(ctx context.Context, c Caller, id string, payload json.RawMessage) error
+	// Listen holds one of the caller's waits for a subscriptions/listen
+	// stream, with its wake-ups.
+	Listen(ctx context.Context, c Caller) (Listening, error)
 }
 
 // Config is what a Server serves with.
@@ -151,19 +154,28 @@ func callerOf(ctx context.Context) (Caller, error) {
 // allowed to see c.Namespace, by the API's middleware).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request, c Caller) {
 	if r.Method == http.MethodPost && r.Body != nil {
-		// A 2025-11-25 client asks for a task in params.task, which the
-		// SDK does not keep: read it here.
 		body, err := io.ReadAll(io.LimitReader(r.Body, 4<<20+1))
-		if err == nil {
-			var peek struct {
-				Method string `json:"method"`
-				Params struct {
-					Task *struct {
-						TTL *int64 `json:"ttl"`
-					} `json:"task"`
-				} `json:"params"`
-			}
-			if json.Unmarshal(body, &peek) == nil && peek.Method == "tools/call" && peek.Params.Task != nil {
+		if err == nil && len(body) <= 4<<20 && !json.Valid(body) {
+			writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeParseError,
+				Message: "parse error: the body is not JSON (a JSON-RPC message is expected)"})
+			return
+		}
+		var peek struct {
+			Method string `json:"method"`
+			Params struct {
+				Task *struct {
+					TTL *int64 `json:"ttl"`
+				} `json:"task"`
+			} `json:"params"`
+		}
+		if err == nil && json.Unmarshal(body, &peek) == nil {
+			switch {
+			case peek.Method == "subscriptions/listen":
+				s.listen(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)), c, body)
+				return
+			case peek.Method == "tools/call" && peek.Params.Task != nil:
+				// A 2025-11-25 client asks for a task in params.task,
+				// which the SDK does not keep: read it here.
 				ttl := int64(0)
 				if peek.Params.Task.TTL != nil {
 					ttl = *peek.Params.Task.TTL
@@ -523,12 +535,19 @@ func (s *Server) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskPara
 	if err != nil {
 		return nil, err
 	}
-	old := legacy(p.ParamsBase)
-	out := &getTaskResult{taskJSON: task(j, old)}
-	if old {
-		return out, nil // 2025-11-25: the result comes by tasks/result
+	if legacy(p.ParamsBase) {
+		return &getTaskResult{taskJSON: task(j, true)}, nil // 2025-11-25: the result comes by tasks/result
 	}
+	out := detailedTask(j)
 	out.ResultType = "complete"
+	return out, nil
+}
+
+// detailedTask is a task as tasks/get and notifications/tasks show it
+// (SEP-2663's DetailedTask): its input requests while it waits for
+// input, its result inline once it has ended.
+func detailedTask(j Job) *getTaskResult {
+	out := &getTaskResult{taskJSON: task(j, false)}
 	switch {
 	case j.Status == domain.StatusAwaitingInput:
 		out.InputRequests = json.RawMessage(`{"input":{"method":"elicitation/create","params":{"message":` +
@@ -538,7 +557,7 @@ func (s *Server) tasksGet(ctx context.Context, _ *mcp.ServerSession, p *TaskPara
 		r := Result(j)
 		out.Result = &r
 	}
-	return out, nil
+	return out
 }
 
 func mustJSON(v any) string {

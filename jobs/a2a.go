@@ -47,7 +47,8 @@ func (s *Service) ProvideInput(ctx context.Context, id string, payload json.RawM
 }
 
 // A2APollArgs is the River job that looks after the task of a job's
-// attempt at an A2A agent with GetTask: it reads the task of an agent that
+// attempt at an A2A agent with GetTask (or at an MCP server agent with
+// tasks/get: pollMCP): it reads the task of an agent that
 // offers no push notifications, and watches that of one that does, which
 // pushes its result, for the agent losing it (a restart).
 type A2APollArgs struct {
@@ -83,7 +84,13 @@ func (w *a2aPollWorker) Timeout(*river.Job[A2APollArgs]) time.Duration {
 // (after 30 s when the agent waits for input). The task of an agent that
 // pushes is only watched, once a run, less often the longer it runs
 // (watchEvery).
+//
+// An attempt at an MCP server agent whose call answered a task is polled
+// by pollMCP instead.
 func (w *a2aPollWorker) Work(ctx context.Context, job *river.Job[A2APollArgs]) error {
+	if w.s.atMCPServer(ctx, job.Args.JobID) {
+		return w.s.pollMCP(ctx, job)
+	}
 	run := adapter.PollRun{JobID: job.Args.JobID, Attempt: job.Args.Attempt, Cause: fmt.Sprintf("river:%d", job.ID),
 		Complete: func(ctx context.Context, tx pgx.Tx) error {
 			_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)

@@ -190,8 +190,10 @@ type Service struct {
 	client   *river.Client[pgx.Tx]
 	http     *http.Client
 	a2a      *adapter.Adapter // the A2A side of the jobs
-	now      func() time.Time
-	pressure pressure
+	// mcpClient calls MCP server agents (deliveries, and their tasks' polls).
+	mcpClient mcpclient.Client
+	now       func() time.Time
+	pressure  pressure
 	// pressureSeen are the lanes the pressure sweep has seen, so a lane
 	// that empties is lowered too.
 	pressureSeen map[jobstore.Lane]bool
@@ -241,9 +243,10 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 			Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter})
 	s.callbacks = callback.New(pool, store, s.jobs, s.http, s.a2a, logger, callback.Config{Secret: cfg.CallbackSecret,
 		Now: func() time.Time { return s.now() }, Hold: cfg.CallbackHold})
+	s.mcpClient = mcpclient.Client{HTTP: s.http, Version: "agent-reach"}
 	s.dispatcher = dispatch.New(store, s.jobs, reg, s.inbox, s.callbacks,
 		dispatch.Carriers{Push: dispatch.Push{HTTP: s.http, ResultURL: s.resultURL, Now: func() time.Time { return s.now() }}, A2A: s.a2a.Carrier(),
-			MCP: dispatch.MCP{Client: mcpclient.Client{HTTP: s.http, Version: "agent-reach"}, Endpoint: reg.MCPEndpoint}},
+			MCP: dispatch.MCP{Client: s.mcpClient, Endpoint: reg.MCPEndpoint}},
 		logger, dispatch.Config{InlineWait: cfg.InlineWait, RouteWait: cfg.RouteWait, CapacityWait: cfg.CapacityWait, LostAfter: cfg.LostAfter,
 			HoldFor: pressureEvery, Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter, HoldLow: s.holdLow})
 	s.initTelemetry()

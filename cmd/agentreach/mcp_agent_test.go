@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/agentreach/agentreach/webhook"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
@@ -175,4 +177,65 @@ func TestMCPServerIsAnAgent(t *testing.T) {
 	require.Equal(t, "default/mcp-tools", latest.Server.Name)
 	code, out = call(t, http.MethodGet, base+"/v0.1/servers/default%2Fnope/versions/latest?namespace=default", "", "")
 	require.Equal(t, http.StatusNotFound, code, out)
+}
+
+// An MCP server that speaks the Tasks extension (here Agent-Reach's own MCP
+// face, namespace up, registered as an agent of namespace default) answers
+// a delivery with a task: the attempt is DELIVERED with the server's task
+// id and no worker waits on it; the poller reads the task (tasks/get) until
+// it completes and records its result as the job's.
+func TestMCPServerTaskDelivery(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			return
+		}
+		var env webhook.Envelope
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		<-release
+		answer("SUCCESS", "")(w, env)
+	}))
+	t.Cleanup(upstream.Close)
+	code, out := call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"up-agent","namespace":"up","capabilities":["slow.task"],"endpoint":"`+upstream.URL+`"}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	code, out = call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"up-mcp","protocol":"mcp","endpoint":"`+base+`/mcp/up","capabilities":["slow.task"],"ttl_seconds":60}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	waitState(t, base, "up-mcp", "HEALTHY", 20*time.Second)
+
+	start := time.Now()
+	_, sub := submit(t, base, `{"capability":"slow.task","payload":{"n":1},"timeout_ms":60000}`)
+	id := sub["job_id"].(string)
+	var taskID string
+	waitFor(t, 30*time.Second, "the attempt delivered as the server's task", func() bool {
+		for _, e := range jobEvents(t, base, id) {
+			var d struct {
+				Async        bool   `json:"async"`
+				RemoteTaskID string `json:"remote_task_id"`
+			}
+			if e.Type == "DELIVERED" && json.Unmarshal(e.Data, &d) == nil && d.Async {
+				taskID = d.RemoteTaskID
+				return true
+			}
+		}
+		return false
+	})
+	require.NotEmpty(t, taskID)
+	t.Logf("delivered as a task after %s", time.Since(start))
+	require.NotEqual(t, id, taskID, "the task is the upstream job of namespace up")
+	require.Equal(t, "DELIVERED", getJob(t, base, id).Status)
+
+	once.Do(func() { close(release) })
+	j := waitJob(t, base, id, func(j jobJSON) bool { return j.Status == "SUCCESS" }, 30*time.Second)
+	var res struct {
+		JobID string `json:"job_id"`
+	}
+	require.NoError(t, json.Unmarshal(j.Result, &res), string(j.Result))
+	require.Equal(t, taskID, res.JobID, "the result is the upstream agent's, read from the task")
+	require.Equal(t, "up-mcp", j.AgentID)
+	t.Logf("done after %s", time.Since(start))
 }

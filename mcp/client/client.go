@@ -2,9 +2,9 @@
 // agents ("protocol": "mcp"): it lists their tools and calls one, over
 // Streamable HTTP, by the official Go SDK's client (a session per
 // operation: the servers may be stateless, and an operation is rare next
-// to the work it starts). Calls are plain tools/call: the SDK's client does
-// not take the Tasks extension's answers yet (it drops a task's id), so a
-// server that would answer with a task is not asked to.
+// to the work it starts). A server that declares the Tasks extension is
+// called by plain JSON-RPC instead (tasks.go): the SDK's client drops a
+// task's id.
 package client
 
 import (
@@ -111,22 +111,26 @@ type Outcome struct {
 // or a malformed answer): the call was not done.
 var ErrProtocol = errors.New("the MCP server did not answer with a tool result")
 
-// CallTool calls tool name of ep with args (a JSON object).
-func (c Client) CallTool(ctx context.Context, ep Endpoint, name string, args json.RawMessage) (Outcome, error) {
+// CallTool calls tool name of ep with args (a JSON object). A server that
+// declared the Tasks extension (2026-07-28) may answer with a task
+// instead of a result: task is then set, and GetTask reads it.
+func (c Client) CallTool(ctx context.Context, ep Endpoint, name string, args json.RawMessage) (out Outcome, task *Task, err error) {
 	cs, err := c.connect(ctx, ep)
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{}, nil, err
 	}
 	defer func() { _ = cs.Close() }()
-	var arguments any = map[string]any{}
-	if len(args) > 0 {
-		arguments = args
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: arguments})
+	if revision := speaksTasks(cs); revision != "" {
+		return c.callTask(ctx, ep, revision, name, args)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
-		return Outcome{}, fmt.Errorf("%w: tools/call %s: %w", ErrProtocol, name, err)
+		return Outcome{}, nil, fmt.Errorf("%w: tools/call %s: %w", ErrProtocol, name, err)
 	}
-	return OutcomeOf(res), nil
+	return OutcomeOf(res), nil, nil
 }
 
 // OutcomeOf reads a tool result: its structured content as the result

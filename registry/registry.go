@@ -158,6 +158,8 @@ type Registry struct {
 	cardHTTP *http.Client
 	// mcpServers holds MCP server agents' endpoints (MCPEndpoint).
 	mcpServers mcpCache
+	// mcpWatches watch MCP server agents' tool lists (the leader's).
+	mcpWatches mcpWatches
 
 	snap       *Snapshot
 	heartbeats *heartbeatBuffer

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 
 	"github.com/agentreach/agentreach/sweep"
 )
@@ -27,7 +28,7 @@ func (r *Registry) Sweeps() []sweep.Sweep {
 		}},
 		{Name: "mcp_server_refresh", Every: r.cfg.SweepInterval, Run: func(ctx context.Context) error {
 			_, err := r.RefreshMCPServers(ctx)
-			return err
+			return errors.Join(err, r.watchMCPServers(ctx))
 		}},
 	}
 }

@@ -475,6 +475,9 @@ func (a *App) Close(ctx context.Context) error {
 		a.cancel()
 	}
 	a.wg.Wait()
+	if a.registry != nil {
+		a.registry.StopWatches()
+	}
 	if a.pool != nil {
 		a.pool.Close()
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -57,7 +58,10 @@ func newMCPToolServer(t *testing.T, header, value string) *mcpToolServer {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		srv.CloseClientConnections() // the service's watch of its tool list stays open
+		srv.Close()
+	})
 	s.url = srv.URL + "/mcp"
 	return s
 }
@@ -238,4 +242,52 @@ func TestMCPServerTaskDelivery(t *testing.T) {
 	require.Equal(t, taskID, res.JobID, "the result is the upstream agent's, read from the task")
 	require.Equal(t, "up-mcp", j.AgentID)
 	t.Logf("done after %s", time.Since(start))
+}
+
+// A server that says its tools changed (notifications/tools/list_changed,
+// here an official Go SDK server that adds a tool) has them read at once:
+// the new tool is a capability of its agent long before the next read of
+// the schedule (a third of an hour's lease).
+func TestMCPServerToolsListChanged(t *testing.T) {
+	t.Parallel()
+	svc, _ := service(t)
+	base := svc.m.URL()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "growing", Version: "1"}, nil)
+	tool := func(name string) {
+		srv.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
+	}
+	tool("grow.one")
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() {
+		ts.CloseClientConnections()
+		ts.Close()
+	})
+	code, out := call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"growing","protocol":"mcp","endpoint":"`+ts.URL+`","ttl_seconds":3600}`)
+	require.Equal(t, http.StatusCreated, code, out)
+
+	// The watch opens at the next sweep: add a tool every 200 ms until
+	// one shows as a capability.
+	deadline := time.Now().Add(30 * time.Second)
+	for n := 0; ; n++ {
+		var a struct {
+			Capabilities []string `json:"capabilities"`
+		}
+		getJSON(t, base+"/v1/agents/growing", http.StatusOK, &a)
+		if len(a.Capabilities) > 1 {
+			require.Contains(t, a.Capabilities, "grow.one")
+			require.Contains(t, a.Capabilities, "grow.added0", "a read after the change finds every tool added so far")
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no tool added became a capability within 30 s: %v", a.Capabilities)
+		tool(fmt.Sprintf("grow.added%d", n))
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-t.Context().Done():
+			return
+		}
+	}
 }

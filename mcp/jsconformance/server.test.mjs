@@ -12,7 +12,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
 
-import { rest } from './harness.mjs';
+import { rest, waitFor } from './harness.mjs';
 
 async function listen(handler) {
   const server = http.createServer(handler);
@@ -55,10 +55,16 @@ test('an MCP server built with the SDK takes a job submitted over REST and its r
     const entry = await rest('GET', '/v1/capabilities/' + tool);
     assert.equal(entry.body.description, 'Greets someone.');
     assert.equal(entry.body.input_schema.properties.name.type, 'string');
+    // A job submitted before the agent's first probe answered would find
+    // no routable agent and wait for its retry.
+    await waitFor('the agent HEALTHY', async () => (await rest('GET', '/v1/agents/' + id)).body.state === 'HEALTHY');
 
+    console.log('submit at', new Date().toISOString());
     const submit = await rest('POST', '/v1/jobs', { capability: tool, payload: { name: 'Ada' }, callback_url: receiver.url + '/done' });
     assert.equal(submit.status, 202, JSON.stringify(submit.body));
     const done = await Promise.race([callback, new Promise((_, reject) => setTimeout(() => reject(new Error('no callback within 20 s')), 20000))]);
+    const evs = await rest('GET', '/v1/jobs/' + submit.body.job_id + '/events');
+    console.log(JSON.stringify(evs.body.events.map(e => [e.type, e.recorded_at, e.data.reason, e.data.error, e.data.route && e.data.route.rejected])));
     assert.equal(done.job_id, submit.body.job_id);
     assert.equal(done.status, 'SUCCESS');
     assert.deepEqual(done.result, { greeting: 'hello Ada' });

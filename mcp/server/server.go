@@ -117,7 +117,7 @@ type Server struct {
 // New returns the MCP face.
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg}
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}} // on subscriptions/listen (listen.go)
 	caps.AddExtension(TasksExtension, map[string]any{})
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "agent-reach", Title: "Agent-Reach", Version: cfg.Version}, &mcp.ServerOptions{
 		Capabilities: caps,

@@ -38,3 +38,14 @@ SELECT s.agent_id, s.registered_at, coalesce(s.refreshed_at, s.registered_at), a
 FROM mcp_servers s JOIN agents a ON a.namespace = s.namespace AND a.agent_id = s.agent_id
 WHERE s.namespace = $1 AND NOT a.deregistered
 ORDER BY s.agent_id;
+
+-- name: MCPServersWatched
+-- Every MCP server agent not deregistered (at most 1000), with its URL and headers: the servers whose tool lists are watched.
+SELECT s.namespace, s.agent_id, s.url, s.headers
+FROM mcp_servers s JOIN agents a ON a.namespace = s.namespace AND a.agent_id = s.agent_id
+WHERE NOT a.deregistered
+ORDER BY s.namespace, s.agent_id LIMIT 1000;
+
+-- name: MCPRefreshNow
+-- A server said its tools changed (notifications/tools/list_changed): read them at the next sweep, or now.
+UPDATE mcp_servers SET next_refresh_at = least(next_refresh_at, $3) WHERE namespace = $1 AND agent_id = $2;

@@ -1,0 +1,43 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrNoListChanged: the server does not say when its tools change (no
+// tools.listChanged in its capabilities): there is nothing to watch.
+var ErrNoListChanged = fmt.Errorf("the MCP server does not send notifications/tools/list_changed")
+
+// WatchTools holds a session with ep that listens for
+// notifications/tools/list_changed (subscriptions/listen of the 2026-07-28
+// revision, the session's stream of earlier ones), calling changed for
+// each, until ctx ends or the session does (its error then).
+func (c Client) WatchTools(ctx context.Context, ep Endpoint, changed func()) error {
+	base := http.DefaultClient
+	if c.HTTP != nil {
+		base = c.HTTP
+	}
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	// No overall timeout: the stream lives as long as the watch.
+	hc := &http.Client{Transport: headerTransport{headers: ep.Headers, base: rt}, CheckRedirect: base.CheckRedirect}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agent-reach", Version: c.Version}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed() }})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ep.URL, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		return fmt.Errorf("connect to the MCP server %s: %w", ep.URL, err)
+	}
+	defer func() { _ = cs.Close() }()
+	if res := cs.InitializeResult(); res == nil || res.Capabilities == nil || res.Capabilities.Tools == nil || !res.Capabilities.Tools.ListChanged {
+		return ErrNoListChanged
+	}
+	stop := context.AfterFunc(ctx, func() { _ = cs.Close() })
+	defer stop()
+	return cs.Wait()
+}

@@ -92,6 +92,24 @@ func MCPTools(tools []mcpclient.ToolDef, want []string) ([]string, map[string]do
 	return caps, docs, nil
 }
 
+// stillTools are the picked tools the server still lists: a picked tool
+// it dropped is dropped from the agent; none left is a read that failed.
+func stillTools(picked []string, tools []mcpclient.ToolDef) []string {
+	if len(picked) == 0 {
+		return nil
+	}
+	out := []string{}
+	for _, p := range picked {
+		if slices.ContainsFunc(tools, func(t mcpclient.ToolDef) bool { return t.Name == p }) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return picked // MCPTools names the first as no tool of the server
+	}
+	return out
+}
+
 func toolsHash(caps []string, docs map[string]domain.CapabilityDoc) []byte {
 	b, _ := json.Marshal(struct {
 		C []string
@@ -139,6 +157,10 @@ func (r *Registry) RegisterMCP(ctx context.Context, reg domain.AgentRegistration
 	if err != nil {
 		return nil, "", err
 	}
+	var picked []string // nil: every tool, now and at later reads
+	if len(reg.Capabilities) > 0 {
+		picked = caps
+	}
 	reg.Capabilities = caps
 	for c, d := range reg.CapabilityInfo { // what the registration says wins over the server's words
 		docs[c] = d
@@ -158,7 +180,7 @@ func (r *Registry) RegisterMCP(ctx context.Context, reg domain.AgentRegistration
 			return err
 		}
 		_, err := tx.Exec(ctx, qMCPInsertServer, reg.Namespace, reg.AgentID, reg.Endpoint, hj, toolsHash(caps, docs), now,
-			now.Add(mcpInterval(reg.TTLSeconds)))
+			now.Add(mcpInterval(reg.TTLSeconds)), picked)
 		return err
 	})
 	if err == nil {
@@ -239,6 +261,8 @@ type dueMCP struct {
 	ep      mcpclient.Endpoint
 	hash    []byte
 	ttlSecs int
+	// picked are the tools its registration picked (none: every tool).
+	picked []string
 }
 
 // RefreshMCPServers reads the tools of every MCP server that is due (up to
@@ -253,7 +277,7 @@ func (r *Registry) RefreshMCPServers(ctx context.Context) (int, error) {
 	}
 	due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dueMCP, error) {
 		var d dueMCP
-		return d, row.Scan(&d.agent.Namespace, &d.agent.ID, &d.ep.URL, &d.ep.Headers, &d.hash, &d.ttlSecs)
+		return d, row.Scan(&d.agent.Namespace, &d.agent.ID, &d.ep.URL, &d.ep.Headers, &d.hash, &d.ttlSecs, &d.picked)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("MCP servers due: %w", err)
@@ -277,7 +301,7 @@ func (r *Registry) refreshMCP(ctx context.Context, d dueMCP) (bool, error) {
 	if err == nil {
 		var caps []string
 		var docs map[string]domain.CapabilityDoc
-		if caps, docs, err = MCPTools(tools, nil); err == nil {
+		if caps, docs, err = MCPTools(tools, stillTools(d.picked, tools)); err == nil {
 			r.heartbeats.add(d.agent, now, domain.HealthReport{}) // it answered: the server is there
 			return r.keepTools(ctx, d, caps, docs, now, next)
 		}

@@ -250,7 +250,7 @@ func TestMCPServerTaskDelivery(t *testing.T) {
 // the schedule (a third of an hour's lease).
 func TestMCPServerToolsListChanged(t *testing.T) {
 	t.Parallel()
-	svc, _ := service(t)
+	svc, dsn := service(t)
 	base := svc.m.URL()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "growing", Version: "1"}, nil)
 	tool := func(name string) {
@@ -268,6 +268,10 @@ func TestMCPServerToolsListChanged(t *testing.T) {
 	})
 	code, out := call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"growing","protocol":"mcp","endpoint":"`+ts.URL+`","ttl_seconds":3600}`)
 	require.Equal(t, http.StatusCreated, code, out)
+	// Another agent of the same server picked one tool: reads keep to it.
+	code, out = call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"picky","protocol":"mcp","endpoint":"`+ts.URL+`","ttl_seconds":6,"capabilities":["grow.one"]}`)
+	require.Equal(t, http.StatusCreated, code, out)
+	firstAdd := time.Now()
 
 	// The watch opens at the next sweep: add a tool every 200 ms until
 	// one shows as a capability.
@@ -280,6 +284,15 @@ func TestMCPServerToolsListChanged(t *testing.T) {
 		if len(a.Capabilities) > 1 {
 			require.Contains(t, a.Capabilities, "grow.one")
 			require.Contains(t, a.Capabilities, "grow.added0", "a read after the change finds every tool added so far")
+			db := openDB(t, dsn)
+			waitFor(t, 30*time.Second, "picky's tools read after a tool was added", func() bool {
+				var at time.Time
+				err := db.QueryRow(t.Context(), `SELECT refreshed_at FROM mcp_servers WHERE agent_id = 'picky'`).Scan(&at)
+				return err == nil && at.After(firstAdd)
+			})
+			var p agentJSON
+			getJSON(t, base+"/v1/agents/picky", http.StatusOK, &p)
+			require.Equal(t, []string{"grow.one"}, p.Capabilities, "a read keeps to the tools the registration picked")
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "no tool added became a capability within 30 s: %v", a.Capabilities)

@@ -2,18 +2,19 @@
 
 -- name: MCPInsertServer
 -- An MCP server registered as an agent, or registered again.
-INSERT INTO mcp_servers (namespace, agent_id, url, headers, tools_hash, registered_at, refreshed_at, next_refresh_at, last_error)
-VALUES ($1, $2, $3, $4, $5, $6, $6, $7, NULL)
+INSERT INTO mcp_servers (namespace, agent_id, url, headers, tools_hash, registered_at, refreshed_at, next_refresh_at, last_error, picked)
+VALUES ($1, $2, $3, $4, $5, $6, $6, $7, NULL, $8)
 ON CONFLICT (namespace, agent_id) DO UPDATE SET url = excluded.url, headers = excluded.headers, tools_hash = excluded.tools_hash,
-    registered_at = excluded.registered_at, refreshed_at = excluded.refreshed_at, next_refresh_at = excluded.next_refresh_at, last_error = NULL;
+    registered_at = excluded.registered_at, refreshed_at = excluded.refreshed_at, next_refresh_at = excluded.next_refresh_at, last_error = NULL,
+    picked = excluded.picked;
 
 -- name: MCPForgetServer
 -- Drops an agent's MCP server row when it registers by hand.
 DELETE FROM mcp_servers WHERE namespace = $1 AND agent_id = $2;
 
 -- name: MCPServersDue
--- The MCP servers whose tools are due to be read again (at most 100, the most overdue first), of agents not deregistered.
-SELECT s.namespace, s.agent_id, s.url, s.headers, coalesce(s.tools_hash, ''::bytea), a.ttl_seconds
+-- The MCP servers whose tools are due to be read again (at most 100, the most overdue first), of agents not deregistered, with the tools their registration picked.
+SELECT s.namespace, s.agent_id, s.url, s.headers, coalesce(s.tools_hash, ''::bytea), a.ttl_seconds, coalesce(s.picked, '{}')
 FROM mcp_servers s JOIN agents a ON a.namespace = s.namespace AND a.agent_id = s.agent_id
 WHERE s.next_refresh_at <= $1 AND NOT a.deregistered
 ORDER BY s.next_refresh_at LIMIT 100;

@@ -374,7 +374,11 @@ func (s *Server) listJobs(c *gin.Context) {
 		return
 	}
 	f := jobstore.ListFilter{Namespace: ns, Status: domain.JobStatus(strings.ToUpper(c.Query("status"))),
-		Capability: c.Query("capability"), AgentID: c.Query("agent_id"), Before: c.Query("cursor"), Limit: int(limit)}
+		Capability: c.Query("capability"), AgentID: c.Query("agent_id"), Via: c.Query("via"), Before: c.Query("cursor"), Limit: int(limit)}
+	if f.Via != "" && f.Via != "rest" && f.Via != domain.ViaA2A && f.Via != domain.ViaMCP {
+		_ = c.Error(Invalid("via", "via must be rest, a2a or mcp"))
+		return
+	}
 	if f.Before != "" {
 		if _, err := uuid.Parse(f.Before); err != nil {
 			_ = c.Error(Invalid("cursor", "cursor must be the next_cursor of an earlier page"))

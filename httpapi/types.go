@@ -28,6 +28,8 @@ type jobSummaryResponse struct {
 	SubmittedAt time.Time  `json:"submitted_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// Via is the face the job was submitted through: rest, a2a or mcp.
+	Via string `json:"via"`
 }
 
 type agentHealthResponse struct {

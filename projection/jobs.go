@@ -97,7 +97,7 @@ func upsertJobRows(ctx context.Context, tx pgx.Tx, rows map[string]*jobRow) erro
 	}
 	_, err := tx.Exec(ctx, qUpsertJobRows, eventstore.UUIDs(c.ids), c.namespaces, c.capabilities, c.statuses, c.agents, c.attempts, c.maxAttempts,
 		c.priorities, c.bizCodes, c.errors, c.traces, c.parents, c.roots, c.versions,
-		c.submitted, c.updated, c.finished, c.callbacks, c.done, c.replays)
+		c.submitted, c.updated, c.finished, c.callbacks, c.done, c.replays, c.vias)
 	if err != nil {
 		return fmt.Errorf("write %d jobs: %w", len(rows), err)
 	}
@@ -108,6 +108,7 @@ func upsertJobRows(ctx context.Context, tx pgx.Tx, rows map[string]*jobRow) erro
 type jobColumns struct {
 	ids, namespaces, capabilities, statuses, agents, priorities  []string
 	bizCodes, errors, traces, parents, roots, callbacks, replays []string
+	vias                                                         []string
 	attempts, maxAttempts, versions                              []int32
 	submitted, updated                                           []time.Time
 	finished                                                     []*time.Time
@@ -136,6 +137,7 @@ func (c *jobColumns) add(id string, row *jobRow) {
 	c.callbacks = append(c.callbacks, j.CallbackURL)
 	c.done = append(c.done, j.CallbackAcked || j.CallbackGaveUp)
 	c.replays = append(c.replays, j.ReplayOf)
+	c.vias = append(c.vias, j.Via)
 }
 
 func loadJobRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*jobRow, error) {
@@ -152,7 +154,7 @@ func loadJobRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*jobR
 		if err := rows.Scan(&id, &j.Namespace, &j.Capability, &status, &j.AgentID, &j.Attempts,
 			&j.MaxAttempts, &priority, &j.BizCode, &j.Error, &row.traceID,
 			&j.ParentJobID, &j.RootJobID, &j.Version, &row.submittedAt, &row.updatedAt, &row.finishedAt,
-			&j.CallbackURL, &j.CallbackAcked, &j.ReplayOf); err != nil {
+			&j.CallbackURL, &j.CallbackAcked, &j.ReplayOf, &j.Via); err != nil {
 			return nil, fmt.Errorf("load jobs: %w", err)
 		}
 		j.JobID, j.Status, j.Priority = id, domain.JobStatus(status), domain.Priority(priority)

@@ -372,6 +372,23 @@ func TestMCPTaskNotifications(t *testing.T) {
 	_, open := <-msgs
 	require.False(t, open, "the stream ends once every task it follows has ended")
 
+	// The lists mark the job with its face, and filter by it.
+	waitFor(t, 20*time.Second, "the MCP job in the list of MCP jobs", func() bool {
+		var page struct {
+			Jobs []struct {
+				JobID string `json:"job_id"`
+				Via   string `json:"via"`
+			} `json:"jobs"`
+		}
+		getJSON(t, first+"/v1/jobs?via=mcp", http.StatusOK, &page)
+		return len(page.Jobs) == 1 && page.Jobs[0].JobID == id && page.Jobs[0].Via == "mcp"
+	})
+	code, rest := call(t, http.MethodGet, first+"/v1/jobs?via=rest", "", "")
+	require.Equal(t, http.StatusOK, code)
+	require.NotContains(t, rest, id)
+	code, bad := call(t, http.MethodGet, first+"/v1/jobs?via=smtp", "", "")
+	require.Equal(t, http.StatusBadRequest, code, bad)
+
 	newTestAgent(t, first, "mcp-new", "mcp.new", 50, answer("SUCCESS", ""))
 	require.Equal(t, "notifications/tools/list_changed", nextMessage(t, tools)["method"])
 

@@ -658,7 +658,7 @@ const textSearch = () => !!query().get("q") && !looksLikeID(query().get("q").tri
 
 // jobsQuery is the API query of the jobs view's address.
 function jobsQuery() {
-  const q = listQuery(["status", "capability", "agent_id", "namespace", "q", "trace_id", "until", "cursor"], { limit: query().get("limit") || "50" });
+  const q = listQuery(["status", "capability", "agent_id", "namespace", "via", "q", "trace_id", "until", "cursor"], { limit: query().get("limit") || "50" });
   const since = sinceOf(query().get("since")) || (textSearch() ? sinceOf(TEXT_RANGE) : "");
   if (since) q.set("since", since);
   return q;
@@ -695,7 +695,7 @@ function jobsView(root) {
   let nextCursor = "";
   next.addEventListener("click", () => { if (nextCursor) { setQuery({ cursor: nextCursor }); refresh(); } });
   root.append(el("div", { class: "toolbar" }, searchBox(), rangeSelect(),
-    ...filters([["status", "any status", statuses], ["capability", "capability"], ["agent_id", "agent"], ["namespace", "namespace"]])),
+    ...filters([["status", "any status", statuses], ["capability", "capability"], ["agent_id", "agent"], ["namespace", "namespace"], ["via", "any face", ["rest", "a2a", "mcp"]]])),
   error, el("table", { id: "jobs-table" }, el("thead", {}, el("tr", {}, ...["Job", "Status", "Capability", "Agent", "Attempts", "Trace", "Error", "Submitted"].map((h) => el("th", {}, h)))), tbody),
   el("div", { class: "toolbar pager" }, first, next, count), note);
   return {
@@ -720,7 +720,8 @@ function jobsView(root) {
       note.textContent = textSearch() && !query().get("since") ? "A search of error text needs a time range: it covers jobs submitted in the last 7 days (choose a range to change it)."
         : query().get("until") ? "Submitted before " + new Date(query().get("until")).toLocaleString() + "." : "";
       draw(tbody, JSON.stringify(list.jobs), () => list.jobs.length ? list.jobs.map((j) => el("tr", { "data-job": j.job_id },
-        el("td", {}, link(jobHref(j.job_id), el("code", {}, j.job_id))), el("td", {}, pill(j.status)), el("td", {}, j.capability),
+        el("td", {}, link(jobHref(j.job_id), el("code", {}, j.job_id))), el("td", {}, pill(j.status)),
+        el("td", {}, j.capability, j.via && j.via !== "rest" ? el("span", { class: "pill via", title: "submitted through the " + j.via.toUpperCase() + " face" }, " via " + j.via.toUpperCase()) : null),
         el("td", {}, j.agent_id ? link(agentHref(j.namespace, j.agent_id), j.agent_id) : "–"), el("td", {}, j.attempts + " / " + j.max_attempts),
         el("td", {}, j.trace_id ? el("code", { title: j.trace_id }, shorten(j.trace_id, 8)) : "–"),
         el("td", { class: "err" }, j.error ? shorten(j.error, 80) : "–"),

@@ -202,7 +202,7 @@ func TestJobs(t *testing.T) {
 	require.Contains(t, out, "agent       a1")
 	out, _, err = run("list", "--status", "SUCCESS")
 	require.NoError(t, err)
-	require.Regexp(t, `(?m)^JOB\s+STATUS\s+CAPABILITY\s+AGENT\s+ATTEMPTS\s+SUBMITTED\nj1\s+SUCCESS\s+c\s+a1\s+1/3\s`, out)
+	require.Regexp(t, `(?m)^JOB\s+STATUS\s+CAPABILITY\s+AGENT\s+ATTEMPTS\s+VIA\s+SUBMITTED\nj1\s+SUCCESS\s+c\s+a1\s+1/3\s+rest\s`, out)
 	out, _, err = run("events", "j1")
 	require.NoError(t, err)
 	require.Contains(t, out, `SUBMITTED           {"namespace":"default","capability":"c","long":"xxxxxxxx`)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,7 @@ const jobsHelp = `agentreach jobs: submit and follow jobs (--key or AGENTREACH_K
                          [--callback-url URL] [--timeout 30s] [--max-attempts N] [--idempotency-key K] [--wait]
   agentreach jobs submit --intent "words" [the same flags]
   agentreach jobs get JOB_ID
-  agentreach jobs list [--namespace NS] [--status S] [--capability C] [--agent A] [--q TEXT] [--trace-id T]
+  agentreach jobs list [--namespace NS] [--status S] [--capability C] [--agent A] [--via rest|a2a|mcp] [--q TEXT] [--trace-id T]
                        [--since 24h|TIME] [--until 24h|TIME] [--limit N (any)] [--cursor JOB_ID]
   agentreach jobs events JOB_ID [--follow]
   agentreach jobs cancel JOB_ID [--reason R]
@@ -250,6 +251,7 @@ func (j *jobsCommand) list(ctx context.Context) error {
 	status := fs.String("status", "", "only this status")
 	capability := fs.String("capability", "", "only this capability")
 	agent := fs.String("agent", "", "only jobs of this agent")
+	via := fs.String("via", "", "only jobs submitted through this face: rest, a2a or mcp")
 	search := fs.String("q", "", "a job id or trace id prefix, or text of the error (with --since)")
 	trace := fs.String("trace-id", "", "only this trace id (or its prefix)")
 	since := fs.String("since", "", "submitted since: a duration back from now (24h) or an RFC 3339 time")
@@ -264,7 +266,7 @@ func (j *jobsCommand) list(ctx context.Context) error {
 	}
 	q := url.Values{}
 	for k, v := range map[string]string{"namespace": *namespace, "status": *status, "capability": *capability, "agent_id": *agent,
-		"q": *search, "trace_id": *trace} {
+		"via": *via, "q": *search, "trace_id": *trace} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -304,14 +306,17 @@ func (j *jobsCommand) list(ctx context.Context) error {
 	}
 	p := j.env.paletteFor(j.env.Stdout, false)
 	tw := tabwriter.NewWriter(j.env.Stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "JOB\t%s\tCAPABILITY\tAGENT\tATTEMPTS\tSUBMITTED\n", p.cell("STATUS"))
+	fmt.Fprintf(tw, "JOB\t%s\tCAPABILITY\tAGENT\tATTEMPTS\tVIA\tSUBMITTED\n", p.cell("STATUS"))
 	for _, raw := range all.Jobs {
 		var v client.Job
-		if err := json.Unmarshal(raw, &v); err != nil {
+		var face struct {
+			Via string `json:"via"`
+		}
+		if err := errors.Join(json.Unmarshal(raw, &v), json.Unmarshal(raw, &face)); err != nil {
 			return fmt.Errorf("the service's list of jobs: %w", err)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", v.JobID, p.cell(string(v.Status)), v.Capability, v.AgentID, v.Attempts, v.MaxAttempts,
-			Ago(v.SubmittedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\n", v.JobID, p.cell(string(v.Status)), v.Capability, v.AgentID, v.Attempts, v.MaxAttempts,
+			cmp.Or(face.Via, "rest"), Ago(v.SubmittedAt))
 	}
 	if len(all.Jobs) == 0 {
 		fmt.Fprintln(tw, "(no jobs)")

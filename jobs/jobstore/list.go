@@ -23,6 +23,8 @@ type ListFilter struct {
 	Status     domain.JobStatus
 	Capability string
 	AgentID    string
+	// Via is the face the jobs were submitted through: rest, a2a or mcp.
+	Via string
 	// Before is the cursor: jobs older than this job id.
 	Before string
 	Limit  int
@@ -91,6 +93,7 @@ type Summary struct {
 	SubmittedAt time.Time  `json:"submitted_at"`
 	UpdatedAt   time.Time  `json:"updated_at"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	Via         string     `json:"via"`
 }
 
 // List returns jobs newest first, from the jobs read model (which trails
@@ -100,7 +103,7 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 		f.Limit = 50
 	}
 	var namespaces []string
-	if f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "") {
+	if f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "" || f.Via != "") {
 		rows, err := s.reads().Query(ctx, qListNamespaces)
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
@@ -117,7 +120,7 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]Summary, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
 		var x Summary
 		err := r.Scan(&x.JobID, &x.Namespace, &x.Capability, &x.Status, &x.AgentID, &x.Attempts, &x.MaxAttempts,
-			&x.Priority, &x.BizCode, &x.Error, &x.TraceID, &x.SubmittedAt, &x.UpdatedAt, &x.FinishedAt)
+			&x.Priority, &x.BizCode, &x.Error, &x.TraceID, &x.SubmittedAt, &x.UpdatedAt, &x.FinishedAt, &x.Via)
 		return x, err
 	})
 }
@@ -135,7 +138,7 @@ func listQuery(f ListFilter, namespaces []string) (string, []any) {
 		args = append(args, v)
 		conds = append(conds, fmt.Sprintf(cond, len(args)))
 	}
-	across := f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "")
+	across := f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "" || f.Via != "")
 	var b strings.Builder
 	if across {
 		args, conds = append(args, namespaces), append(conds, "namespace = n.namespace")
@@ -152,6 +155,13 @@ func listQuery(f ListFilter, namespaces []string) (string, []any) {
 	}
 	if f.AgentID != "" {
 		add("agent_id = $%d", f.AgentID)
+	}
+	switch f.Via {
+	case "":
+	case "rest":
+		conds = append(conds, "via IS NULL")
+	default:
+		add("via = $%d", f.Via)
 	}
 	if f.Before != "" {
 		add("jobs.job_id < $%d::uuid", f.Before)

@@ -1,6 +1,7 @@
 package jobstore
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"testing"
@@ -37,6 +38,9 @@ func TestListPlansWalkAnIndex(t *testing.T) {
 		{Status: domain.StatusDeadLetter}, // across namespaces: a page of each, merged
 		{Capability: "doc:parse", Before: cursor},
 		{AgentID: "a1"},
+		{Namespace: "default", Via: "mcp"},
+		{Namespace: "default", Via: "rest", Before: cursor},
+		{Via: "a2a"},
 	} {
 		f.Limit = 50
 		sql, args := listQuery(f, []string{"default", "team"})
@@ -44,7 +48,7 @@ func TestListPlansWalkAnIndex(t *testing.T) {
 		require.Contains(t, text, "Index Scan", "filter %+v:\n%s", f, text)
 		require.NotContains(t, text, "Seq Scan", "filter %+v:\n%s", f, text)
 		sorts := 0 // across namespaces, the merge of their pages only
-		if f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "") {
+		if f.Namespace == "" && (f.Status != "" || f.Capability != "" || f.AgentID != "" || f.Via != "") {
 			sorts = 1
 		}
 		require.Equal(t, sorts, strings.Count(text, "Sort  ("), "filter %+v:\n%s", f, text)
@@ -80,6 +84,31 @@ func TestListAcrossNamespaces(t *testing.T) {
 		}
 	}
 	require.Equal(t, dead, got, "every namespace's dead letters, newest first, page by page")
+}
+
+// TestListByFace: via filters by the face a job was submitted through
+// (rest: none recorded), and each job says its face.
+func TestListByFace(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	ids := map[string]string{}
+	for _, via := range []string{"", "mcp", "a2a"} {
+		id := uuid.Must(uuid.NewV7()).String()
+		ids[cmp.Or(via, "rest")] = id
+		_, err := s.pool.Exec(ctx, `INSERT INTO jobs (job_id, namespace, capability, status, attempts, max_attempts, priority, version,
+			submitted_at, updated_at, via) VALUES ($1, 'default', 'doc:parse', 'SUCCESS', 1, 3, 'normal', 1, now(), now(), nullif($2, ''))`, id, via)
+		require.NoError(t, err)
+	}
+	for _, face := range []string{"rest", "mcp", "a2a"} {
+		for _, ns := range []string{"default", ""} {
+			page, err := s.List(ctx, ListFilter{Namespace: ns, Via: face, Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, page, 1, "via %s in %q", face, ns)
+			require.Equal(t, ids[face], page[0].JobID)
+			require.Equal(t, face, page[0].Via)
+		}
+	}
 }
 
 // TestSearchPlansUseAnIndex: each search can be served by an index, never

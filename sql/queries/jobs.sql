@@ -39,11 +39,11 @@ RETURNING descendants;
 -- conditions of the filters given, then ORDER BY jobs.job_id DESC and the
 -- limit: each combination is a statement of its own, whose plan walks the
 -- index that leads with its columns (jobs_namespace_job_idx,
--- jobs_status_idx, jobs_capability_idx, jobs_agent_idx, or the primary key)
+-- jobs_status_idx, jobs_capability_idx, jobs_agent_idx, jobs_via_idx, or the primary key)
 -- from the cursor, and stops at the page's end.
 SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
        max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
-       submitted_at, updated_at, finished_at
+       submitted_at, updated_at, finished_at, coalesce(via, 'rest')
 FROM jobs
 
 -- name: ListNamespaces

@@ -54,22 +54,23 @@ TRUNCATE jobs;
 
 -- name: UpsertJobRows
 -- Writes the jobs read model's rows of a batch's jobs as folded so far, in
--- one statement ($1..$20 are parallel arrays, one element a job; '' is NULL).
+-- one statement ($1..$21 are parallel arrays, one element a job; '' is NULL).
 INSERT INTO jobs (job_id, namespace, capability, status, agent_id, attempts, max_attempts,
         priority, biz_code, error, trace_id, parent_job_id, root_job_id, version,
-        submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of)
+        submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of, via)
 SELECT u.job_id, u.namespace, u.capability, u.status, nullif(u.agent_id, ''), u.attempts, u.max_attempts,
         u.priority, nullif(u.biz_code, ''), nullif(u.error, ''), nullif(u.trace_id, ''),
         nullif(u.parent_job_id, '')::uuid, nullif(u.root_job_id, '')::uuid, u.version,
-        u.submitted_at, u.updated_at, u.finished_at, nullif(u.callback_url, ''), u.callback_done, nullif(u.replay_of, '')::uuid
+        u.submitted_at, u.updated_at, u.finished_at, nullif(u.callback_url, ''), u.callback_done, nullif(u.replay_of, '')::uuid,
+        nullif(u.via, '')
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::int[],
         $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::int[],
-        $15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::text[], $19::bool[], $20::text[])
+        $15::timestamptz[], $16::timestamptz[], $17::timestamptz[], $18::text[], $19::bool[], $20::text[], $21::text[])
     AS u(job_id, namespace, capability, status, agent_id, attempts, max_attempts,
         priority, biz_code, error, trace_id, parent_job_id, root_job_id, version,
-        submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of)
+        submitted_at, updated_at, finished_at, callback_url, callback_done, replay_of, via)
 ORDER BY u.job_id
-ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, agent_id = excluded.agent_id,
+ON CONFLICT (job_id) DO UPDATE SET via = coalesce(jobs.via, excluded.via), status = excluded.status, agent_id = excluded.agent_id,
     attempts = excluded.attempts, biz_code = excluded.biz_code, error = excluded.error,
     version = excluded.version, updated_at = excluded.updated_at, finished_at = excluded.finished_at,
     callback_done = excluded.callback_done;
@@ -79,7 +80,8 @@ ON CONFLICT (job_id) DO UPDATE SET status = excluded.status, agent_id = excluded
 SELECT job_id::text, namespace, capability, status, coalesce(agent_id, ''), attempts,
        max_attempts, priority, coalesce(biz_code, ''), coalesce(error, ''), coalesce(trace_id, ''),
        coalesce(parent_job_id::text, ''), coalesce(root_job_id::text, ''), version,
-       submitted_at, updated_at, finished_at, coalesce(callback_url, ''), callback_done, coalesce(replay_of::text, '')
+       submitted_at, updated_at, finished_at, coalesce(callback_url, ''), callback_done, coalesce(replay_of::text, ''),
+       coalesce(via, '')
 FROM jobs WHERE job_id = ANY($1::uuid[]);
 
 -- name: TruncateAlerts

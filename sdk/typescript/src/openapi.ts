@@ -2242,6 +2242,8 @@ export interface operations {
                 status?: string;
                 capability?: string;
                 agent_id?: string;
+                /** @description The face the jobs were submitted through. */
+                via?: "rest" | "a2a" | "mcp";
                 limit?: number;
                 cursor?: string;
                 /** @description A job id or trace id prefix (at least 4 hex digits; dashes allowed), or else text searched in the job's error (case-insensitive), which needs since. */
@@ -2280,6 +2282,8 @@ export interface operations {
                             submitted_at?: string;
                             /** Format: date-time */
                             finished_at?: string;
+                            /** @enum {string} */
+                            via?: "rest" | "a2a" | "mcp";
                         }[];
                         next_cursor: string;
                     };

@@ -128,14 +128,20 @@ func watchEvery(age time.Duration) time.Duration {
 }
 
 // cancelAtAgent tells the agent that holds a cancelled job's attempt: an
-// A2A agent is asked to cancel its task (adapter.Adapter.CancelAt), an
-// HTTP agent that takes them gets a cancel notice.
+// A2A agent is asked to cancel its task (adapter.Adapter.CancelAt), an MCP
+// server its task (tasks/cancel), an HTTP agent that takes them gets a
+// cancel notice.
 func (s *Service) cancelAtAgent(ctx context.Context, l *jobstore.Loaded) {
 	a := s.registry.Snapshot().Agent(domain.AgentKey{Namespace: l.Namespace, ID: l.AgentID})
 	if a == nil {
 		return
 	}
-	if a.Protocol != domain.ProtocolA2A {
+	switch a.Protocol {
+	case domain.ProtocolMCP:
+		s.cancelMCPTask(ctx, a, l)
+		return
+	case domain.ProtocolA2A:
+	default:
 		s.cancelNotice(ctx, a, l)
 		return
 	}

@@ -12,7 +12,9 @@ import (
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/dispatch"
+	"github.com/agentreach/agentreach/jobs/jobstore"
 	mcpclient "github.com/agentreach/agentreach/mcp/client"
+	"github.com/agentreach/agentreach/registry"
 )
 
 // ReasonMCPTaskLost is the failure of an attempt whose MCP server no
@@ -123,4 +125,24 @@ func (s *Service) recordMCPTask(ctx context.Context, job *river.Job[A2APollArgs]
 		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
 		return err
 	})
+}
+
+// cancelMCPTask asks the MCP server that holds a cancelled job's task to
+// cancel it (tasks/cancel): a courtesy, in the background, as the job is
+// CANCELLED already; a server that ignores it changes nothing here.
+func (s *Service) cancelMCPTask(ctx context.Context, a *registry.Agent, l *jobstore.Loaded) {
+	if l.RemoteTaskID == "" {
+		return // a plain tools/call: nothing to cancel
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	go func() {
+		defer cancel()
+		ep, err := s.registry.MCPEndpoint(ctx, domain.AgentKey{Namespace: a.Namespace, ID: a.AgentID})
+		if err == nil {
+			err = s.mcpClient.CancelTask(ctx, ep, l.RemoteTaskID)
+		}
+		if err != nil {
+			s.logger.InfoContext(ctx, "tasks/cancel at the MCP server", "job_id", l.JobID, "agent_id", a.AgentID, "err", err)
+		}
+	}()
 }

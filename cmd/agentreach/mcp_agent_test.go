@@ -192,7 +192,7 @@ func TestMCPServerTaskDelivery(t *testing.T) {
 	t.Parallel()
 	svc, _ := service(t)
 	base := svc.m.URL()
-	release := make(chan struct{})
+	release, stop := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -201,10 +201,18 @@ func TestMCPServerTaskDelivery(t *testing.T) {
 		}
 		var env webhook.Envelope
 		_ = json.NewDecoder(r.Body).Decode(&env)
+		if strings.Contains(string(env.Payload), `"hold":true`) {
+			select { // held until the test ends
+			case <-r.Context().Done():
+			case <-stop:
+			}
+			return
+		}
 		<-release
 		answer("SUCCESS", "")(w, env)
 	}))
 	t.Cleanup(upstream.Close)
+	t.Cleanup(func() { close(stop) }) // before the server's Close
 	code, out := call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"up-agent","namespace":"up","capabilities":["slow.task"],"endpoint":"`+upstream.URL+`"}`)
 	require.Equal(t, http.StatusCreated, code, out)
 	code, out = call(t, http.MethodPost, base+"/v1/agents", "", `{"agent_id":"up-mcp","protocol":"mcp","endpoint":"`+base+`/mcp/up","capabilities":["slow.task"],"ttl_seconds":60}`)
@@ -242,6 +250,27 @@ func TestMCPServerTaskDelivery(t *testing.T) {
 	require.Equal(t, taskID, res.JobID, "the result is the upstream agent's, read from the task")
 	require.Equal(t, "up-mcp", j.AgentID)
 	t.Logf("done after %s", time.Since(start))
+
+	// A job cancelled here has its task cancelled at the server
+	// (tasks/cancel): the upstream job of namespace up ends CANCELLED.
+	_, sub = submit(t, base, `{"capability":"slow.task","payload":{"hold":true},"timeout_ms":60000}`)
+	held := sub["job_id"].(string)
+	var upstreamID string
+	waitFor(t, 30*time.Second, "the held job delivered as a task", func() bool {
+		for _, e := range jobEvents(t, base, held) {
+			var d struct {
+				RemoteTaskID string `json:"remote_task_id"`
+			}
+			if e.Type == "DELIVERED" && json.Unmarshal(e.Data, &d) == nil && d.RemoteTaskID != "" {
+				upstreamID = d.RemoteTaskID
+				return true
+			}
+		}
+		return false
+	})
+	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+held+"/cancel", "", `{"reason":"no longer needed"}`)
+	require.Equal(t, http.StatusOK, code, out)
+	waitJob(t, base, upstreamID, func(j jobJSON) bool { return j.Status == "CANCELLED" }, 30*time.Second)
 }
 
 // A server that says its tools changed (notifications/tools/list_changed,

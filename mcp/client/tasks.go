@@ -130,6 +130,13 @@ func (c Client) GetTask(ctx context.Context, ep Endpoint, id string) (Task, erro
 	return t.task()
 }
 
+// CancelTask asks ep to cancel task id (tasks/cancel); the server decides
+// whether and when it does.
+func (c Client) CancelTask(ctx context.Context, ep Endpoint, id string) error {
+	_, err := c.post(ctx, ep, statelessRevision, "tasks/cancel", "", map[string]any{"taskId": id})
+	return err
+}
+
 // post sends one request of the stateless revision and answers its
 // result: a JSON-RPC error is ErrProtocol, an HTTP failure a plain error.
 func (c Client) post(ctx context.Context, ep Endpoint, revision, method, name string, params map[string]any) (json.RawMessage, error) {

@@ -29,7 +29,9 @@ const help = `agentreach bench: measure Agent-Reach against the limits of this m
 In one run, on a fresh database (dropped afterwards), it measures side by side:
 submit throughput and latency at 1, 16 and 64 concurrent clients over HTTP;
 end-to-end throughput (submit → routed → delivered to inline agents →
-SUCCESS → caller callback acknowledged); submit-to-delivered latency
+SUCCESS → caller callback acknowledged), beside a no-durability relay that
+makes the same three HTTP exchanges a job and writes nothing (the floor
+of any durable design here); submit-to-delivered latency
 under an open-loop load (a constant arrival rate, by default half the
 end-to-end peak) and lightly loaded; the same through pull agents that claim their work (submit → claimed →
 SUCCESS → callback acknowledged) and submit-to-claimed latency, under that
@@ -91,7 +93,7 @@ type options struct {
 }
 
 // phaseNames are the measurements --only may name, in the order they run.
-var phaseNames = []string{"pgbench", "river", "submits", "e2e", "open", "pull", "saturated", "light", "lookup", "routing"}
+var phaseNames = []string{"pgbench", "river", "submits", "e2e", "relay", "open", "pull", "saturated", "light", "lookup", "routing"}
 
 // runs reports whether the measurement phase is to run.
 func (o options) runs(phase string) bool {
@@ -160,6 +162,7 @@ type run struct {
 	tps8, tps1, riverRate float64
 	pgbenchErr            error
 	peak                  float64 // end-to-end jobs/s through push agents
+	relayRate             float64 // end-to-end jobs/s through the no-durability relay
 	res                   result
 	bars                  []chartBar
 	growth                []growStep
@@ -202,7 +205,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	for _, step := range []struct {
 		phase string
 		run   func(context.Context) error
-	}{{"submits", r.submits}, {"e2e", r.endToEnd}, {"open", r.openLoop}, {"pull", r.endToEndPull}, {"saturated", r.saturated}, {"light", r.lightLoad}, {"lookup", r.lookups}} {
+	}{{"submits", r.submits}, {"e2e", r.endToEnd}, {"relay", r.relayEndToEnd}, {"open", r.openLoop}, {"pull", r.endToEndPull}, {"saturated", r.saturated}, {"light", r.lightLoad}, {"lookup", r.lookups}} {
 		if !o.runs(step.phase) {
 			continue
 		}

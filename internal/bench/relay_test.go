@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The relay takes every submit with 202 and its id, delivers it to the
+// agents in turn and calls the caller back, signed, with the agent's
+// answer: every job once.
+func TestRelayCarriesEveryJob(t *testing.T) {
+	t.Parallel()
+	var delivered [2]atomic.Int64
+	var agents []string
+	for i := range 2 {
+		a := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			require.NotEmpty(t, r.Header.Get("webhook-signature"))
+			delivered[i].Add(1)
+			inlineAgent(w, r)
+		}))
+		t.Cleanup(a.Close)
+		agents = append(agents, a.URL)
+	}
+	var acked atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var cb struct {
+			JobID  string          `json:"job_id"`
+			Status string          `json:"status"`
+			Result json.RawMessage `json:"result"`
+		}
+		body, _ := io.ReadAll(r.Body)
+		require.NoError(t, json.Unmarshal(body, &cb))
+		require.Equal(t, "SUCCESS", cb.Status)
+		require.JSONEq(t, `{"ok":true}`, string(cb.Result))
+		mu.Lock()
+		require.False(t, seen[cb.JobID], "one callback a job")
+		seen[cb.JobID] = true
+		mu.Unlock()
+		acked.Add(1)
+	}))
+	t.Cleanup(receiver.Close)
+	rl := newRelay(agents)
+	srv := httptest.NewServer(rl)
+	t.Cleanup(srv.Close)
+	const n = 200
+	rate, ids, err := benchEndToEnd(t.Context(), srv.URL, receiver.URL, "bench.echo", n, false, &acked)
+	require.NoError(t, err)
+	require.Positive(t, rate)
+	require.Len(t, ids, n)
+	mu.Lock()
+	for _, id := range ids {
+		require.True(t, seen[id], "job %s called back", id)
+	}
+	mu.Unlock()
+	require.EqualValues(t, n, delivered[0].Load()+delivered[1].Load())
+	require.InDelta(t, n/2, delivered[0].Load(), 1, "round robin")
+	require.Zero(t, rl.failed.Load())
+}

@@ -35,6 +35,12 @@ type InvokeOptions struct {
 	// TraceParent continues the caller's W3C trace; without one each
 	// invocation starts a trace of its own.
 	TraceParent string
+	// Hedge, when set, races a candidate that has not answered within
+	// Hedge with the next one (and so on, one more each Hedge): the first
+	// result wins and the calls still running are cancelled. Set it only
+	// for an idempotent capability: two agents may both do the work. Zero:
+	// one candidate at a time.
+	Hedge time.Duration
 }
 
 // InvokeResult is what the agent that took a direct invocation answered.
@@ -122,37 +128,19 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 	traceID, flags := traceOf(opts.TraceParent)
 	out := InvokeResult{InvocationID: id.String(), TraceID: traceID, Stale: res.Stale}
 	reportable := c.cfg.now().Sub(res.FetchedAt) < reportWindow
+	var cands []Candidate
 	for _, cand := range c.memory.order(res.Candidates, c.cfg.now()) {
-		if (cand.Protocol != "" && cand.Protocol != "http") || cand.Endpoint == "" {
-			continue
+		if (cand.Protocol == "" || cand.Protocol == "http") && cand.Endpoint != "" {
+			cands = append(cands, cand)
 		}
-		env := webhook.Envelope{JobID: out.InvocationID, Attempt: len(out.Attempts) + 1, TraceID: traceID, Capability: capability,
-			Payload: body, ResultURL: ""}
-		att, ans := c.call(ctx, cand, env, timeout, flags)
-		out.Attempts = append(out.Attempts, att)
-		if ctx.Err() != nil {
-			return out, fmt.Errorf("invoke %s: %w", capability, ctx.Err())
-		}
-		switch {
-		case ans != nil:
-			c.memory.answered(capability, att.Latency)
-		case att.StatusCode == 0 && att.Err != nil && c.cfg.quarantine > 0:
-			// Not reached, or no answer in time: tried last for a while.
-			c.memory.quarantine(cand.Namespace, cand.AgentID, c.cfg.now().Add(c.cfg.quarantine))
-		}
-		if reportable && !errors.Is(att.Err, errGrantRefused) {
-			r := Report{Namespace: cand.Namespace, AgentID: cand.AgentID, Capability: capability, Reached: att.Reached, OK: ans != nil && ans.Status == webhook.StatusSuccess,
-				LatencyMS: float64(att.Latency.Microseconds()) / 1000, At: c.cfg.now().UTC()}
-			if ans != nil {
-				r.BizCode = ans.BizCode
-			}
-			c.reports.add(r)
-		}
-		if ans != nil {
-			out.Status, out.Result, out.BizCode = Status(ans.Status), ans.Result, ans.BizCode
-			out.AgentID, out.Namespace, out.Latency = cand.AgentID, cand.Namespace, att.Latency
-			return out, nil
-		}
+	}
+	race := invokeRace{c: c, capability: capability, body: body, id: out.InvocationID, traceID: traceID, flags: flags,
+		timeout: timeout, reportable: reportable}
+	if err := race.run(ctx, cands, opts.Hedge, &out); err != nil {
+		return out, err
+	}
+	if out.AgentID != "" {
+		return out, nil
 	}
 	if len(out.Attempts) == 0 {
 		return out, fmt.Errorf("invoke %s: %w: the lookup found no agent to call directly", capability, ErrNoCandidates)
@@ -162,6 +150,100 @@ func (c *Client) Invoke(ctx context.Context, capability string, payload any, opt
 		why[i] = a.AgentID + ": " + a.Err.Error()
 	}
 	return out, fmt.Errorf("invoke %s: %w: %s", capability, ErrNoCandidates, strings.Join(why, "; "))
+}
+
+// invokeRace calls an invocation's candidates in order, one at a time, or
+// hedged: the next one starts when the last started has not answered
+// within the hedge.
+type invokeRace struct {
+	c                       *Client
+	capability, id, traceID string
+	flags                   string
+	body                    json.RawMessage
+	timeout                 time.Duration
+	reportable              bool
+}
+
+type called struct {
+	cand Candidate
+	att  Attempt
+	ans  *webhook.Answer
+}
+
+// run fills out with the first result (its agent, and every attempt that
+// ended before it), or leaves out.AgentID empty when none answered.
+func (r *invokeRace) run(ctx context.Context, cands []Candidate, hedge time.Duration, out *InvokeResult) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the calls still running when one answered
+	results := make(chan called, len(cands))
+	next, running := 0, 0
+	start := func() {
+		cand := cands[next]
+		next++
+		running++
+		env := webhook.Envelope{JobID: r.id, Attempt: next, TraceID: r.traceID, Capability: r.capability, Payload: r.body}
+		go func() {
+			att, ans := r.c.call(cctx, cand, env, r.timeout, r.flags)
+			results <- called{cand, att, ans}
+		}()
+	}
+	var hedgeC <-chan time.Time
+	rearm := func() {
+		if hedge > 0 && next < len(cands) {
+			hedgeC = time.After(hedge)
+		} else {
+			hedgeC = nil
+		}
+	}
+	if len(cands) > 0 {
+		start()
+		rearm()
+	}
+	for running > 0 {
+		select {
+		case <-hedgeC:
+			start()
+			rearm()
+		case d := <-results:
+			running--
+			out.Attempts = append(out.Attempts, d.att)
+			if ctx.Err() != nil {
+				return fmt.Errorf("invoke %s: %w", r.capability, ctx.Err())
+			}
+			r.record(d)
+			if d.ans != nil {
+				out.Status, out.Result, out.BizCode = Status(d.ans.Status), d.ans.Result, d.ans.BizCode
+				out.AgentID, out.Namespace, out.Latency = d.cand.AgentID, d.cand.Namespace, d.att.Latency
+				return nil
+			}
+			if running == 0 && next < len(cands) {
+				start()
+				rearm()
+			}
+		}
+	}
+	return nil
+}
+
+// record remembers what a call says of its candidate (its latency, or a
+// quarantine) and queues its report.
+func (r *invokeRace) record(d called) {
+	c := r.c
+	switch {
+	case d.ans != nil:
+		c.memory.answered(r.capability, d.att.Latency)
+	case d.att.StatusCode == 0 && d.att.Err != nil && c.cfg.quarantine > 0:
+		// Not reached, or no answer in time: tried last for a while.
+		c.memory.quarantine(d.cand.Namespace, d.cand.AgentID, c.cfg.now().Add(c.cfg.quarantine))
+	}
+	if r.reportable && !errors.Is(d.att.Err, errGrantRefused) {
+		rep := Report{Namespace: d.cand.Namespace, AgentID: d.cand.AgentID, Capability: r.capability, Reached: d.att.Reached,
+			OK: d.ans != nil && d.ans.Status == webhook.StatusSuccess, LatencyMS: float64(d.att.Latency.Microseconds()) / 1000, At: c.cfg.now().UTC()}
+		if d.ans != nil {
+			rep.BizCode = d.ans.BizCode
+		}
+		c.reports.add(rep)
+	}
 }
 
 // call POSTs env to cand within timeout and classifies what happened; the

@@ -309,3 +309,37 @@ func TestInvokeQuarantinesAHungCandidate(t *testing.T) {
 	}
 	require.EqualValues(t, 1, hung.count.Load())
 }
+
+// TestInvokeHedges: with Hedge set, a candidate that has not answered
+// within it is raced by the next; the first result wins and the slow call
+// is cancelled. Without it, the slow one is waited for.
+func TestInvokeHedges(t *testing.T) {
+	t.Parallel()
+	reg := newFakeRegistry(t)
+	release := make(chan struct{})
+	cancelled := make(chan struct{}, 1)
+	slow := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+			answering("SUCCESS", "", "slow")(w, r)
+		case <-r.Context().Done():
+			cancelled <- struct{}{}
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before the slow agent's server closes
+	fast := newFakeAgent(t, answering("SUCCESS", "", "fast"))
+	reg.set("c", candidate("slow", slow.srv.URL, 2), candidate("fast", fast.srv.URL, 1))
+	c := newClient(t, reg.URL())
+
+	res, err := c.Invoke(t.Context(), "c", 1, client.InvokeOptions{Timeout: time.Minute, Hedge: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, "fast", res.AgentID)
+	require.JSONEq(t, `"fast"`, string(res.Result))
+	require.Len(t, res.Attempts, 1, "the winner's attempt; the slow one was still running")
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow call was not cancelled once the fast one answered")
+	}
+	require.Equal(t, (<-slow.calls).body["job_id"], (<-fast.calls).body["job_id"], "one invocation id across the race")
+}

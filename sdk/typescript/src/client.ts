@@ -85,6 +85,34 @@ export interface InvokeOptions extends LookupOptions {
   timeoutMs?: number;
   /** The W3C trace context to continue. */
   traceparent?: string;
+  /**
+   * Races a candidate that has not answered within this many ms with the
+   * next one (one more each `hedgeMs`): the first result wins and the
+   * calls still running are aborted. Only for an idempotent capability:
+   * two agents may both do the work. Unset: one candidate at a time.
+   */
+  hedgeMs?: number;
+}
+
+/** An agent's inline answer to a direct call. */
+type Answer = { status?: string; result?: unknown; biz_code?: string };
+
+/** What every call of one invocation shares. */
+interface Invocation {
+  capability: string;
+  payloadJson: string;
+  invocationId: string;
+  traceId: string;
+  flags: string;
+  timeoutMs: number;
+}
+
+/** One candidate's call, done: its index in the race, what happened, and the answer of one that answered a result. */
+interface Called {
+  i: number;
+  cand: Candidate;
+  attempt: Attempt;
+  answer?: Answer;
 }
 
 /** How long one read of `wait()` or `run()` asks the service to hold it. */
@@ -377,73 +405,46 @@ export class Client {
     const [traceId, flags] = traceOf(opts.traceparent);
     const reportable = Date.now() - res.fetchedAt < REPORT_WINDOW_MS;
     const attempts: Attempt[] = [];
+    const cands = this.memory.order(res.candidates).filter((c) => (c.protocol === "" || c.protocol === "http") && !!c.endpoint);
+    const race = new AbortController(); // the calls still running once one answered
+    const running = new Map<number, Promise<Called>>();
+    let next = 0;
+    const start = () => {
+      const i = next++;
+      running.set(i, this.callCandidate(cands[i], i + 1, { capability, payloadJson, invocationId, traceId, flags, timeoutMs }, race.signal).then((c) => ({ ...c, i })));
+    };
     try {
-      for (const cand of this.memory.order(res.candidates)) {
-        if (!(cand.protocol === "" || cand.protocol === "http") || !cand.endpoint) continue;
-        const deadline = new Date(Date.now() + timeoutMs).toISOString();
-        const body =
-          `{"job_id":${JSON.stringify(invocationId)},"attempt":${attempts.length + 1},"trace_id":${JSON.stringify(traceId)},` +
-          `"capability":${JSON.stringify(capability)},"payload":${payloadJson},"deadline":${JSON.stringify(deadline)},"result_url":""}`;
-        const headers = {
-          "Content-Type": "application/json",
-          Accept: "application/json",
-          [GRANT_HEADER]: cand.grant,
-          "X-Reach-Job-Id": invocationId,
-          traceparent: `00-${traceId}-${randomBytes(8).toString("hex")}-${flags}`,
-        };
-        const started = performance.now();
-        let status = 0;
-        let text = "";
-        let failure: string | undefined;
-        try {
-          const resp = await this.agentFetch(cand.endpoint, { method: "POST", headers, body, signal: AbortSignal.timeout(timeoutMs) });
-          status = resp.status;
-          text = await readLimited(resp);
-        } catch (err) {
-          const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-          failure =
-            e?.name === "TimeoutError" || e?.name === "AbortError"
-              ? `no answer within ${timeoutMs} ms`
-              : `${e?.cause?.code ?? e?.name ?? "Error"}: ${e?.cause?.message ?? e?.message ?? String(err)}`;
-        }
-        const latencyMs = performance.now() - started;
-        if (failure !== undefined) {
-          this.memory.failed(cand);
-          attempts.push({ agentId: cand.agent_id, namespace: cand.namespace, endpoint: cand.endpoint, reached: false, statusCode: 0, latencyMs, error: failure });
-          if (reportable) this.queueReport({ agent_id: cand.agent_id, capability, reached: false, latency_ms: latencyMs, namespace: cand.namespace });
+      if (cands.length) start();
+      while (running.size) {
+        let timer: NodeJS.Timeout | undefined;
+        const hedge =
+          opts.hedgeMs && opts.hedgeMs > 0 && next < cands.length
+            ? new Promise<"hedge">((resolve) => (timer = setTimeout(() => resolve("hedge"), opts.hedgeMs)))
+            : new Promise<never>(() => {});
+        const done = await Promise.race([...running.values(), hedge]);
+        clearTimeout(timer);
+        if (done === "hedge") {
+          start();
           continue;
         }
-        let answer: { status?: string; result?: unknown; biz_code?: string } | undefined;
-        let error: string | undefined;
-        let refused = false;
-        if (status === 401 || status === 403) {
-          error = `the agent refused the grant (HTTP ${status}: ${text.slice(0, 200)})`;
-          refused = true;
-        } else if (status !== 200) {
-          error = `answered HTTP ${status}: ${text.slice(0, 200)}`;
-        } else {
-          try {
-            const doc = JSON.parse(text) as { status?: string };
-            if (doc && (doc.status === "SUCCESS" || doc.status === "FAILED")) answer = doc;
-          } catch {
-            /* not a result */
-          }
-          if (!answer) error = `answered 200 without a SUCCESS or FAILED result: ${text.slice(0, 200)}`;
-        }
-        attempts.push({ agentId: cand.agent_id, namespace: cand.namespace, endpoint: cand.endpoint, reached: !!answer, statusCode: status, latencyMs, error, grantRefused: refused });
-        if (reportable && !refused) {
+        running.delete(done.i);
+        const { cand, attempt, answer } = done;
+        attempts.push(attempt);
+        if (!attempt.reached && attempt.statusCode === 0) this.memory.failed(cand);
+        if (reportable && !attempt.grantRefused) {
           this.queueReport({
             agent_id: cand.agent_id,
             capability,
-            reached: !!answer,
-            ok: answer?.status === "SUCCESS",
-            latency_ms: latencyMs,
+            reached: attempt.reached,
+            ok: attempt.statusCode === 0 ? undefined : answer?.status === "SUCCESS",
+            latency_ms: attempt.latencyMs,
             biz_code: answer?.biz_code || undefined,
             namespace: cand.namespace,
           });
         }
         if (answer) {
-          this.memory.answered(capability, latencyMs);
+          race.abort();
+          this.memory.answered(capability, attempt.latencyMs);
           return {
             status: answer.status as "SUCCESS" | "FAILED",
             result: answer.result,
@@ -452,17 +453,68 @@ export class Client {
             namespace: cand.namespace,
             invocationId,
             traceId,
-            latencyMs,
+            latencyMs: attempt.latencyMs,
             stale: res.stale,
             attempts,
           };
         }
+        if (!running.size && next < cands.length) start();
       }
     } finally {
       this.kickReports(false);
     }
     if (!attempts.length) throw new NoCandidates(`invoke ${capability}: the lookup found no agent to call directly`);
     throw new NoCandidates(`invoke ${capability}: no candidate answered: ${attempts.map((a) => `${a.agentId}: ${a.error}`).join("; ")}`, attempts);
+  }
+
+  /** One candidate's call of an invocation: what happened, and its answer when it answered a result. */
+  private async callCandidate(cand: Candidate, attempt: number, inv: Invocation, race: AbortSignal): Promise<Omit<Called, "i">> {
+    const deadline = new Date(Date.now() + inv.timeoutMs).toISOString();
+    const body =
+      `{"job_id":${JSON.stringify(inv.invocationId)},"attempt":${attempt},"trace_id":${JSON.stringify(inv.traceId)},` +
+      `"capability":${JSON.stringify(inv.capability)},"payload":${inv.payloadJson},"deadline":${JSON.stringify(deadline)},"result_url":""}`;
+    const headers = {
+      "Content-Type": "application/json",
+      Accept: "application/json",
+      [GRANT_HEADER]: cand.grant,
+      "X-Reach-Job-Id": inv.invocationId,
+      traceparent: `00-${inv.traceId}-${randomBytes(8).toString("hex")}-${inv.flags}`,
+    };
+    const base = { agentId: cand.agent_id, namespace: cand.namespace, endpoint: cand.endpoint };
+    const started = performance.now();
+    let status = 0;
+    let text = "";
+    try {
+      const resp = await this.agentFetch(cand.endpoint, { method: "POST", headers, body, signal: AbortSignal.any([AbortSignal.timeout(inv.timeoutMs), race]) });
+      status = resp.status;
+      text = await readLimited(resp);
+    } catch (err) {
+      const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+      const error =
+        e?.name === "TimeoutError" || e?.name === "AbortError"
+          ? `no answer within ${inv.timeoutMs} ms`
+          : `${e?.cause?.code ?? e?.name ?? "Error"}: ${e?.cause?.message ?? e?.message ?? String(err)}`;
+      return { cand, attempt: { ...base, reached: false, statusCode: 0, latencyMs: performance.now() - started, error } };
+    }
+    const latencyMs = performance.now() - started;
+    let answer: Answer | undefined;
+    let error: string | undefined;
+    let refused = false;
+    if (status === 401 || status === 403) {
+      error = `the agent refused the grant (HTTP ${status}: ${text.slice(0, 200)})`;
+      refused = true;
+    } else if (status !== 200) {
+      error = `answered HTTP ${status}: ${text.slice(0, 200)}`;
+    } else {
+      try {
+        const doc = JSON.parse(text) as { status?: string };
+        if (doc && (doc.status === "SUCCESS" || doc.status === "FAILED")) answer = doc;
+      } catch {
+        /* not a result */
+      }
+      if (!answer) error = `answered 200 without a SUCCESS or FAILED result: ${text.slice(0, 200)}`;
+    }
+    return { cand, attempt: { ...base, reached: !!answer, statusCode: status, latencyMs, error, grantRefused: refused }, answer };
   }
 
   private queueReport(r: DirectReport): void {

@@ -127,6 +127,35 @@ describe("lookup mode", () => {
     }
   });
 
+  test("invoke with hedgeMs races a hung agent with the next: the first result wins", async () => {
+    const ns = unique("ns");
+    const cap = unique("cap");
+    const release = new AbortController();
+    const good = agent({ namespace: ns, weight: 10 }).handle(cap, () => ({ by: "good" }));
+    const hung = agent({ namespace: ns, weight: 90 }).handle(cap, () => new Promise((r) => release.signal.addEventListener("abort", r)));
+    await good.listen();
+    await hung.listen();
+    const c = new Client({ url: svc.url, candidateTimeoutMs: 60_000, reportIntervalMs: 3_600_000 });
+    try {
+      for (const a of [good, hung]) {
+        await a.waitRegistered();
+        await svc.healthy(a.agentId, ns);
+      }
+      await waitUntil(async () => {
+        const res = await c.lookup(cap, { namespace: ns, constraints: { protocol: "http" }, noCache: true });
+        return JSON.stringify(res.candidates.map((x) => x.agent_id)) === JSON.stringify([hung.agentId, good.agentId]);
+      }, "the hung agent ranked first");
+      const res = await c.invoke(cap, {}, { namespace: ns, hedgeMs: 100 });
+      assert.deepEqual([res.status, res.agentId, res.result], ["SUCCESS", good.agentId, { by: "good" }]);
+      // The hung call was still running when the good one answered: only the winner's attempt ended.
+      assert.deepEqual(res.attempts.map((a) => [a.agentId, a.reached]), [[good.agentId, true]]);
+    } finally {
+      release.abort();
+      await c.close();
+      for (const a of [good, hung]) await a.stop();
+    }
+  });
+
   test("a push agent takes a direct call on its own grant only; no candidate answering is NoCandidates", async () => {
     const ns = unique("ns");
     const cap = unique("cap");

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -129,6 +130,48 @@ def test_invoke_with_no_candidate_answering_raises_no_candidates_with_every_atte
     fake.candidates = []
     with fake.client() as c, pytest.raises(NoCandidates, match="found no agent"):
         c.invoke("cap.x", {})
+
+
+def test_invoke_with_hedge_races_a_slow_candidate_with_the_next_and_takes_the_first_result() -> None:
+    release = threading.Event()
+
+    def slow(req: httpx.Request) -> httpx.Response:
+        release.wait(30)
+        return httpx.Response(200, json={"status": "SUCCESS", "result": "slow"})
+
+    fake = Fake([cand("slow"), cand("fast")], {"slow": slow, "fast": answer("SUCCESS", "fast")})
+    try:
+        with fake.client() as c:
+            res = c.invoke("cap.x", {}, timeout=60, hedge=0.05)
+            assert (res.result, res.agent_id) == ("fast", "fast")
+            # The slow call was still running when the fast one answered: only the winner's attempt ended.
+            assert [a.agent_id for a in res.attempts] == ["fast"]
+            envs = sorted((json.loads(r.content) for r in fake.calls), key=lambda e: e["attempt"])
+            assert [e["attempt"] for e in envs] == [1, 2] and len({e["job_id"] for e in envs}) == 1
+    finally:
+        release.set()
+
+
+@pytest.mark.anyio
+async def test_async_invoke_with_hedge_cancels_the_slow_call_once_the_next_answers() -> None:
+    cancelled = asyncio.Event()
+
+    async def handle(req: httpx.Request) -> httpx.Response:
+        if req.url.path == "/slow":
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+        return fake(req)
+
+    fake = Fake([cand("slow"), cand("fast")], {"fast": answer("SUCCESS", 7)})
+    t = httpx.MockTransport(handle)
+    async with AsyncClient("http://127.0.0.1:9", http=httpx.AsyncClient(transport=t),
+                           agent_http=httpx.AsyncClient(transport=t), max_retries=0, report_interval=3600) as c:
+        res = await c.invoke("cap.x", None, timeout=60, hedge=0.05)
+        assert (res.result, res.agent_id, [a.agent_id for a in res.attempts]) == (7, "fast", ["fast"])
+        await asyncio.wait_for(cancelled.wait(), 30)
 
 
 @pytest.mark.anyio

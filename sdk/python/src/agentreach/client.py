@@ -17,6 +17,7 @@ import os
 import threading
 import time
 import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Callable, Iterator, Mapping
 from urllib.parse import quote
@@ -565,6 +566,7 @@ class Client(_Options):
         no_cache: bool = False,
         timeout: float | None = None,
         traceparent: str | None = None,
+        hedge: float | None = None,
     ) -> InvokeResult:
         """Calls the best candidate for ``capability`` directly, with its grant, and answers its result.
 
@@ -578,17 +580,26 @@ class Client(_Options):
         the candidates tried, an empty ``result_url``) with
         ``X-Reach-Grant`` and ``traceparent`` (continuing ``traceparent`` when
         given). Every call's outcome is queued as a report, but a refused
-        grant's. Raises :class:`~agentreach.NoCandidates` (its ``attempts``
-        say what each did) and the lookup's errors.
+        grant's. ``hedge`` (seconds; only for an idempotent capability, as
+        two agents may both do the work) races a candidate that has not
+        answered within it with the next, one more each ``hedge``: the first
+        result wins, and the calls still running are left to end unread.
+        Raises :class:`~agentreach.NoCandidates` (its ``attempts`` say what
+        each did) and the lookup's errors.
         """
         body = encode_payload(payload)
         cons = http_constraints(constraints)
         res = self.lookup(capability, hint=hint, namespace=namespace, constraints=cons, limit=limit,
                           no_cache=no_cache)
         inv = Invocation(capability, body, res, timeout, traceparent, self._memory, self._candidate_timeout)
+        cands = list(inv.candidates())
         try:
-            for cand in inv.candidates():
-                self._call_agent(inv, cand)
+            if hedge:
+                out = self._race(inv, cands, hedge)
+                if out is not None:
+                    return out
+            for i, cand in enumerate([] if hedge else cands, 1):
+                self._call_agent(inv, cand, i)()
                 if self._queue_report(inv):
                     self._kick.set()
                 out = inv.outcome()
@@ -599,18 +610,56 @@ class Client(_Options):
                 self._start_reporter()
         raise inv.error()
 
-    def _call_agent(self, inv: Invocation, cand: Candidate) -> None:
-        content, headers = inv.request(cand)
+    def _race(self, inv: Invocation, cands: builtins.list[Candidate], hedge: float) -> InvokeResult | None:
+        """Calls the candidates, each on a thread, one more each ``hedge`` (or when none is running), until
+        one answers a result; the calls still running are left to end unread."""
+        pool = ThreadPoolExecutor(max_workers=max(len(cands), 1), thread_name_prefix="agentreach-hedge")
+        running: set[Future[Callable[[], None]]] = set()
+        started = 0
+
+        def start() -> None:
+            nonlocal started
+            started += 1
+            running.add(pool.submit(self._call_agent, inv, cands[started - 1], started))
+
+        try:
+            if cands:
+                start()
+            while running:
+                done, _ = wait(running, timeout=hedge if started < len(cands) else None, return_when=FIRST_COMPLETED)
+                if not done:
+                    start()
+                    continue
+                for f in done:
+                    running.discard(f)
+                    f.result()()
+                    if self._queue_report(inv):
+                        self._kick.set()
+                    out = inv.outcome()
+                    if out is not None:
+                        return out
+                if not running and started < len(cands):
+                    start()
+            return None
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _call_agent(self, inv: Invocation, cand: Candidate, attempt: int) -> Callable[[], None]:
+        """Calls ``cand``; answers how to record what happened in ``inv``."""
+        content, headers = inv.request(cand, attempt)
         started = time.monotonic()
         try:
             with self._agents.stream("POST", cand.endpoint, content=content, headers=headers,
                                      timeout=inv.timeout) as resp:
                 raw = _read_limited(resp.iter_bytes(), started, inv.timeout)
-            inv.answered(cand, resp.status_code, raw, time.monotonic() - started)
+            latency, status = time.monotonic() - started, resp.status_code
+            return lambda: inv.answered(cand, status, raw, latency)
         except httpx.TimeoutException:
-            inv.failed(cand, f"no answer within {inv.timeout:g} s", time.monotonic() - started)
+            why = f"no answer within {inv.timeout:g} s"
         except (httpx.HTTPError, httpx.InvalidURL, AnswerTooLarge) as e:
-            inv.failed(cand, f"{type(e).__name__}: {e}".rstrip(": "), time.monotonic() - started)
+            why = f"{type(e).__name__}: {e}".rstrip(": ")
+        latency = time.monotonic() - started
+        return lambda: inv.failed(cand, why, latency)
 
     def report(self, *reports: DirectReport) -> None:
         """Queues reports of calls made to a lookup's candidates by other means, to be sent with
@@ -984,28 +1033,53 @@ class AsyncClient(_Options):
         no_cache: bool = False,
         timeout: float | None = None,
         traceparent: str | None = None,
+        hedge: float | None = None,
     ) -> InvokeResult:
-        """See :meth:`Client.invoke`; ``timeout`` bounds each candidate's whole call."""
+        """See :meth:`Client.invoke`; ``timeout`` bounds each candidate's whole call, and the calls still
+        running when one answers a result (``hedge``) are cancelled."""
         body = encode_payload(payload)
         cons = http_constraints(constraints)
         res = await self.lookup(capability, hint=hint, namespace=namespace, constraints=cons, limit=limit,
                                 no_cache=no_cache)
         inv = Invocation(capability, body, res, timeout, traceparent, self._memory, self._candidate_timeout)
+        cands = list(inv.candidates())
+        running: set[asyncio.Task[Callable[[], None]]] = set()
+        started = 0
+
+        def start() -> None:
+            nonlocal started
+            started += 1
+            running.add(asyncio.ensure_future(self._call_agent(inv, cands[started - 1], started)))
+
         try:
-            for cand in inv.candidates():
-                await self._call_agent(inv, cand)
-                if self._queue_report(inv) and self._kick is not None:
-                    self._kick.set()
-                out = inv.outcome()
-                if out is not None:
-                    return out
+            if cands:
+                start()
+            while running:
+                more = hedge if hedge and started < len(cands) else None
+                done, _ = await asyncio.wait(running, timeout=more, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    start()
+                    continue
+                for t in done:
+                    running.discard(t)
+                    t.result()()
+                    if self._queue_report(inv) and self._kick is not None:
+                        self._kick.set()
+                    out = inv.outcome()
+                    if out is not None:
+                        return out
+                if not running and started < len(cands):
+                    start()
         finally:
+            for t in running:
+                t.cancel()
             if len(self._reports):
                 self._start_reporter()
         raise inv.error()
 
-    async def _call_agent(self, inv: Invocation, cand: Candidate) -> None:
-        content, headers = inv.request(cand)
+    async def _call_agent(self, inv: Invocation, cand: Candidate, attempt: int) -> Callable[[], None]:
+        """Calls ``cand``; answers how to record what happened in ``inv``."""
+        content, headers = inv.request(cand, attempt)
         started = time.monotonic()
 
         async def call() -> tuple[int, bytes]:
@@ -1020,11 +1094,14 @@ class AsyncClient(_Options):
 
         try:
             status, raw = await asyncio.wait_for(call(), inv.timeout)
-            inv.answered(cand, status, raw, time.monotonic() - started)
+            latency = time.monotonic() - started
+            return lambda: inv.answered(cand, status, raw, latency)
         except (asyncio.TimeoutError, httpx.TimeoutException):
-            inv.failed(cand, f"no answer within {inv.timeout:g} s", time.monotonic() - started)
+            why = f"no answer within {inv.timeout:g} s"
         except (httpx.HTTPError, httpx.InvalidURL, AnswerTooLarge) as e:
-            inv.failed(cand, f"{type(e).__name__}: {e}".rstrip(": "), time.monotonic() - started)
+            why = f"{type(e).__name__}: {e}".rstrip(": ")
+        latency = time.monotonic() - started
+        return lambda: inv.failed(cand, why, latency)
 
     def report(self, *reports: DirectReport) -> None:
         """See :meth:`Client.report`; without a running loop they wait for :meth:`flush` or close."""

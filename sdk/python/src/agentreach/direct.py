@@ -599,11 +599,12 @@ class Invocation:
             if (c.protocol in ("", "http")) and c.endpoint:
                 yield c
 
-    def request(self, cand: Candidate) -> tuple[bytes, dict[str, str]]:
-        """The envelope (a brokered delivery's shape, an empty ``result_url``) and its headers."""
+    def request(self, cand: Candidate, attempt: int | None = None) -> tuple[bytes, dict[str, str]]:
+        """The envelope (a brokered delivery's shape, an empty ``result_url``) and its headers; ``attempt``
+        numbers it (default: after the attempts recorded)."""
         deadline = _rfc3339(time.time() + self.timeout)
         body = ('{"job_id":%s,"attempt":%d,"trace_id":%s,"capability":%s,"payload":%s,"deadline":%s,'
-                '"result_url":""}') % (json.dumps(self.id), len(self.attempts) + 1, json.dumps(self.trace_id),
+                '"result_url":""}') % (json.dumps(self.id), attempt or len(self.attempts) + 1, json.dumps(self.trace_id),
                                        json.dumps(self.capability), self._payload, json.dumps(deadline))
         headers = {"Content-Type": "application/json", "Accept": "application/json", GRANT_HEADER: cand.grant,
                    "X-Reach-Job-Id": self.id,

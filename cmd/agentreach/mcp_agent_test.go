@@ -183,6 +183,27 @@ func TestMCPServerIsAnAgent(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code, out)
 }
 
+// deliveredTask waits for job id's attempt to be DELIVERED as a task
+// (async, with the server's task id) and answers the task id.
+func deliveredTask(t *testing.T, base, id string) string {
+	t.Helper()
+	var taskID string
+	waitFor(t, 30*time.Second, "the attempt delivered as the server's task", func() bool {
+		for _, e := range jobEvents(t, base, id) {
+			var d struct {
+				Async        bool   `json:"async"`
+				RemoteTaskID string `json:"remote_task_id"`
+			}
+			if e.Type == "DELIVERED" && json.Unmarshal(e.Data, &d) == nil && d.Async && d.RemoteTaskID != "" {
+				taskID = d.RemoteTaskID
+				return true
+			}
+		}
+		return false
+	})
+	return taskID
+}
+
 // An MCP server that speaks the Tasks extension (here Agent-Reach's own MCP
 // face, namespace up, registered as an agent of namespace default) answers
 // a delivery with a task: the attempt is DELIVERED with the server's task
@@ -222,20 +243,7 @@ func TestMCPServerTaskDelivery(t *testing.T) {
 	start := time.Now()
 	_, sub := submit(t, base, `{"capability":"slow.task","payload":{"n":1},"timeout_ms":60000}`)
 	id := sub["job_id"].(string)
-	var taskID string
-	waitFor(t, 30*time.Second, "the attempt delivered as the server's task", func() bool {
-		for _, e := range jobEvents(t, base, id) {
-			var d struct {
-				Async        bool   `json:"async"`
-				RemoteTaskID string `json:"remote_task_id"`
-			}
-			if e.Type == "DELIVERED" && json.Unmarshal(e.Data, &d) == nil && d.Async {
-				taskID = d.RemoteTaskID
-				return true
-			}
-		}
-		return false
-	})
+	taskID := deliveredTask(t, base, id)
 	require.NotEmpty(t, taskID)
 	t.Logf("delivered as a task after %s", time.Since(start))
 	require.NotEqual(t, id, taskID, "the task is the upstream job of namespace up")
@@ -255,19 +263,7 @@ func TestMCPServerTaskDelivery(t *testing.T) {
 	// (tasks/cancel): the upstream job of namespace up ends CANCELLED.
 	_, sub = submit(t, base, `{"capability":"slow.task","payload":{"hold":true},"timeout_ms":60000}`)
 	held := sub["job_id"].(string)
-	var upstreamID string
-	waitFor(t, 30*time.Second, "the held job delivered as a task", func() bool {
-		for _, e := range jobEvents(t, base, held) {
-			var d struct {
-				RemoteTaskID string `json:"remote_task_id"`
-			}
-			if e.Type == "DELIVERED" && json.Unmarshal(e.Data, &d) == nil && d.RemoteTaskID != "" {
-				upstreamID = d.RemoteTaskID
-				return true
-			}
-		}
-		return false
-	})
+	upstreamID := deliveredTask(t, base, held)
 	code, out = call(t, http.MethodPost, base+"/v1/jobs/"+held+"/cancel", "", `{"reason":"no longer needed"}`)
 	require.Equal(t, http.StatusOK, code, out)
 	waitJob(t, base, upstreamID, func(j jobJSON) bool { return j.Status == "CANCELLED" }, 30*time.Second)

@@ -54,8 +54,10 @@ func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-// connect opens a session with ep.
-func (c Client) connect(ctx context.Context, ep Endpoint) (*mcp.ClientSession, error) {
+// httpFor is the HTTP client of the SDK's sessions with ep: c.HTTP's
+// transport adding ep's headers, without an overall timeout (the
+// operation's context bounds a call; a watch's stream lives on).
+func (c Client) httpFor(ep Endpoint) *http.Client {
 	base := http.DefaultClient
 	if c.HTTP != nil {
 		base = c.HTTP
@@ -64,7 +66,12 @@ func (c Client) connect(ctx context.Context, ep Endpoint) (*mcp.ClientSession, e
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	hc := &http.Client{Transport: headerTransport{headers: ep.Headers, base: rt}, CheckRedirect: base.CheckRedirect}
+	return &http.Client{Transport: headerTransport{headers: ep.Headers, base: rt}, CheckRedirect: base.CheckRedirect}
+}
+
+// connect opens a session with ep.
+func (c Client) connect(ctx context.Context, ep Endpoint) (*mcp.ClientSession, error) {
+	hc := c.httpFor(ep)
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent-reach", Version: c.Version}, nil)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ep.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
 	if err != nil {

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"fmt"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -17,16 +16,7 @@ var ErrNoListChanged = fmt.Errorf("the MCP server does not send notifications/to
 // revision, the session's stream of earlier ones), calling changed for
 // each, until ctx ends or the session does (its error then).
 func (c Client) WatchTools(ctx context.Context, ep Endpoint, changed func()) error {
-	base := http.DefaultClient
-	if c.HTTP != nil {
-		base = c.HTTP
-	}
-	rt := base.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
-	}
-	// No overall timeout: the stream lives as long as the watch.
-	hc := &http.Client{Transport: headerTransport{headers: ep.Headers, base: rt}, CheckRedirect: base.CheckRedirect}
+	hc := c.httpFor(ep)
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent-reach", Version: c.Version}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed() }})
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ep.URL, HTTPClient: hc, MaxRetries: -1}, nil)

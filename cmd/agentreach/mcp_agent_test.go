@@ -244,6 +244,16 @@ func TestMCPServerTaskDelivery(t *testing.T) {
 	_, sub := submit(t, base, `{"capability":"slow.task","payload":{"n":1},"timeout_ms":60000}`)
 	id := sub["job_id"].(string)
 	taskID := deliveredTask(t, base, id)
+	var up struct {
+		MaxAttempts int `json:"max_attempts"`
+	}
+	getJSON(t, base+"/v1/jobs/"+taskID, http.StatusOK, &up)
+	require.Equal(t, 1, up.MaxAttempts, "the upstream job makes one attempt: the retries are this side's")
+	var upSub struct {
+		TimeoutMS int `json:"timeout_ms"`
+	}
+	require.NoError(t, json.Unmarshal(jobEvents(t, base, taskID)[0].Data, &upSub))
+	require.InDelta(t, 60000, upSub.TimeoutMS, 15000, "the upstream job's timeout is what the attempt has left")
 	require.NotEmpty(t, taskID)
 	t.Logf("delivered as a task after %s", time.Since(start))
 	require.NotEqual(t, id, taskID, "the task is the upstream job of namespace up")

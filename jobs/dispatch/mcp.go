@@ -29,7 +29,7 @@ func (m MCP) Carry(ctx context.Context, a *registry.Agent, at Attempt) domain.Ob
 	if err != nil {
 		return domain.Observation{Kind: domain.ObservedFailed, Reason: "mcp_server_unknown", ErrText: err.Error()}
 	}
-	out, task, err := m.Client.CallTool(ctx, ep, at.L.Capability, at.L.Payload)
+	out, task, err := m.Client.CallTool(ctx, ep, at.L.Capability, at.L.Payload, at.Deadline)
 	switch {
 	case err == nil && task != nil && !task.Ended():
 		// A task: the result comes later, read by the poller (River's

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -118,10 +119,11 @@ type Outcome struct {
 // or a malformed answer): the call was not done.
 var ErrProtocol = errors.New("the MCP server did not answer with a tool result")
 
-// CallTool calls tool name of ep with args (a JSON object). A server that
-// declared the Tasks extension (2026-07-28) may answer with a task
-// instead of a result: task is then set, and GetTask reads it.
-func (c Client) CallTool(ctx context.Context, ep Endpoint, name string, args json.RawMessage) (out Outcome, task *Task, err error) {
+// CallTool calls tool name of ep with args (a JSON object), for an
+// attempt due by deadline (zero: none). A server that declared the Tasks
+// extension (2026-07-28) may answer with a task instead of a result: task
+// is then set, and GetTask reads it.
+func (c Client) CallTool(ctx context.Context, ep Endpoint, name string, args json.RawMessage, deadline time.Time) (out Outcome, task *Task, err error) {
 	cs, err := c.connect(ctx, ep)
 	if err != nil {
 		return Outcome{}, nil, err
@@ -131,13 +133,25 @@ func (c Client) CallTool(ctx context.Context, ep Endpoint, name string, args jso
 		args = json.RawMessage(`{}`)
 	}
 	if revision := speaksTasks(cs); revision != "" {
-		return c.callTask(ctx, ep, revision, name, args)
+		return c.callTask(ctx, ep, revision, name, args, deadline)
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args, Meta: callMeta(deadline)})
 	if err != nil {
 		return Outcome{}, nil, fmt.Errorf("%w: tools/call %s: %w", ErrProtocol, name, err)
 	}
 	return OutcomeOf(res), nil, nil
+}
+
+// callMeta is what a tools/call says in _meta of the attempt it carries,
+// for a server that is itself Agent-Reach (others ignore it): the time
+// the attempt has left until deadline as the job's timeout, and one
+// attempt, as the attempt's retries are this side's.
+func callMeta(deadline time.Time) mcp.Meta {
+	m := mcp.Meta{"agentreach/max_attempts": 1}
+	if !deadline.IsZero() {
+		m["agentreach/timeout_ms"] = min(max(time.Until(deadline).Milliseconds(), 100), time.Hour.Milliseconds()) // what a job may ask
+	}
+	return m
 }
 
 // OutcomeOf reads a tool result: its structured content as the result

@@ -88,9 +88,9 @@ func (t taskJSON) task() (Task, error) {
 }
 
 // callTask is a tools/call that may be answered with a task.
-func (c Client) callTask(ctx context.Context, ep Endpoint, revision, name string, args json.RawMessage) (Outcome, *Task, error) {
+func (c Client) callTask(ctx context.Context, ep Endpoint, revision, name string, args json.RawMessage, deadline time.Time) (Outcome, *Task, error) {
 	params := map[string]any{"name": name, "arguments": args}
-	raw, err := c.post(ctx, ep, revision, "tools/call", name, params)
+	raw, err := c.post(ctx, ep, revision, "tools/call", name, params, callMeta(deadline))
 	if err != nil {
 		return Outcome{}, nil, err
 	}
@@ -116,7 +116,7 @@ func (c Client) callTask(ctx context.Context, ep Endpoint, revision, name string
 // the task answers a JSON-RPC error (ErrProtocol).
 func (c Client) GetTask(ctx context.Context, ep Endpoint, id string) (Task, error) {
 	revision := statelessRevision
-	raw, err := c.post(ctx, ep, revision, "tasks/get", "", map[string]any{"taskId": id})
+	raw, err := c.post(ctx, ep, revision, "tasks/get", "", map[string]any{"taskId": id}, nil)
 	if err != nil {
 		return Task{}, err
 	}
@@ -133,18 +133,23 @@ func (c Client) GetTask(ctx context.Context, ep Endpoint, id string) (Task, erro
 // CancelTask asks ep to cancel task id (tasks/cancel); the server decides
 // whether and when it does.
 func (c Client) CancelTask(ctx context.Context, ep Endpoint, id string) error {
-	_, err := c.post(ctx, ep, statelessRevision, "tasks/cancel", "", map[string]any{"taskId": id})
+	_, err := c.post(ctx, ep, statelessRevision, "tasks/cancel", "", map[string]any{"taskId": id}, nil)
 	return err
 }
 
-// post sends one request of the stateless revision and answers its
-// result: a JSON-RPC error is ErrProtocol, an HTTP failure a plain error.
-func (c Client) post(ctx context.Context, ep Endpoint, revision, method, name string, params map[string]any) (json.RawMessage, error) {
-	params["_meta"] = map[string]any{
+// post sends one request of the stateless revision (with meta's keys in
+// its _meta) and answers its result: a JSON-RPC error is ErrProtocol, an
+// HTTP failure a plain error.
+func (c Client) post(ctx context.Context, ep Endpoint, revision, method, name string, params map[string]any, meta mcp.Meta) (json.RawMessage, error) {
+	m := map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    revision,
 		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "agent-reach", "version": c.Version},
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: map[string]any{}}},
 	}
+	for k, v := range meta {
+		m[k] = v
+	}
+	params["_meta"] = m
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"time"
 
@@ -19,8 +20,13 @@ import (
 const MaxListenTasks = 100
 
 // codeMissingCapability is MISSING_REQUIRED_CLIENT_CAPABILITY (SEP-2663):
-// notifications/tasks asked for without the tasks extension.
-const codeMissingCapability = -32021
+// notifications/tasks asked for without the tasks extension; and
+// codeHeaderMismatch the 2026-07-28 transport's answer to an Mcp-Method
+// header that is not the body's method.
+const (
+	codeMissingCapability = -32021
+	codeHeaderMismatch    = -32020
+)
 
 // Listening is a subscription's wake-ups (Backend.Listen): Changed is
 // signalled by every commit, this process's or another's (it may be
@@ -68,7 +74,17 @@ const (
 func (s *Server) listen(w http.ResponseWriter, r *http.Request, c Caller, body []byte) {
 	ctx := r.Context()
 	var req listenRequest
-	if err := json.Unmarshal(body, &req); err != nil || len(req.ID) == 0 {
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+		writeRPCError(w, http.StatusUnsupportedMediaType, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "Content-Type must be 'application/json'"})
+		return
+	}
+	if m := r.Header.Get("Mcp-Method"); m != "" && m != "subscriptions/listen" {
+		writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: codeHeaderMismatch,
+			Message: fmt.Sprintf("header mismatch: Mcp-Method %q, the body's method subscriptions/listen", m)})
+		return
+	}
+	if err := json.Unmarshal(body, &req); err != nil || len(req.ID) == 0 || string(req.ID) == "null" {
 		writeRPCError(w, http.StatusBadRequest, req.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 			Message: "subscriptions/listen must be a request with an id"})
 		return
@@ -91,7 +107,7 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, c Caller, body [
 		return
 	}
 	defer l.Stop()
-	st := &listenStream{s: s, c: c, w: w, id: req.ID, seen: map[string]string{}}
+	st := &listenStream{s: s, c: c, w: w, id: req.ID, seen: map[string]string{}, tasks: []string{}}
 	for _, id := range want.TaskIDs {
 		if _, dup := st.seen[id]; dup {
 			continue

@@ -35,7 +35,8 @@ of any durable design here); submit-to-delivered latency
 under an open-loop load (a constant arrival rate, by default half the
 end-to-end peak) and lightly loaded; the same through pull agents that claim their work (submit → claimed →
 SUCCESS → callback acknowledged) and submit-to-claimed latency, under that
-load and at half its peak; saturated fleets of slow agents with few slots,
+load and at half its peak; a caller's blocking call (submit with wait_ms)
+of a 1.5 ms job; saturated fleets of slow agents with few slots,
 push and pull, offered 1.5 times their capacity (slot utilisation, and how
 long high jobs wait against low ones); routing decision latency over 1,000 agents; the machine's own pgbench -N
 and a bare River insert-and-work rate; and the process's peak memory.
@@ -93,7 +94,7 @@ type options struct {
 }
 
 // phaseNames are the measurements --only may name, in the order they run.
-var phaseNames = []string{"pgbench", "river", "submits", "e2e", "relay", "open", "pull", "saturated", "light", "lookup", "routing"}
+var phaseNames = []string{"pgbench", "river", "submits", "e2e", "relay", "open", "pull", "saturated", "light", "wait", "lookup", "routing"}
 
 // runs reports whether the measurement phase is to run.
 func (o options) runs(phase string) bool {
@@ -205,7 +206,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 	for _, step := range []struct {
 		phase string
 		run   func(context.Context) error
-	}{{"submits", r.submits}, {"e2e", r.endToEnd}, {"relay", r.relayEndToEnd}, {"open", r.openLoop}, {"pull", r.endToEndPull}, {"saturated", r.saturated}, {"light", r.lightLoad}, {"lookup", r.lookups}} {
+	}{{"submits", r.submits}, {"e2e", r.endToEnd}, {"relay", r.relayEndToEnd}, {"open", r.openLoop}, {"pull", r.endToEndPull}, {"saturated", r.saturated}, {"light", r.lightLoad}, {"wait", r.waitRoundTrips}, {"lookup", r.lookups}} {
 		if !o.runs(step.phase) {
 			continue
 		}

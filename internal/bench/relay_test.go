@@ -65,3 +65,32 @@ func TestRelayCarriesEveryJob(t *testing.T) {
 	require.InDelta(t, n/2, delivered[0].Load(), 1, "round robin")
 	require.Zero(t, rl.failed.Load())
 }
+
+// benchWait sends its submits one at a time with wait_ms and measures each
+// round trip; an answer that is not 200 with the job SUCCESS stops it.
+func TestBenchWait(t *testing.T) {
+	t.Parallel()
+	var status atomic.Int64
+	status.Store(http.StatusOK)
+	var bodies atomic.Int64
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var sub struct {
+			WaitMS int `json:"wait_ms"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&sub)
+		if sub.WaitMS > 0 {
+			bodies.Add(1)
+		}
+		w.WriteHeader(int(status.Load()))
+		_, _ = io.WriteString(w, `{"job_id":"j","status":"SUCCESS"}`)
+	}))
+	t.Cleanup(api.Close)
+	lat, err := benchWait(t.Context(), api.Client(), api.URL, "c", 5)
+	require.NoError(t, err)
+	require.Len(t, lat, 5)
+	require.IsNonDecreasing(t, lat)
+	require.EqualValues(t, 5, bodies.Load(), "every submit asks to wait")
+	status.Store(http.StatusAccepted)
+	_, err = benchWait(t.Context(), api.Client(), api.URL, "c", 1)
+	require.ErrorContains(t, err, "answered 202")
+}

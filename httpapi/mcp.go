@@ -123,7 +123,7 @@ func (b mcpBackend) load(ctx context.Context, c mcpserver.Caller, id string) (*j
 
 func mcpJob(l *jobstore.Loaded) mcpserver.Job {
 	return mcpserver.Job{ID: l.JobID, Namespace: l.Namespace, Capability: l.Capability, AgentID: l.AgentID, Status: l.Status,
-		Result: l.Result, BizCode: l.BizCode, Error: l.Error, SubmittedAt: l.SubmittedAt, UpdatedAt: l.UpdatedAt}
+		Result: l.Result, BizCode: l.BizCode, Error: l.Error, SubmittedAt: l.SubmittedAt, UpdatedAt: l.UpdatedAt, Routed: l.LastRouted}
 }
 
 func (b mcpBackend) Job(ctx context.Context, c mcpserver.Caller, id string) (mcpserver.Job, error) {

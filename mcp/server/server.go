@@ -52,6 +52,9 @@ type Job struct {
 	Result                             json.RawMessage
 	BizCode, Error                     string
 	SubmittedAt, UpdatedAt             time.Time
+	// Routed: its latest attempt is routed to AgentID and on its way
+	// (nothing recorded of it since).
+	Routed bool
 }
 
 // Tool is a capability as a tool. Tools are named over every tool of the

@@ -44,6 +44,9 @@ func TaskStatus(s domain.JobStatus, legacy bool) string {
 func StatusMessage(j Job) string {
 	switch j.Status {
 	case domain.StatusSubmitted:
+		if j.Routed && j.AgentID != "" {
+			return "being delivered to " + j.AgentID
+		}
 		return "submitted, waiting for an agent"
 	case domain.StatusAwaitingApproval:
 		return "waiting for an approval"

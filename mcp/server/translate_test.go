@@ -30,6 +30,21 @@ func TestTaskStatus(t *testing.T) {
 	}
 }
 
+func TestStatusMessage(t *testing.T) {
+	for _, c := range []struct {
+		job  Job
+		want string
+	}{
+		{Job{Status: domain.StatusSubmitted}, "submitted, waiting for an agent"},
+		{Job{Status: domain.StatusSubmitted, AgentID: "a1"}, "submitted, waiting for an agent"}, // its last attempt failed: waiting again
+		{Job{Status: domain.StatusSubmitted, AgentID: "a1", Routed: true}, "being delivered to a1"},
+		{Job{Status: domain.StatusDelivered, AgentID: "a1"}, "delivered to a1"},
+		{Job{Status: domain.StatusAwaitingInput}, "the agent asks for input"},
+	} {
+		require.Equal(t, c.want, StatusMessage(c.job), "%+v", c.job)
+	}
+}
+
 func TestResultAsContent(t *testing.T) {
 	for _, c := range []struct {
 		name       string

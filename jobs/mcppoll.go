@@ -18,7 +18,7 @@ import (
 )
 
 // ReasonMCPTaskLost is the failure of an attempt whose MCP server no
-// longer knows its task (tasks/get answered an error): the job is routed
+// longer knows its task (tasks/get answered -32602): the job is routed
 // again at once.
 const ReasonMCPTaskLost = "mcp_task_lost"
 
@@ -60,9 +60,11 @@ func (s *Service) pollMCP(ctx context.Context, job *river.Job[A2APollArgs]) erro
 		cancel()
 		wait := mcpPollDefault
 		switch {
-		case errors.Is(err, mcpclient.ErrProtocol):
+		case errors.Is(err, mcpclient.ErrTaskUnknown):
 			return s.recordMCPTask(ctx, job, nil, err)
 		case err != nil:
+			// Passing, or the server's trouble: looked at again; the
+			// attempt's deadline bounds the wait.
 			s.logger.DebugContext(ctx, "mcp task poll", "job_id", l.JobID, "agent_id", l.AgentID, "err", err)
 		case t.Ended():
 			return s.recordMCPTask(ctx, job, &t, nil)

@@ -16,7 +16,7 @@ import (
 
 var (
 	qMCPServersWatched = queries.Must("MCPServersWatched")
-	qMCPRefreshNow     = queries.Must("MCPRefreshNow")
+	qMCPServerToRead   = queries.Must("MCPServerToRead")
 )
 
 // mcpWatches are the watches of the MCP server agents' tool lists
@@ -130,6 +130,10 @@ func (r *Registry) watchTools(ctx context.Context, k domain.AgentKey, ep mcpclie
 		if ctx.Err() != nil {
 			return
 		}
+		if err == nil {
+			backoff = watchBackoffMin // a session's time was up: the next at once
+			continue
+		}
 		r.logger.DebugContext(ctx, "MCP tool list watch ended", "agent_id", k.ID, "namespace", k.Namespace, "err", err)
 		if time.Since(opened) > watchBackoffMax {
 			backoff = watchBackoffMin // it stood a while: not a failing server
@@ -143,14 +147,19 @@ func (r *Registry) watchTools(ctx context.Context, k domain.AgentKey, ep mcpclie
 	}
 }
 
-// toolsChanged makes server k's tools due at once and reads every due
-// server's.
+// toolsChanged reads server k's tools at once (a server that says so in
+// a loop is read once at a time: the watch's callback runs in turn).
 func (r *Registry) toolsChanged(ctx context.Context, k domain.AgentKey) {
-	if _, err := r.pool.Exec(ctx, qMCPRefreshNow, k.Namespace, k.ID, r.now().UTC()); err != nil {
-		r.logger.WarnContext(ctx, "MCP tool list changed", "agent_id", k.ID, "namespace", k.Namespace, "err", err)
-		return
+	var d dueMCP
+	d.agent = k
+	err := r.pool.QueryRow(ctx, qMCPServerToRead, k.Namespace, k.ID).Scan(&d.ep.URL, &d.ep.Headers, &d.hash, &d.ttlSecs, &d.picked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return // deregistered meanwhile: the next sweep stops the watch
 	}
-	if _, err := r.RefreshMCPServers(ctx); err != nil {
+	if err == nil {
+		_, err = r.refreshMCP(ctx, d)
+	}
+	if err != nil {
 		r.logger.WarnContext(ctx, "MCP tool list changed", "agent_id", k.ID, "namespace", k.Namespace, "err", err)
 	}
 }

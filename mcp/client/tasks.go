@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -26,6 +27,11 @@ const TasksExtension = "io.modelcontextprotocol/tasks"
 
 // statelessRevision is the first revision without sessions (SEP-2575).
 const statelessRevision = "2026-07-28"
+
+// ErrTaskUnknown marks tasks/get's answer that the server knows no such
+// task (-32602, invalid params): it lost it, a restart say. Any other
+// error may be passing, and the task still running.
+var ErrTaskUnknown = errors.New("the MCP server knows no such task")
 
 // Task is a task an MCP server answered (a tools/call's, or tasks/get's).
 type Task struct {
@@ -113,10 +119,15 @@ func (c Client) callTask(ctx context.Context, ep Endpoint, revision, name string
 }
 
 // GetTask reads task id of ep (tasks/get). A server that no longer knows
-// the task answers a JSON-RPC error (ErrProtocol).
+// the task answers -32602 (ErrTaskUnknown); other errors are ErrProtocol
+// (a JSON-RPC error, a malformed answer) or the transport's.
 func (c Client) GetTask(ctx context.Context, ep Endpoint, id string) (Task, error) {
 	revision := statelessRevision
 	raw, err := c.post(ctx, ep, revision, "tasks/get", "", map[string]any{"taskId": id}, nil)
+	var rpc *rpcError
+	if errors.As(err, &rpc) && rpc.Code == -32602 {
+		return Task{}, fmt.Errorf("%w: %w", ErrTaskUnknown, err)
+	}
 	if err != nil {
 		return Task{}, err
 	}
@@ -182,13 +193,21 @@ func (c Client) post(ctx context.Context, ep Endpoint, revision, method, name st
 		return nil, fmt.Errorf("%s of %s: HTTP %d: %w", method, ep.URL, resp.StatusCode, err)
 	}
 	if msg.Error != nil {
-		return nil, fmt.Errorf("%w: %s: %s (%d)", ErrProtocol, method, msg.Error.Message, msg.Error.Code)
+		return nil, fmt.Errorf("%w: %s: %w", ErrProtocol, method, &rpcError{Code: msg.Error.Code, Message: msg.Error.Message})
 	}
 	if len(msg.Result) == 0 {
 		return nil, fmt.Errorf("%w: %s answered no result", ErrProtocol, method)
 	}
 	return msg.Result, nil
 }
+
+// rpcError is a JSON-RPC error a server answered.
+type rpcError struct {
+	Code    int64
+	Message string
+}
+
+func (e *rpcError) Error() string { return fmt.Sprintf("%s (%d)", e.Message, e.Code) }
 
 type rpcResponse struct {
 	ID     json.RawMessage `json:"id"`

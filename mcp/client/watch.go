@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -11,11 +13,19 @@ import (
 // tools.listChanged in its capabilities): there is nothing to watch.
 var ErrNoListChanged = fmt.Errorf("the MCP server does not send notifications/tools/list_changed")
 
+// WatchSession bounds one session of WatchTools: the SDK's client does not
+// notice a 2026-07-28 listen stream that ended (a restart of the server,
+// a proxy's idle timeout), so the session is opened afresh this often.
+const WatchSession = 5 * time.Minute
+
 // WatchTools holds a session with ep that listens for
 // notifications/tools/list_changed (subscriptions/listen of the 2026-07-28
 // revision, the session's stream of earlier ones), calling changed for
-// each, until ctx ends or the session does (its error then).
+// each, until ctx ends, the session does (its error then), or
+// WatchSession passes (nil: open another).
 func (c Client) WatchTools(ctx context.Context, ep Endpoint, changed func()) error {
+	ctx, cancel := context.WithTimeout(ctx, WatchSession)
+	defer cancel()
 	hc := c.httpFor(ep)
 	client := mcp.NewClient(&mcp.Implementation{Name: "agent-reach", Version: c.Version}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed() }})
@@ -29,5 +39,9 @@ func (c Client) WatchTools(ctx context.Context, ep Endpoint, changed func()) err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = cs.Close() })
 	defer stop()
-	return cs.Wait()
+	err = cs.Wait()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil // the session's time is up
+	}
+	return err
 }

@@ -58,9 +58,17 @@ type listenRequest struct {
 // listenKeepAlive is how often a quiet stream sends an SSE comment, and
 // listenRecheck how often it reads again without a wake-up (a lost
 // notification delays a notification, never loses it).
+// listenGap is the least time between two reads of what a stream
+// follows (a busy deployment commits far more often), listenToolsGap
+// between two reads of the tool list, and ListenLifetime how long one
+// stream lasts: then it is answered complete (a client listens again, its
+// key checked again).
 const (
 	listenKeepAlive = 15 * time.Second
 	listenRecheck   = time.Second
+	listenGap       = 100 * time.Millisecond
+	listenToolsGap  = time.Second
+	ListenLifetime  = 10 * time.Minute
 )
 
 // listen serves subscriptions/listen: an SSE stream that acknowledges the
@@ -68,9 +76,10 @@ const (
 // -32602, as tasks/get answers it), sends each
 // task's state at once and then each time it changes (woken by the
 // commits of any process), and notifications/tools/list_changed when the
-// caller's tools change. It ends, with the request's answer, when every
-// task it follows has ended and it follows no tool list, or when the
-// process shuts down.
+// caller's tools change. It reads them again at most every listenGap. It
+// ends, with the request's answer, when every task it follows has ended
+// and it follows no tool list, when the process shuts down, or after
+// ListenLifetime.
 func (s *Server) listen(w http.ResponseWriter, r *http.Request, c Caller, body []byte) {
 	ctx := r.Context()
 	var req listenRequest
@@ -124,7 +133,11 @@ func (s *Server) listen(w http.ResponseWriter, r *http.Request, c Caller, body [
 	}
 	st.tools = want.ToolsListChanged
 	if st.tools {
-		st.toolsSeen, _ = s.toolsFingerprint(ctx, c)
+		if st.toolsSeen, err = s.toolsFingerprint(ctx, c); err != nil {
+			writeRPCError(w, http.StatusServiceUnavailable, req.ID, s.cfg.Error(err))
+			return
+		}
+		st.toolsRead = time.Now()
 	}
 	st.serve(ctx, l)
 }
@@ -141,6 +154,7 @@ type listenStream struct {
 	// tools: it follows the caller's tool list, last seen as toolsSeen.
 	tools     bool
 	toolsSeen string
+	toolsRead time.Time
 }
 
 func (st *listenStream) serve(ctx context.Context, l Listening) {
@@ -161,6 +175,8 @@ func (st *listenStream) serve(ctx context.Context, l Listening) {
 	defer keepAlive.Stop()
 	recheck := time.NewTicker(listenRecheck)
 	defer recheck.Stop()
+	lifetime := time.NewTimer(ListenLifetime)
+	defer lifetime.Stop()
 	for {
 		if done, ok := st.update(ctx); !ok || done {
 			if ok {
@@ -168,10 +184,20 @@ func (st *listenStream) serve(ctx context.Context, l Listening) {
 			}
 			return
 		}
+		gap := time.NewTimer(listenGap)
+		select { // no read again before the gap
+		case <-ctx.Done():
+			gap.Stop()
+			return
+		case <-gap.C:
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-l.Ending:
+			st.complete()
+			return
+		case <-lifetime.C:
 			st.complete()
 			return
 		case <-l.Changed:
@@ -211,7 +237,8 @@ func (st *listenStream) update(ctx context.Context) (done, ok bool) {
 			return false, false
 		}
 	}
-	if st.tools {
+	if st.tools && time.Since(st.toolsRead) >= listenToolsGap {
+		st.toolsRead = time.Now()
 		if fp, err := st.s.toolsFingerprint(ctx, st.c); err == nil && fp != st.toolsSeen {
 			st.toolsSeen = fp
 			if !st.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": map[string]any{"_meta": st.meta()}}) {

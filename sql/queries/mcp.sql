@@ -47,6 +47,8 @@ FROM mcp_servers s JOIN agents a ON a.namespace = s.namespace AND a.agent_id = s
 WHERE NOT a.deregistered
 ORDER BY s.namespace, s.agent_id LIMIT 1000;
 
--- name: MCPRefreshNow
--- A server said its tools changed (notifications/tools/list_changed): read them at the next sweep, or now.
-UPDATE mcp_servers SET next_refresh_at = least(next_refresh_at, $3) WHERE namespace = $1 AND agent_id = $2;
+-- name: MCPServerToRead
+-- A server that said its tools changed (notifications/tools/list_changed), to read them now: as MCPServersDue answers it.
+SELECT s.url, s.headers, coalesce(s.tools_hash, ''::bytea), a.ttl_seconds, coalesce(s.picked, '{}')
+FROM mcp_servers s JOIN agents a ON a.namespace = s.namespace AND a.agent_id = s.agent_id
+WHERE s.namespace = $1 AND s.agent_id = $2 AND NOT a.deregistered;

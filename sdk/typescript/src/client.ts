@@ -461,6 +461,7 @@ export class Client {
         if (!running.size && next < cands.length) start();
       }
     } finally {
+      race.abort(); // whatever ended the race, no call outlives it
       this.kickReports(false);
     }
     if (!attempts.length) throw new NoCandidates(`invoke ${capability}: the lookup found no agent to call directly`);

@@ -430,7 +430,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 			(SELECT count(*) FROM events), (SELECT count(*) FROM agents), (SELECT count(*) FROM api_keys WHERE revoked_at IS NULL),
 			(SELECT count(*) FROM river_job WHERE kind IN ('dispatch_job', 'callback_job')), (SELECT count(*) FROM a2a_push_configs),
 			(SELECT count(*) FROM approval_policies), (SELECT count(*) FROM signing_secrets), (SELECT count(*) FROM river_queue WHERE paused_at IS NOT NULL),
-			(SELECT count(*) FROM idempotency_keys), (SELECT string_agg(coalesce(prev_token_hash::text, '-'), ',') FROM agents),
+			(SELECT count(*) FROM idempotency_keys), (SELECT string_agg(coalesce(prev_token_hash::text, '-'), ',' ORDER BY namespace, agent_id) FROM agents),
 			(SELECT count(*) FROM capability_notes), (SELECT coalesce(sum(version), 0) FROM catalogue_versions))`).Scan(&s))
 		return s
 	}

@@ -138,7 +138,7 @@ func TestEveryEndpointEveryCredential(t *testing.T) {
 			(SELECT count(*) FROM events), (SELECT count(*) FROM agents), (SELECT count(*) FROM api_keys WHERE revoked_at IS NULL),
 			(SELECT count(*) FROM river_job WHERE kind IN ('dispatch_job', 'callback_job')),
 			(SELECT count(*) FROM approval_policies), (SELECT count(*) FROM signing_secrets),
-			(SELECT count(*) FROM idempotency_keys), (SELECT string_agg(coalesce(prev_token_hash::text, '-'), ',') FROM agents))`).Scan(&s))
+			(SELECT count(*) FROM idempotency_keys), (SELECT string_agg(coalesce(prev_token_hash::text, '-'), ',' ORDER BY namespace, agent_id) FROM agents))`).Scan(&s))
 		return s
 	}
 

@@ -38,7 +38,6 @@ describe("lookup mode", () => {
   test("invoke fails over from a hung and a dead agent, quarantines them, and reports every call", async () => {
     const ns = unique("ns");
     const cap = unique("cap");
-    const release = new AbortController();
     const seen: { direct: boolean; attempt: number; jobId: string }[] = [];
     const good = agent({ namespace: ns, weight: 10 }).handle(cap, (job) => {
       seen.push({ direct: job.direct, attempt: job.attempt, jobId: job.jobId });
@@ -87,7 +86,7 @@ describe("lookup mode", () => {
           [good.agentId, 200, true],
         ],
       );
-      if (hungCode === 0) assert.match(res.attempts[0].error ?? "", /no answer within 3000 ms/);
+      assert.match(res.attempts[0].error ?? "", /no answer within 3000 ms/);
       assert.ok(res.attempts[0].latencyMs >= 2900 && res.attempts[0].latencyMs < 6000, `hung for ${res.attempts[0].latencyMs} ms`);
       assert.match(res.attempts[1].error ?? "", /ECONNREFUSED/);
       // The good agent got the third attempt of the invocation, marked direct.
@@ -126,7 +125,6 @@ describe("lookup mode", () => {
       assert.ok(third.attempts[0].latencyMs < 2500, `hung for ${third.attempts[0].latencyMs} ms`);
       await fresh.close();
     } finally {
-      release.abort();
       await c.close();
       for (const a of [good, hung, dead]) await a.stop();
       hangs.closeAllConnections();

@@ -32,14 +32,14 @@ type pressure struct {
 }
 
 // depths refreshes the view when it is older than pressureEvery.
-func (s *Service) depths(ctx context.Context) (map[jobstore.Lane]int, map[jobstore.Lane]bool, error) {
+func (s *Service) depths(ctx context.Context, q eventstore.Querier) (map[jobstore.Lane]int, map[jobstore.Lane]bool, error) {
 	p := &s.pressure
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.depth != nil && s.now().Sub(p.at) < pressureEvery {
 		return p.depth, p.high, nil
 	}
-	depth, err := s.jobs.LaneDepths(ctx)
+	depth, err := s.jobs.LaneDepths(ctx, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,8 +61,8 @@ func (s *Service) depths(ctx context.Context) (map[jobstore.Lane]int, map[jobsto
 
 // holdLow reports whether low work of namespace ns is held back: one of its
 // lanes is above the high watermark.
-func (s *Service) holdLow(ctx context.Context, ns string) bool {
-	_, high, err := s.depths(ctx)
+func (s *Service) holdLow(ctx context.Context, q eventstore.Querier, ns string) bool {
+	_, high, err := s.depths(ctx, q)
 	if err != nil {
 		return false // the depths are a hint; a database problem shows elsewhere
 	}
@@ -82,7 +82,7 @@ func (s *Service) SweepPressure(ctx context.Context) error {
 	if err := s.jobs.RecountLanes(ctx); err != nil {
 		return err
 	}
-	depth, _, err := s.depths(ctx)
+	depth, _, err := s.depths(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -51,8 +51,9 @@ type Config struct {
 	Now    func() time.Time
 	Jitter func() float64
 	// HoldLow reports whether namespace ns's low lane is held back
-	// (backpressure: high work is waiting).
-	HoldLow func(ctx context.Context, ns string) bool
+	// (backpressure: high work is waiting), reading in q when it reads
+	// (nil: the pool).
+	HoldLow func(ctx context.Context, q eventstore.Querier, ns string) bool
 }
 
 // Carriers are the deliveries by protocol: A2A agents get SendMessage,
@@ -133,10 +134,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 	if !l.CanStart(run.Attempt) {
 		return nil // stale: this attempt started already, or the job moved on
 	}
-	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.Cause}
-	in := domain.DispatchInput{Attempt: run.Attempt, WaitingSince: run.WaitingSince, HoldFor: d.cfg.HoldFor,
-		RouteWait: l.RouteWait(d.cfg.RouteWait), CapacityWait: d.capacityWait(l.Namespace), Now: d.cfg.Now().UTC(), Jitter: d.cfg.Jitter(), Metadata: md}
-	in.HoldLow = l.Priority == domain.PriorityLow && d.cfg.HoldLow(ctx, l.Namespace)
+	in := d.input(ctx, nil, l, run)
+	md := in.Metadata
 	var agent *registry.Agent
 	if !in.HoldLow {
 		in.Route, agent = d.route(l, run.Prefer)
@@ -170,6 +169,16 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 		return err
 	}
 	return d.deliverAndRecord(ctx, run, l, agent, deadline, md)
+}
+
+// input is what a dispatch of run on l plans from, before its route,
+// reading in q (nil: the pool).
+func (d *Dispatcher) input(ctx context.Context, q eventstore.Querier, l *jobstore.Loaded, run Run) domain.DispatchInput {
+	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.Cause}
+	in := domain.DispatchInput{Attempt: run.Attempt, WaitingSince: run.WaitingSince, HoldFor: d.cfg.HoldFor,
+		RouteWait: l.RouteWait(d.cfg.RouteWait), CapacityWait: d.capacityWait(l.Namespace), Now: d.cfg.Now().UTC(), Jitter: d.cfg.Jitter(), Metadata: md}
+	in.HoldLow = l.Priority == domain.PriorityLow && d.cfg.HoldLow(ctx, q, l.Namespace)
+	return in
 }
 
 // StillBusy reports, from the registry's snapshot alone, whether a waiter
@@ -330,14 +339,18 @@ func (d *Dispatcher) waitOn(ctx context.Context, run Run, l *jobstore.Loaded, t 
 // deadline; on success l is the fold after ROUTED. The write shares its
 // transaction with concurrent ones (the unit of work's writer).
 func (d *Dispatcher) recordRouted(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event, rank time.Time) (time.Time, error) {
-	now := d.cfg.Now().UTC()
-	deadline := now.Add(l.Timeout())
+	w, deadline := d.routedWrite(l, agent, routed, rank)
+	return deadline, d.jobs.Write(ctx, w)
+}
+
+// routedWrite is recordRouted's write, and the attempt's deadline.
+func (d *Dispatcher) routedWrite(l *jobstore.Loaded, agent *registry.Agent, routed domain.Event, rank time.Time) (*jobstore.Write, time.Time) {
+	deadline := d.cfg.Now().UTC().Add(l.Timeout())
 	attempt := l.Attempts + 1
-	err := d.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed},
+	return &jobstore.Write{L: l, Events: []domain.Event{routed},
 		Effects: domain.Effects{Timer: &domain.Timer{Attempt: attempt, AgentID: agent.AgentID, Phase: domain.PhaseRouted, Due: deadline.Add(d.cfg.LostAfter)}},
 		Slot: &jobstore.Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}, MaxConcurrent: agent.MaxConcurrent,
-			Attempt: attempt, Rank: rank}})
-	return deadline, err
+			Attempt: attempt, Rank: rank}}, deadline
 }
 
 // rank is the run's rank among the attempts waiting for a slot

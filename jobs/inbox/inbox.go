@@ -142,11 +142,16 @@ func (b *Inbox) Run(ctx context.Context) {
 // routed and does nothing). Nothing is sent: the agent's claim delivers
 // it.
 func (b *Inbox) Put(ctx context.Context, l *jobstore.Loaded, agent *registry.Agent, routed domain.Event, rank time.Time) error {
+	return b.jobs.Write(ctx, b.PutWrite(l, agent, routed, rank))
+}
+
+// PutWrite is Put's write, for a transaction of the caller's.
+func (b *Inbox) PutWrite(l *jobstore.Loaded, agent *registry.Agent, routed domain.Event, rank time.Time) *jobstore.Write {
 	key := domain.AgentKey{Namespace: l.Namespace, ID: agent.AgentID}
 	attempt := l.Attempts + 1
-	return b.jobs.Write(ctx, &jobstore.Write{L: l, Events: []domain.Event{routed}, Notify: key.String(),
+	return &jobstore.Write{L: l, Events: []domain.Event{routed}, Notify: key.String(),
 		Effects: domain.Effects{Timer: domain.InboxTimer(attempt, key.Namespace, key.ID, b.cfg.Now().UTC(), b.cfg.ClaimTimeout)},
-		Slot:    &jobstore.Slot{Agent: key, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt, Rank: rank}})
+		Slot:    &jobstore.Slot{Agent: key, MaxConcurrent: agent.MaxConcurrent, Attempt: attempt, Rank: rank}}
 }
 
 // Claim answers up to max deliveries from pull agent a's inbox, waiting up

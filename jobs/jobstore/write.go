@@ -244,9 +244,16 @@ func (s *Store) Write(ctx context.Context, w *Write) error {
 	if w.Err != nil {
 		return w.Err
 	}
+	s.moveOn(ctx, w)
+	return nil
+}
+
+// moveOn moves the fold of w, committed, on to the state after its events,
+// with the times Load would read.
+func (s *Store) moveOn(ctx context.Context, w *Write) {
 	s.finished(ctx, w.L.Status, w.After.Status)
 	l := w.L
-	for _, e := range w.Events { // the times Load would read
+	for _, e := range w.Events {
 		if e.Type != domain.EventCallbackSent && e.Type != domain.EventCallbackFailed {
 			l.UpdatedAt = w.At
 		}
@@ -258,7 +265,6 @@ func (s *Store) Write(ctx context.Context, w *Write) error {
 		l.FinishedAt = w.At
 	}
 	l.Job = w.After
-	return nil
 }
 
 // WriteRetrying writes what decide decides, again (up to 5 times) when a

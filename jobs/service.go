@@ -225,7 +225,11 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		}},
 		now: time.Now, pressureSeen: map[jobstore.Lane]bool{}, waiters: make(chan struct{}, 1)}
 	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{Reads: cfg.ReadPool, LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
-		QueueLimit: cfg.Watermarks.Limit, AgentsChannel: registry.NotifyChannel, Woken: s.handOver, Now: func() time.Time { return s.now() }, Finished: s.countFinished})
+		QueueLimit: cfg.Watermarks.Limit, AgentsChannel: registry.NotifyChannel, Woken: s.handOver,
+		Route: func(ctx context.Context, tx pgx.Tx, woken []jobstore.Woken) []jobstore.Routed {
+			return s.dispatcher.RouteWoken(ctx, tx, woken)
+		},
+		Now: func() time.Time { return s.now() }, Finished: s.countFinished})
 	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
 		Now: func() time.Time { return s.now() }, Jitter: s.jitter, Claimed: func(ctx context.Context) {
 			s.metrics.deliveries.Add(ctx, 1, telemetry.WithAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),

@@ -184,10 +184,61 @@ func (d *Dispatcher) RouteAtSubmit(l *jobstore.Loaded) (domain.Event, *registry.
 // its outcome, as Dispatch does after ROUTED.
 func (d *Dispatcher) deliverRouted(ctx context.Context, run Run, st Start) error {
 	l := st.L
-	ctx, span := d.span(ctx, l, 1)
+	ctx, span := d.span(ctx, l, run.Attempt)
 	defer span.End()
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.Cause}
 	return d.deliverAndRecord(ctx, run, l, st.Agent, st.Deadline, md)
+}
+
+// RouteWoken routes in tx (the transaction whose slot given back woke
+// them, jobstore.Config.Route) the waiters woken for a slot of their
+// agent: a push agent's attempt is delivered by a direct dispatcher once
+// tx commits, a pull agent's waits in its inbox, its claim woken at the
+// commit. A waiter it cannot route to that agent here (its job moved on,
+// its low lane held back, the agent no longer a candidate, no direct
+// dispatcher free) is left to jobstore.Config.Woken.
+func (d *Dispatcher) RouteWoken(ctx context.Context, tx pgx.Tx, woken []jobstore.Woken) []jobstore.Routed {
+	loaded := make([]*jobstore.Loaded, len(woken))
+	for i, w := range woken {
+		l, err := d.jobs.Load(ctx, tx, w.JobID)
+		if err != nil {
+			return nil
+		}
+		loaded[i] = l
+	}
+	var out []jobstore.Routed
+	for i, w := range woken {
+		l := loaded[i]
+		if !l.CanStart(w.Attempt) {
+			continue
+		}
+		run := Run{Attempt: w.Attempt, WaitingSince: w.WaitingSince, Prefer: w.Agent, Cause: "direct"}
+		in := d.input(ctx, tx, l, run)
+		if in.HoldLow {
+			continue
+		}
+		route, agent := d.route(l, w.Agent)
+		if agent == nil || agent.AgentID != w.Agent {
+			continue
+		}
+		in.Route, in.Chosen, in.Pull = route, true, agent.Pull()
+		plan := domain.PlanDispatch(&l.Job, in)
+		switch {
+		case plan.Step == domain.StepInbox:
+			out = append(out, jobstore.Routed{JobID: l.JobID, Write: d.inbox.PutWrite(l, agent, plan.Events[0], d.rank(l, run)),
+				Done: func(bool) {}})
+		case plan.Step == domain.StepDeliver && d.Reserve():
+			wr, deadline := d.routedWrite(l, agent, plan.Events[0], d.rank(l, run))
+			out = append(out, jobstore.Routed{JobID: l.JobID, Write: wr, Done: func(committed bool) {
+				if !committed {
+					d.Release()
+					return
+				}
+				d.Direct(Start{L: l, Agent: agent, Deadline: deadline, Attempt: w.Attempt, WaitingSince: w.WaitingSince, Prefer: w.Agent})
+			}})
+		}
+	}
+	return out
 }
 
 // HandOver enqueues the attempt q of job id in River's dispatch queue,

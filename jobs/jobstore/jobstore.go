@@ -66,6 +66,13 @@ type Config struct {
 	// deadline sweep enqueues them in River). Unset, a commit wakes the
 	// deadline sweep instead (WakeWaiters).
 	Woken func([]Woken)
+	// Route, if set, routes the waiters a slot given back woke in the
+	// transaction that gave it back: the writes it answers (each taking
+	// the slot of its waiter's agent, ROUTED appended) are written there
+	// in a savepoint, so the next job's route costs no transaction of its
+	// own. A waiter it leaves out, or whose write fails (the savepoint
+	// rolled back, the rest of the transaction unharmed), goes to Woken.
+	Route func(ctx context.Context, tx pgx.Tx, woken []Woken) []Routed
 	// Finished, if set, is told of every job a committed write ended.
 	Finished func(ctx context.Context, before, after domain.JobStatus)
 }
@@ -77,6 +84,15 @@ type Woken struct {
 	Attempt      int
 	WaitingSince time.Time
 	Agent        string
+}
+
+// Routed is a woken waiter routed in the transaction that woke it
+// (Config.Route): its write, and Done, told once the transaction ends
+// whether the write committed in it.
+type Routed struct {
+	JobID string
+	Write *Write
+	Done  func(committed bool)
 }
 
 // EnqueueKind is what a River job inserted for a write does.

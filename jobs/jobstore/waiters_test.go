@@ -338,3 +338,74 @@ func TestQueuedWaiterCarriesItsAgent(t *testing.T) {
 	require.Equal(t, l.JobID, last.JobID)
 	require.Equal(t, "one-slot", last.Agent)
 }
+
+// TestWokenWaiterRoutedInTheGivingTransaction: with Config.Route, the
+// transaction that gives a slot back also routes the waiter it woke
+// (ROUTED at the same transaction time, the slot taken, the routed timer
+// set), and the waiter goes to Woken no more. A route that fails there (a
+// stale fold) is rolled back to its savepoint alone: the slot given back
+// stands, the waiter goes to Woken as without Route, and Done says so.
+func TestWokenWaiterRoutedInTheGivingTransaction(t *testing.T) {
+	t.Parallel()
+	ws := newWokenStore(t)
+	s := ws.Store
+	ctx := context.Background()
+	agentRow(t, s, "one-slot", "doc:parse")
+	var done []bool
+	stale := false
+	s.cfg.Route = func(ctx context.Context, tx pgx.Tx, woken []Woken) []Routed {
+		var out []Routed
+		for _, w := range woken {
+			l, err := s.Load(ctx, tx, w.JobID)
+			require.NoError(t, err)
+			if stale {
+				l.Version-- // another write came between: its append conflicts
+			}
+			out = append(out, Routed{JobID: w.JobID, Done: func(committed bool) { done = append(done, committed) },
+				Write: &Write{L: l, Events: []domain.Event{routedEvent(l, w.Agent)},
+					Effects: domain.Effects{Timer: &domain.Timer{Attempt: w.Attempt, AgentID: w.Agent, Phase: domain.PhaseRouted, Due: time.Now().Add(time.Hour)}},
+					Slot:    &Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: w.Agent}, MaxConcurrent: 1, Attempt: w.Attempt}}})
+		}
+		return out
+	}
+	at := func(id string, typ domain.EventType) (recorded time.Time) {
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT max(recorded_at) FROM events WHERE stream_id = $1 AND type = $2`,
+			domain.JobStream(id), string(typ)).Scan(&recorded))
+		return recorded
+	}
+	slotOf := func(id string) (n int) {
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(*) FROM agent_slots WHERE job_id = $1`, id).Scan(&n))
+		return n
+	}
+
+	holder := newJobOf(t, s, "doc:parse", domain.PriorityNormal)
+	require.NoError(t, takeSlot(s, holder, "one-slot", time.Time{}))
+	waiter := waitingWrite(t, domain.PriorityNormal, time.Time{})
+	commitAll(t, s, []*Write{waiter})
+	require.Empty(t, ws.take(), "the slot is held")
+
+	endAttempt(t, s, holder)
+	require.Equal(t, []bool{true}, done)
+	require.Empty(t, ws.take(), "routed already: nothing for Woken")
+	require.Equal(t, at(holder.JobID, domain.EventAttemptFailed), at(waiter.jobID(), domain.EventRouted), "one transaction")
+	require.Equal(t, 1, slotOf(waiter.jobID()))
+	var phase string
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT phase FROM job_timers WHERE job_id = $1`, waiter.jobID()).Scan(&phase))
+	require.Equal(t, "routed", phase)
+
+	// The waiter's attempt ends in turn; the next waiter's route is stale.
+	routed, err := s.Load(ctx, nil, waiter.jobID())
+	require.NoError(t, err)
+	next := waitingWrite(t, domain.PriorityNormal, time.Time{})
+	commitAll(t, s, []*Write{next})
+	stale, done = true, nil
+	endAttempt(t, s, routed)
+	require.Equal(t, []bool{false}, done)
+	got := ws.take()
+	require.Len(t, got, 1, "left to Woken")
+	require.Equal(t, next.jobID(), got[0].JobID)
+	require.Zero(t, slotOf(routed.JobID), "the slot given back stands")
+	require.Zero(t, slotOf(next.jobID()), "the route was rolled back")
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT phase FROM job_timers WHERE job_id = $1`, next.jobID()).Scan(&phase))
+	require.Equal(t, "queued", phase, "woken, for the committing process to dispatch")
+}

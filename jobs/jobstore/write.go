@@ -475,20 +475,75 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted, wokenInto); err != nil {
 		return culprit, err
 	}
+	var routed []Routed
+	if len(woken) > 0 && s.cfg.Route != nil {
+		routed = s.routeWoken(ctx, tx, woken)
+		defer func() {
+			for _, r := range routed {
+				r.Done(err == nil)
+			}
+		}()
+	}
 	if err := tx.Commit(ctx); err != nil {
-		appended := slices.ContainsFunc(ws, func(w *Write) bool { return w.Err == nil && len(w.Events) > 0 })
+		appended := slices.ContainsFunc(ws, func(w *Write) bool { return w.Err == nil && len(w.Events) > 0 }) || len(routed) > 0
 		if err := eventstore.CommitOutcome(ctx, s.pool, xid, appended, err); err != nil {
 			return nil, err
 		}
 	}
-	if len(woken) > 0 && s.cfg.Woken != nil {
-		s.cfg.Woken(woken)
-	}
 	for _, w := range ws {
 		w.At = at
 	}
+	for _, r := range routed {
+		r.Write.At = at
+		s.moveOn(ctx, r.Write)
+		woken = slices.DeleteFunc(woken, func(wk Woken) bool { return wk.JobID == r.JobID })
+	}
+	if len(woken) > 0 && s.cfg.Woken != nil {
+		s.cfg.Woken(woken)
+	}
 	return nil, nil
 }
+
+// routeWoken writes in tx, in a savepoint, the routes Config.Route
+// decides for the waiters woken there, and answers those written. When
+// one fails (its job moved on, a slot taken after all), the savepoint is
+// rolled back and every waiter goes to Woken after the commit, as
+// without Route; the transaction's own writes are unharmed.
+func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken) []Routed {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil
+	}
+	routed := s.cfg.Route(ctx, sp, woken)
+	ws := make([]*Write, 0, len(routed))
+	for _, r := range routed {
+		if err == nil {
+			err = r.Write.Decide()
+		}
+		ws = append(ws, r.Write)
+	}
+	if err == nil && len(ws) > 0 {
+		_, err = s.writeIn(ctx, sp, ws, false, false, nil)
+	}
+	for _, w := range ws {
+		err = cmp.Or(err, w.Err)
+	}
+	if err == nil && len(ws) > 0 {
+		err = sp.Commit(ctx) // RELEASE SAVEPOINT
+	} else {
+		err = cmp.Or(sp.Rollback(ctx), err, errNothingRouted)
+	}
+	if err != nil {
+		for _, r := range routed {
+			r.Done(false)
+		}
+		return nil
+	}
+	return routed
+}
+
+// errNothingRouted: Config.Route routed none of the waiters.
+var errNothingRouted = errors.New("no woken waiter routed")
 
 // writeIn writes ws in tx: River's jobs, then the timer locks, events and
 // effects (all writes' in one round trip, or with alone each write's in

@@ -434,3 +434,33 @@ func TestSharedAppendPlanProbesTheIndex(t *testing.T) {
 	require.NotContains(t, text, "Seq Scan on events", text)
 	require.NotContains(t, text, "hashed SubPlan", text)
 }
+
+// TestSharedAppendRunsOnGenericPlans: a transaction that appends to
+// streams with events before runs on generic plans from then on (the
+// shared append's custom plan cost more to make than to run), and the
+// setting ends with it: the connection goes back to the pool as it came.
+func TestSharedAppendRunsOnGenericPlans(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	conn, err := s.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	mode := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) (m string) {
+		require.NoError(t, q.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&m))
+		return m
+	}
+	appendIn := func(expected int) string {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		require.NoError(t, s.AppendAll(ctx, tx, nil, []eventstore.StreamAppend{{Stream: "job:g", Expected: expected, Events: []domain.Event{ev("A", 0)}}}, nil))
+		m := mode(tx)
+		require.NoError(t, tx.Commit(ctx))
+		return m
+	}
+	require.Equal(t, "auto", appendIn(eventstore.NoStream), "a new stream's append plans as it always did")
+	require.Equal(t, "force_generic_plan", appendIn(1))
+	require.Equal(t, "auto", mode(conn), "not past the transaction")
+}

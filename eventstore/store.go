@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,18 +180,14 @@ ON CONFLICT ON CONSTRAINT events_stream_version_key DO NOTHING
 RETURNING stream_id, version`
 
 // genericPlansSQL has the rest of a transaction run its statements on
-// generic plans, made once a connection. The shared append's custom plan
-// cost more to make than to run (1.8 against 0.4 ms a statement: a row's
-// partition is known only as it runs, so every partition of the log was
-// planned each time); its generic plan prunes the partitions as it runs
-// (TestSharedAppendPlanProbesTheIndex pins it).
+// generic plans, made once a connection. PostgreSQL kept planning the
+// writes' statements anew each time, at a cost above running them: the
+// shared append 1.8 ms against 0.4 (a row's partition is known only as it
+// runs, so every partition of the log was planned), the wake of the
+// waiters at submit (WakeNewWaitersIfFree) 0.5 against 0.45. Their
+// generic plans prune the partitions as they run
+// (TestSharedAppendPlanProbesTheIndex pins the append's).
 const genericPlansSQL = `SET LOCAL plan_cache_mode = force_generic_plan`
-
-// shared reports whether appends go in with appendsSQL: some stream has
-// events before them.
-func shared(appends []StreamAppend) bool {
-	return slices.ContainsFunc(appends, func(a StreamAppend) bool { return a.Expected != NoStream && len(a.Events) > 0 })
-}
 
 // StreamAppend is one stream's share of AppendAll: evs at the version
 // Expected (NoStream or a version the caller read).
@@ -236,11 +231,8 @@ func (e *StatementError) Unwrap() error { return e.Err }
 // to others once tx commits; call Committed after that.
 func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, appends []StreamAppend, after []Statement) error {
 	b := &pgx.Batch{}
-	lead := 0 // statements of AppendAll's own before the caller's
-	if shared(appends) {
-		b.Queue(genericPlansSQL)
-		lead = 1
-	}
+	const lead = 1 // statements of AppendAll's own before the caller's
+	b.Queue(genericPlansSQL)
 	for _, st := range before {
 		queueStatement(b, st)
 	}
@@ -255,7 +247,7 @@ func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, ap
 	for _, st := range after {
 		queueStatement(b, st)
 	}
-	if len(b.QueuedQueries) == 0 {
+	if len(b.QueuedQueries) == lead {
 		return nil
 	}
 	failed := -1 // the caller's statements and the appends', from 0

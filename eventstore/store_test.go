@@ -435,11 +435,11 @@ func TestSharedAppendPlanProbesTheIndex(t *testing.T) {
 	require.NotContains(t, text, "hashed SubPlan", text)
 }
 
-// TestSharedAppendRunsOnGenericPlans: a transaction that appends to
-// streams with events before runs on generic plans from then on (the
-// shared append's custom plan cost more to make than to run), and the
-// setting ends with it: the connection goes back to the pool as it came.
-func TestSharedAppendRunsOnGenericPlans(t *testing.T) {
+// TestAppendAllRunsOnGenericPlans: a transaction that writes through
+// AppendAll runs on generic plans from then on (the writes' custom plans
+// cost more to make than to run), and the setting ends with it: the
+// connection goes back to the pool as it came.
+func TestAppendAllRunsOnGenericPlans(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
 	conn, err := s.Pool().Acquire(ctx)
@@ -460,7 +460,9 @@ func TestSharedAppendRunsOnGenericPlans(t *testing.T) {
 		require.NoError(t, tx.Commit(ctx))
 		return m
 	}
-	require.Equal(t, "auto", appendIn(eventstore.NoStream), "a new stream's append plans as it always did")
-	require.Equal(t, "force_generic_plan", appendIn(1))
+	require.Equal(t, "auto", mode(conn))
+	require.Equal(t, "force_generic_plan", appendIn(eventstore.NoStream), "a new stream's append")
+	require.Equal(t, "auto", mode(conn), "not past the transaction")
+	require.Equal(t, "force_generic_plan", appendIn(1), "the shared append")
 	require.Equal(t, "auto", mode(conn), "not past the transaction")
 }

@@ -179,15 +179,20 @@ ORDER BY u.ord
 ON CONFLICT ON CONSTRAINT events_stream_version_key DO NOTHING
 RETURNING stream_id, version`
 
-// genericPlansSQL has the rest of a transaction run its statements on
-// generic plans, made once a connection. PostgreSQL kept planning the
-// writes' statements anew each time, at a cost above running them: the
-// shared append 1.8 ms against 0.4 (a row's partition is known only as it
-// runs, so every partition of the log was planned), the wake of the
-// waiters at submit (WakeNewWaitersIfFree) 0.5 against 0.45. Their
-// generic plans prune the partitions as they run
-// (TestSharedAppendPlanProbesTheIndex pins the append's).
-const genericPlansSQL = `SET LOCAL plan_cache_mode = force_generic_plan`
+// genericPlansSQL and customPlansSQL bracket AppendAll's statements: they
+// run on generic plans, made once a connection. PostgreSQL kept planning
+// them anew each time, at a cost above running them: the shared append
+// 1.8 ms against 0.4 (a row's partition is known only as it runs, so
+// every partition of the log was planned), the wake of the waiters at
+// submit (WakeNewWaitersIfFree) 0.5 against 0.45. Their generic plans
+// prune the partitions as they run (TestSharedAppendPlanProbesTheIndex
+// pins the append's). The rest of the transaction plans as before: a
+// generic plan locks every partition of the log it reads, where a read of
+// one stream planned for it locks its own.
+const (
+	genericPlansSQL = `SET LOCAL plan_cache_mode = force_generic_plan`
+	customPlansSQL  = `SET LOCAL plan_cache_mode TO DEFAULT`
+)
 
 // StreamAppend is one stream's share of AppendAll: evs at the version
 // Expected (NoStream or a version the caller read).
@@ -250,8 +255,10 @@ func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, ap
 	if len(b.QueuedQueries) == lead {
 		return nil
 	}
-	failed := -1 // the caller's statements and the appends', from 0
-	for i, qq := range b.QueuedQueries[lead:] {
+	n := len(b.QueuedQueries) - lead // the caller's statements and the appends'
+	b.Queue(customPlansSQL)
+	failed := -1 // of those n, from 0
+	for i, qq := range b.QueuedQueries[lead : lead+n] {
 		fn := qq.Fn
 		qq.Fn = func(br pgx.BatchResults) error {
 			var err error

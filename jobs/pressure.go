@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -29,17 +30,19 @@ type pressure struct {
 	at    time.Time
 	depth map[jobstore.Lane]int
 	high  map[jobstore.Lane]bool
+	// reading: a read of the depths is under way for heldLow.
+	reading atomic.Bool
 }
 
 // depths refreshes the view when it is older than pressureEvery.
-func (s *Service) depths(ctx context.Context, q eventstore.Querier) (map[jobstore.Lane]int, map[jobstore.Lane]bool, error) {
+func (s *Service) depths(ctx context.Context) (map[jobstore.Lane]int, map[jobstore.Lane]bool, error) {
 	p := &s.pressure
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.depth != nil && s.now().Sub(p.at) < pressureEvery {
 		return p.depth, p.high, nil
 	}
-	depth, err := s.jobs.LaneDepths(ctx, q)
+	depth, err := s.jobs.LaneDepths(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,8 +64,8 @@ func (s *Service) depths(ctx context.Context, q eventstore.Querier) (map[jobstor
 
 // holdLow reports whether low work of namespace ns is held back: one of its
 // lanes is above the high watermark.
-func (s *Service) holdLow(ctx context.Context, q eventstore.Querier, ns string) bool {
-	_, high, err := s.depths(ctx, q)
+func (s *Service) holdLow(ctx context.Context, ns string) bool {
+	_, high, err := s.depths(ctx)
 	if err != nil {
 		return false // the depths are a hint; a database problem shows elsewhere
 	}
@@ -74,6 +77,32 @@ func (s *Service) holdLow(ctx context.Context, q eventstore.Querier, ns string) 
 	return false
 }
 
+// heldLow is holdLow from the depths read last, for a transaction that
+// holds locks and must not wait on a read: known is false when they are
+// too old (or were never read), and a read starts in the background.
+func (s *Service) heldLow(ns string) (held, known bool) {
+	p := &s.pressure
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.depth == nil || s.now().Sub(p.at) >= pressureEvery {
+		if p.reading.CompareAndSwap(false, true) {
+			go func() {
+				defer p.reading.Store(false)
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_, _, _ = s.depths(ctx) // a failure shows elsewhere; the next caller tries again
+			}()
+		}
+		return false, false
+	}
+	for k := range p.high {
+		if k.Namespace == ns {
+			return true, true
+		}
+	}
+	return false, true
+}
+
 // SweepPressure records each lane's crossing of a watermark once: QUEUE_HIGH
 // above the high one, QUEUE_NORMAL under the low one again, on the lane's
 // stream (whose last event says its level, for every process), with one
@@ -82,7 +111,7 @@ func (s *Service) SweepPressure(ctx context.Context) error {
 	if err := s.jobs.RecountLanes(ctx); err != nil {
 		return err
 	}
-	depth, _, err := s.depths(ctx, nil)
+	depth, _, err := s.depths(ctx)
 	if err != nil {
 		return err
 	}

@@ -252,7 +252,7 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		dispatch.Carriers{Push: dispatch.Push{HTTP: s.http, ResultURL: s.resultURL, Now: func() time.Time { return s.now() }}, A2A: s.a2a.Carrier(),
 			MCP: dispatch.MCP{Client: s.mcpClient, Endpoint: reg.MCPEndpoint}},
 		logger, dispatch.Config{InlineWait: cfg.InlineWait, RouteWait: cfg.RouteWait, CapacityWait: cfg.CapacityWait, LostAfter: cfg.LostAfter,
-			HoldFor: pressureEvery, Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter, HoldLow: s.holdLow})
+			HoldFor: pressureEvery, Policy: s.attemptPolicy(), Now: func() time.Time { return s.now() }, Jitter: s.jitter, HoldLow: s.holdLow, HeldLow: s.heldLow})
 	s.initTelemetry()
 	return s
 }

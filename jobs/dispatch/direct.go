@@ -213,9 +213,13 @@ func (d *Dispatcher) RouteWoken(ctx context.Context, tx pgx.Tx, woken []jobstore
 			continue
 		}
 		run := Run{Attempt: w.Attempt, WaitingSince: w.WaitingSince, Prefer: w.Agent, Cause: "direct"}
-		in := d.input(ctx, tx, l, run)
-		if in.HoldLow {
-			continue
+		in := d.input(l, run)
+		if l.Priority == domain.PriorityLow {
+			// Whether its lane is held is read from what is known: tx
+			// holds locks and must not wait on a read (unknown: left).
+			if held, known := d.cfg.HeldLow(l.Namespace); held || !known {
+				continue
+			}
 		}
 		route, agent := d.route(l, w.Agent)
 		if agent == nil || agent.AgentID != w.Agent {

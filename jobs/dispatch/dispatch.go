@@ -51,9 +51,11 @@ type Config struct {
 	Now    func() time.Time
 	Jitter func() float64
 	// HoldLow reports whether namespace ns's low lane is held back
-	// (backpressure: high work is waiting), reading in q when it reads
-	// (nil: the pool).
-	HoldLow func(ctx context.Context, q eventstore.Querier, ns string) bool
+	// (backpressure: high work is waiting).
+	HoldLow func(ctx context.Context, ns string) bool
+	// HeldLow is HoldLow from what is known already, reading nothing
+	// (known is false when that is too old).
+	HeldLow func(ns string) (held, known bool)
 }
 
 // Carriers are the deliveries by protocol: A2A agents get SendMessage,
@@ -134,7 +136,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 	if !l.CanStart(run.Attempt) {
 		return nil // stale: this attempt started already, or the job moved on
 	}
-	in := d.input(ctx, nil, l, run)
+	in := d.input(l, run)
+	in.HoldLow = l.Priority == domain.PriorityLow && d.cfg.HoldLow(ctx, l.Namespace)
 	md := in.Metadata
 	var agent *registry.Agent
 	if !in.HoldLow {
@@ -171,14 +174,12 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 	return d.deliverAndRecord(ctx, run, l, agent, deadline, md)
 }
 
-// input is what a dispatch of run on l plans from, before its route,
-// reading in q (nil: the pool).
-func (d *Dispatcher) input(ctx context.Context, q eventstore.Querier, l *jobstore.Loaded, run Run) domain.DispatchInput {
+// input is what a dispatch of run on l plans from, before its route and
+// the hold of its low lane.
+func (d *Dispatcher) input(l *jobstore.Loaded, run Run) domain.DispatchInput {
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.Cause}
-	in := domain.DispatchInput{Attempt: run.Attempt, WaitingSince: run.WaitingSince, HoldFor: d.cfg.HoldFor,
+	return domain.DispatchInput{Attempt: run.Attempt, WaitingSince: run.WaitingSince, HoldFor: d.cfg.HoldFor,
 		RouteWait: l.RouteWait(d.cfg.RouteWait), CapacityWait: d.capacityWait(l.Namespace), Now: d.cfg.Now().UTC(), Jitter: d.cfg.Jitter(), Metadata: md}
-	in.HoldLow = l.Priority == domain.PriorityLow && d.cfg.HoldLow(ctx, q, l.Namespace)
-	return in
 }
 
 // StillBusy reports, from the registry's snapshot alone, whether a waiter

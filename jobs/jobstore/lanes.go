@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentreach/agentreach/domain"
-	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/sql/queries"
 )
 
@@ -139,11 +138,8 @@ func (s *Store) RecountLanes(ctx context.Context) error {
 // LaneDepths answers how many jobs wait in each lane that has had any:
 // never fewer than the truth, and no more than those that left since the
 // last recount.
-func (s *Store) LaneDepths(ctx context.Context, q eventstore.Querier) (map[Lane]int, error) {
-	if q == nil {
-		q = s.pool
-	}
-	rows, err := q.Query(ctx, qLaneDepths, nil, nil)
+func (s *Store) LaneDepths(ctx context.Context) (map[Lane]int, error) {
+	rows, err := s.pool.Query(ctx, qLaneDepths, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lane depths: %w", err)
 	}

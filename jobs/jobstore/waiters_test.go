@@ -408,4 +408,36 @@ func TestWokenWaiterRoutedInTheGivingTransaction(t *testing.T) {
 	require.Zero(t, slotOf(next.jobID()), "the route was rolled back")
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT phase FROM job_timers WHERE job_id = $1`, next.jobID()).Scan(&phase))
 	require.Equal(t, "queued", phase, "woken, for the committing process to dispatch")
+
+	// Another transaction holds the agent's slot lock (a writer taking
+	// one of its slots): the route does not wait for it, its waiter goes
+	// to Woken.
+	require.NoError(t, takeSlot(s, mustLoad(t, s, next.jobID()), "one-slot", time.Time{}))
+	last := waitingWrite(t, domain.PriorityNormal, time.Time{})
+	commitAll(t, s, []*Write{last})
+	holder2 := mustLoad(t, s, next.jobID())
+	lock, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback(ctx) }()
+	_, err = lock.Exec(ctx, qLockAgentSlots, domain.DefaultNamespace, "one-slot")
+	require.NoError(t, err)
+	stale, done = false, nil
+	ended := make(chan struct{})
+	go func() { defer close(ended); endAttempt(t, s, holder2) }()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slot given back waited for another transaction's slot lock")
+	}
+	require.Equal(t, []bool{false}, done)
+	got = ws.take()
+	require.Len(t, got, 1)
+	require.Equal(t, last.jobID(), got[0].JobID)
+}
+
+func mustLoad(t *testing.T, s *Store, id string) *Loaded {
+	t.Helper()
+	l, err := s.Load(context.Background(), nil, id)
+	require.NoError(t, err)
+	return l
 }

@@ -22,6 +22,7 @@ var (
 	qCountSlotsOfAgents = queries.Must("CountSlotsOfAgents")
 	qWaitersOfAgents    = queries.Must("WaitersOfAgents")
 	qLockAgentSlots     = queries.Must("LockAgentSlots")
+	qTryLockAgentSlots  = queries.Must("TryLockAgentSlots")
 	qLockJobTimers      = queries.Must("LockJobTimers")
 	qTransactionTime    = queries.Must("TransactionTime")
 
@@ -445,7 +446,7 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 		lanes = queueLaneLock(b, pre.Lanes)
 	}
 	if counted {
-		queueSlotCount(b, ws)
+		queueSlotCount(b, ws, false)
 	}
 	br := s.pool.SendBatch(ctx, b)
 	err = br.Close()
@@ -522,8 +523,14 @@ func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken) []Rout
 		}
 		ws = append(ws, r.Write)
 	}
+	if b := (&pgx.Batch{}); err == nil && queueSlotCount(b, ws, true) {
+		// The agents' slot locks come after this transaction's timer
+		// rows, the reverse of every other writer's order: never wait
+		// for one (a writer holding it gives the waiter to Woken).
+		err = sp.SendBatch(ctx, b).Close()
+	}
 	if err == nil && len(ws) > 0 {
-		_, err = s.writeIn(ctx, sp, ws, false, false, nil)
+		_, err = s.writeIn(ctx, sp, ws, false, true, nil)
 	}
 	for _, w := range ws {
 		err = cmp.Or(err, w.Err)
@@ -553,7 +560,7 @@ var errNothingRouted = errors.New("no woken waiter routed")
 func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, counted bool, woken *[]Woken) (culprit *Write, err error) {
 	if !counted {
 		b := &pgx.Batch{}
-		if queueSlotCount(b, ws) {
+		if queueSlotCount(b, ws, false) {
 			if err := tx.SendBatch(ctx, b).Close(); err != nil {
 				return nil, fmt.Errorf("count slots: %w", err)
 			}
@@ -687,17 +694,28 @@ func (s *Store) insertRiverJobs(ctx context.Context, tx pgx.Tx, ws []*Write) err
 // (WaitersOfAgents). Reading them, the writes of ws take the free ones in
 // turn, leaving one to each attempt whose turn came with a lower rank
 // than theirs (Slot.Rank; a slot given back woke it, and its dispatch is
-// on its way); a write refused one gets ErrNoSlot. It reports whether it
-// queued any.
-func queueSlotCount(b *pgx.Batch, ws []*Write) bool {
+// on its way); a write refused one gets ErrNoSlot. With try, a lock
+// another transaction holds is not waited for: the writes for that agent
+// get ErrNoSlot. It reports whether it queued any.
+func queueSlotCount(b *pgx.Batch, ws []*Write, try bool) bool {
 	limited := slotLimitedAgents(ws)
 	if len(limited) == 0 {
 		return false
 	}
 	nss, ids := make([]string, len(limited)), make([]string, len(limited))
+	busy := map[domain.AgentKey]bool{} // locked by another transaction (try)
 	for i, k := range limited {
 		nss[i], ids[i] = k.Namespace, k.ID
-		b.Queue(qLockAgentSlots, k.Namespace, k.ID)
+		if !try {
+			b.Queue(qLockAgentSlots, k.Namespace, k.ID)
+			continue
+		}
+		b.Queue(qTryLockAgentSlots, k.Namespace, k.ID).QueryRow(func(row pgx.Row) error {
+			var locked bool
+			err := row.Scan(&locked)
+			busy[k] = !locked
+			return err
+		})
 	}
 	type waiter struct {
 		job  string
@@ -724,6 +742,10 @@ func queueSlotCount(b *pgx.Batch, ws []*Write) bool {
 		for _, w := range ws {
 			c := w.Slot
 			if c == nil || c.MaxConcurrent <= 0 || w.Err != nil {
+				continue
+			}
+			if busy[c.Agent] {
+				w.Err = ErrNoSlot
 				continue
 			}
 			ahead := 0

@@ -148,6 +148,10 @@ SELECT t::text FROM %s t ORDER BY 1;
 -- Serialises slot-taking for one agent (namespace, agent id) until the transaction ends.
 SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2::text, 0));
 
+-- name: TryLockAgentSlots
+-- LockAgentSlots without waiting: false when another transaction holds it.
+SELECT pg_try_advisory_xact_lock(hashtextextended($1::text || '/' || $2::text, 0));
+
 -- name: CountAgentSlots
 -- How many attempts hold a slot of the agent.
 SELECT count(*) FROM agent_slots WHERE namespace = $1 AND agent_id = $2;

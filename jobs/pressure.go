@@ -69,6 +69,11 @@ func (s *Service) holdLow(ctx context.Context, ns string) bool {
 	if err != nil {
 		return false // the depths are a hint; a database problem shows elsewhere
 	}
+	return highIn(high, ns)
+}
+
+// highIn reports whether a lane of namespace ns is among the high ones.
+func highIn(high map[jobstore.Lane]bool, ns string) bool {
 	for k := range high {
 		if k.Namespace == ns {
 			return true
@@ -95,12 +100,7 @@ func (s *Service) heldLow(ns string) (held, known bool) {
 		}
 		return false, false
 	}
-	for k := range p.high {
-		if k.Namespace == ns {
-			return true, true
-		}
-	}
-	return false, true
+	return highIn(p.high, ns), true
 }
 
 // SweepPressure records each lane's crossing of a watermark once: QUEUE_HIGH

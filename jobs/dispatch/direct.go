@@ -213,20 +213,20 @@ func (d *Dispatcher) RouteWoken(ctx context.Context, tx pgx.Tx, woken []jobstore
 			continue
 		}
 		run := Run{Attempt: w.Attempt, WaitingSince: w.WaitingSince, Prefer: w.Agent, Cause: "direct"}
-		in := d.input(l, run)
+		holdLow := false
 		if l.Priority == domain.PriorityLow {
 			// Whether its lane is held is read from what is known: tx
 			// holds locks and must not wait on a read (unknown: left).
-			if held, known := d.cfg.HeldLow(l.Namespace); held || !known {
+			held, known := d.cfg.HeldLow(l.Namespace)
+			if !known {
 				continue
 			}
+			holdLow = held
 		}
-		route, agent := d.route(l, w.Agent)
+		_, plan, agent := d.plan(l, run, holdLow)
 		if agent == nil || agent.AgentID != w.Agent {
-			continue
+			continue // held back, or routed elsewhere: not this slot's
 		}
-		in.Route, in.Chosen, in.Pull = route, true, agent.Pull()
-		plan := domain.PlanDispatch(&l.Job, in)
 		switch {
 		case plan.Step == domain.StepInbox:
 			out = append(out, jobstore.Routed{JobID: l.JobID, Write: d.inbox.PutWrite(l, agent, plan.Events[0], d.rank(l, run)),

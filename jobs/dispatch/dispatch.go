@@ -136,15 +136,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 	if !l.CanStart(run.Attempt) {
 		return nil // stale: this attempt started already, or the job moved on
 	}
-	in := d.input(l, run)
-	in.HoldLow = l.Priority == domain.PriorityLow && d.cfg.HoldLow(ctx, l.Namespace)
+	in, plan, agent := d.plan(l, run, l.Priority == domain.PriorityLow && d.cfg.HoldLow(ctx, l.Namespace))
 	md := in.Metadata
-	var agent *registry.Agent
-	if !in.HoldLow {
-		in.Route, agent = d.route(l, run.Prefer)
-		in.Chosen, in.Pull = agent != nil, agent != nil && agent.Pull()
-	}
-	plan := domain.PlanDispatch(&l.Job, in)
 	switch plan.Step {
 	case domain.StepStale:
 		return nil
@@ -174,12 +167,19 @@ func (d *Dispatcher) Dispatch(ctx context.Context, l *jobstore.Loaded, run Run) 
 	return d.deliverAndRecord(ctx, run, l, agent, deadline, md)
 }
 
-// input is what a dispatch of run on l plans from, before its route and
-// the hold of its low lane.
-func (d *Dispatcher) input(l *jobstore.Loaded, run Run) domain.DispatchInput {
+// plan plans a dispatch of run on l (holdLow: its low lane is held back,
+// so it is not routed): what it planned from, the plan, and the agent
+// routed to (nil: none).
+func (d *Dispatcher) plan(l *jobstore.Loaded, run Run, holdLow bool) (domain.DispatchInput, domain.DispatchPlan, *registry.Agent) {
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: run.Cause}
-	return domain.DispatchInput{Attempt: run.Attempt, WaitingSince: run.WaitingSince, HoldFor: d.cfg.HoldFor,
+	in := domain.DispatchInput{Attempt: run.Attempt, WaitingSince: run.WaitingSince, HoldFor: d.cfg.HoldFor, HoldLow: holdLow,
 		RouteWait: l.RouteWait(d.cfg.RouteWait), CapacityWait: d.capacityWait(l.Namespace), Now: d.cfg.Now().UTC(), Jitter: d.cfg.Jitter(), Metadata: md}
+	var agent *registry.Agent
+	if !holdLow {
+		in.Route, agent = d.route(l, run.Prefer)
+		in.Chosen, in.Pull = agent != nil, agent != nil && agent.Pull()
+	}
+	return in, domain.PlanDispatch(&l.Job, in), agent
 }
 
 // StillBusy reports, from the registry's snapshot alone, whether a waiter

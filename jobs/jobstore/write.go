@@ -511,46 +511,55 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 // rolled back and every waiter goes to Woken after the commit, as
 // without Route; the transaction's own writes are unharmed.
 func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken) []Routed {
-	sp, err := tx.Begin(ctx)
+	sp, err := tx.Begin(ctx) // a savepoint
 	if err != nil {
 		return nil
 	}
 	routed := s.cfg.Route(ctx, sp, woken)
-	ws := make([]*Write, 0, len(routed))
-	for _, r := range routed {
+	if len(routed) > 0 {
+		err := s.writeRouted(ctx, sp, routed)
 		if err == nil {
-			err = r.Write.Decide()
+			err = sp.Commit(ctx) // RELEASE SAVEPOINT
 		}
-		ws = append(ws, r.Write)
-	}
-	if b := (&pgx.Batch{}); err == nil && queueSlotCount(b, ws, true) {
-		// The agents' slot locks come after this transaction's timer
-		// rows, the reverse of every other writer's order: never wait
-		// for one (a writer holding it gives the waiter to Woken).
-		err = sp.SendBatch(ctx, b).Close()
-	}
-	if err == nil && len(ws) > 0 {
-		_, err = s.writeIn(ctx, sp, ws, false, true, nil)
-	}
-	for _, w := range ws {
-		err = cmp.Or(err, w.Err)
-	}
-	if err == nil && len(ws) > 0 {
-		err = sp.Commit(ctx) // RELEASE SAVEPOINT
-	} else {
-		err = cmp.Or(sp.Rollback(ctx), err, errNothingRouted)
-	}
-	if err != nil {
+		if err == nil {
+			return routed
+		}
 		for _, r := range routed {
 			r.Done(false)
 		}
-		return nil
 	}
-	return routed
+	_ = sp.Rollback(ctx) // nothing routed: as if never tried (a failure fails the commit)
+	return nil
 }
 
-// errNothingRouted: Config.Route routed none of the waiters.
-var errNothingRouted = errors.New("no woken waiter routed")
+// writeRouted writes the routes of routed in sp, each taking its agent's
+// slot; one refused a slot fails them all.
+func (s *Store) writeRouted(ctx context.Context, sp pgx.Tx, routed []Routed) error {
+	ws := make([]*Write, len(routed))
+	for i, r := range routed {
+		if err := r.Write.Decide(); err != nil {
+			return err
+		}
+		ws[i] = r.Write
+	}
+	if b := (&pgx.Batch{}); queueSlotCount(b, ws, true) {
+		// The agents' slot locks come after this transaction's timer
+		// rows, the reverse of every other writer's order: never wait
+		// for one (a writer holding it gives the waiter to Woken).
+		if err := sp.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+	}
+	if _, err := s.writeIn(ctx, sp, ws, false, true, nil); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w.Err != nil {
+			return w.Err
+		}
+	}
+	return nil
+}
 
 // writeIn writes ws in tx: River's jobs, then the timer locks, events and
 // effects (all writes' in one round trip, or with alone each write's in

@@ -88,12 +88,25 @@ func New(pool *pgxpool.Pool) *Store {
 // Pool returns the store's pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
+// An append's base event (its stream's last) must be of this transaction
+// or of one that took its id before it: the log is read in the order of
+// transaction ids (ReadAll), and a transaction that took its id (its
+// first write) and then read a stream another, younger transaction had
+// meanwhile committed to would put its append before that stream's
+// previous event; every reader of the log would meet the stream's
+// versions out of order (the jobs' projection stopped at such a job:
+// ROUTED before SUBMITTED). appendSQL and appendsSQL refuse such an
+// append as a conflict, the writer decides again in a new transaction,
+// which is younger (TestAppendOntoAYoungerTransactionConflicts).
+//
+// appendSQL appends to one stream after its last event.
 const appendSQL = `
-WITH cur AS (SELECT coalesce(max(version), 0) AS v FROM events WHERE stream_id = $1 AND ` + inStream + `)
+WITH last AS (SELECT version, tx_id FROM events WHERE stream_id = $1 AND ` + inStream + ` ORDER BY version DESC LIMIT 1),
+cur AS (SELECT coalesce((SELECT version FROM last), 0) AS v, (SELECT tx_id FROM last) AS tx)
 INSERT INTO events (stream_id, version, type, data, metadata, stream_at)
 SELECT $1, cur.v + u.ord, u.t, u.d::jsonb, u.m::jsonb, events_stream_at($1)
 FROM cur, unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(t, d, m, ord)
-WHERE $2 < 0 OR cur.v = $2
+WHERE ($2 < 0 OR cur.v = $2) AND (cur.tx IS NULL OR cur.tx <= pg_current_xact_id())
 ORDER BY u.ord
 RETURNING position, tx_id::text, version, recorded_at`
 
@@ -162,9 +175,10 @@ func encode(stream string, evs []domain.Event) (types, datas, metas []string, er
 // the version its append expects, its own version, type, data and
 // metadata). An event whose version is taken (an append behind its
 // stream's end, or a second append to one stream) is left out, as is every
-// event of an append past its stream's end; RETURNING says which went in.
+// event of an append past its stream's end, or onto a base event of a
+// younger transaction (see appendSQL); RETURNING says which went in.
 //
-// The check that an append's base version exists is a scalar subquery, not
+// The check of an append's base event is a scalar subquery, not
 // EXISTS: PostgreSQL may turn an EXISTS under OR into a hashed subplan that
 // reads the whole log, and a plan cached while the log was small keeps
 // doing so as it grows (35 ms a statement at 50,000 events). A scalar
@@ -173,8 +187,8 @@ const appendsSQL = `
 INSERT INTO events (stream_id, version, type, data, metadata, stream_at)
 SELECT u.s, u.v, u.t, u.d::jsonb, u.m::jsonb, events_stream_at(u.s)
 FROM unnest($1::text[], $2::int[], $3::int[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(s, base, v, t, d, m, ord)
-WHERE u.base = 0 OR (SELECT e.version FROM events e
-    WHERE e.stream_id = u.s AND e.version = u.base AND e.stream_at IN (events_stream_at(u.s), '-infinity')) IS NOT NULL
+WHERE u.base = 0 OR (SELECT e.tx_id FROM events e
+    WHERE e.stream_id = u.s AND e.version = u.base AND e.stream_at IN (events_stream_at(u.s), '-infinity')) <= pg_current_xact_id()
 ORDER BY u.ord
 ON CONFLICT ON CONSTRAINT events_stream_version_key DO NOTHING
 RETURNING stream_id, version`

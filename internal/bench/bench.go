@@ -217,6 +217,7 @@ func Main(ctx context.Context, env cli.Env, args []string, serve Serve) error {
 		if err := step.run(ctx); err != nil {
 			return err
 		}
+		r.progress("%s: done; the process's peak RSS so far %.0f MB", step.phase, peakRSSMB())
 		if n := refusedSubmits.Load(); n > 0 && step.phase != "submits" {
 			// Refused submits were waited out and sent again: the phase
 			// ran to its end, slower than the service could have taken it.
@@ -323,7 +324,7 @@ func (r *run) baselines(ctx context.Context, serverDSN, benchDSN, pgbenchDB stri
 		return fmt.Errorf("river baseline: %w", err)
 	}
 	r.riverRate = rate
-	r.progress("River: %.0f jobs/s", rate)
+	r.progress("River: %.0f jobs/s; the process's peak RSS so far %.0f MB", rate, peakRSSMB())
 	return nil
 }
 

@@ -108,3 +108,18 @@ func LastPosition(ctx context.Context, q Querier) (int64, error) {
 	}
 	return p, nil
 }
+
+// ReadStreamVersions reads stream's events from version from to version
+// to, in version order, in q.
+func ReadStreamVersions(ctx context.Context, q Querier, stream string, from, to int) ([]Record, error) {
+	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 AND `+inStream+`
+		AND version BETWEEN $2 AND $3 ORDER BY version`, stream, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s versions %d to %d: %w", stream, from, to, err)
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s versions %d to %d: %w", stream, from, to, err)
+	}
+	return recs, nil
+}

@@ -66,27 +66,54 @@ func (Jobs) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) err
 		}
 		row := rows[id]
 		if row == nil {
-			row = &jobRow{submittedAt: r.RecordedAt}
+			row = &jobRow{}
 			rows[id] = row
 		}
 		if r.Version <= row.job.Version {
-			continue // already folded (never happens with a correct checkpoint)
+			continue // already folded (an earlier version that came late, below)
 		}
-		if err := row.job.Apply(r.Event()); err != nil {
-			return fmt.Errorf("job %s version %d: %w", id, r.Version, err)
+		if r.Version > row.job.Version+1 {
+			// Versions that come after this one in the log's order: a log
+			// written before appends onto a younger transaction's event were
+			// refused (eventstore's appendSQL) may hold a job's ROUTED before
+			// its SUBMITTED. Fold them from the stream first; each is passed
+			// over above when the log reaches it.
+			gap, err := eventstore.ReadStreamVersions(ctx, tx, r.StreamID, row.job.Version+1, r.Version-1)
+			if err != nil {
+				return err
+			}
+			for _, g := range gap {
+				if err := row.fold(id, g); err != nil {
+					return err
+				}
+			}
 		}
-		if row.traceID == "" {
-			row.traceID = r.Metadata.TraceID
-		}
-		if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed && r.Type != domain.EventResultDuplicate {
-			row.updatedAt = r.RecordedAt
-		}
-		if row.job.Status.Terminal() && row.finishedAt == nil {
-			t := r.RecordedAt
-			row.finishedAt = &t
+		if err := row.fold(id, r); err != nil {
+			return err
 		}
 	}
 	return upsertJobRows(ctx, tx, rows)
+}
+
+// fold folds r, the job's next event, into row.
+func (row *jobRow) fold(id string, r eventstore.Record) error {
+	if err := row.job.Apply(r.Event()); err != nil {
+		return fmt.Errorf("job %s version %d: %w", id, r.Version, err)
+	}
+	if r.Version == 1 || row.submittedAt.IsZero() {
+		row.submittedAt = r.RecordedAt
+	}
+	if row.traceID == "" {
+		row.traceID = r.Metadata.TraceID
+	}
+	if r.Type != domain.EventCallbackSent && r.Type != domain.EventCallbackFailed && r.Type != domain.EventResultDuplicate {
+		row.updatedAt = r.RecordedAt
+	}
+	if row.job.Status.Terminal() && row.finishedAt == nil {
+		t := r.RecordedAt
+		row.finishedAt = &t
+	}
+	return nil
 }
 
 // upsertJobRows writes the rows in one statement, one array a column.

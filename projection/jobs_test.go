@@ -227,3 +227,65 @@ func TestSnapshotTablesMatchTheirReadModels(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsProjectionFoldsVersionsThatComeLate: a log written before
+// appends onto a younger transaction's event were refused can hold a
+// job's ROUTED (an older transaction) before its SUBMITTED; the
+// projection folds the job in version order all the same, live and
+// rebuilt, instead of stopping there.
+func TestJobsProjectionFoldsVersionsThatComeLate(t *testing.T) {
+	t.Parallel()
+	s := eventstore.New(pgtest.NewPool(t))
+	ctx := context.Background()
+	p := eventstore.NewProjector(s, quiet(), projection.Jobs{})
+	before := appendJob(t, s, 0)
+
+	id := uuid.Must(uuid.NewV7()).String()
+	md := domain.Metadata{TraceID: "trace-late", Actor: "test"}
+	older, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer older.Rollback(ctx) //nolint:errcheck // a failed check leaves it open
+	_, err = older.Exec(ctx, `SELECT pg_current_xact_id()`)
+	require.NoError(t, err)
+	_, err = s.Append(ctx, domain.JobStream(id), eventstore.NoStream, domain.NewEvent(domain.EventSubmitted, domain.Submitted{
+		JobID: id, Namespace: "default", Capability: "cap.late", Payload: json.RawMessage(`{}`), Priority: domain.PriorityNormal,
+		MaxAttempts: 3, TimeoutMS: 1000,
+	}, md))
+	require.NoError(t, err)
+	routed := domain.NewEvent(domain.EventRouted, domain.Routed{Attempt: 1, AgentID: "a1"}, md)
+	meta, err := json.Marshal(routed.Metadata)
+	require.NoError(t, err)
+	_, err = older.Exec(ctx, `INSERT INTO events (stream_id, version, type, data, metadata, stream_at)
+		VALUES ($1, 2, $2, $3, $4, events_stream_at($1))`, domain.JobStream(id), string(routed.Type), string(routed.Data), string(meta))
+	require.NoError(t, err, "written as such a log was, past the append's check")
+	require.NoError(t, older.Commit(ctx))
+	after := appendJob(t, s, 1)
+
+	var order []int
+	require.NoError(t, pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		recs, err := s.ReadAll(ctx, tx, eventstore.Cursor{}, 100)
+		for _, r := range recs {
+			if r.StreamID == domain.JobStream(id) {
+				order = append(order, r.Version)
+			}
+		}
+		return err
+	}))
+	require.Equal(t, []int{2, 1}, order, "the log's order has ROUTED first")
+
+	require.NoError(t, p.Settle(ctx))
+	live := dumpJobs(t, s)
+	byID := map[string]jobsRow{}
+	for _, r := range live {
+		byID[r.ID] = r
+	}
+	require.Len(t, byID, 3, "the jobs before and after it folded too")
+	require.Equal(t, jobsRow{ID: id, Namespace: "default", Capability: "cap.late", Status: "SUBMITTED", Agent: "a1", Trace: "trace-late",
+		Attempts: 1, Version: 2}, byID[id], "routed to a1")
+	require.Equal(t, "SUCCESS", byID[before].Status)
+	require.Equal(t, "FAILED", byID[after].Status)
+
+	_, err = p.Rebuild(ctx, projection.Jobs{}, eventstore.FromStart, nil)
+	require.NoError(t, err)
+	require.Equal(t, live, dumpJobs(t, s), "the rebuild equals the live read model")
+}

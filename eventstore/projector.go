@@ -35,8 +35,10 @@ type Projector struct {
 	// twice, and a job's events lie a few hundred apart under load).
 	BatchSize int
 	// BatchBytes ends a batch early once its events' data reach it
-	// (default 16 MiB; at least one event), so that a backlog of large
-	// payloads is folded in bounded memory.
+	// (default 4 MiB; at least one event), so that a backlog of large
+	// payloads is folded in bounded memory. 5,000 events of a job's
+	// usual size are about 2 MiB; a batch of direct-call reports, each
+	// event tens of KiB and decoded into many values, ends sooner.
 	BatchBytes int
 	// PollInterval bounds how stale a projection gets when a notification
 	// is lost (default 1 s).
@@ -50,7 +52,7 @@ type Projector struct {
 
 // NewProjector returns a projector for projections over store's log.
 func NewProjector(store *Store, logger *slog.Logger, projections ...Projection) *Projector {
-	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 5000, BatchBytes: 16 << 20, PollInterval: time.Second,
+	return &Projector{store: store, logger: logger, projections: projections, BatchSize: 5000, BatchBytes: 4 << 20, PollInterval: time.Second,
 		Gather: 300 * time.Millisecond}
 }
 

@@ -190,43 +190,58 @@ func (b *Inbox) Claim(ctx context.Context, a *registry.Agent, max int, wait time
 func (b *Inbox) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]webhook.Envelope, error) {
 	var out []webhook.Envelope
 	err := b.events.InTx(ctx, func(tx pgx.Tx) error {
-		out = out[:0]
-		rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, max)
-		if err != nil {
-			return fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
-		}
-		type entry struct {
-			id      string
-			attempt int
-		}
-		entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
-			var e entry
-			return e, r.Scan(&e.id, &e.attempt)
-		})
-		if err != nil {
-			return fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
-		}
-		for _, e := range entries {
-			env, err := b.claimTx(ctx, tx, a, e.id, e.attempt)
-			if errors.Is(err, errNotInInbox) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			out = append(out, env)
-		}
-		return nil
+		var err error
+		out, err = b.ClaimIn(ctx, tx, a, max)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if b.cfg.Claimed != nil {
-		for range out {
-			b.cfg.Claimed(ctx)
+	b.CountClaimed(ctx, len(out))
+	return out, nil
+}
+
+// ClaimIn claims up to max deliveries of a's inbox in tx, as a claim
+// does: they are a's once tx commits, and the caller then counts them
+// (CountClaimed). A job that moved on meanwhile is skipped.
+func (b *Inbox) ClaimIn(ctx context.Context, tx pgx.Tx, a *registry.Agent, max int) ([]webhook.Envelope, error) {
+	rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, max)
+	if err != nil {
+		return nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+	}
+	type entry struct {
+		id      string
+		attempt int
+	}
+	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
+		var e entry
+		return e, r.Scan(&e.id, &e.attempt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+	}
+	out := make([]webhook.Envelope, 0, len(entries))
+	for _, e := range entries {
+		env, err := b.claimTx(ctx, tx, a, e.id, e.attempt)
+		if errors.Is(err, errNotInInbox) {
+			continue
 		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, env)
 	}
 	return out, nil
+}
+
+// CountClaimed tells Config.Claimed of n deliveries claimed.
+func (b *Inbox) CountClaimed(ctx context.Context, n int) {
+	if b.cfg.Claimed == nil {
+		return
+	}
+	for range n {
+		b.cfg.Claimed(ctx)
+	}
 }
 
 // claimTx delivers one attempt of a's inbox, in a savepoint of tx so a job

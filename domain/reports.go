@@ -19,6 +19,10 @@ type ResultReport struct {
 	BizCode string
 	// Attempt is the attempt reported on; 0 means the job's latest.
 	Attempt int
+	// ClaimNext asks a pull agent's next deliveries, up to this many (0
+	// to MaxClaim), claimed in the report's own transaction: the slot it
+	// gives back goes straight to the agent's next job.
+	ClaimNext int
 }
 
 // HeldAttempt names one attempt a pull agent holds.

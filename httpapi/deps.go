@@ -27,7 +27,8 @@ type Jobs interface {
 	Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*jobstore.Loaded, error)
 	Replay(ctx context.Context, id string, md domain.Metadata) (domain.SubmitResult, error)
 	ProvideInput(ctx context.Context, id string, payload json.RawMessage, md domain.Metadata) (*jobstore.Loaded, error)
-	ReportResult(ctx context.Context, id, token string, rep domain.ResultReport, md domain.Metadata) (domain.Recorded, *jobstore.Loaded, error)
+	ReportResultAndClaim(ctx context.Context, id, token string, rep domain.ResultReport, md domain.Metadata) (domain.Recorded, *jobstore.Loaded,
+		[]webhook.Envelope, error)
 	ReportProgress(ctx context.Context, id, token string, attempt int, extend time.Duration, progress json.RawMessage,
 		md domain.Metadata) (*jobstore.Loaded, error)
 }

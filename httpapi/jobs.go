@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -449,26 +450,48 @@ func validStatus(st domain.JobStatus) bool {
 }
 
 type resultRequest struct {
-	Status  string          `json:"status"`
-	Result  json.RawMessage `json:"result"`
-	BizCode string          `json:"biz_code"`
-	Attempt int             `json:"attempt"`
+	Status    string          `json:"status"`
+	Result    json.RawMessage `json:"result"`
+	BizCode   string          `json:"biz_code"`
+	Attempt   int             `json:"attempt"`
+	ClaimNext int             `json:"claim_next"`
 }
 
+// reportResult serves POST /v1/jobs/{id}/result (agent token). A pull
+// agent may ask claim_next deliveries with it: they are claimed in the
+// report's transaction and answered beside the job, as a claim's are.
 func (s *Server) reportResult(c *gin.Context) {
 	var req resultRequest
 	if err := bindJSON(c, &req, true); err != nil {
 		_ = c.Error(err)
 		return
 	}
-	recorded, l, err := s.deps.Jobs.ReportResult(c.Request.Context(), c.Param("job_id"), bearer(c),
-		domain.ResultReport{Status: domain.JobStatus(req.Status), Result: req.Result, BizCode: req.BizCode, Attempt: req.Attempt},
+	if req.ClaimNext < 0 || req.ClaimNext > domain.MaxClaim {
+		_ = c.Error(Invalid("claim_next", "claim_next must be between 0 and %d", domain.MaxClaim))
+		return
+	}
+	ctx := c.Request.Context()
+	recorded, l, next, err := s.deps.Jobs.ReportResultAndClaim(ctx, c.Param("job_id"), bearer(c),
+		domain.ResultReport{Status: domain.JobStatus(req.Status), Result: req.Result, BizCode: req.BizCode, Attempt: req.Attempt,
+			ClaimNext: req.ClaimNext},
 		s.meta(c, "agent"))
 	if err != nil {
 		_ = c.Error(err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"recorded": recorded, "job": toJobResponse(l)})
+	if req.ClaimNext == 0 {
+		c.JSON(http.StatusOK, gin.H{"recorded": recorded, "job": toJobResponse(l)})
+		return
+	}
+	if ctx.Err() != nil && len(next) > 0 {
+		// The agent went away while its report was being answered: give
+		// the deliveries back at once rather than let them time out.
+		if a, err := s.deps.Agents.PullAgent(context.WithoutCancel(ctx), l.AgentID, bearer(c)); err == nil {
+			s.releaseTo(ctx, a, next)
+		}
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"recorded": recorded, "job": toJobResponse(l), "deliveries": next})
 }
 
 type progressRequest struct {

@@ -8,6 +8,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/agentreach/agentreach/domain"
+	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 // claimRequest is the body of POST /v1/agents/{id}/claim.
@@ -56,11 +58,7 @@ func (s *Server) claim(c *gin.Context) {
 	if ctx.Err() != nil && len(out) > 0 {
 		// The agent went away while its claim was being answered: give the
 		// deliveries back at once rather than let them time out.
-		held := make([]domain.HeldAttempt, len(out))
-		for i, e := range out {
-			held[i] = domain.HeldAttempt{JobID: e.JobID, Attempt: e.Attempt}
-		}
-		_, _ = s.deps.Inbox.Release(context.WithoutCancel(ctx), a, held, "")
+		s.releaseTo(ctx, a, out)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"deliveries": out})
@@ -111,4 +109,14 @@ func (s *Server) release(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"released": out})
+}
+
+// releaseTo gives back to agent a the deliveries out, claimed for it but
+// never answered (it went away meanwhile).
+func (s *Server) releaseTo(ctx context.Context, a *registry.Agent, out []webhook.Envelope) {
+	held := make([]domain.HeldAttempt, len(out))
+	for i, e := range out {
+		held[i] = domain.HeldAttempt{JobID: e.JobID, Attempt: e.Attempt}
+	}
+	_, _ = s.deps.Inbox.Release(context.WithoutCancel(ctx), a, held, "")
 }

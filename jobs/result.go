@@ -9,6 +9,8 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/registry"
+	"github.com/agentreach/agentreach/webhook"
+	"github.com/jackc/pgx/v5"
 )
 
 // ReportResult records an agent's result for an attempt of a job. token
@@ -17,21 +19,37 @@ import (
 // a result after TIMEOUT, a result for an earlier attempt) is recorded as
 // RESULT_DUPLICATE and changes nothing.
 func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain.ResultReport, md domain.Metadata) (domain.Recorded, *jobstore.Loaded, error) {
+	recorded, l, _, err := s.ReportResultAndClaim(ctx, id, token, rep, md)
+	return recorded, l, err
+}
+
+// ReportResultAndClaim is ReportResult, and for a pull agent asking
+// rep.ClaimNext deliveries, its next deliveries claimed in the report's
+// own transaction (after the waiter its slot woke was routed): the
+// deliveries it answers are the agent's, as a claim's are. Fewer than
+// asked (none when the report changed nothing) leaves the agent to claim.
+func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, rep domain.ResultReport, md domain.Metadata) (domain.Recorded, *jobstore.Loaded, []webhook.Envelope, error) {
+	if rep.ClaimNext < 0 || rep.ClaimNext > domain.MaxClaim {
+		return "", nil, nil, &domain.FieldError{Field: "claim_next", Message: fmt.Sprintf("must be 0 to %d", domain.MaxClaim)}
+	}
 	if rep.Status != domain.StatusSuccess && rep.Status != domain.StatusFailed {
-		return "", nil, &domain.FieldError{Field: "status", Message: "must be SUCCESS or FAILED"}
+		return "", nil, nil, &domain.FieldError{Field: "status", Message: "must be SUCCESS or FAILED"}
 	}
 	if len(rep.BizCode) > 128 {
-		return "", nil, &domain.FieldError{Field: "biz_code", Message: "must be at most 128 characters"}
+		return "", nil, nil, &domain.FieldError{Field: "biz_code", Message: "must be at most 128 characters"}
 	}
 	if len(rep.Result) > 0 && !json.Valid(rep.Result) {
-		return "", nil, &domain.FieldError{Field: "result", Message: "must be valid JSON"}
+		return "", nil, nil, &domain.FieldError{Field: "result", Message: "must be valid JSON"}
 	}
 	if len(rep.Result) > s.cfg.MaxPayloadBytes {
-		return "", nil, &domain.FieldError{Field: "result", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes), TooLarge: true}
+		return "", nil, nil, &domain.FieldError{Field: "result", Message: fmt.Sprintf("must be at most %d bytes", s.cfg.MaxPayloadBytes), TooLarge: true}
 	}
 	caller, l, attempt, err := s.heldBy(ctx, id, token, rep.Attempt)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
+	}
+	if rep.ClaimNext > 0 && !caller.Pull() {
+		return "", nil, nil, &domain.FieldError{Field: "claim_next", Message: "only a pull agent claims deliveries"}
 	}
 	agentID := caller.AgentID
 	md.Actor = "agent:" + agentID
@@ -41,6 +59,21 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain
 	// is called back from here at once (callBackNow).
 	var recorded domain.Recorded
 	var last *jobstore.Write
+	var claimed []webhook.Envelope
+	var then func(context.Context, pgx.Tx) error
+	if rep.ClaimNext > 0 {
+		if _, err := s.registry.Claimed(ctx, caller, md); err != nil { // a claim renews the lease
+			return "", nil, nil, err
+		}
+		then = func(ctx context.Context, tx pgx.Tx) error {
+			var err error
+			claimed, err = s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext)
+			if err != nil {
+				claimed = nil
+			}
+			return err
+		}
+	}
 	err = s.jobs.WriteRetrying(ctx, func(retry bool) (*jobstore.Write, error) {
 		if retry {
 			var err error
@@ -50,16 +83,18 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain
 		}
 		evs, fx, rec := domain.Result(&l.Job, attempt, agentID, l.RoutedAt, rep.Status, rep.Result, rep.BizCode,
 			s.now().UTC(), s.jitter(), md)
-		recorded, last = rec, &jobstore.Write{L: l, Events: evs, Effects: fx, CallbackNow: true}
+		claimed = nil
+		recorded, last = rec, &jobstore.Write{L: l, Events: evs, Effects: fx, CallbackNow: true, Then: then}
 		return last, nil
 	})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if last.CallsBack() {
 		s.callbacks.Now(ctx, l, md.CausationID)
 	}
-	return recorded, l, nil
+	s.inbox.CountClaimed(ctx, len(claimed))
+	return recorded, l, claimed, nil
 }
 
 // ReportProgress records an agent's progress on an attempt of a job it

@@ -579,3 +579,61 @@ func TestProgressExtendsTheClaim(t *testing.T) {
 	}
 	require.Equal(t, 3, n, "each report is an event the caller reads")
 }
+
+// TestResultClaimsTheNextDelivery: a pull agent reporting a result with
+// claim_next gets its next delivery in the answer, claimed in the
+// report's own transaction (the job that waited for the slot it gave
+// back: routed and delivered there); a bad claim_next writes nothing.
+func TestResultClaimsTheNextDelivery(t *testing.T) {
+	t.Parallel()
+	r, dsn := service(t)
+	base := r.m.URL()
+	pool := openDB(t, dsn)
+	p := registerPull(t, base, "next", "n.cap", `,"max_concurrent":1`)
+	require.Empty(t, p.mustClaim(t, 1, 0))
+	waitState(t, base, "next", "HEALTHY", 5*time.Second)
+
+	first := submitOK(t, base, `{"capability":"n.cap","payload":{"n":1},"timeout_ms":30000}`)
+	env := p.claimOne(t, 10*time.Second)
+	require.Equal(t, first, env.JobID)
+	second := submitOK(t, base, `{"capability":"n.cap","payload":{"n":2},"timeout_ms":30000}`)
+	waitingTimers(t, pool, 1) // the agent's one slot is taken: it waits
+
+	for _, bad := range []string{`-1`, `101`, `"one"`} {
+		code, body := call(t, http.MethodPost, env.ResultURL, "Bearer "+p.token,
+			fmt.Sprintf(`{"status":"SUCCESS","attempt":%d,"claim_next":%s}`, env.Attempt, bad))
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", bad, body)
+		require.Contains(t, body, `"field":"claim_next"`)
+	}
+	require.Equal(t, "DELIVERED", getJob(t, base, first).Status, "a bad claim_next writes nothing")
+
+	code, body := call(t, http.MethodPost, env.ResultURL, "Bearer "+p.token,
+		fmt.Sprintf(`{"status":"SUCCESS","result":{"by":"next"},"attempt":%d,"claim_next":2}`, env.Attempt))
+	require.Equal(t, http.StatusOK, code, body)
+	var out struct {
+		Recorded   string             `json:"recorded"`
+		Job        jobJSON            `json:"job"`
+		Deliveries []webhook.Envelope `json:"deliveries"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &out))
+	require.Equal(t, "SUCCESS", out.Job.Status)
+	require.Len(t, out.Deliveries, 1, "the waiting job, and nothing more: %s", body)
+	next := out.Deliveries[0]
+	require.Equal(t, second, next.JobID)
+	require.Equal(t, 1, next.Attempt)
+	require.JSONEq(t, `{"n":2}`, string(next.Payload))
+	require.Equal(t, base+"/v1/jobs/"+second+"/result", next.ResultURL)
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED"}, types(jobEvents(t, base, second)))
+	var txs int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(DISTINCT tx_id) FROM events
+		WHERE (stream_id = 'job:'||$1 AND type = 'SUCCESS') OR (stream_id = 'job:'||$2 AND type IN ('ROUTED', 'DELIVERED'))`,
+		first, second).Scan(&txs))
+	require.Equal(t, 1, txs, "the result, the next job's route and its claim: one transaction")
+	require.Empty(t, p.mustClaim(t, 1, 0), "claimed once")
+
+	code, body = call(t, http.MethodPost, next.ResultURL, "Bearer "+p.token,
+		fmt.Sprintf(`{"status":"SUCCESS","attempt":%d,"claim_next":1}`, next.Attempt))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"deliveries":[]`, "nothing waits: an empty list")
+	require.Equal(t, 0, countSlots(t, dsn), "every slot given back")
+}

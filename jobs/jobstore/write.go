@@ -105,6 +105,12 @@ type Write struct {
 	// the write's own statements: a write left out claims nothing. Its
 	// lock is the caller's to hold (LockIdempotencyKeys).
 	Key *KeyClaim
+	// Then, when set, runs in the write's transaction once every write
+	// and the routes of the waiters they woke are in, in a savepoint of
+	// its own: what it does commits with the write, and its failure rolls
+	// back only itself. The transaction may run more than once; Then runs
+	// in each, and only the last one's work stands.
+	Then func(ctx context.Context, tx pgx.Tx) error
 
 	// After is the fold after Events (Decide).
 	After domain.Job
@@ -485,6 +491,11 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 			}
 		}()
 	}
+	for _, w := range ws {
+		if w.Then != nil && w.Err == nil && !w.empty() {
+			thenIn(ctx, tx, w.Then)
+		}
+	}
 	if err := tx.Commit(ctx); err != nil {
 		appended := slices.ContainsFunc(ws, func(w *Write) bool { return w.Err == nil && len(w.Events) > 0 }) || len(routed) > 0
 		if err := eventstore.CommitOutcome(ctx, s.pool, xid, appended, err); err != nil {
@@ -503,6 +514,20 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 		s.cfg.Woken(woken)
 	}
 	return nil, nil
+}
+
+// thenIn runs then in a savepoint of tx (Write.Then); a failure rolls
+// back the savepoint alone (a failure of the connection fails the
+// commit).
+func thenIn(ctx context.Context, tx pgx.Tx, then func(context.Context, pgx.Tx) error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return
+	}
+	if err := then(ctx, sp); err == nil && sp.Commit(ctx) == nil {
+		return
+	}
+	_ = sp.Rollback(ctx)
 }
 
 // routeWoken writes in tx, in a savepoint, the routes Config.Route

@@ -459,7 +459,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** An agent reports an attempt's outcome (agent token). */
+        /**
+         * An agent reports an attempt's outcome (agent token).
+         * @description A pull agent may ask its next deliveries with the report (`claim_next`, up to 100): they are claimed in the report's own transaction, after the job that waited for the slot it gives back was routed, and answered in `deliveries` exactly as a claim answers them (an empty list when none waits). A report that changes nothing (a duplicate) claims nothing. A push agent's `claim_next` is a 400.
+         */
         post: operations["reportJobResult"];
         delete?: never;
         options?: never;
@@ -2415,6 +2418,11 @@ export interface operations {
                     result?: unknown;
                     biz_code?: string;
                     attempt?: number;
+                    /**
+                     * @description A pull agent's next deliveries to claim with the report.
+                     * @default 0
+                     */
+                    claim_next?: number;
                 };
             };
         };
@@ -2429,6 +2437,8 @@ export interface operations {
                         /** @enum {string} */
                         recorded: "outcome" | "duplicate";
                         job: components["schemas"]["Job"];
+                        /** @description With claim_next: the deliveries claimed with the report, each DELIVERED now. */
+                        deliveries?: components["schemas"]["Delivery"][];
                     };
                 };
             };

@@ -316,11 +316,7 @@ func (p *puller) runSlow(ctx context.Context, log *slotLog) error {
 		for _, env := range out.Deliveries {
 			work.Go(func() {
 				defer func() { free <- struct{}{} }()
-				time.Sleep(satWork) // the agent's work, while it holds the slot
-				log.add(env.JobID, start, time.Now())
-				err := p.post(ctx, env.ResultURL, p.token, fmt.Sprintf(`{"status":"SUCCESS","result":{"ok":true},"attempt":%d}`, env.Attempt),
-					http.StatusOK, nil)
-				if err != nil && ctx.Err() == nil {
+				if err := p.holdSlot(ctx, env, start, log); err != nil && ctx.Err() == nil {
 					select {
 					case errs <- err:
 					default:
@@ -330,4 +326,23 @@ func (p *puller) runSlow(ctx context.Context, log *slotLog) error {
 		}
 	}
 	return nil
+}
+
+// holdSlot works env in one of the agent's slots (satWork), then reports
+// it asking its next delivery with the report (claim_next), and works
+// that one in the same slot, until a report brings none.
+func (p *puller) holdSlot(ctx context.Context, env envelope, start time.Time, log *slotLog) error {
+	for {
+		time.Sleep(satWork) // the agent's work, while it holds the slot
+		log.add(env.JobID, start, time.Now())
+		var out struct {
+			Deliveries []envelope `json:"deliveries"`
+		}
+		err := p.post(ctx, env.ResultURL, p.token, fmt.Sprintf(`{"status":"SUCCESS","result":{"ok":true},"attempt":%d,"claim_next":1}`, env.Attempt),
+			http.StatusOK, &out)
+		if err != nil || len(out.Deliveries) == 0 {
+			return err
+		}
+		env, start = out.Deliveries[0], time.Now()
+	}
 }

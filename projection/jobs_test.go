@@ -261,16 +261,10 @@ func TestJobsProjectionFoldsVersionsThatComeLate(t *testing.T) {
 	require.NoError(t, older.Commit(ctx))
 	after := appendJob(t, s, 1)
 
-	var order []int
-	require.NoError(t, pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
-		recs, err := s.ReadAll(ctx, tx, eventstore.Cursor{}, 100)
-		for _, r := range recs {
-			if r.StreamID == domain.JobStream(id) {
-				order = append(order, r.Version)
-			}
-		}
-		return err
-	}))
+	rows, err := s.Pool().Query(ctx, `SELECT version FROM events WHERE stream_id = $1 ORDER BY tx_id, position`, domain.JobStream(id))
+	require.NoError(t, err)
+	order, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
 	require.Equal(t, []int{2, 1}, order, "the log's order has ROUTED first")
 
 	require.NoError(t, p.Settle(ctx))

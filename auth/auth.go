@@ -359,7 +359,7 @@ func (s *Store) Create(ctx context.Context, req NewKey, by *Principal, md domain
 // Revoke ends a key at once (in this process; within two seconds in the
 // others). by must see the key's namespace; otherwise it is domain.ErrNotFound.
 func (s *Store) Revoke(ctx context.Context, keyID string, by *Principal, md domain.Metadata) error {
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.store.RetryTx(ctx, func(tx pgx.Tx) error { // its append comes after its key's lock
 		var ns string
 		var revoked *time.Time
 		err := tx.QueryRow(ctx, qLockAPIKey, keyID).Scan(&ns, &revoked)

@@ -421,6 +421,30 @@ func (s *Store) Append(ctx context.Context, stream string, expected int, evs ...
 	return out, err
 }
 
+// RetryTx runs fn in a transaction like InTx, again (up to 5 times, each
+// in a new transaction) when an append conflicts or PostgreSQL gives up
+// on the transaction (class 40: a deadlock, a serialization failure): fn
+// reads and decides anew. A write that takes its transaction id before
+// it appends at Any needs it: its append is refused when another,
+// younger transaction appended to the stream meanwhile (see appendSQL).
+func (s *Store) RetryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	var err error
+	for range 5 {
+		err = s.InTx(ctx, fn)
+		if !errors.Is(err, ErrConflict) && !transientTx(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// transientTx reports whether err is PostgreSQL giving up on a
+// transaction that may well succeed when run again (class 40).
+func transientTx(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "40")
+}
+
 // InTx runs fn in a transaction, commits it when fn returns nil (rolls back
 // otherwise) and then wakes readers of the log. Should the connection die
 // during COMMIT, it finds out what became of the transaction

@@ -510,3 +510,33 @@ func TestAppendOntoAYoungerTransactionConflicts(t *testing.T) {
 	}
 	require.Len(t, got, 5)
 }
+
+// TestRetryTxRunsAgainAfterAYoungerAppend: a transaction that wrote
+// before it appends at Any to a stream a younger transaction appended to
+// meanwhile is refused; RetryTx runs it again in a new transaction, where
+// the append goes in after the younger one's.
+func TestRetryTxRunsAgainAfterAYoungerAppend(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	_, err := s.Append(ctx, "policy:ns", eventstore.NoStream, ev("A", 1))
+	require.NoError(t, err)
+	runs := 0
+	require.NoError(t, s.RetryTx(ctx, func(tx pgx.Tx) error {
+		runs++
+		if _, err := tx.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil { // its first write
+			return err
+		}
+		if runs == 1 {
+			if _, err := s.Append(ctx, "policy:ns", eventstore.Any, ev("YOUNG", 2)); err != nil {
+				return err
+			}
+		}
+		_, err := s.AppendTx(ctx, tx, "policy:ns", eventstore.Any, ev("MINE", 3))
+		return err
+	}))
+	require.Equal(t, 2, runs, "refused once, then in a new transaction")
+	got, err := s.ReadStream(ctx, nil, "policy:ns")
+	require.NoError(t, err)
+	require.Equal(t, []string{"A", "YOUNG", "MINE"}, []string{string(got[0].Type), string(got[1].Type), string(got[2].Type)})
+	require.Less(t, got[1].TxID, got[2].TxID)
+}

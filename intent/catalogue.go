@@ -174,7 +174,7 @@ func (s *Service) Describe(ctx context.Context, ns, name string, doc domain.Capa
 	if err := doc.Normalize(""); err != nil {
 		return domain.CatalogueEntry{}, 0, err
 	}
-	err := s.store.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.store.RetryTx(ctx, func(tx pgx.Tx) error { // its append comes after its writes
 		var from *domain.CapabilityDoc
 		var held domain.CapabilityDoc
 		err := tx.QueryRow(ctx, qCapabilityNoteForUpd, ns, name).Scan(&held)

@@ -92,7 +92,7 @@ func (s *Service) SetApprovalPolicy(ctx context.Context, namespace string, patte
 		list = append(list, p)
 	}
 	sort.Strings(list)
-	return s.store.InTx(ctx, func(tx pgx.Tx) error {
+	return s.store.RetryTx(ctx, func(tx pgx.Tx) error { // its append comes after its writes
 		if _, err := tx.Exec(ctx, qDeleteApprovalPolicy, namespace); err != nil {
 			return err
 		}

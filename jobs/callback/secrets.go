@@ -96,7 +96,7 @@ func (c *Sender) RotateCallbackSecret(ctx context.Context, namespace string, md 
 	}
 	fresh := newSecret()
 	until := c.cfg.Now().UTC().Add(SecretOverlap)
-	err := c.events.InTx(ctx, func(tx pgx.Tx) error {
+	err := c.events.RetryTx(ctx, func(tx pgx.Tx) error { // its append comes after its write
 		if _, err := tx.Exec(ctx, qRotateCallbackSecret, "callbacks:"+namespace, until, fresh); err != nil {
 			return err
 		}

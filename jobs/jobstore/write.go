@@ -297,14 +297,7 @@ func (s *Store) WriteRetrying(ctx context.Context, decide func(retry bool) (*Wri
 // before appending, a serialization failure): fn reloads and decides anew.
 // Without it, an A2A push that lost such a race was answered 500 and lost.
 func (s *Store) RetryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	var err error
-	for range 5 {
-		err = s.events.InTx(ctx, fn)
-		if !errors.Is(err, eventstore.ErrConflict) && !TransientTxError(err) {
-			return err
-		}
-	}
-	return err
+	return s.events.RetryTx(ctx, fn)
 }
 
 // writer gathers concurrent writes: each of its workers takes what is

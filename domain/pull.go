@@ -13,7 +13,11 @@ const DefaultClaimTimeout = 10 * time.Second
 // Claim limits: how many deliveries one claim may ask for, and how long it
 // may wait for them.
 const (
-	MaxClaim       = 100
+	MaxClaim = 100
+	// MaxClaimNext bounds what a result report may claim with it
+	// (ResultReport.ClaimNext): each is claimed inside the report's
+	// transaction, which commits with other writes.
+	MaxClaimNext   = 10
 	MaxClaimWaitMS = 60_000
 )
 

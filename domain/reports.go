@@ -20,8 +20,8 @@ type ResultReport struct {
 	// Attempt is the attempt reported on; 0 means the job's latest.
 	Attempt int
 	// ClaimNext asks a pull agent's next deliveries, up to this many (0
-	// to MaxClaim), claimed in the report's own transaction: the slot it
-	// gives back goes straight to the agent's next job.
+	// to MaxClaimNext), claimed in the report's own transaction: the slot
+	// it gives back goes straight to the agent's next job.
 	ClaimNext int
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/jobs/jobstore"
 	"github.com/agentreach/agentreach/jobs/jobwait"
+	"github.com/agentreach/agentreach/webhook"
 )
 
 type submitRequest struct {
@@ -466,8 +467,8 @@ func (s *Server) reportResult(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	if req.ClaimNext < 0 || req.ClaimNext > domain.MaxClaim {
-		_ = c.Error(Invalid("claim_next", "claim_next must be between 0 and %d", domain.MaxClaim))
+	if req.ClaimNext < 0 || req.ClaimNext > domain.MaxClaimNext {
+		_ = c.Error(Invalid("claim_next", "claim_next must be between 0 and %d", domain.MaxClaimNext))
 		return
 	}
 	ctx := c.Request.Context()
@@ -490,6 +491,9 @@ func (s *Server) reportResult(c *gin.Context) {
 			s.releaseTo(ctx, a, next)
 		}
 		return
+	}
+	if next == nil {
+		next = []webhook.Envelope{}
 	}
 	c.JSON(http.StatusOK, gin.H{"recorded": recorded, "job": toJobResponse(l), "deliveries": next})
 }

@@ -27,10 +27,11 @@ func (s *Service) ReportResult(ctx context.Context, id, token string, rep domain
 // rep.ClaimNext deliveries, its next deliveries claimed in the report's
 // own transaction (after the waiter its slot woke was routed): the
 // deliveries it answers are the agent's, as a claim's are. Fewer than
-// asked (none when the report changed nothing) leaves the agent to claim.
+// asked (none for a duplicate report, or an agent gone OFFLINE) leaves
+// the agent to claim.
 func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, rep domain.ResultReport, md domain.Metadata) (domain.Recorded, *jobstore.Loaded, []webhook.Envelope, error) {
-	if rep.ClaimNext < 0 || rep.ClaimNext > domain.MaxClaim {
-		return "", nil, nil, &domain.FieldError{Field: "claim_next", Message: fmt.Sprintf("must be 0 to %d", domain.MaxClaim)}
+	if rep.ClaimNext < 0 || rep.ClaimNext > domain.MaxClaimNext {
+		return "", nil, nil, &domain.FieldError{Field: "claim_next", Message: fmt.Sprintf("must be 0 to %d", domain.MaxClaimNext)}
 	}
 	if rep.Status != domain.StatusSuccess && rep.Status != domain.StatusFailed {
 		return "", nil, nil, &domain.FieldError{Field: "status", Message: "must be SUCCESS or FAILED"}
@@ -61,12 +62,13 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 	var last *jobstore.Write
 	var claimed []webhook.Envelope
 	var then func(context.Context, pgx.Tx) error
-	if rep.ClaimNext > 0 {
+	if rep.ClaimNext > 0 && (caller.State != domain.AgentOffline || caller.Hold == domain.HoldDrain) { // as a claim: not when gone
 		if _, err := s.registry.Claimed(ctx, caller, md); err != nil { // a claim renews the lease
 			return "", nil, nil, err
 		}
 		then = func(ctx context.Context, tx pgx.Tx) error {
 			var err error
+			claimed = nil
 			claimed, err = s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext)
 			if err != nil {
 				claimed = nil
@@ -84,7 +86,10 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 		evs, fx, rec := domain.Result(&l.Job, attempt, agentID, l.RoutedAt, rep.Status, rep.Result, rep.BizCode,
 			s.now().UTC(), s.jitter(), md)
 		claimed = nil
-		recorded, last = rec, &jobstore.Write{L: l, Events: evs, Effects: fx, CallbackNow: true, Then: then}
+		recorded, last = rec, &jobstore.Write{L: l, Events: evs, Effects: fx, CallbackNow: true}
+		if rec == domain.RecordedOutcome {
+			last.Then = then // a duplicate (a report sent again) claims nothing
+		}
 		return last, nil
 	})
 	if err != nil {

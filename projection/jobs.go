@@ -82,6 +82,9 @@ func (Jobs) Apply(ctx context.Context, tx pgx.Tx, batch []eventstore.Record) err
 			if err != nil {
 				return err
 			}
+			if len(gap) != r.Version-1-row.job.Version {
+				return fmt.Errorf("job %s version %d: versions %d to %d are not in the log", id, r.Version, row.job.Version+1, r.Version-1)
+			}
 			for _, g := range gap {
 				if err := row.fold(id, g); err != nil {
 					return err

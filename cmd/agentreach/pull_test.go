@@ -583,7 +583,8 @@ func TestProgressExtendsTheClaim(t *testing.T) {
 // TestResultClaimsTheNextDelivery: a pull agent reporting a result with
 // claim_next gets its next delivery in the answer, claimed in the
 // report's own transaction (the job that waited for the slot it gave
-// back: routed and delivered there); a bad claim_next writes nothing.
+// back: routed and delivered there); a bad claim_next, or a push
+// agent's, writes nothing, and a duplicate report claims nothing.
 func TestResultClaimsTheNextDelivery(t *testing.T) {
 	t.Parallel()
 	r, dsn := service(t)
@@ -599,7 +600,7 @@ func TestResultClaimsTheNextDelivery(t *testing.T) {
 	second := submitOK(t, base, `{"capability":"n.cap","payload":{"n":2},"timeout_ms":30000}`)
 	waitingTimers(t, pool, 1) // the agent's one slot is taken: it waits
 
-	for _, bad := range []string{`-1`, `101`, `"one"`} {
+	for _, bad := range []string{`-1`, `11`, `"one"`} {
 		code, body := call(t, http.MethodPost, env.ResultURL, "Bearer "+p.token,
 			fmt.Sprintf(`{"status":"SUCCESS","attempt":%d,"claim_next":%s}`, env.Attempt, bad))
 		require.Equal(t, http.StatusBadRequest, code, "%s: %s", bad, body)
@@ -631,9 +632,31 @@ func TestResultClaimsTheNextDelivery(t *testing.T) {
 	require.Equal(t, 1, txs, "the result, the next job's route and its claim: one transaction")
 	require.Empty(t, p.mustClaim(t, 1, 0), "claimed once")
 
+	third := submitOK(t, base, `{"capability":"n.cap","payload":{"n":3},"timeout_ms":30000}`)
+	waitingTimers(t, pool, 1)
+	code, body = call(t, http.MethodPost, env.ResultURL, "Bearer "+p.token,
+		fmt.Sprintf(`{"status":"SUCCESS","attempt":%d,"claim_next":1}`, env.Attempt))
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"recorded":"duplicate"`)
+	require.Contains(t, body, `"deliveries":[]`, "a report sent again claims nothing")
+	require.Equal(t, "SUBMITTED", getJob(t, base, third).Status)
+
 	code, body = call(t, http.MethodPost, next.ResultURL, "Bearer "+p.token,
 		fmt.Sprintf(`{"status":"SUCCESS","attempt":%d,"claim_next":1}`, next.Attempt))
 	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, `"job_id":"`+third+`"`, "the next waiting job: %s", body)
+	code, body = call(t, http.MethodPost, base+"/v1/jobs/"+third+"/result", "Bearer "+p.token, `{"status":"SUCCESS","attempt":1,"claim_next":1}`)
+	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, `"deliveries":[]`, "nothing waits: an empty list")
 	require.Equal(t, 0, countSlots(t, dsn), "every slot given back")
+
+	// A push agent's report may not claim: 400, nothing written.
+	push := newTestAgent(t, base, "pusher", "n.push", 50, statusOnly(http.StatusAccepted))
+	id := submitOK(t, base, `{"capability":"n.push","payload":{}}`)
+	penv := <-push.envelopes
+	waitJob(t, base, id, func(j jobJSON) bool { return j.Status == "DELIVERED" }, 10*time.Second)
+	code, body = call(t, http.MethodPost, penv.ResultURL, "Bearer "+push.token, `{"status":"SUCCESS","attempt":1,"claim_next":1}`)
+	require.Equal(t, http.StatusBadRequest, code, body)
+	require.Contains(t, body, `"field":"claim_next"`)
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED"}, types(jobEvents(t, base, id)), "nothing written")
 }

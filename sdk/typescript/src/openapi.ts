@@ -461,7 +461,7 @@ export interface paths {
         put?: never;
         /**
          * An agent reports an attempt's outcome (agent token).
-         * @description A pull agent may ask its next deliveries with the report (`claim_next`, up to 100): they are claimed in the report's own transaction, after the job that waited for the slot it gives back was routed, and answered in `deliveries` exactly as a claim answers them (an empty list when none waits). A report that changes nothing (a duplicate) claims nothing. A push agent's `claim_next` is a 400.
+         * @description A pull agent may ask its next deliveries with the report (`claim_next`, up to 10): they are claimed in the report's own transaction, after the job that waited for the slot it gives back was routed, and answered in `deliveries` exactly as a claim answers them (an empty list when none waits). A report that changes nothing (a duplicate) claims nothing, nor does an agent gone OFFLINE. A push agent's `claim_next` is a 400.
          */
         post: operations["reportJobResult"];
         delete?: never;

@@ -467,10 +467,6 @@ func (s *Server) reportResult(c *gin.Context) {
 		_ = c.Error(err)
 		return
 	}
-	if req.ClaimNext < 0 || req.ClaimNext > domain.MaxClaimNext {
-		_ = c.Error(Invalid("claim_next", "claim_next must be between 0 and %d", domain.MaxClaimNext))
-		return
-	}
 	ctx := c.Request.Context()
 	recorded, l, next, err := s.deps.Jobs.ReportResultAndClaim(ctx, c.Param("job_id"), bearer(c),
 		domain.ResultReport{Status: domain.JobStatus(req.Status), Result: req.Result, BizCode: req.BizCode, Attempt: req.Attempt,

@@ -62,16 +62,15 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 	var last *jobstore.Write
 	var claimed []webhook.Envelope
 	var then func(context.Context, pgx.Tx) error
-	if rep.ClaimNext > 0 && (caller.State != domain.AgentOffline || caller.Hold == domain.HoldDrain) { // as a claim: not when gone
+	if rep.ClaimNext > 0 && !caller.Gone() { // as a claim
 		if _, err := s.registry.Claimed(ctx, caller, md); err != nil { // a claim renews the lease
 			return "", nil, nil, err
 		}
 		then = func(ctx context.Context, tx pgx.Tx) error {
-			var err error
-			claimed = nil
-			claimed, err = s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext)
-			if err != nil {
-				claimed = nil
+			claimed = nil // what a run rolled back before this one claimed
+			out, err := s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext)
+			if err == nil {
+				claimed = out
 			}
 			return err
 		}

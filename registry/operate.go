@@ -86,7 +86,7 @@ func (r *Registry) PullAgent(ctx context.Context, id, token string) (*Agent, err
 		return nil, err
 	case !a.Pull():
 		return nil, fmt.Errorf("agent %s: %w", id, ErrNotPull)
-	case a.State == domain.AgentOffline && a.Hold != domain.HoldDrain:
+	case a.Gone():
 		return nil, fmt.Errorf("agent %s: %w", id, ErrGone)
 	}
 	return a, nil

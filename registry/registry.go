@@ -242,6 +242,11 @@ type Agent struct {
 	prevTokenUntil *time.Time
 }
 
+// Gone reports whether the agent is OFFLINE for good: deregistered or
+// lapsed, not an operator's drain (a drained agent stays registered,
+// held). A gone agent neither heartbeats nor claims.
+func (a *Agent) Gone() bool { return a.State == domain.AgentOffline && a.Hold != domain.HoldDrain }
+
 // SigningKeys are the keys that sign deliveries to the agent: the SHA-256 of
 // its token, which the agent can compute and the registry stores, and,
 // during a rotation's overlap, that of its previous token, so the agent
@@ -635,7 +640,7 @@ func (r *Registry) HeartbeatReport(ctx context.Context, id, token string, report
 	if err != nil {
 		return nil, err
 	}
-	if a.State == domain.AgentOffline && a.Hold != domain.HoldDrain { // a drained agent stays registered, held
+	if a.Gone() {
 		return nil, fmt.Errorf("agent %s: %w", id, ErrGone)
 	}
 	now := r.now().UTC()

@@ -99,7 +99,8 @@ type Sender struct {
 	// their attribute sets, built once).
 	tries     metric.Int64Counter
 	ack, nack metric.MeasurementOption
-	sending   chan struct{} // the tries made at once under way
+	sending   chan struct{}  // the tries made at once under way
+	queued    chan queuedTry // the tries waiting for one of them to end
 	secretsMu sync.Mutex
 	secrets   map[string]cachedSecrets // namespace → its callback secrets, for secretsFor
 }
@@ -112,7 +113,8 @@ func New(pool *pgxpool.Pool, events *eventstore.Store, jobs *jobstore.Store, cli
 		cfg.Now = time.Now
 	}
 	return &Sender{pool: pool, events: events, jobs: jobs, http: client, pushes: pushes, logger: logger, cfg: cfg,
-		tracer: tracenoop.NewTracerProvider().Tracer(""), sending: make(chan struct{}, callbacksNow), secrets: map[string]cachedSecrets{}}
+		tracer: tracenoop.NewTracerProvider().Tracer(""), sending: make(chan struct{}, callbacksNow),
+		queued: make(chan queuedTry, callbacksQueued), secrets: map[string]cachedSecrets{}}
 }
 
 // SetTelemetry gives the sender its tracer and the counter of its tries
@@ -197,12 +199,25 @@ func (c *Sender) Try(ctx context.Context, l *jobstore.Loaded, try Try) error {
 // River job and queues one (TimerRequeueCallback).
 
 // callbacksNow bounds the callbacks sent at once this way, as the
-// callbacks queue's workers bound River's.
-const callbacksNow = 32
+// callbacks queue's workers bound River's; callbacksQueued more wait in
+// the process for one of them to end (a burst of results), and only past
+// those is a callback handed to River.
+const (
+	callbacksNow    = 32
+	callbacksQueued = 1024
+)
+
+// queuedTry is a callback waiting for a sender (Now).
+type queuedTry struct {
+	ctx   context.Context // its own, for its trace
+	l     *jobstore.Loaded
+	cause string
+}
 
 // Now sends the callback of l, which just ended, from a goroutine of its
-// own, or hands it to River when callbacksNow are being sent already.
-// cause is what the events record as their causation.
+// own, or queues it for one of those when callbacksNow are being sent
+// already, or hands it to River when callbacksQueued wait too. cause is
+// what the events record as their causation.
 func (c *Sender) Now(ctx context.Context, l *jobstore.Loaded, cause string) {
 	ctx = context.WithoutCancel(ctx) // it outlives the request that ended the job
 	// A fold of its own: recording the callback's outcome moves it on,
@@ -211,18 +226,60 @@ func (c *Sender) Now(ctx context.Context, l *jobstore.Loaded, cause string) {
 	l = &own
 	select {
 	case c.sending <- struct{}{}:
+		go c.sendAndDrain(&queuedTry{ctx: ctx, l: l, cause: cause})
+		return
+	default:
+	}
+	select {
+	case c.queued <- queuedTry{ctx: ctx, l: l, cause: cause}:
 	default:
 		if err := c.byRiver(ctx, l); err != nil && !errors.Is(err, context.Canceled) {
 			c.logger.WarnContext(ctx, "hand a callback to River (the callback timer brings it back)", "job_id", l.JobID, "err", err)
 		}
 		return
 	}
-	go func() {
-		defer func() { <-c.sending }()
-		ctx, cancel := context.WithTimeout(ctx, time.Minute)
-		defer cancel()
-		c.Send(ctx, l, cause)
-	}()
+	// Queued while every sender was busy: should they all have ended
+	// since, none would look at the queue again, so take a slot to drain
+	// it (a sender still busy looks after it ends: sendAndDrain).
+	select {
+	case c.sending <- struct{}{}:
+		go c.sendAndDrain(nil)
+	default:
+	}
+}
+
+// sendAndDrain, holding a slot of c.sending, sends first (when not nil)
+// and then what is queued, and gives the slot back once the queue is
+// empty, looking once more after that: a callback queued just then is
+// sent by its own Now or by this.
+func (c *Sender) sendAndDrain(first *queuedTry) {
+	if first != nil {
+		c.sendWithin(first.ctx, first.l, first.cause)
+	}
+	for {
+		select {
+		case q := <-c.queued:
+			c.sendWithin(q.ctx, q.l, q.cause)
+			continue
+		default:
+		}
+		<-c.sending
+		if len(c.queued) == 0 {
+			return
+		}
+		select {
+		case c.sending <- struct{}{}:
+		default:
+			return // a sender busy now drains it
+		}
+	}
+}
+
+// sendWithin sends l's callback within a minute.
+func (c *Sender) sendWithin(ctx context.Context, l *jobstore.Loaded, cause string) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c.Send(ctx, l, cause)
 }
 
 // Send makes the try at l's callback made at once (attempt 0; River's

@@ -167,3 +167,49 @@ func TestTryNotAcknowledged(t *testing.T) {
 	require.Equal(t, 500, co.StatusCode)
 	require.Equal(t, 1, f.queue.callbacks(l.JobID), "a River try queues nothing more")
 }
+
+// TestNowQueuesABurstBeyondItsSenders: callbacks made at once beyond
+// callbacksNow wait in the process for a sender, and only past the queue's
+// room go to River; once the caller answers, every queued one is sent and
+// recorded by the process.
+func TestNowQueuesABurstBeyondItsSenders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const room, beyond = 2, 3
+	f.sender.queued = make(chan queuedTry, room)
+	gate := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(callbacksNow)
+	var mu sync.Mutex
+	seen := 0
+	caller := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if seen++; seen <= callbacksNow {
+			arrived.Done()
+		}
+		mu.Unlock()
+		<-gate
+	}))
+	defer caller.Close()
+	var ls []*jobstore.Loaded
+	for range callbacksNow + room + beyond {
+		ls = append(ls, f.ended(t, caller.URL))
+	}
+	for _, l := range ls {
+		f.sender.Now(context.Background(), l, "test")
+	}
+	arrived.Wait() // every sender is busy
+	byRiver := 0
+	for _, l := range ls {
+		byRiver += f.queue.callbacks(l.JobID)
+	}
+	require.Equal(t, beyond, byRiver, "only what the queue has no room for goes to River")
+	close(gate)
+	for _, l := range ls[:callbacksNow+room] {
+		require.Eventually(t, func() bool {
+			after, _ := lastEvent(t, f, l.JobID)
+			return after.CallbackAcked
+		}, 10*time.Second, 10*time.Millisecond, "job %s is called back by the process", l.JobID)
+		require.Zero(t, f.queue.callbacks(l.JobID))
+	}
+}

@@ -67,6 +67,26 @@ func FirstOfType(ctx context.Context, q Querier, streams []string, t domain.Even
 	return out, nil
 }
 
+// ReadStreamsOf reads every event of each of streams, each stream in
+// version order, in one query; a stream with none is absent.
+func ReadStreamsOf(ctx context.Context, q Querier, streams []string) (map[string][]Record, error) {
+	rows, err := q.Query(ctx, `SELECT e.* FROM unnest($1::text[]) AS s(stream_id),
+		LATERAL (SELECT `+recordColumns+` FROM events WHERE stream_id = s.stream_id
+			AND stream_at IN (events_stream_at(s.stream_id), '-infinity') ORDER BY version) e`, streams)
+	if err != nil {
+		return nil, fmt.Errorf("read %d streams: %w", len(streams), err)
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("read %d streams: %w", len(streams), err)
+	}
+	out := make(map[string][]Record, len(streams))
+	for _, r := range recs {
+		out[r.StreamID] = append(out[r.StreamID], r)
+	}
+	return out, nil
+}
+
 // Last returns the newest event of stream, and false when it has none.
 func Last(ctx context.Context, q Querier, stream string) (Record, bool, error) {
 	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 AND `+inStream+` ORDER BY version DESC LIMIT 1`, stream)

@@ -61,16 +61,17 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 	var recorded domain.Recorded
 	var last *jobstore.Write
 	var claimed []webhook.Envelope
+	var folds []*jobstore.Loaded
 	var then func(context.Context, pgx.Tx) error
 	if rep.ClaimNext > 0 && !caller.Gone() { // as a claim
 		if _, err := s.registry.Claimed(ctx, caller, md); err != nil { // a claim renews the lease
 			return "", nil, nil, err
 		}
 		then = func(ctx context.Context, tx pgx.Tx) error {
-			claimed = nil // what a run rolled back before this one claimed
-			out, err := s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext)
+			claimed, folds = nil, nil // what a run rolled back before this one claimed
+			out, fs, err := s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext)
 			if err == nil {
-				claimed = out
+				claimed, folds = out, fs
 			}
 			return err
 		}
@@ -84,7 +85,7 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 		}
 		evs, fx, rec := domain.Result(&l.Job, attempt, agentID, l.RoutedAt, rep.Status, rep.Result, rep.BizCode,
 			s.now().UTC(), s.jitter(), md)
-		claimed = nil
+		claimed, folds = nil, nil
 		recorded, last = rec, &jobstore.Write{L: l, Events: evs, Effects: fx, CallbackNow: true}
 		if rec == domain.RecordedOutcome {
 			last.Then = then // a duplicate (a report sent again) claims nothing
@@ -97,7 +98,7 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 	if last.CallsBack() {
 		s.callbacks.Now(ctx, l, md.CausationID)
 	}
-	s.inbox.CountClaimed(ctx, len(claimed))
+	s.inbox.Claimed(ctx, folds)
 	return recorded, l, claimed, nil
 }
 
@@ -155,7 +156,12 @@ func (s *Service) heldBy(ctx context.Context, id, token string, attempt int) (*r
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	l, err := s.Load(ctx, nil, id)
+	// The fold a claim of this process kept, for the attempt it handed
+	// out; else read.
+	l := s.jobs.Kept(id)
+	if l == nil || attempt == 0 || l.Attempts != attempt {
+		l, err = s.Load(ctx, nil, id)
+	}
 	if err == nil && l.Namespace != caller.Namespace {
 		err = fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
 	}

@@ -473,7 +473,9 @@ func countRouted(evs []string) int {
 
 // TestPullCancel: cancelling a job waiting in a pull agent's inbox takes it
 // out; cancelling one it claimed reaches the agent in its heartbeats, and
-// its late result changes nothing.
+// its late result changes nothing (decided first on the fold the claim
+// kept, which the cancel moved past: the append conflicts, the report
+// reloads and is a duplicate).
 func TestPullCancel(t *testing.T) {
 	t.Parallel()
 	r, dsn := service(t)

@@ -31,9 +31,8 @@ import (
 // every second, so a lost notification only delays it.
 
 var (
-	qClaimInbox   = queries.Must("ClaimInbox")
-	qInboxDepths  = queries.Must("InboxDepths")
-	errNotInInbox = errors.New("the attempt no longer waits in the inbox")
+	qClaimInbox  = queries.Must("ClaimInbox")
+	qInboxDepths = queries.Must("InboxDepths")
 )
 
 // claimPoll is the fallback poll of a waiting claim.
@@ -189,25 +188,27 @@ func (b *Inbox) Claim(ctx context.Context, a *registry.Agent, max int, wait time
 // that moved on meanwhile (a cancel, a re-route) is skipped.
 func (b *Inbox) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]webhook.Envelope, error) {
 	var out []webhook.Envelope
+	var folds []*jobstore.Loaded
 	err := b.events.InTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		out, err = b.ClaimIn(ctx, tx, a, max)
+		out, folds, err = b.ClaimIn(ctx, tx, a, max)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	b.CountClaimed(ctx, len(out))
+	b.Claimed(ctx, folds)
 	return out, nil
 }
 
 // ClaimIn claims up to max deliveries of a's inbox in tx, as a claim
-// does: they are a's once tx commits, and the caller then counts them
-// (CountClaimed). A job that moved on meanwhile is skipped.
-func (b *Inbox) ClaimIn(ctx context.Context, tx pgx.Tx, a *registry.Agent, max int) ([]webhook.Envelope, error) {
+// does: they are a's once tx commits, and the caller then hands their
+// jobs' folds, answered beside them, to Claimed. A job that moved on
+// meanwhile is skipped.
+func (b *Inbox) ClaimIn(ctx context.Context, tx pgx.Tx, a *registry.Agent, max int) ([]webhook.Envelope, []*jobstore.Loaded, error) {
 	rows, err := tx.Query(ctx, qClaimInbox, a.Namespace, a.AgentID, max)
 	if err != nil {
-		return nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+		return nil, nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
 	}
 	type entry struct {
 		id      string
@@ -218,61 +219,72 @@ func (b *Inbox) ClaimIn(ctx context.Context, tx pgx.Tx, a *registry.Agent, max i
 		return e, r.Scan(&e.id, &e.attempt)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+		return nil, nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
 	}
-	out := make([]webhook.Envelope, 0, len(entries))
+	if len(entries) == 0 {
+		return []webhook.Envelope{}, nil, nil
+	}
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		ids[i] = e.id
+	}
+	loaded, err := b.jobs.LoadAll(ctx, tx, ids)
+	if err != nil {
+		return nil, nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+	}
+	now := b.cfg.Now().UTC()
+	type claimed struct {
+		w        *jobstore.Write
+		attempt  int
+		deadline time.Time
+	}
+	var claims []claimed
+	var ws []*jobstore.Write
 	for _, e := range entries {
-		env, err := b.claimTx(ctx, tx, a, e.id, e.attempt)
-		if errors.Is(err, errNotInInbox) {
+		l := loaded[e.id]
+		if l == nil {
 			continue
 		}
-		if err != nil {
-			return nil, err
+		md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
+		evs, fx, deadline, ok := domain.Claim(&l.Job, e.attempt, a.AgentID, l.RoutedAt, now, md)
+		if !ok {
+			continue // the job moved on meanwhile
 		}
-		out = append(out, env)
+		w := &jobstore.Write{L: l, Events: evs, Effects: fx}
+		claims = append(claims, claimed{w: w, attempt: e.attempt, deadline: deadline})
+		ws = append(ws, w)
 	}
-	return out, nil
+	if err := b.jobs.AppendAllTx(ctx, tx, ws); err != nil {
+		return nil, nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+	}
+	out := make([]webhook.Envelope, 0, len(claims))
+	folds := make([]*jobstore.Loaded, 0, len(claims))
+	for _, c := range claims {
+		if errors.Is(c.w.Err, eventstore.ErrConflict) {
+			continue // a concurrent writer came first
+		}
+		if c.w.Err != nil {
+			return nil, nil, fmt.Errorf("claim job %s: %w", c.w.L.JobID, c.w.Err)
+		}
+		l := c.w.L
+		out = append(out, webhook.Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
+			Attempt: c.attempt, Deadline: c.deadline, ResultURL: b.cfg.ResultURL(l.JobID)})
+		l.RoutedAt, l.UpdatedAt = now, now // the claim's, as a reload reads them within the transaction's time
+		folds = append(folds, l)
+	}
+	return out, folds, nil
 }
 
-// CountClaimed tells Config.Claimed of n deliveries claimed.
-func (b *Inbox) CountClaimed(ctx context.Context, n int) {
-	if b.cfg.Claimed == nil {
-		return
-	}
-	for range n {
-		b.cfg.Claimed(ctx)
-	}
-}
-
-// claimTx delivers one attempt of a's inbox, in a savepoint of tx so a job
-// that moved on (errNotInInbox, or a conflict with a concurrent writer)
-// leaves the others claimed.
-func (b *Inbox) claimTx(ctx context.Context, tx pgx.Tx, a *registry.Agent, id string, attempt int) (webhook.Envelope, error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return webhook.Envelope{}, err
-	}
-	defer func() { _ = sp.Rollback(ctx) }()
-	l, err := b.jobs.Load(ctx, sp, id)
-	if err != nil {
-		return webhook.Envelope{}, err
-	}
-	md := domain.Metadata{TraceID: l.TraceID, Actor: "agent:" + a.AgentID}
-	evs, fx, deadline, ok := domain.Claim(&l.Job, attempt, a.AgentID, l.RoutedAt, b.cfg.Now().UTC(), md)
-	if !ok {
-		return webhook.Envelope{}, errNotInInbox
-	}
-	if err := b.jobs.AppendTx(ctx, sp, l, fx, evs...); err != nil {
-		if errors.Is(err, eventstore.ErrConflict) {
-			return webhook.Envelope{}, errNotInInbox
+// Claimed tells Config.Claimed of the deliveries a committed claim
+// handed out, and keeps their jobs' folds for the results that come next
+// (jobstore.Store.Keep).
+func (b *Inbox) Claimed(ctx context.Context, folds []*jobstore.Loaded) {
+	for _, l := range folds {
+		b.jobs.Keep(l)
+		if b.cfg.Claimed != nil {
+			b.cfg.Claimed(ctx)
 		}
-		return webhook.Envelope{}, err
 	}
-	if err := sp.Commit(ctx); err != nil {
-		return webhook.Envelope{}, err
-	}
-	return webhook.Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload, Attempt: attempt,
-		Deadline: deadline, ResultURL: b.cfg.ResultURL(l.JobID)}, nil
 }
 
 // Release gives back what pull agent a holds (domain.Release): the listed

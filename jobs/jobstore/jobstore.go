@@ -8,6 +8,7 @@ package jobstore
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -134,6 +135,7 @@ type Store struct {
 	queue  Queue
 	cfg    Config
 	writer *writer
+	kept   keptFolds
 }
 
 // New returns a Store over events, inserting River's jobs with queue.
@@ -185,6 +187,36 @@ func (s *Store) Load(ctx context.Context, q eventstore.Querier, id string) (*Loa
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("job %s: %w", id, domain.ErrNotFound)
 	}
+	return fold(id, recs)
+}
+
+// LoadAll folds the jobs of ids in one read; a job with no stream is
+// absent.
+func (s *Store) LoadAll(ctx context.Context, q eventstore.Querier, ids []string) (map[string]*Loaded, error) {
+	if q == nil {
+		q = s.pool
+	}
+	streams := make([]string, len(ids))
+	for i, id := range ids {
+		streams[i] = domain.JobStream(id)
+	}
+	byStream, err := eventstore.ReadStreamsOf(ctx, q, streams)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*Loaded, len(byStream))
+	for i, id := range ids {
+		if recs := byStream[streams[i]]; len(recs) > 0 {
+			if out[id], err = fold(id, recs); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// fold folds job id's records, as stored.
+func fold(id string, recs []eventstore.Record) (*Loaded, error) {
 	l := &Loaded{Records: recs, TraceID: recs[0].Metadata.TraceID, SubmittedAt: recs[0].RecordedAt}
 	for _, r := range recs {
 		if err := l.Apply(r.Event()); err != nil {
@@ -201,6 +233,49 @@ func (s *Store) Load(ctx context.Context, q eventstore.Querier, id string) (*Loa
 		}
 	}
 	return l, nil
+}
+
+// keptMax bounds the folds kept (Keep): the oldest go first.
+const keptMax = 4096
+
+// keptFolds are folds of jobs this process just wrote and expects to be
+// asked for soon, by job id, with their ids in a ring, oldest first.
+type keptFolds struct {
+	mu   sync.Mutex
+	byID map[string]*Loaded
+	ring [keptMax]string
+	next int
+}
+
+// Keep keeps l, a fold this process committed, for the one Kept that asks
+// for it next: a pull agent's claimed job, whose result usually comes to
+// the process that handed it out. A kept fold saves a read, never a
+// check: a write decided on it appends at its version, and a concurrent
+// write by another process since makes that a conflict (the writer
+// reloads and decides again).
+func (s *Store) Keep(l *Loaded) {
+	k := &s.kept
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.byID == nil {
+		k.byID = make(map[string]*Loaded, keptMax)
+	}
+	if old := k.ring[k.next]; old != "" {
+		delete(k.byID, old) // the oldest (or a newer fold of its job: a read the more)
+	}
+	k.ring[k.next] = l.JobID
+	k.next = (k.next + 1) % keptMax
+	k.byID[l.JobID] = l
+}
+
+// Kept hands out the fold of job id that Keep kept, once (nil: none).
+func (s *Store) Kept(id string) *Loaded {
+	k := &s.kept
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.byID[id]
+	delete(k.byID, id)
+	return l
 }
 
 // ApplyNew folds e, the next event of l's stream appended at at, and

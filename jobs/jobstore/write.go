@@ -199,6 +199,52 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, l *Loaded, fx domain.Ef
 	return s.appendTx(ctx, tx, &Write{L: l, Events: evs, Effects: fx})
 }
 
+// AppendAllTx writes ws, each decided on its own fold, in tx (the
+// caller's) in one round trip, inside a savepoint: a write that fails
+// alone (its version stale: eventstore.ErrConflict) gets the error in
+// w.Err, and the others are written again without it. Each write written
+// moves its fold on. The error is one no write caused (a lost
+// connection): the caller must roll tx back.
+func (s *Store) AppendAllTx(ctx context.Context, tx pgx.Tx, ws []*Write) error {
+	pending := make([]*Write, 0, len(ws))
+	for _, w := range ws {
+		if w.Err = w.Decide(); w.Err == nil {
+			pending = append(pending, w)
+		}
+	}
+	slices.SortStableFunc(pending, func(a, b *Write) int { return cmp.Compare(a.jobID(), b.jobID()) })
+	alone := false
+	for len(pending) > 0 {
+		sp, err := tx.Begin(ctx) // a savepoint
+		if err != nil {
+			return err
+		}
+		culprit, err := s.writeIn(ctx, sp, pending, alone, true, nil)
+		if err == nil {
+			if err = sp.Commit(ctx); err == nil {
+				break
+			}
+		}
+		_ = sp.Rollback(ctx)
+		switch {
+		case culprit != nil:
+			culprit.Err = err
+			pending = slices.DeleteFunc(pending, func(w *Write) bool { return w == culprit })
+		case !alone && len(pending) > 1 && statementError(err):
+			alone = true // a statement of several writes failed: find whose
+		default:
+			return err
+		}
+	}
+	for _, w := range pending {
+		if w.Err == nil {
+			s.finished(ctx, w.L.Status, w.After.Status)
+			w.L.Job = w.After
+		}
+	}
+	return nil
+}
+
 // WaitForSlotTx sets t, the timer of an attempt of l that waits for a
 // slot because every agent that could take it looked full in the
 // registry's snapshot, in tx: should one have a slot free after all by the

@@ -247,3 +247,41 @@ func TestTimerLockedBeforeRiverJobs(t *testing.T) {
 	}))
 	require.True(t, tried)
 }
+
+// TestAppendAllTxLeavesOutOnlyTheStale: writes in the caller's
+// transaction, one round trip for all: a write whose fold another writer
+// moved past gets the conflict and nothing of it is written, the others
+// are written and their folds move on, and the caller's own statement
+// before them stands. LoadAll reads them all back at once.
+func TestAppendAllTxLeavesOutOnlyTheStale(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	a, stale, b := newJob(t, s), newJob(t, s), newJob(t, s)
+	_, err := s.events.Append(ctx, domain.JobStream(stale.JobID), stale.Version, routedEvent(stale, "elsewhere"))
+	require.NoError(t, err)
+	ws := []*Write{{L: a, Events: []domain.Event{routedEvent(a, "one")}}, {L: stale, Events: []domain.Event{routedEvent(stale, "two")}},
+		{L: b, Events: []domain.Event{routedEvent(b, "three")}}}
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "CREATE TEMP TABLE mark (x int) ON COMMIT DROP")
+	require.NoError(t, err)
+	require.NoError(t, s.AppendAllTx(ctx, tx, ws))
+	_, err = tx.Exec(ctx, "INSERT INTO mark VALUES (1)") // the transaction lives on
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, ws[0].Err)
+	require.ErrorIs(t, ws[1].Err, eventstore.ErrConflict)
+	require.NoError(t, ws[2].Err)
+	require.Equal(t, "one", a.AgentID, "a written write's fold moves on")
+	require.Equal(t, domain.StatusSubmitted, stale.Status, "a refused write's fold stays")
+
+	loaded, err := s.LoadAll(ctx, nil, []string{a.JobID, stale.JobID, b.JobID, "0190c3a0-0000-7000-8000-000000000000"})
+	require.NoError(t, err)
+	require.Len(t, loaded, 3, "a job with no stream is absent")
+	for id, agent := range map[string]string{a.JobID: "one", b.JobID: "three", stale.JobID: "elsewhere"} {
+		require.Equal(t, 2, loaded[id].Version, id)
+		require.Equal(t, agent, loaded[id].AgentID, id)
+		require.Len(t, loaded[id].Records, 2, id)
+	}
+}

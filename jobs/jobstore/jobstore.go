@@ -235,37 +235,56 @@ func fold(id string, recs []eventstore.Record) (*Loaded, error) {
 	return l, nil
 }
 
-// keptMax bounds the folds kept (Keep): the oldest go first.
-const keptMax = 4096
+// The folds kept (Keep) are bounded in number and in the bytes of their
+// payloads and results; past either, the oldest go first.
+const (
+	keptMax   = 4096
+	keptBytes = 16 << 20
+)
 
 // keptFolds are folds of jobs this process just wrote and expects to be
-// asked for soon, by job id, with their ids in a ring, oldest first.
+// asked for soon, by job id, and in a ring, oldest first (a fold handed
+// out or kept again stays in the ring, no longer in byID).
 type keptFolds struct {
-	mu   sync.Mutex
-	byID map[string]*Loaded
-	ring [keptMax]string
-	next int
+	mu          sync.Mutex
+	byID        map[string]*Loaded
+	ring        [keptMax]*Loaded
+	head, count int
+	bytes       int
 }
 
-// Keep keeps l, a fold this process committed, for the one Kept that asks
-// for it next: a pull agent's claimed job, whose result usually comes to
-// the process that handed it out. A kept fold saves a read, never a
-// check: a write decided on it appends at its version, and a concurrent
-// write by another process since makes that a conflict (the writer
-// reloads and decides again).
+// keptSize is what a kept fold counts against keptBytes.
+func keptSize(l *Loaded) int { return len(l.Payload) + len(l.Result) + 512 }
+
+// Keep keeps l, a fold this process committed, without its records, for
+// the one Kept that asks for it next: a pull agent's claimed job, whose
+// result usually comes to the process that handed it out. A kept fold
+// saves a read, never a check: a write decided on it appends at its
+// version, and a concurrent write by another process since makes that a
+// conflict (the writer reloads and decides again).
 func (s *Store) Keep(l *Loaded) {
+	size := keptSize(l)
+	if size > keptBytes/64 {
+		return // a large payload: read again rather than held
+	}
+	l.Records = nil
 	k := &s.kept
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.byID == nil {
 		k.byID = make(map[string]*Loaded, keptMax)
 	}
-	if old := k.ring[k.next]; old != "" {
-		delete(k.byID, old) // the oldest (or a newer fold of its job: a read the more)
+	k.forget(k.byID[l.JobID])
+	if k.count == keptMax {
+		k.drop()
 	}
-	k.ring[k.next] = l.JobID
-	k.next = (k.next + 1) % keptMax
+	k.ring[(k.head+k.count)%keptMax] = l
+	k.count++
 	k.byID[l.JobID] = l
+	k.bytes += size
+	for k.bytes > keptBytes {
+		k.drop()
+	}
 }
 
 // Kept hands out the fold of job id that Keep kept, once (nil: none).
@@ -274,8 +293,24 @@ func (s *Store) Kept(id string) *Loaded {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	l := k.byID[id]
-	delete(k.byID, id)
+	k.forget(l)
 	return l
+}
+
+// forget takes l (nil: none) out of byID.
+func (k *keptFolds) forget(l *Loaded) {
+	if l != nil && k.byID[l.JobID] == l {
+		delete(k.byID, l.JobID)
+		k.bytes -= keptSize(l)
+	}
+}
+
+// drop takes the oldest fold out of the ring.
+func (k *keptFolds) drop() {
+	k.forget(k.ring[k.head])
+	k.ring[k.head] = nil
+	k.head = (k.head + 1) % keptMax
+	k.count--
 }
 
 // ApplyNew folds e, the next event of l's stream appended at at, and

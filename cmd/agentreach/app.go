@@ -315,6 +315,11 @@ func (a *App) background(ctx context.Context) {
 		case <-time.After(min(time.Duration(attempt)*500*time.Millisecond, 5*time.Second)):
 		}
 	}
+	// The standbys read once before the service is ready: with
+	// --require-sync-standby a write that came before the watcher's first
+	// read was refused as "not known" (a failed read leaves it to the
+	// watcher).
+	_ = a.readReplication(ctx)
 	a.migrated.Store(true)
 	close(a.schemaReady)
 	a.goRun(func() { a.watchOutage(ctx) })

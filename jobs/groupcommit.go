@@ -170,7 +170,7 @@ func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {
 				if first := keys[k]; first != nil && k[1] != "" {
 					// A retry of a submit in the same transaction: its job's
 					// events are not written yet, so it is answered here.
-					w.Events, w.Effects, w.Slot, w.Key = nil, domain.Effects{}, nil, nil
+					w.Events, w.Effects, w.Slot, w.Key, w.Notify = nil, domain.Effects{}, nil, nil, ""
 					it.res, w.Err = sameKey(first, it)
 					it.sameAs = first
 					continue
@@ -229,7 +229,7 @@ func sameKey(first, it *batchItem) (domain.SubmitResult, error) {
 // Idempotency-Key names an earlier job writes nothing; one refused fails
 // alone (w.Err).
 func (s *Service) prepareSubmit(ctx context.Context, tx pgx.Tx, at time.Time, w *jobstore.Write, it *batchItem, sc submitContext) {
-	w.Events, w.Effects, w.Slot, w.Key, w.WaitsAtSubmit, it.direct = nil, domain.Effects{}, nil, nil, false, dispatch.Start{}
+	w.Events, w.Effects, w.Slot, w.Key, w.Notify, w.WaitsAtSubmit, it.direct = nil, domain.Effects{}, nil, nil, "", false, dispatch.Start{}
 	sub := it.sub // a try of its own: the checks fill in its root
 	if sub.IdempotencyKey != "" {
 		hash := requestHash(sub)
@@ -322,7 +322,8 @@ type submitContext struct {
 // directStart readies the submission of w, whose fold is l, for its
 // direct dispatcher, as of its transaction's time at: routed at once when
 // it can be (dispatch.Dispatcher.RouteAtSubmit), its ROUTED in the same
-// append as its SUBMITTED, with the routed timer and the agent's slot. One
+// append as its SUBMITTED, with the routed timer and the agent's slot (a
+// pull agent's: put in its inbox, with nothing left to dispatch). One
 // that cannot be waits on the queued timer, naming no River job, for its
 // dispatcher to route it.
 func (s *Service) directStart(w *jobstore.Write, it *batchItem, l *jobstore.Loaded, at time.Time) error {
@@ -330,6 +331,18 @@ func (s *Service) directStart(w *jobstore.Write, it *batchItem, l *jobstore.Load
 	routed, agent, deadline := s.dispatcher.RouteAtSubmit(l)
 	if agent == nil {
 		w.Effects.Timer = &domain.Timer{Attempt: 1, Phase: domain.PhaseQueued, Due: s.now().Add(s.cfg.LostAfter)}
+		return nil
+	}
+	if agent.Pull() {
+		// It waits in the agent's inbox, its claim woken at the commit:
+		// nothing for the dispatcher to do (released after the commit).
+		put := s.dispatcher.InboxWrite(l, agent, routed)
+		if err := l.ApplyNew(domain.JobStream(it.sub.JobID), routed, at); err != nil {
+			return err
+		}
+		w.Events = append(w.Events, put.Events...)
+		w.Effects.Timer, w.Slot, w.Notify = put.Effects.Timer, put.Slot, put.Notify
+		it.direct = dispatch.Start{}
 		return nil
 	}
 	if err := l.ApplyNew(domain.JobStream(it.sub.JobID), routed, at); err != nil {

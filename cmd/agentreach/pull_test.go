@@ -488,6 +488,10 @@ func TestPullCancel(t *testing.T) {
 	waitJob(t, base, queued, func(j jobJSON) bool { return j.AgentID == "canceller" }, 10*time.Second)
 	require.Equal(t, 1, *listPullAgents(t, base)["canceller"].InboxDepth)
 	db := openDB(t, dsn)
+	var txs int
+	require.NoError(t, db.QueryRow(t.Context(), `SELECT count(DISTINCT tx_id) FROM events
+		WHERE stream_id = 'job:'||$1 AND type IN ('SUBMITTED', 'ROUTED')`, queued).Scan(&txs))
+	require.Equal(t, 1, txs, "an agent with no max_concurrent: the submit's own write puts the job in its inbox")
 	var unclaimed int
 	var rate *float64
 	require.NoError(t, db.QueryRow(t.Context(), `SELECT unclaimed, reach_rate FROM reach_health

@@ -166,18 +166,26 @@ func (d *Dispatcher) Direct(st Start) {
 }
 
 // RouteAtSubmit routes the first attempt of the job l being submitted when
-// nothing needs the dispatcher's care: the chosen agent is a push agent
-// with no max_concurrent (its slot needs no count). It returns ROUTED, the
-// agent and the attempt's deadline, or a nil agent.
+// nothing needs the dispatcher's care: the chosen agent has no
+// max_concurrent (its slot needs no count). It returns ROUTED, the agent
+// and the attempt's deadline, or a nil agent. A pull agent's attempt is
+// put in its inbox by the submit's own write (InboxWrite).
 func (d *Dispatcher) RouteAtSubmit(l *jobstore.Loaded) (domain.Event, *registry.Agent, time.Time) {
 	route, agent := d.route(l, "")
-	if agent == nil || agent.Pull() || agent.MaxConcurrent > 0 {
+	if agent == nil || agent.MaxConcurrent > 0 {
 		return domain.Event{}, nil, time.Time{}
 	}
 	md := domain.Metadata{TraceID: l.TraceID, Actor: "dispatcher", CausationID: "direct"}
 	// The deadline is on the process's clock, as the delivery's timeout
 	// and recordRouted's.
 	return domain.NewRouted(1, route, md), agent, d.cfg.Now().UTC().Add(l.Timeout())
+}
+
+// InboxWrite is what puts l's next attempt, routed to pull agent agent
+// (ROUTED), in its inbox (inbox.Inbox.PutWrite): its events, timer, slot
+// and notification, for a write of the caller's.
+func (d *Dispatcher) InboxWrite(l *jobstore.Loaded, agent *registry.Agent, routed domain.Event) *jobstore.Write {
+	return d.inbox.PutWrite(l, agent, routed, d.rank(l, Run{}))
 }
 
 // deliverRouted delivers the first attempt the submit routed and records

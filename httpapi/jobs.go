@@ -198,12 +198,16 @@ func (s *Server) reserveWait(c *gin.Context, ms int) (*jobwait.Wait, error) {
 // awaitEnd reads job id until it has ended or deadline passes (the last
 // read either way), woken by the commits that may have ended it: wait
 // watches it already, so an end committed after the first read wakes it.
+// A commit of this process that ended it hands over its fold: no read.
 func (s *Server) awaitEnd(c *gin.Context, wait *jobwait.Wait, id string, deadline time.Time) (*jobstore.Loaded, error) {
 	ctx := c.Request.Context()
 	for {
 		l, err := s.deps.Jobs.Load(ctx, nil, id)
 		if err != nil || l.Status.Terminal() || !wait.Until(ctx, deadline) {
 			return l, err
+		}
+		if l := wait.Fold(); l != nil {
+			return l, nil // as the commit that ended it left it
 		}
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	mcpclient "github.com/agentreach/agentreach/mcp/client"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	mcpclient "github.com/agentreach/agentreach/mcp/client"
 
 	"github.com/agentreach/agentreach/a2a/adapter"
 
@@ -207,7 +209,15 @@ type Service struct {
 	// waiters signals the deadline sweep that a commit woke an attempt
 	// waiting for a slot (jobstore.WakeWaiters).
 	waiters chan struct{}
+	// onEnded is handed the fold of every job a shared write ended
+	// (OnEnded).
+	onEnded atomic.Pointer[func(*jobstore.Loaded)]
 }
+
+// OnEnded hands f a copy of the fold of every job a shared write of this
+// process ended, once it committed (jobwait.Hub.Ended answers the
+// requests waiting for it).
+func (s *Service) OnEnded(f func(*jobstore.Loaded)) { s.onEnded.Store(&f) }
 
 // NewService returns a Service. Call SetClient before use.
 func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Registry, logger *slog.Logger, cfg Config) *Service {
@@ -229,7 +239,11 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		Route: func(ctx context.Context, tx pgx.Tx, woken []jobstore.Woken) []jobstore.Routed {
 			return s.dispatcher.RouteWoken(ctx, tx, woken)
 		},
-		Now: func() time.Time { return s.now() }, Finished: s.countFinished})
+		Now: func() time.Time { return s.now() }, Finished: s.countFinished, Ended: func(l *jobstore.Loaded) {
+			if f := s.onEnded.Load(); f != nil {
+				(*f)(l)
+			}
+		}})
 	s.inbox = inbox.New(pool, store, s.jobs, logger, inbox.Config{ClaimTimeout: cfg.ClaimTimeout, ResultURL: s.resultURL,
 		Now: func() time.Time { return s.now() }, Jitter: s.jitter, Claimed: func(ctx context.Context) {
 			s.metrics.deliveries.Add(ctx, 1, telemetry.WithAttrs(attribute.String("outcome", string(domain.ObservedAccepted)),

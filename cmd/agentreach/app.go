@@ -183,6 +183,7 @@ func (a *App) Start(ctx context.Context) error {
 	// Requests waiting for jobs to end (wait_ms) answer at once when the
 	// server shuts down, so that they do not hold the shutdown up.
 	waits := jobwait.New(a.store, a.pool, a.cfg.WaitsPerKey, a.logger)
+	a.jobs.OnEnded(waits.Ended)
 	handler := httpapi.New(httpapi.Deps{
 		Pool: a.pool, Store: a.store, Logger: a.logger, Ready: a.ready, ReadyDetails: a.replicationDetails, ReadPool: a.readPool, Writable: a.writesRefused, Version: version,
 		Jobs: a.jobs, Approvals: a.jobs, Retention: a.retention, Callbacks: a.jobs.Callbacks(), Inbox: a.jobs.Inbox(), A2AJobs: a.jobs.Adapter(), Agents: a.registry, Routing: a.registry,

@@ -40,6 +40,14 @@ func TestWaitMS(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &ended))
 	require.Equal(t, "SUCCESS", ended.Status, body)
 	require.Contains(t, body, `"result"`)
+	// Answered from the fold the ending commit handed over: the job as a
+	// read of it answers it.
+	var answered, read map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &answered))
+	code, again := call(t, http.MethodGet, base+"/v1/jobs/"+ended.JobID, "", "")
+	require.Equal(t, http.StatusOK, code, again)
+	require.NoError(t, json.Unmarshal([]byte(again), &read))
+	require.Equal(t, read, answered)
 
 	code, body = call(t, http.MethodPost, base+"/v1/jobs", "", `{"capability":"t.slow","payload":{},"wait_ms":300,"timeout_ms":60000}`)
 	require.Equal(t, http.StatusAccepted, code, "not ended within wait_ms: 202 as without it: %s", body)

@@ -76,6 +76,10 @@ type Config struct {
 	Route func(ctx context.Context, tx pgx.Tx, woken []Woken) []Routed
 	// Finished, if set, is told of every job a committed write ended.
 	Finished func(ctx context.Context, before, after domain.JobStatus)
+	// Ended, if set, is handed a copy of the fold of every job a shared
+	// write (Write, Commit) ended, once it committed: a request waiting
+	// for that job's end answers from it without reading the job again.
+	Ended func(l *Loaded)
 }
 
 // Woken is a waiting attempt that a slot given back woke: its job, its

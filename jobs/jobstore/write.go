@@ -314,10 +314,15 @@ func (s *Store) moveOn(ctx context.Context, w *Write) {
 			l.RoutedAt = w.At
 		}
 	}
-	if w.After.Status.Terminal() && !l.Status.Terminal() {
+	ended := w.After.Status.Terminal() && !l.Status.Terminal()
+	if ended {
 		l.FinishedAt = w.At
 	}
 	l.Job = w.After
+	if ended && s.cfg.Ended != nil {
+		c := *l
+		s.cfg.Ended(&c)
+	}
 }
 
 // WriteRetrying writes what decide decides, again (up to 5 times) when a

@@ -11,7 +11,10 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/agentreach/agentreach/jobs/jobstore"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
@@ -62,6 +65,7 @@ type Wait struct {
 	key    string
 	stream string
 	ended  chan struct{} // a signal when the job may have ended
+	fold   atomic.Pointer[jobstore.Loaded]
 }
 
 // Reserve takes one of key's waits, or answers ErrTooManyWaits.
@@ -110,6 +114,25 @@ func (w *Wait) Until(ctx context.Context, deadline time.Time) bool {
 	}
 	return false
 }
+
+// Ended hands l, the fold of a job a commit of this process just ended,
+// to the waits for it, and wakes them: they answer from it (Fold) without
+// reading the job again.
+func (h *Hub) Ended(l *jobstore.Loaded) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.waits[domain.JobStream(l.JobID)] {
+		w.fold.Store(l)
+		select {
+		case w.ended <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Fold is the ended job's fold its commit handed over (Ended), or nil:
+// then read the job again.
+func (w *Wait) Fold() *jobstore.Loaded { return w.fold.Load() }
 
 // Drain ends every wait, now and later, at once: each answers the job as
 // it is (a 202, or the job not yet ended), so that a shutdown does not

@@ -69,7 +69,7 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 		}
 		then = func(ctx context.Context, tx pgx.Tx) error {
 			claimed, folds = nil, nil // what a run rolled back before this one claimed
-			out, fs, err := s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext)
+			out, fs, err := s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext-len(last.Taken))
 			if err == nil {
 				claimed, folds = out, fs
 			}
@@ -87,13 +87,26 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 			s.now().UTC(), s.jitter(), md)
 		claimed, folds = nil, nil
 		recorded, last = rec, &jobstore.Write{L: l, Events: evs, Effects: fx, CallbackNow: true}
-		if rec == domain.RecordedOutcome {
-			last.Then = then // a duplicate (a report sent again) claims nothing
+		if rec == domain.RecordedOutcome && then != nil { // a duplicate (a report sent again) claims nothing
+			// The waiter the slot given back woke, routed to this agent in
+			// the same transaction, is claimed by that route's own write;
+			// the rest from the inbox (then).
+			last.Then, last.TakeMax = then, rep.ClaimNext
+			last.TakeRouted = func(r *jobstore.Write) bool { return s.inbox.ClaimRouted(r, caller) }
 		}
 		return last, nil
 	})
 	if err != nil {
 		return "", nil, nil, err
+	}
+	if len(last.Taken) > 0 {
+		taken := make([]webhook.Envelope, 0, len(last.Taken)+len(claimed))
+		for _, r := range last.Taken {
+			env, l := s.inbox.Delivery(r)
+			taken = append(taken, env)
+			folds = append(folds, l)
+		}
+		claimed = append(taken, claimed...)
 	}
 	if last.CallsBack() {
 		s.callbacks.Now(ctx, l, md.CausationID)

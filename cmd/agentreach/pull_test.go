@@ -630,7 +630,12 @@ func TestResultClaimsTheNextDelivery(t *testing.T) {
 	require.Equal(t, 1, next.Attempt)
 	require.JSONEq(t, `{"n":2}`, string(next.Payload))
 	require.Equal(t, base+"/v1/jobs/"+second+"/result", next.ResultURL)
-	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED"}, types(jobEvents(t, base, second)))
+	evs := jobEvents(t, base, second)
+	require.Equal(t, []string{"SUBMITTED", "ROUTED", "DELIVERED"}, types(evs))
+	var delivered domain.Delivered
+	require.NoError(t, json.Unmarshal(evs[2].Data, &delivered))
+	require.True(t, delivered.Claimed)
+	require.Zero(t, delivered.LatencyMS, "claimed by the write that routed it: no time in the inbox")
 	var txs int
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(DISTINCT tx_id) FROM events
 		WHERE (stream_id = 'job:'||$1 AND type = 'SUCCESS') OR (stream_id = 'job:'||$2 AND type IN ('ROUTED', 'DELIVERED'))`,

@@ -275,6 +275,35 @@ func (b *Inbox) ClaimIn(ctx context.Context, tx pgx.Tx, a *registry.Agent, max i
 	return out, folds, nil
 }
 
+// ClaimRouted claims for a, in the write r that routes it, the attempt r
+// puts in a's inbox (a waiter one of a's slots woke, routed in the
+// transaction that gave the slot back: jobstore.Write.TakeRouted): r then
+// appends DELIVERED after ROUTED, with the delivered timer in place of
+// the inbox timer and no notification, as a claim would have a moment
+// later. False when r is no such route.
+func (b *Inbox) ClaimRouted(r *jobstore.Write, a *registry.Agent) bool {
+	if r.Notify != a.Key().String() || r.Decide() != nil {
+		return false
+	}
+	now := b.cfg.Now().UTC()
+	md := domain.Metadata{TraceID: r.L.TraceID, Actor: "agent:" + a.AgentID}
+	evs, fx, _, ok := domain.Claim(&r.After, r.After.Attempts, a.AgentID, now, now, md)
+	if !ok {
+		return false
+	}
+	r.Events = append(r.Events, evs...)
+	r.Effects.Timer, r.Notify = fx.Timer, ""
+	return true
+}
+
+// Delivery is the delivery of the attempt a committed write claimed
+// (ClaimRouted), as a claim answers it, and the job's fold for Claimed.
+func (b *Inbox) Delivery(r *jobstore.Write) (webhook.Envelope, *jobstore.Loaded) {
+	l := r.L
+	return webhook.Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
+		Attempt: l.Attempts, Deadline: r.Effects.Timer.Due, ResultURL: b.cfg.ResultURL(l.JobID)}, l
+}
+
 // Claimed tells Config.Claimed of the deliveries a committed claim
 // handed out, and keeps their jobs' folds for the results that come next
 // (jobstore.Store.Keep).

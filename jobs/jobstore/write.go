@@ -111,6 +111,15 @@ type Write struct {
 	// back only itself. The transaction may run more than once; Then runs
 	// in each, and only the last one's work stands.
 	Then func(ctx context.Context, tx pgx.Tx) error
+	// TakeRouted, when set, is offered each route the transaction writes
+	// for a waiter its slots woke, before it is written, until it took
+	// TakeMax of them: it may add to the route's write (a pull agent's
+	// claim of the attempt the route puts in its inbox) and answer true.
+	// Taken holds the route writes it took in the run that committed;
+	// Then runs only when it took fewer than TakeMax.
+	TakeRouted func(r *Write) bool
+	TakeMax    int
+	Taken      []*Write
 
 	// After is the fold after Events (Decide).
 	After domain.Job
@@ -482,6 +491,9 @@ func TransientTxError(err error) bool {
 // counts, then the prelude's decisions, then writeIn. On an error it
 // answers the write whose statement failed, if one did.
 func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bool) (culprit *Write, err error) {
+	for _, w := range ws {
+		w.Taken = nil // what a run before this one took
+	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
 	var at time.Time
@@ -528,7 +540,7 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 	}
 	var routed []Routed
 	if len(woken) > 0 && s.cfg.Route != nil {
-		routed = s.routeWoken(ctx, tx, woken)
+		routed = s.routeWoken(ctx, tx, woken, ws)
 		defer func() {
 			for _, r := range routed {
 				r.Done(err == nil)
@@ -536,7 +548,7 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 		}()
 	}
 	for _, w := range ws {
-		if w.Then != nil && w.Err == nil && !w.empty() {
+		if w.Then != nil && w.Err == nil && !w.empty() && (w.TakeRouted == nil || len(w.Taken) < w.TakeMax) {
 			thenIn(ctx, tx, w.Then)
 		}
 	}
@@ -579,12 +591,20 @@ func thenIn(ctx context.Context, tx pgx.Tx, then func(context.Context, pgx.Tx) e
 // one fails (its job moved on, a slot taken after all), the savepoint is
 // rolled back and every waiter goes to Woken after the commit, as
 // without Route; the transaction's own writes are unharmed.
-func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken) []Routed {
+func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken, ws []*Write) []Routed {
 	sp, err := tx.Begin(ctx) // a savepoint
 	if err != nil {
 		return nil
 	}
 	routed := s.cfg.Route(ctx, sp, woken)
+	for _, r := range routed {
+		for _, w := range ws {
+			if w.TakeRouted != nil && w.Err == nil && len(w.Taken) < w.TakeMax && w.TakeRouted(r.Write) {
+				w.Taken = append(w.Taken, r.Write)
+				break
+			}
+		}
+	}
 	if len(routed) > 0 {
 		err := s.writeRouted(ctx, sp, routed)
 		if err == nil {
@@ -595,6 +615,9 @@ func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken) []Rout
 		}
 		for _, r := range routed {
 			r.Done(false)
+		}
+		for _, w := range ws {
+			w.Taken = nil // not written
 		}
 	}
 	_ = sp.Rollback(ctx) // nothing routed: as if never tried (a failure fails the commit)

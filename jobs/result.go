@@ -93,6 +93,7 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 			// the rest from the inbox (then).
 			last.Then, last.TakeMax = then, rep.ClaimNext
 			last.TakeRouted = func(r *jobstore.Write) bool { return s.inbox.ClaimRouted(r, caller) }
+			last.OnRun = func() { claimed, folds = nil, nil } // a run that takes a route skips then
 		}
 		return last, nil
 	})

@@ -120,6 +120,10 @@ type Write struct {
 	TakeRouted func(r *Write) bool
 	TakeMax    int
 	Taken      []*Write
+	// OnRun, when set, is called at the start of every run of the write's
+	// transaction: what Then and TakeRouted gathered in a run rolled back
+	// is dropped there.
+	OnRun func()
 
 	// After is the fold after Events (Decide).
 	After domain.Job
@@ -493,6 +497,9 @@ func TransientTxError(err error) bool {
 func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bool) (culprit *Write, err error) {
 	for _, w := range ws {
 		w.Taken = nil // what a run before this one took
+		if w.OnRun != nil {
+			w.OnRun()
+		}
 	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})

@@ -285,3 +285,23 @@ func TestAppendAllTxLeavesOutOnlyTheStale(t *testing.T) {
 		require.Len(t, loaded[id].Records, 2, id)
 	}
 }
+
+// TestOnRunIsCalledForEveryRun: a shared transaction that runs again
+// (here without a stale write) calls each write's OnRun at the start of
+// every run, so what its Then or TakeRouted gathered in a run rolled back
+// is dropped.
+func TestOnRunIsCalledForEveryRun(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	a, stale := newJob(t, s), newJob(t, s)
+	_, err := s.events.Append(ctx, domain.JobStream(stale.JobID), stale.Version, routedEvent(stale, "elsewhere"))
+	require.NoError(t, err)
+	runs := 0
+	wa := decided(t, &Write{L: a, Events: []domain.Event{routedEvent(a, "one")}, OnRun: func() { runs++ }})
+	ws := []*Write{wa, decided(t, &Write{L: stale, Events: []domain.Event{routedEvent(stale, "two")}})}
+	s.Commit(ctx, ws, nil)
+	require.NoError(t, ws[0].Err)
+	require.ErrorIs(t, ws[1].Err, eventstore.ErrConflict)
+	require.Equal(t, 2, runs, "the run with the stale write, and the one without it")
+}

@@ -68,7 +68,6 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 			return "", nil, nil, err
 		}
 		then = func(ctx context.Context, tx pgx.Tx) error {
-			claimed, folds = nil, nil // what a run rolled back before this one claimed
 			out, fs, err := s.inbox.ClaimIn(ctx, tx, caller, rep.ClaimNext-len(last.Taken))
 			if err == nil {
 				claimed, folds = out, fs
@@ -93,7 +92,7 @@ func (s *Service) ReportResultAndClaim(ctx context.Context, id, token string, re
 			// the rest from the inbox (then).
 			last.Then, last.TakeMax = then, rep.ClaimNext
 			last.TakeRouted = func(r *jobstore.Write) bool { return s.inbox.ClaimRouted(r, caller) }
-			last.OnRun = func() { claimed, folds = nil, nil } // a run that takes a route skips then
+			last.OnRun = func() { claimed, folds = nil, nil } // what a run rolled back gathered (one that takes a route skips then)
 		}
 		return last, nil
 	})

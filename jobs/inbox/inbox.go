@@ -267,8 +267,7 @@ func (b *Inbox) ClaimIn(ctx context.Context, tx pgx.Tx, a *registry.Agent, max i
 			return nil, nil, fmt.Errorf("claim job %s: %w", c.w.L.JobID, c.w.Err)
 		}
 		l := c.w.L
-		out = append(out, webhook.Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
-			Attempt: c.attempt, Deadline: c.deadline, ResultURL: b.cfg.ResultURL(l.JobID)})
+		out = append(out, b.envelope(l, c.attempt, c.deadline))
 		l.RoutedAt, l.UpdatedAt = now, now // the claim's, as a reload reads them within the transaction's time
 		folds = append(folds, l)
 	}
@@ -299,9 +298,14 @@ func (b *Inbox) ClaimRouted(r *jobstore.Write, a *registry.Agent) bool {
 // Delivery is the delivery of the attempt a committed write claimed
 // (ClaimRouted), as a claim answers it, and the job's fold for Claimed.
 func (b *Inbox) Delivery(r *jobstore.Write) (webhook.Envelope, *jobstore.Loaded) {
-	l := r.L
+	return b.envelope(r.L, r.L.Attempts, r.Effects.Timer.Due), r.L
+}
+
+// envelope is the delivery of attempt of l, due by deadline, as a claim
+// answers it.
+func (b *Inbox) envelope(l *jobstore.Loaded, attempt int, deadline time.Time) webhook.Envelope {
 	return webhook.Envelope{JobID: l.JobID, TraceID: l.TraceID, Capability: l.Capability, Payload: l.Payload,
-		Attempt: l.Attempts, Deadline: r.Effects.Timer.Due, ResultURL: b.cfg.ResultURL(l.JobID)}, l
+		Attempt: attempt, Deadline: deadline, ResultURL: b.cfg.ResultURL(l.JobID)}
 }
 
 // Claimed tells Config.Claimed of the deliveries a committed claim

@@ -227,7 +227,9 @@ func TestMCPLegacyTasks(t *testing.T) {
 	created := post("tools/call", `{"name":"mcp.old","arguments":{},"task":{"ttl":60000}}`)
 	task := created["result"].(map[string]any)["task"].(map[string]any)
 	id := task["taskId"].(string)
-	require.Equal(t, "working", task["status"])
+	// The job as it stands when the task is answered: the inline agent
+	// may have answered already.
+	require.Contains(t, []any{"working", "completed"}, task["status"])
 	require.NotNil(t, task["ttl"])
 	result := post("tasks/result", `{"taskId":"`+id+`"}`)
 	require.Equal(t, false, result["result"].(map[string]any)["isError"] == true)

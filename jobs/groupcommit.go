@@ -56,7 +56,7 @@ type batchResult struct {
 }
 
 type batcher struct {
-	s        *Service
+	commit   func(ctx context.Context, batch []*batchItem) // Service.commitSubmits
 	items    chan *batchItem
 	window   time.Duration
 	idle     time.Duration
@@ -75,10 +75,10 @@ func DefaultCommitWorkers() int { return min(max(runtime.GOMAXPROCS(0)/2, 1), 4)
 
 // StartGroupCommit turns group commit on: workers goroutines collect
 // submits for at most window (and flush earlier when none has arrived for a
-// tenth of it) into one transaction each; as many gather the dispatch
+// tenth of it) into one transaction each, a lone submit at once (run); as many gather the dispatch
 // side's writes (write.go), with no window. It runs until ctx ends.
 func (s *Service) StartGroupCommit(ctx context.Context, window time.Duration, workers int) {
-	b := &batcher{s: s, items: make(chan *batchItem), window: window, idle: max(window/10, 50*time.Microsecond), maxBatch: 500}
+	b := &batcher{commit: s.commitSubmits, items: make(chan *batchItem), window: window, idle: max(window/10, 50*time.Microsecond), maxBatch: 500}
 	s.batcher = b
 	for range max(workers, 1) {
 		go b.run(ctx)
@@ -101,7 +101,13 @@ func newBatchItem(ctx context.Context, sub domain.Submitted, md domain.Metadata)
 	return &batchItem{ctx: ctx, sub: sub, md: md, done: make(chan batchResult, 1)}
 }
 
+// run gathers submits into transactions until ctx ends. It takes the
+// submits already waiting, and waits for more (up to the window, while
+// they keep coming within the idle time) only when it found company or
+// its last batch had some: a lone submit, one caller's next among
+// others, commits at once instead of waiting the idle time for nobody.
 func (b *batcher) run(ctx context.Context) {
+	crowded := false // the last batch gathered more than one submit
 	for {
 		var first *batchItem
 		select {
@@ -110,27 +116,43 @@ func (b *batcher) run(ctx context.Context) {
 		case first = <-b.items:
 		}
 		batch := []*batchItem{first}
-		window := time.NewTimer(b.window)
-		idle := time.NewTimer(b.idle)
-	collect:
+	waiting:
 		for len(batch) < b.maxBatch {
 			select {
 			case it := <-b.items:
 				batch = append(batch, it)
-				idle.Reset(b.idle)
-			case <-idle.C:
-				break collect
-			case <-window.C:
-				break collect
+			default:
+				break waiting
 			}
 		}
-		window.Stop()
-		idle.Stop()
+		if crowded || len(batch) > 1 {
+			batch = b.linger(batch)
+		}
+		crowded = len(batch) > 1
 		b.commit(context.WithoutCancel(ctx), batch)
 	}
 }
 
-func (b *batcher) commit(ctx context.Context, batch []*batchItem) { b.s.commitSubmits(ctx, batch) }
+// linger adds to batch the submits that arrive within the window, as
+// long as each comes within the idle time of the one before.
+func (b *batcher) linger(batch []*batchItem) []*batchItem {
+	window := time.NewTimer(b.window)
+	idle := time.NewTimer(b.idle)
+	defer window.Stop()
+	defer idle.Stop()
+	for len(batch) < b.maxBatch {
+		select {
+		case it := <-b.items:
+			batch = append(batch, it)
+			idle.Reset(b.idle)
+		case <-idle.C:
+			return batch
+		case <-window.C:
+			return batch
+		}
+	}
+	return batch
+}
 
 // commitSubmits writes batch in one transaction and answers each item.
 func (s *Service) commitSubmits(ctx context.Context, batch []*batchItem) {

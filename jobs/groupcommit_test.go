@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -119,4 +120,44 @@ func TestConcurrentSubmitsOfOneKey(t *testing.T) {
 	var streams int
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT count(DISTINCT stream_id) FROM events WHERE type = 'SUBMITTED'`).Scan(&streams))
 	require.Equal(t, 1, streams)
+}
+
+// TestLoneSubmitCommitsAtOnce: a submit with nothing else waiting is
+// committed without waiting for company (the window and the idle time
+// are an hour), and the submits that arrived while a transaction ran
+// share the next one (which waits out its window for more).
+func TestLoneSubmitCommitsAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, window := range []time.Duration{time.Hour, 20 * time.Millisecond} {
+		batches := make(chan []*batchItem)
+		release := make(chan struct{})
+		b := &batcher{items: make(chan *batchItem, 8), window: window, idle: time.Hour, maxBatch: 500,
+			commit: func(_ context.Context, batch []*batchItem) {
+				batches <- batch
+				<-release
+			}}
+		ctx, cancel := context.WithCancel(context.Background())
+		go b.run(ctx)
+		item := func() *batchItem { return newBatchItem(ctx, domain.Submitted{}, domain.Metadata{}) }
+		next := func() []*batchItem {
+			select {
+			case batch := <-batches:
+				return batch
+			case <-time.After(10 * time.Second):
+				t.Fatalf("window %s: no transaction committed", window)
+				return nil
+			}
+		}
+		b.items <- item()
+		require.Len(t, next(), 1, "the lone submit is committed without waiting")
+		if window < time.Hour {
+			for range 3 { // they arrive while the first transaction runs
+				b.items <- item()
+			}
+			release <- struct{}{}
+			require.Len(t, next(), 3, "the submits that waited share the next transaction")
+		}
+		cancel()
+		close(release)
+	}
 }

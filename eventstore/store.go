@@ -249,15 +249,33 @@ func (e *StatementError) Unwrap() error { return e.Err }
 // statement that fails answers a *StatementError. The events are visible
 // to others once tx commits; call Committed after that.
 func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, appends []StreamAppend, after []Statement) error {
-	b := &pgx.Batch{}
-	const lead = 1 // statements of AppendAll's own before the caller's
+	_, err := s.appendAll(ctx, &pgx.Batch{}, func(b *pgx.Batch) pgx.BatchResults { return tx.SendBatch(ctx, b) },
+		before, appends, after)
+	return err
+}
+
+// BeginAppendAll is AppendAll in a transaction it begins in the same round
+// trip: begin holds BeginTx and the statements to send with it, which are
+// read first. It answers the transaction (nil if it did not begin), which
+// the caller commits or rolls back, and AppendAll's errors.
+func (s *Store) BeginAppendAll(ctx context.Context, begin *pgx.Batch, before []Statement, appends []StreamAppend, after []Statement) (pgx.Tx, error) {
+	return s.appendAll(ctx, begin, func(b *pgx.Batch) pgx.BatchResults { return s.pool.SendBatch(ctx, b) },
+		before, appends, after)
+}
+
+// appendAll queues AppendAll's statements on b after what it holds, sends
+// it with send and answers the transaction the batch began (if it began
+// one) and AppendAll's errors.
+func (s *Store) appendAll(ctx context.Context, b *pgx.Batch, send func(*pgx.Batch) pgx.BatchResults,
+	before []Statement, appends []StreamAppend, after []Statement) (pgx.Tx, error) {
+	lead := len(b.QueuedQueries) + 1 // statements before the caller's: b's own and generic plans
 	b.Queue(genericPlansSQL)
 	for _, st := range before {
 		queueStatement(b, st)
 	}
 	var stale []int
 	if err := queueAppends(b, appends, &stale); err != nil {
-		return err
+		return nil, err
 	}
 	appendsAt := len(before)
 	if len(b.QueuedQueries) == lead+len(before) {
@@ -266,8 +284,8 @@ func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, ap
 	for _, st := range after {
 		queueStatement(b, st)
 	}
-	if len(b.QueuedQueries) == lead {
-		return nil
+	if len(b.QueuedQueries) == lead && lead == 1 {
+		return nil, nil
 	}
 	n := len(b.QueuedQueries) - lead // the caller's statements and the appends'
 	b.Queue(customPlansSQL)
@@ -287,23 +305,25 @@ func (s *Store) AppendAll(ctx context.Context, tx pgx.Tx, before []Statement, ap
 			return err
 		}
 	}
-	err := tx.SendBatch(ctx, b).Close()
+	br := send(b)
+	err := br.Close()
+	tx := br.Tx()
 	switch {
 	case err == nil:
-		return nil
+		return tx, nil
 	case failed == appendsAt && len(stale) > 0:
 		a := appends[stale[0]]
-		return &ConflictError{Stream: a.Stream, Expected: a.Expected, Stale: stale}
+		return tx, &ConflictError{Stream: a.Stream, Expected: a.Expected, Stale: stale}
 	case failed == appendsAt && errors.Is(err, ErrConflict):
-		return err
+		return tx, err
 	case failed < 0:
-		return err // not a statement's: the connection's
+		return tx, err // not a statement's: the connection's, or one sent before them
 	}
 	index := failed
 	if appendsAt < 0 && failed >= len(before) {
 		index++ // after's statements keep their places
 	}
-	return &StatementError{Index: index, Err: err}
+	return tx, &StatementError{Index: index, Err: err}
 }
 
 // queueStatement queues st on b, reading its rows with st.Rows if set.

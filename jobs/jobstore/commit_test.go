@@ -41,5 +41,17 @@ func TestCommitWhoseConnectionDies(t *testing.T) {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = $1`, domain.JobStream(l.JobID)).Scan(&n))
 		require.Equal(t, 1, n, "written once (armed %d)", when)
+
+		// A write to a job that exists sends its appends with its BEGIN
+		// (appendsAtBegin): its COMMIT is cut the same way.
+		proxy.Arm(when)
+		w := &Write{L: l, Events: []domain.Event{routedEvent(l, "one")}}
+		require.NoError(t, w.Decide())
+		require.True(t, appendsAtBegin([]*Write{w}, nil, false))
+		s.Commit(ctx, []*Write{w}, nil)
+		require.NoError(t, w.Err, "armed %d", when)
+		require.Equal(t, cutsBefore+2, proxy.Cuts(), "the connection was cut during COMMIT (armed %d)", when)
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = $1`, domain.JobStream(l.JobID)).Scan(&n))
+		require.Equal(t, 2, n, "ROUTED written once (armed %d)", when)
 	}
 }

@@ -506,43 +506,16 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 	var at time.Time
 	var xid string
 	b.Queue(qTransactionTime).QueryRow(func(row pgx.Row) error { return row.Scan(&at, &xid) })
-	counted := pre == nil || pre.Prepare == nil // the slots wanted are known before the transaction
-	if pre != nil && pre.Begin != nil {
-		pre.Begin(b)
-	}
-	var lanes *laneView
-	if pre != nil && len(pre.Lanes) > 0 {
-		lanes = queueLaneLock(b, pre.Lanes)
-	}
-	if counted {
-		queueSlotCount(b, ws, false)
-	}
-	br := s.pool.SendBatch(ctx, b)
-	err = br.Close()
-	tx := br.Tx()
-	if tx != nil {
-		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
-	}
-	if err != nil {
-		return nil, err
-	}
-	if pre != nil && pre.Prepare != nil {
-		// Decided in the order the writes came (a repeated Idempotency-Key
-		// belongs to the submit that came first), written in job order.
-		arrived := slices.SortedStableFunc(slices.Values(ws), func(a, b *Write) int { return cmp.Compare(a.arrival, b.arrival) })
-		if err := pre.Prepare(ctx, tx, at, arrived); err != nil {
-			return nil, err
-		}
-	}
-	if err := s.admit(ctx, tx, ws, lanes); err != nil {
-		return nil, err
-	}
 	var woken []Woken
 	wokenInto := &woken
 	if s.cfg.Woken == nil {
 		wokenInto = nil // the commit wakes the deadline sweep
 	}
-	if culprit, err := s.writeIn(ctx, tx, ws, alone, counted, wokenInto); err != nil {
+	tx, culprit, err := s.begin(ctx, b, &at, ws, pre, alone, wokenInto)
+	if tx != nil {
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	}
+	if err != nil {
 		return culprit, err
 	}
 	var routed []Routed
@@ -577,6 +550,47 @@ func (s *Store) writeTx(ctx context.Context, ws []*Write, pre *Prelude, alone bo
 		s.cfg.Woken(woken)
 	}
 	return nil, nil
+}
+
+// begin sends b (BEGIN and the query of the transaction's time, read into
+// at) and writes ws in the transaction it begins, which it answers (nil
+// if none began): with the appends in b when nothing needs an answer
+// before them (appendsAtBegin), else after the prelude's statements and
+// decisions, the slot counts and the lanes' admission (writeIn).
+func (s *Store) begin(ctx context.Context, b *pgx.Batch, at *time.Time, ws []*Write, pre *Prelude, alone bool, woken *[]Woken) (pgx.Tx, *Write, error) {
+	if appendsAtBegin(ws, pre, alone) {
+		return s.appendAll(ctx, b, nil, ws, true, woken)
+	}
+	counted := pre == nil || pre.Prepare == nil // the slots wanted are known before the transaction
+	if pre != nil && pre.Begin != nil {
+		pre.Begin(b)
+	}
+	var lanes *laneView
+	if pre != nil && len(pre.Lanes) > 0 {
+		lanes = queueLaneLock(b, pre.Lanes)
+	}
+	if counted {
+		queueSlotCount(b, ws, false)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	err := br.Close()
+	tx := br.Tx()
+	if err != nil {
+		return tx, nil, err
+	}
+	if pre != nil && pre.Prepare != nil {
+		// Decided in the order the writes came (a repeated Idempotency-Key
+		// belongs to the submit that came first), written in job order.
+		arrived := slices.SortedStableFunc(slices.Values(ws), func(a, b *Write) int { return cmp.Compare(a.arrival, b.arrival) })
+		if err := pre.Prepare(ctx, tx, *at, arrived); err != nil {
+			return tx, nil, err
+		}
+	}
+	if err := s.admit(ctx, tx, ws, lanes); err != nil {
+		return tx, nil, err
+	}
+	culprit, err := s.writeIn(ctx, tx, ws, alone, counted, woken)
+	return tx, culprit, err
 }
 
 // thenIn runs then in a savepoint of tx (Write.Then); a failure rolls
@@ -703,11 +717,11 @@ func (s *Store) writeIn(ctx context.Context, tx pgx.Tx, ws []*Write, alone, coun
 		}
 	}
 	if !alone {
-		culprit, err := s.appendAll(ctx, tx, live, !lockFirst, woken)
+		_, culprit, err := s.appendAll(ctx, nil, tx, live, !lockFirst, woken)
 		return culprit, err
 	}
 	for _, w := range live {
-		if _, err := s.appendAll(ctx, tx, []*Write{w}, !lockFirst, woken); err != nil {
+		if _, _, err := s.appendAll(ctx, nil, tx, []*Write{w}, !lockFirst, woken); err != nil {
 			return w, err
 		}
 	}
@@ -730,10 +744,28 @@ func lockTimers(ws []*Write) *eventstore.Statement {
 	return &eventstore.Statement{SQL: qLockJobTimers, Args: []any{eventstore.UUIDs(ids)}}
 }
 
+// appendsAtBegin reports whether the transaction of ws can send their
+// appends with its BEGIN (appendAll with a begin batch), saving a round
+// trip: when nothing needs an answer before them (no prelude, no slot of
+// a limited agent to count, no River job to insert, no new job to admit
+// into its lane) and every write is written (not alone, not empty).
+func appendsAtBegin(ws []*Write, pre *Prelude, alone bool) bool {
+	if pre != nil || alone || len(slotLimitedAgents(ws)) > 0 {
+		return false
+	}
+	for _, w := range ws {
+		if w.empty() || w.Effects.Queue != nil || w.Effects.Poll > 0 || w.riverCallback() || w.L.Status == domain.StatusNone {
+			return false
+		}
+	}
+	return len(ws) > 0
+}
+
 // appendAll sends, in one round trip, the lock of ws' timer rows (with
-// lock), their events and the statements of their effects. It answers the
-// write whose events were stale, if one's were.
-func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write, lock bool, woken *[]Woken) (*Write, error) {
+// lock), their events and the statements of their effects: on tx, or with
+// begin, which begins the transaction it answers. It answers the write
+// whose events were stale, if one's were.
+func (s *Store) appendAll(ctx context.Context, begin *pgx.Batch, tx pgx.Tx, ws []*Write, lock bool, woken *[]Woken) (pgx.Tx, *Write, error) {
 	var appends []eventstore.StreamAppend
 	var appenders []*Write // the write of each append
 	fx := effectRows{agentsChannel: s.cfg.AgentsChannel, woken: woken, lostAfter: s.cfg.LostAfter}
@@ -748,11 +780,16 @@ func (s *Store) appendAll(ctx context.Context, tx pgx.Tx, ws []*Write, lock bool
 	if l := lockTimers(ws); lock && l != nil {
 		before = append(before, *l)
 	}
-	err := s.events.AppendAll(ctx, tx, before, appends, fx.statements())
-	if ce := (*eventstore.ConflictError)(nil); errors.As(err, &ce) && len(ce.Stale) > 0 {
-		return appenders[ce.Stale[0]], err
+	var err error
+	if begin != nil {
+		tx, err = s.events.BeginAppendAll(ctx, begin, before, appends, fx.statements())
+	} else {
+		err = s.events.AppendAll(ctx, tx, before, appends, fx.statements())
 	}
-	return nil, err
+	if ce := (*eventstore.ConflictError)(nil); errors.As(err, &ce) && len(ce.Stale) > 0 {
+		return tx, appenders[ce.Stale[0]], err
+	}
+	return tx, nil, err
 }
 
 // insertRiverJobs inserts, in one statement, the River jobs ws' effects

@@ -81,6 +81,7 @@ func TestSharedWriteLeavesOutOnlyTheStale(t *testing.T) {
 	aAgain := *a
 	ws := []*Write{mk(a, routedEvent(a, "one")), mk(stale, routedEvent(stale, "two")), mk(b, routedEvent(b, "three")),
 		mk(&aAgain, routedEvent(&aAgain, "four"))}
+	require.True(t, appendsAtBegin(ws, nil, false), "the appends go with BEGIN")
 	s.Commit(ctx, ws, nil)
 	require.NoError(t, ws[0].Err)
 	require.ErrorIs(t, ws[1].Err, eventstore.ErrConflict)
@@ -109,6 +110,7 @@ func TestSharedWriteLeavesOutTheWriteWhoseEffectFails(t *testing.T) {
 	}
 	a, bad, b := newJob(t, s), newJob(t, s), newJob(t, s)
 	ws := []*Write{mk(a, domain.PhaseRouted), mk(bad, "no-such-phase"), mk(b, domain.PhaseRouted)}
+	require.True(t, appendsAtBegin(ws, nil, false), "the appends go with BEGIN")
 	s.Commit(ctx, ws, nil)
 	require.NoError(t, ws[0].Err)
 	require.Error(t, ws[1].Err)

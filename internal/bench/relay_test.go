@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -93,4 +94,15 @@ func TestBenchWait(t *testing.T) {
 	status.Store(http.StatusAccepted)
 	_, err = benchWait(t.Context(), api.Client(), api.URL, "c", 1, nil)
 	require.ErrorContains(t, err, "answered 202")
+}
+
+// work never ends before the time it is given (it spins the rest of a
+// sleep cut short of it).
+func TestWorkTakesItsTime(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{waitJobWork, 200 * time.Microsecond, 2100 * time.Microsecond} {
+		t0 := time.Now()
+		work(d)
+		require.GreaterOrEqual(t, time.Since(t0), d)
+	}
 }

@@ -22,6 +22,9 @@ import (
 // input and results that reach a job.
 type Jobs interface {
 	Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (domain.SubmitResult, error)
+	// SubmitWatching is Submit, handing watch the new job's id before it
+	// commits (a submit with wait_ms watches it from there).
+	SubmitWatching(ctx context.Context, sub domain.Submitted, md domain.Metadata, watch func(jobID string)) (domain.SubmitResult, error)
 	Load(ctx context.Context, q eventstore.Querier, id string) (*jobstore.Loaded, error)
 	List(ctx context.Context, f jobstore.ListFilter) ([]jobstore.Summary, error)
 	Cancel(ctx context.Context, id, reason string, md domain.Metadata) (*jobstore.Loaded, error)

@@ -166,16 +166,26 @@ func (s *Server) submitJob(c *gin.Context) {
 	sub := submission(req)
 	sub.Resolution = resolution
 	sub.IdempotencyKey = idempotencyKey
-	res, err := s.deps.Jobs.Submit(c.Request.Context(), sub, s.meta(c, principal(c).Actor()))
+	var watch func(string)
+	watched := ""
+	if wait != nil {
+		// Watched before its commit: its end cannot come before the watch,
+		// and a new job needs no read to know it has not ended.
+		watch = func(id string) { wait.Watch(id); watched = id }
+	}
+	res, err := s.deps.Jobs.SubmitWatching(c.Request.Context(), sub, s.meta(c, principal(c).Actor()), watch)
 	if err != nil {
 		_ = c.Error(err)
 		return
 	}
 	c.Header("Location", "/v1/jobs/"+res.JobID)
 	if wait != nil {
-		wait.Watch(res.JobID)
-		l, err := s.awaitEnd(c, wait, res.JobID, time.Now().Add(time.Duration(req.WaitMS)*time.Millisecond))
-		if err == nil && l.Status.Terminal() {
+		fresh := res.JobID == watched && !res.Existing
+		if !fresh { // the job an earlier submit with its Idempotency-Key made
+			wait.Watch(res.JobID)
+		}
+		l, err := s.awaitEnd(c, wait, res.JobID, time.Now().Add(time.Duration(req.WaitMS)*time.Millisecond), fresh)
+		if err == nil && l != nil && l.Status.Terminal() {
 			c.JSON(http.StatusOK, toJobResponse(l))
 			return
 		} // else answered as without wait_ms: the job was accepted
@@ -195,20 +205,28 @@ func (s *Server) reserveWait(c *gin.Context, ms int) (*jobwait.Wait, error) {
 	return s.deps.Waits.Reserve(principal(c).Actor())
 }
 
-// awaitEnd reads job id until it has ended or deadline passes (the last
-// read either way), woken by the commits that may have ended it: wait
-// watches it already, so an end committed after the first read wakes it.
-// A commit of this process that ended it hands over its fold: no read.
-func (s *Server) awaitEnd(c *gin.Context, wait *jobwait.Wait, id string, deadline time.Time) (*jobstore.Loaded, error) {
+// awaitEnd waits until job id has ended or deadline passes, woken by the
+// commits that may have ended it: wait watches it already, and the job
+// is read first, unless read says it was read (or made) after the watch
+// and had not ended. It answers the ended job, else the job as it last
+// read it (nil if it read none).
+func (s *Server) awaitEnd(c *gin.Context, wait *jobwait.Wait, id string, deadline time.Time, read bool) (*jobstore.Loaded, error) {
 	ctx := c.Request.Context()
+	var l *jobstore.Loaded
 	for {
-		l, err := s.deps.Jobs.Load(ctx, nil, id)
-		if err != nil || l.Status.Terminal() || !wait.Until(ctx, deadline) {
-			return l, err
+		if !read {
+			var err error
+			if l, err = s.deps.Jobs.Load(ctx, nil, id); err != nil || l.Status.Terminal() {
+				return l, err
+			}
 		}
-		if l := wait.Fold(); l != nil {
-			return l, nil // as the commit that ended it left it
+		if !wait.Until(ctx, deadline) {
+			return l, nil
 		}
+		if f := wait.Fold(); f != nil {
+			return f, nil // as the commit that ended it left it
+		}
+		read = false
 	}
 }
 
@@ -345,7 +363,7 @@ func (s *Server) getJob(c *gin.Context) {
 	if wait != nil && !l.Status.Terminal() {
 		// The job is the key's to see; wait for its end, then answer
 		// what it is then.
-		if again, err := s.awaitEnd(c, wait, l.JobID, time.Now().Add(time.Duration(ms)*time.Millisecond)); err == nil {
+		if again, err := s.awaitEnd(c, wait, l.JobID, time.Now().Add(time.Duration(ms)*time.Millisecond), true); err == nil && again != nil {
 			l = again
 		}
 	}

@@ -323,8 +323,20 @@ func (s *Service) Load(ctx context.Context, q eventstore.Querier, id string) (*j
 // dispatch in one transaction (group commit's, shared with concurrent
 // submits). When it returns without error the job is committed.
 func (s *Service) Submit(ctx context.Context, sub domain.Submitted, md domain.Metadata) (domain.SubmitResult, error) {
+	return s.SubmitWatching(ctx, sub, md, nil)
+}
+
+// SubmitWatching is Submit, handing the new job's id to watch (if not
+// nil) before its transaction commits: a wait that watches the job there
+// misses nothing of its end, and needs no read of it. The job answered
+// is another when the submit's Idempotency-Key names an earlier one
+// (SubmitResult.Existing).
+func (s *Service) SubmitWatching(ctx context.Context, sub domain.Submitted, md domain.Metadata, watch func(jobID string)) (domain.SubmitResult, error) {
 	if err := s.prepare(ctx, &sub); err != nil {
 		return domain.SubmitResult{}, err
+	}
+	if watch != nil {
+		watch(sub.JobID)
 	}
 	var res domain.SubmitResult
 	var err error

@@ -48,6 +48,15 @@ func TestWaitMS(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, again)
 	require.NoError(t, json.Unmarshal([]byte(again), &read))
 	require.Equal(t, read, answered)
+	// With an Idempotency-Key: the repeat waits for the job the first
+	// made, not for the id it was given.
+	keyed := `{"capability":"t.quick","payload":{"n":2},"wait_ms":20000}`
+	code, first := submit(t, base, keyed, "Idempotency-Key", "wait-key")
+	require.Equal(t, http.StatusOK, code, first)
+	require.Equal(t, "SUCCESS", first["status"], first)
+	code, repeat := submit(t, base, keyed, "Idempotency-Key", "wait-key")
+	require.Equal(t, http.StatusOK, code, repeat)
+	require.Equal(t, first, repeat, "the repeat answers the ended job the first made")
 
 	code, body = call(t, http.MethodPost, base+"/v1/jobs", "", `{"capability":"t.slow","payload":{},"wait_ms":300,"timeout_ms":60000}`)
 	require.Equal(t, http.StatusAccepted, code, "not ended within wait_ms: 202 as without it: %s", body)
@@ -144,6 +153,26 @@ func TestWaitWakesAcrossProcesses(t *testing.T) {
 	r := <-got
 	require.Equal(t, http.StatusOK, r.code, r.body)
 	require.Contains(t, r.body, `"status":"SUCCESS"`)
+	require.Less(t, r.took, 25*time.Second, "woken by B's commit, not by wait_ms")
+
+	// A submit that waits in A (watching its job from before its commit,
+	// reading nothing) wakes from the result reported to B.
+	go func() {
+		began := time.Now()
+		resp, err := http.Post(a+"/v1/jobs", "application/json", strings.NewReader(`{"capability":"t.pulled","payload":{},"timeout_ms":60000,"wait_ms":30000}`))
+		if err != nil {
+			got <- answerOf{0, err.Error(), 0}
+			return
+		}
+		defer resp.Body.Close()
+		got <- answerOf{resp.StatusCode, readAll(resp), time.Since(began)}
+	}()
+	env = agent.claimOne(t, 20*time.Second)
+	agent.report(t, env, "SUCCESS")
+	r = <-got
+	require.Equal(t, http.StatusOK, r.code, r.body)
+	require.Contains(t, r.body, `"status":"SUCCESS"`)
+	require.Contains(t, r.body, env.JobID)
 	require.Less(t, r.took, 25*time.Second, "woken by B's commit, not by wait_ms")
 }
 

@@ -79,11 +79,13 @@ func (h *Hub) Reserve(key string) (*Wait, error) {
 	return &Wait{h: h, key: key, ended: make(chan struct{}, 1)}, nil
 }
 
-// Watch starts watching job id: from now on, its end signals the wait.
+// Watch starts watching job id: from now on, its end signals the wait
+// (instead of the end of the job it watched before, if any).
 func (w *Wait) Watch(id string) {
 	h := w.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.unwatch(w)
 	w.stream = domain.JobStream(id)
 	if h.waits[w.stream] == nil {
 		h.waits[w.stream] = map[*Wait]struct{}{}
@@ -147,20 +149,28 @@ func (w *Wait) Close() {
 	h := w.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w.stream != "" {
-		delete(h.waits[w.stream], w)
-		if len(h.waits[w.stream]) == 0 {
-			delete(h.waits, w.stream)
-		}
-		if len(h.waits) == 0 {
-			select {
-			case h.idle <- struct{}{}:
-			default:
-			}
-		}
-	}
+	h.unwatch(w)
 	if h.keys[w.key]--; h.keys[w.key] <= 0 {
 		delete(h.keys, w.key)
+	}
+}
+
+// unwatch stops w's watch, if it has one; the watcher stops when it was
+// the last. h.mu is held.
+func (h *Hub) unwatch(w *Wait) {
+	if w.stream == "" {
+		return
+	}
+	delete(h.waits[w.stream], w)
+	if len(h.waits[w.stream]) == 0 {
+		delete(h.waits, w.stream)
+	}
+	w.stream = ""
+	if len(h.waits) == 0 {
+		select {
+		case h.idle <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -42,3 +42,32 @@ func TestEndedHandsTheFoldToItsWaits(t *testing.T) {
 	require.False(t, o.Until(context.Background(), time.Now().Add(50*time.Millisecond)), "another job's wait sleeps on")
 	require.Nil(t, o.Fold())
 }
+
+// TestWatchMovesToTheNewJob: a wait that watches another job stops
+// watching the first (a submit whose Idempotency-Key answered an earlier
+// job watches that one instead of the id it was given).
+func TestWatchMovesToTheNewJob(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	h := New(eventstore.New(pool), pool, 1, slog.New(slog.DiscardHandler))
+	first, second := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
+	w, err := h.Reserve("key")
+	require.NoError(t, err)
+	defer w.Close()
+	w.Watch(first)
+	w.Watch(second)
+	end := func(id string) *jobstore.Loaded {
+		l := &jobstore.Loaded{}
+		l.JobID, l.Status = id, domain.StatusSuccess
+		h.Ended(l)
+		return l
+	}
+	end(first)
+	require.False(t, w.Until(context.Background(), time.Now().Add(50*time.Millisecond)), "the first job's end wakes it no more")
+	ended := end(second)
+	require.True(t, w.Until(context.Background(), time.Now().Add(10*time.Second)))
+	require.Same(t, ended, w.Fold())
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Len(t, h.waits, 1, "one stream watched")
+}

@@ -206,18 +206,18 @@ func (d *Dispatcher) deliverRouted(ctx context.Context, run Run, st Start) error
 // its low lane held back, the agent no longer a candidate, no direct
 // dispatcher free) is left to jobstore.Config.Woken.
 func (d *Dispatcher) RouteWoken(ctx context.Context, tx pgx.Tx, woken []jobstore.Woken) []jobstore.Routed {
-	loaded := make([]*jobstore.Loaded, len(woken))
+	ids := make([]string, len(woken))
 	for i, w := range woken {
-		l, err := d.jobs.Load(ctx, tx, w.JobID)
-		if err != nil {
-			return nil
-		}
-		loaded[i] = l
+		ids[i] = w.JobID
+	}
+	loaded, err := d.jobs.LoadAll(ctx, tx, ids) // in one read
+	if err != nil {
+		return nil
 	}
 	var out []jobstore.Routed
-	for i, w := range woken {
-		l := loaded[i]
-		if !l.CanStart(w.Attempt) {
+	for _, w := range woken {
+		l := loaded[w.JobID]
+		if l == nil || !l.CanStart(w.Attempt) {
 			continue
 		}
 		run := Run{Attempt: w.Attempt, WaitingSince: w.WaitingSince, Prefer: w.Agent, Cause: "direct"}

@@ -285,6 +285,9 @@ func TestAppendAllTxLeavesOutOnlyTheStale(t *testing.T) {
 		require.Equal(t, 2, loaded[id].Version, id)
 		require.Equal(t, agent, loaded[id].AgentID, id)
 		require.Len(t, loaded[id].Records, 2, id)
+		one, err := s.Load(ctx, nil, id)
+		require.NoError(t, err)
+		require.Equal(t, one, loaded[id], "the fold a read of the job alone makes")
 	}
 }
 

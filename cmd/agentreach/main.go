@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -407,10 +408,8 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	fs.StringVar(&localAddr, "local-addr", m.env("AGENTREACH_DEV_LOCAL_ADDR", devdb.DefaultLocalAddr), "where to look for a running PostgreSQL (env AGENTREACH_DEV_LOCAL_ADDR)")
 	fs.StringVar(&dataDir, "data-dir", m.Getenv("AGENTREACH_DEV_DATA_DIR"), "keep a private cluster's data here (default: a temporary folder removed on exit)")
 	keyFile := m.Getenv("AGENTREACH_DEV_KEY_FILE")
-	if keyFile == "" {
-		if dir, err := os.UserConfigDir(); err == nil {
-			keyFile = filepath.Join(dir, "agentreach", "dev-admin-key")
-		}
+	if dir := userDir(m.Getenv, "config"); keyFile == "" && dir != "" {
+		keyFile = filepath.Join(dir, "agentreach", "dev-admin-key")
 	}
 	fs.StringVar(&keyFile, "key-file", keyFile, "where dev keeps the admin key it generates, for the next runs (env AGENTREACH_DEV_KEY_FILE; without AGENTREACH_ADMIN_KEY)")
 	if err := cli.ParseFlags(fs, args); err != nil {
@@ -429,7 +428,7 @@ func (m *Main) runDev(ctx context.Context, args []string) error {
 	}
 	m.db = db
 	if cfg.Retention.ArchiveDir == "" { // dev archives what retention drops, by default: a folder per database
-		if cache, err := os.UserCacheDir(); err == nil {
+		if cache := userDir(m.Getenv, "cache"); cache != "" {
 			cfg.Retention.ArchiveDir = filepath.Join(cache, "agentreach", "archive", archiveFolder(db.DSN))
 		}
 	}
@@ -605,6 +604,30 @@ func (m *Main) runMigrate(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(m.Stdout, "schema is at version %d\n", arsql.LatestVersion())
 	return nil
+}
+
+// userDir is the user's folder of kind, "cache" or "config", as
+// os.UserCacheDir and os.UserConfigDir find it, read from getenv: an
+// environment without HOME (a test's, the demo's in them) has none, and
+// dev keeps nothing in one then ("").
+func userDir(getenv func(string) string, kind string) string {
+	home := getenv("HOME")
+	switch runtime.GOOS {
+	case "windows":
+		return getenv(map[string]string{"cache": "LocalAppData", "config": "AppData"}[kind])
+	case "darwin", "ios":
+		if home == "" {
+			return ""
+		}
+		return filepath.Join(home, "Library", map[string]string{"cache": "Caches", "config": "Application Support"}[kind])
+	}
+	if dir := getenv("XDG_" + strings.ToUpper(kind) + "_HOME"); filepath.IsAbs(dir) {
+		return dir
+	}
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, "."+kind)
 }
 
 // archiveFolder names dev's archive folder of the database at dsn: its

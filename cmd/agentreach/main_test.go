@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -387,4 +388,29 @@ func TestDevArchiveFolderPerDatabase(t *testing.T) {
 	require.NotEqual(t, dev, demo)
 	require.NotEqual(t, dev, elsewhere)
 	require.NotContains(t, dev, "secret")
+}
+
+// userDir finds the user's folders in the environment dev is given, not
+// the process's: a test's environment without HOME has none, so dev keeps
+// no key and archives nothing in the real user's folders.
+func TestUserDirFromTheGivenEnvironment(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("the XDG folders are Linux's")
+	}
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, c := range []struct {
+		env        map[string]string
+		kind, want string
+	}{
+		{map[string]string{}, "cache", ""},
+		{map[string]string{}, "config", ""},
+		{map[string]string{"HOME": "/home/u"}, "cache", "/home/u/.cache"},
+		{map[string]string{"HOME": "/home/u"}, "config", "/home/u/.config"},
+		{map[string]string{"HOME": "/home/u", "XDG_CACHE_HOME": "/x/cache"}, "cache", "/x/cache"},
+		{map[string]string{"HOME": "/home/u", "XDG_CACHE_HOME": "relative"}, "cache", "/home/u/.cache"},
+		{map[string]string{"XDG_CONFIG_HOME": "/x/config"}, "config", "/x/config"},
+	} {
+		require.Equal(t, c.want, userDir(env(c.env), c.kind), "%v %s", c.env, c.kind)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -52,10 +53,23 @@ func (m *Main) runBench(ctx context.Context, args []string) error {
 }
 
 func (m *Main) runDemo(ctx context.Context, args []string) error {
+	// What retention drops of the scratch database (dropped at the end)
+	// is archived in a folder removed with it, not in the user's cache.
+	archive, err := os.MkdirTemp("", "agentreach-demo-archive-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(archive) }()
+	getenv := func(k string) string {
+		if k == "AGENTREACH_ARCHIVE_DIR" {
+			return archive
+		}
+		return m.Getenv(k)
+	}
 	return demo.Main(ctx, m.cliEnv(), args, func(ctx context.Context, dsn, addr string) (demo.Service, error) {
 		// The demo's own scratch server: its 16 submitters go past the
 		// default 200 requests a second of a key.
-		return startInProcess(ctx, m.Getenv, nil, "dev", "--insecure", "--addr", addr, "--database-url", dsn, "--log-level", "error",
+		return startInProcess(ctx, getenv, nil, "dev", "--insecure", "--addr", addr, "--database-url", dsn, "--log-level", "error",
 			"--rate-limit", "0")
 	})
 }

@@ -479,6 +479,16 @@ func (s *Store) InTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	if err := fn(tx); err != nil {
 		return err
 	}
+	return s.Commit(ctx, tx)
+}
+
+// Commit commits tx as InTx does: should the connection die during
+// COMMIT, it finds out what became of the transaction (CommitOutcome),
+// and once committed it wakes readers of the log. For a transaction begun
+// otherwise than by InTx (with the first statements in BEGIN's round
+// trip, pgx.Batch.BeginTx); the caller still rolls tx back on its way
+// out (after a commit, nothing to do).
+func (s *Store) Commit(ctx context.Context, tx pgx.Tx) error {
 	// The transaction's id, if it wrote anything, and whether it appended
 	// events, for CommitOutcome: a committed one that did is checked in the
 	// log too.

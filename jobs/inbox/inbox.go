@@ -184,21 +184,54 @@ func (b *Inbox) Claim(ctx context.Context, a *registry.Agent, max int, wait time
 	}
 }
 
-// claimOnce claims what waits in a's inbox now, in one transaction; a job
-// that moved on meanwhile (a cancel, a re-route) is skipped.
+// claimOnce claims what waits in a's inbox now, in one transaction whose
+// BEGIN goes with the take of the inbox rows, in one round trip (an empty
+// inbox ends it there); a job that moved on meanwhile (a cancel, a
+// re-route) is skipped.
 func (b *Inbox) claimOnce(ctx context.Context, a *registry.Agent, max int) ([]webhook.Envelope, error) {
-	var out []webhook.Envelope
-	var folds []*jobstore.Loaded
-	err := b.events.InTx(ctx, func(tx pgx.Tx) error {
+	var entries []entry
+	batch := &pgx.Batch{}
+	batch.BeginTx(pgx.TxOptions{})
+	batch.Queue(qClaimInbox, a.Namespace, a.AgentID, max).Query(func(rows pgx.Rows) error {
 		var err error
-		out, folds, err = b.ClaimIn(ctx, tx, a, max)
+		entries, err = collectEntries(rows)
 		return err
 	})
+	br := b.pool.SendBatch(ctx, batch)
+	err := br.Close()
+	if tx := br.Tx(); tx != nil {
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after a commit: nothing to do
+	}
 	if err != nil {
+		return nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
+	}
+	if len(entries) == 0 {
+		return []webhook.Envelope{}, nil
+	}
+	tx := br.Tx()
+	out, folds, err := b.claimEntries(ctx, tx, a, entries)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.events.Commit(ctx, tx); err != nil {
 		return nil, err
 	}
 	b.Claimed(ctx, folds)
 	return out, nil
+}
+
+// entry is an attempt waiting in an inbox, its row taken by a claim.
+type entry struct {
+	id      string
+	attempt int
+}
+
+// collectEntries reads the rows of qClaimInbox.
+func collectEntries(rows pgx.Rows) ([]entry, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
+		var e entry
+		return e, r.Scan(&e.id, &e.attempt)
+	})
 }
 
 // ClaimIn claims up to max deliveries of a's inbox in tx, as a claim
@@ -210,20 +243,19 @@ func (b *Inbox) ClaimIn(ctx context.Context, tx pgx.Tx, a *registry.Agent, max i
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
 	}
-	type entry struct {
-		id      string
-		attempt int
-	}
-	entries, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (entry, error) {
-		var e entry
-		return e, r.Scan(&e.id, &e.attempt)
-	})
+	entries, err := collectEntries(rows)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim inbox of agent %s: %w", a.Key(), err)
 	}
 	if len(entries) == 0 {
 		return []webhook.Envelope{}, nil, nil
 	}
+	return b.claimEntries(ctx, tx, a, entries)
+}
+
+// claimEntries claims in tx the attempts of a's inbox whose rows tx took
+// (ClaimIn).
+func (b *Inbox) claimEntries(ctx context.Context, tx pgx.Tx, a *registry.Agent, entries []entry) ([]webhook.Envelope, []*jobstore.Loaded, error) {
 	ids := make([]string, len(entries))
 	for i, e := range entries {
 		ids[i] = e.id

@@ -125,7 +125,7 @@ func TestConcurrentSubmitsOfOneKey(t *testing.T) {
 // TestLoneSubmitCommitsAtOnce: a submit with nothing else waiting is
 // committed without waiting for company (the window and the idle time
 // are an hour), and the submits that arrived while a transaction ran
-// share the next one (which waits out its window for more).
+// share the next one.
 func TestLoneSubmitCommitsAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, window := range []time.Duration{time.Hour, 20 * time.Millisecond} {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -217,4 +218,76 @@ func listJobIDs(t *testing.T, base string) []string {
 		ids[i] = j.JobID
 	}
 	return ids
+}
+
+// A submit with wait_ms that repeats an Idempotency-Key while the first
+// submit's job still runs waits for that job (not for the id it was
+// given, which is never written) and answers it when it ends.
+func TestWaitMSRepeatedKeyWaitsForTheFirstJob(t *testing.T) {
+	t.Parallel()
+	svc := start(t, map[string]string{"DATABASE_URL": newDatabase(t)}, "serve", "--insecure", "--addr", "127.0.0.1:0",
+		"--log-level", "warn", "--waits-per-key", "1")
+	base := svc.m.URL()
+	waitReady(t, base)
+	release := make(chan struct{})
+	var released sync.Once
+	slow := newTestAgent(t, base, "slow", "t.slow", 50, func(w http.ResponseWriter, env webhook.Envelope) {
+		<-release
+		answer("SUCCESS", "")(w, env)
+	})
+	t.Cleanup(func() { released.Do(func() { close(release) }) }) // before the agent's server closes
+
+	body := `{"capability":"t.slow","payload":{},"timeout_ms":60000,"wait_ms":%d}`
+	code, first := submit(t, base, fmt.Sprintf(body, 200), "Idempotency-Key", "k-running")
+	require.Equal(t, http.StatusAccepted, code, first)
+	deadline := time.Now().Add(20 * time.Second)
+	for slow.hits.Load() == 0 {
+		require.True(t, time.Now().Before(deadline), "no delivery within 20 s")
+		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	type answerOf struct {
+		code int
+		body map[string]any
+	}
+	got := make(chan answerOf, 1)
+	go func() {
+		for { // again while the test's probe holds the key's one wait (429)
+			req, _ := http.NewRequest(http.MethodPost, base+"/v1/jobs", strings.NewReader(fmt.Sprintf(body, 30000)))
+			req.Header.Set("Idempotency-Key", "k-running")
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				got <- answerOf{code: 0}
+				return
+			}
+			var out map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusTooManyRequests {
+				got <- answerOf{resp.StatusCode, out}
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // pacing between tries
+		}
+	}()
+	deadline = time.Now().Add(20 * time.Second)
+	for { // the repeat waits once the key's one wait is held
+		code, _ := call(t, http.MethodGet, base+"/v1/jobs/"+first["job_id"].(string)+"?wait_ms=1", "", "")
+		if code == http.StatusTooManyRequests {
+			break
+		}
+		select {
+		case a := <-got:
+			t.Fatalf("the repeat answered %d before the job ended: %v", a.code, a.body)
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "the repeat's wait not held within 20 s")
+		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	released.Do(func() { close(release) })
+	a := <-got
+	require.Equal(t, http.StatusOK, a.code, "woken by the first job's end: %v", a.body)
+	require.Equal(t, first["job_id"], a.body["job_id"])
+	require.Equal(t, "SUCCESS", a.body["status"])
+	require.Equal(t, int32(1), slow.hits.Load())
 }

@@ -85,7 +85,14 @@ func (w *Wait) Watch(id string) {
 	h := w.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.unwatch(w)
+	if w.stream != "" { // what the job watched before handed over is not this one's
+		h.unwatch(w)
+		w.fold.Store(nil)
+		select {
+		case <-w.ended:
+		default:
+		}
+	}
 	w.stream = domain.JobStream(id)
 	if h.waits[w.stream] == nil {
 		h.waits[w.stream] = map[*Wait]struct{}{}

@@ -64,6 +64,12 @@ func TestWatchMovesToTheNewJob(t *testing.T) {
 	}
 	end(first)
 	require.False(t, w.Until(context.Background(), time.Now().Add(50*time.Millisecond)), "the first job's end wakes it no more")
+	// Moved away from a job that had ended, it keeps nothing of that end.
+	w.Watch(first)
+	end(first)
+	w.Watch(second)
+	require.Nil(t, w.Fold(), "the first job's fold is dropped with its watch")
+	require.False(t, w.Until(context.Background(), time.Now().Add(50*time.Millisecond)), "nor its wake-up")
 	ended := end(second)
 	require.True(t, w.Until(context.Background(), time.Now().Add(10*time.Second)))
 	require.Same(t, ended, w.Fold())

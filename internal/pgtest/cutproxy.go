@@ -25,7 +25,10 @@ type CutProxy struct {
 	// committed; the cut disarms it.
 	armed atomic.Int32
 	cuts  atomic.Int32
-	wg    sync.WaitGroup
+	// readies counts the server's ReadyForQuery messages: one ends every
+	// round trip a client makes.
+	readies atomic.Int64
+	wg      sync.WaitGroup
 }
 
 func NewCutProxy(t *testing.T, upstream string) *CutProxy {
@@ -95,6 +98,9 @@ func (p *CutProxy) serve(client net.Conn) {
 		if head[0] == 'C' && bytes.HasPrefix(body, []byte("COMMIT")) && p.armed.Load() == 2 && cut() {
 			return
 		}
+		if head[0] == 'Z' {
+			p.readies.Add(1)
+		}
 		if _, err := client.Write(append(head[:], body...)); err != nil {
 			return
 		}
@@ -108,6 +114,10 @@ func (p *CutProxy) Addr() string { return p.ln.Addr().String() }
 // Arm makes the proxy cut the next COMMIT: when 1 before it reaches the
 // server (it aborts), when 2 after the server committed it.
 func (p *CutProxy) Arm(when int32) { p.armed.Store(when) }
+
+// RoundTrips is how many round trips the proxy's clients have made (the
+// server's ReadyForQuery messages, connections' start-ups included).
+func (p *CutProxy) RoundTrips() int64 { return p.readies.Load() }
 
 // Cuts is how many connections the proxy has cut.
 func (p *CutProxy) Cuts() int32 { return p.cuts.Load() }

@@ -4,15 +4,18 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/eventstore"
 	"github.com/agentreach/agentreach/internal/pgtest"
 	"github.com/agentreach/agentreach/jobs/jobstore"
+	"github.com/agentreach/agentreach/registry"
 )
 
 // TestInboxWakesByNotify: a NOTIFY on jobstore.InboxChannel, from any connection,
@@ -52,4 +55,32 @@ func TestInboxWakesByNotify(t *testing.T) {
 		require.FailNow(t, "a notification for another agent woke this one")
 	default:
 	}
+}
+
+// TestEmptyClaimEndsWithItsBegin: a claim that finds its inbox empty
+// takes two round trips (BEGIN with the take of the rows, then the
+// rollback) and answers no delivery.
+func TestEmptyClaimEndsWithItsBegin(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(pgtest.NewDatabase(t))
+	require.NoError(t, err)
+	proxy := pgtest.NewCutProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	q.Set("pool_max_conns", "1") // one connection, its statements prepared by the first claim
+	u.RawQuery = q.Encode()
+	pool, err := pgxpool.New(t.Context(), u.String())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := New(pool, eventstore.New(pool), nil, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
+	a := &registry.Agent{AgentRegistration: domain.AgentRegistration{Namespace: "ns", AgentID: "puller"}}
+	out, err := s.claimOnce(t.Context(), a, 8)
+	require.NoError(t, err)
+	require.Empty(t, out)
+	before := proxy.RoundTrips()
+	out, err = s.claimOnce(t.Context(), a, 8)
+	require.NoError(t, err)
+	require.Empty(t, out)
+	require.EqualValues(t, 2, proxy.RoundTrips()-before)
 }

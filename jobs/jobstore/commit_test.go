@@ -55,3 +55,50 @@ func TestCommitWhoseConnectionDies(t *testing.T) {
 		require.Equal(t, 2, n, "ROUTED written once (armed %d)", when)
 	}
 }
+
+// TestWriteOfAJobSendsItsAppendsWithBegin: a shared write to a job that
+// exists, needing no answer before its appends (appendsAtBegin), commits
+// in two round trips, BEGIN with its appends and COMMIT; one that counts
+// a limited agent's slot first takes three.
+func TestWriteOfAJobSendsItsAppendsWithBegin(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	proxy := pgtest.NewCutProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	q.Set("pool_max_conns", "1") // one connection, its statements prepared by the first writes
+	u.RawQuery = q.Encode()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, u.String())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10e9, CallbackGrace: 45e9})
+
+	roundTrips := func(w *Write) int64 {
+		t.Helper()
+		require.NoError(t, w.Decide())
+		before := proxy.RoundTrips()
+		s.Commit(ctx, []*Write{w}, nil)
+		require.NoError(t, w.Err)
+		return proxy.RoundTrips() - before
+	}
+	limited := func(l *Loaded) *Write {
+		return &Write{L: l, Events: []domain.Event{routedEvent(l, "one")},
+			Slot: &Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: "one"}, MaxConcurrent: 4, Attempt: 1}}
+	}
+	for range 2 { // the first of each prepares its statements
+		l := newJobOf(t, s, "doc:parse", domain.PriorityNormal)
+		roundTrips(&Write{L: l, Events: []domain.Event{routedEvent(l, "one")}})
+		roundTrips(limited(newJobOf(t, s, "doc:parse", domain.PriorityNormal)))
+	}
+	l := newJobOf(t, s, "doc:parse", domain.PriorityNormal)
+	w := &Write{L: l, Events: []domain.Event{routedEvent(l, "one")}}
+	require.True(t, appendsAtBegin([]*Write{w}, nil, false))
+	require.EqualValues(t, 2, roundTrips(w), "BEGIN with the appends, then COMMIT")
+	w = limited(newJobOf(t, s, "doc:parse", domain.PriorityNormal))
+	require.False(t, appendsAtBegin([]*Write{w}, nil, false))
+	require.EqualValues(t, 3, roundTrips(w), "BEGIN with the slot count, the appends, COMMIT")
+}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -121,3 +122,27 @@ func (p *CutProxy) RoundTrips() int64 { return p.readies.Load() }
 
 // Cuts is how many connections the proxy has cut.
 func (p *CutProxy) Cuts() int32 { return p.cuts.Load() }
+
+// CountingPool is a pool of one connection to the database at dsn through
+// p, never pinged before use (pgxpool pings a connection idle for a
+// second): its round trips (RoundTrips) are its statements' alone.
+func (p *CutProxy) CountingPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	require.NoError(t, err)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = p.host(t)
+	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
+	cfg.MaxConns = 1
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// host is the proxy's address as a host and a port.
+func (p *CutProxy) host(t *testing.T) (string, uint16) {
+	t.Helper()
+	a := p.ln.Addr().(*net.TCPAddr)
+	return a.IP.String(), uint16(a.Port)
+}

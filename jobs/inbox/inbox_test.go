@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
@@ -62,17 +61,11 @@ func TestInboxWakesByNotify(t *testing.T) {
 // rollback) and answers no delivery.
 func TestEmptyClaimEndsWithItsBegin(t *testing.T) {
 	t.Parallel()
-	u, err := url.Parse(pgtest.NewDatabase(t))
+	dsn := pgtest.NewDatabase(t)
+	u, err := url.Parse(dsn)
 	require.NoError(t, err)
 	proxy := pgtest.NewCutProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	q := u.Query()
-	q.Set("sslmode", "disable")
-	q.Set("pool_max_conns", "1") // one connection, its statements prepared by the first claim
-	u.RawQuery = q.Encode()
-	pool, err := pgxpool.New(t.Context(), u.String())
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := proxy.CountingPool(t, dsn) // one connection, its statements prepared by the first claim
 	s := New(pool, eventstore.New(pool), nil, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
 	a := &registry.Agent{AgentRegistration: domain.AgentRegistration{Namespace: "ns", AgentID: "puller"}}
 	out, err := s.claimOnce(t.Context(), a, 8)

@@ -66,15 +66,8 @@ func TestWriteOfAJobSendsItsAppendsWithBegin(t *testing.T) {
 	u, err := url.Parse(dsn)
 	require.NoError(t, err)
 	proxy := pgtest.NewCutProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	q := u.Query()
-	q.Set("sslmode", "disable")
-	q.Set("pool_max_conns", "1") // one connection, its statements prepared by the first writes
-	u.RawQuery = q.Encode()
+	pool := proxy.CountingPool(t, dsn) // one connection, its statements prepared by the first writes
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, u.String())
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
 	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10e9, CallbackGrace: 45e9})
 
 	roundTrips := func(w *Write) int64 {

@@ -268,7 +268,8 @@ func (s *Store) BeginAppendAll(ctx context.Context, begin *pgx.Batch, before []S
 // one) and AppendAll's errors.
 func (s *Store) appendAll(ctx context.Context, b *pgx.Batch, send func(*pgx.Batch) pgx.BatchResults,
 	before []Statement, appends []StreamAppend, after []Statement) (pgx.Tx, error) {
-	lead := len(b.QueuedQueries) + 1 // statements before the caller's: b's own and generic plans
+	own := len(b.QueuedQueries) // b's own statements (BeginAppendAll's BEGIN and what goes with it)
+	lead := own + 1             // statements before the caller's: b's own and generic plans
 	b.Queue(genericPlansSQL)
 	for _, st := range before {
 		queueStatement(b, st)
@@ -284,8 +285,8 @@ func (s *Store) appendAll(ctx context.Context, b *pgx.Batch, send func(*pgx.Batc
 	for _, st := range after {
 		queueStatement(b, st)
 	}
-	if len(b.QueuedQueries) == lead && lead == 1 {
-		return nil, nil
+	if len(b.QueuedQueries) == lead && own == 0 {
+		return nil, nil // nothing to send (a batch that begins a transaction goes all the same)
 	}
 	n := len(b.QueuedQueries) - lead // the caller's statements and the appends'
 	b.Queue(customPlansSQL)

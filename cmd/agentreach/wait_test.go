@@ -22,18 +22,9 @@ import (
 // at most --waits-per-key jobs at once.
 func TestWaitMS(t *testing.T) {
 	t.Parallel()
-	svc := start(t, map[string]string{"DATABASE_URL": newDatabase(t)}, "serve", "--insecure", "--addr", "127.0.0.1:0",
-		"--log-level", "warn", "--waits-per-key", "1")
-	base := svc.m.URL()
-	waitReady(t, base)
+	base := waitService(t)
 	newTestAgent(t, base, "quick", "t.quick", 50, answer("SUCCESS", ""))
-	release := make(chan struct{})
-	var released sync.Once
-	slow := newTestAgent(t, base, "slow", "t.slow", 50, func(w http.ResponseWriter, env webhook.Envelope) {
-		<-release
-		answer("SUCCESS", "")(w, env)
-	})
-	t.Cleanup(func() { released.Do(func() { close(release) }) }) // before the agent's server closes
+	slow, release := slowAgent(t, base)
 
 	code, body := call(t, http.MethodPost, base+"/v1/jobs", "", `{"capability":"t.quick","payload":{"n":1},"wait_ms":20000}`)
 	require.Equal(t, http.StatusOK, code, body)
@@ -95,7 +86,7 @@ func TestWaitMS(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the first wait not held within 20 s")
 		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
 	}
-	released.Do(func() { close(release) })
+	release()
 	a := <-got
 	require.Equal(t, http.StatusOK, a.code, a.body)
 	require.Contains(t, a.body, `"status":"SUCCESS"`)
@@ -225,17 +216,8 @@ func listJobIDs(t *testing.T, base string) []string {
 // given, which is never written) and answers it when it ends.
 func TestWaitMSRepeatedKeyWaitsForTheFirstJob(t *testing.T) {
 	t.Parallel()
-	svc := start(t, map[string]string{"DATABASE_URL": newDatabase(t)}, "serve", "--insecure", "--addr", "127.0.0.1:0",
-		"--log-level", "warn", "--waits-per-key", "1")
-	base := svc.m.URL()
-	waitReady(t, base)
-	release := make(chan struct{})
-	var released sync.Once
-	slow := newTestAgent(t, base, "slow", "t.slow", 50, func(w http.ResponseWriter, env webhook.Envelope) {
-		<-release
-		answer("SUCCESS", "")(w, env)
-	})
-	t.Cleanup(func() { released.Do(func() { close(release) }) }) // before the agent's server closes
+	base := waitService(t)
+	slow, release := slowAgent(t, base)
 
 	body := `{"capability":"t.slow","payload":{},"timeout_ms":60000,"wait_ms":%d}`
 	code, first := submit(t, base, fmt.Sprintf(body, 200), "Idempotency-Key", "k-running")
@@ -284,10 +266,36 @@ func TestWaitMSRepeatedKeyWaitsForTheFirstJob(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the repeat's wait not held within 20 s")
 		time.Sleep(20 * time.Millisecond) // poll interval while waiting on the condition
 	}
-	released.Do(func() { close(release) })
+	release()
 	a := <-got
 	require.Equal(t, http.StatusOK, a.code, "woken by the first job's end: %v", a.body)
 	require.Equal(t, first["job_id"], a.body["job_id"])
 	require.Equal(t, "SUCCESS", a.body["status"])
 	require.Equal(t, int32(1), slow.hits.Load())
+}
+
+// waitService is a service, authentication off, whose keys wait for one
+// job at a time (--waits-per-key 1); it answers its URL.
+func waitService(t *testing.T) string {
+	t.Helper()
+	svc := start(t, map[string]string{"DATABASE_URL": newDatabase(t)}, "serve", "--insecure", "--addr", "127.0.0.1:0",
+		"--log-level", "warn", "--waits-per-key", "1")
+	base := svc.m.URL()
+	waitReady(t, base)
+	return base
+}
+
+// slowAgent is an agent of t.slow that holds each delivery until release
+// is called (once, or more: the first counts), and then succeeds.
+func slowAgent(t *testing.T, base string) (*testAgent, func()) {
+	t.Helper()
+	held := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(held) }) }
+	slow := newTestAgent(t, base, "slow", "t.slow", 50, func(w http.ResponseWriter, env webhook.Envelope) {
+		<-held
+		answer("SUCCESS", "")(w, env)
+	})
+	t.Cleanup(release) // before the agent's server closes
+	return slow, release
 }

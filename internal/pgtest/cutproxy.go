@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -123,13 +124,15 @@ func (p *CutProxy) RoundTrips() int64 { return p.readies.Load() }
 // Cuts is how many connections the proxy has cut.
 func (p *CutProxy) Cuts() int32 { return p.cuts.Load() }
 
-// CountingPool is a pool of one connection to the database at dsn through
-// p, never pinged before use (pgxpool pings a connection idle for a
-// second): its round trips (RoundTrips) are its statements' alone.
-func (p *CutProxy) CountingPool(t *testing.T, dsn string) *pgxpool.Pool {
+// NewCountingPool is a pool of one connection to a database of its own
+// (NewDatabase) through a proxy, never pinged before use (pgxpool pings a
+// connection idle for a second): the proxy's RoundTrips are the pool's
+// statements' alone.
+func NewCountingPool(t *testing.T) (*pgxpool.Pool, *CutProxy) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := pgxpool.ParseConfig(NewDatabase(t))
 	require.NoError(t, err)
+	p := NewCutProxy(t, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
 	cfg.ConnConfig.Host, cfg.ConnConfig.Port = p.host(t)
 	cfg.ConnConfig.TLSConfig, cfg.ConnConfig.Fallbacks = nil, nil
 	cfg.MaxConns = 1
@@ -137,7 +140,7 @@ func (p *CutProxy) CountingPool(t *testing.T, dsn string) *pgxpool.Pool {
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return pool
+	return pool, p
 }
 
 // host is the proxy's address as a host and a port.

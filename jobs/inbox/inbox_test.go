@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/url"
 	"testing"
 	"time"
 
@@ -61,11 +60,7 @@ func TestInboxWakesByNotify(t *testing.T) {
 // rollback) and answers no delivery.
 func TestEmptyClaimEndsWithItsBegin(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.NewDatabase(t)
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	proxy := pgtest.NewCutProxy(t, u.Host)
-	pool := proxy.CountingPool(t, dsn) // one connection, its statements prepared by the first claim
+	pool, proxy := pgtest.NewCountingPool(t) // one connection, its statements prepared by the first claim
 	s := New(pool, eventstore.New(pool), nil, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{})
 	a := &registry.Agent{AgentRegistration: domain.AgentRegistration{Namespace: "ns", AgentID: "puller"}}
 	out, err := s.claimOnce(t.Context(), a, 8)

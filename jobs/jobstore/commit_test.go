@@ -62,11 +62,7 @@ func TestCommitWhoseConnectionDies(t *testing.T) {
 // a limited agent's slot first takes three.
 func TestWriteOfAJobSendsItsAppendsWithBegin(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.NewDatabase(t)
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	proxy := pgtest.NewCutProxy(t, u.Host)
-	pool := proxy.CountingPool(t, dsn) // one connection, its statements prepared by the first writes
+	pool, proxy := pgtest.NewCountingPool(t) // one connection, its statements prepared by the first writes
 	ctx := context.Background()
 	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10e9, CallbackGrace: 45e9})
 

@@ -57,3 +57,57 @@ func TestReadsBeyondOneStream(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(8), events)
 }
+
+// TestReadStreamsOfKeepsItsPlan: a read of several streams answers each
+// once, in version order, and leaves out those with no events; in a
+// transaction, run again and again on one connection, its statement runs
+// on the generic plan made at its first run (a read planned afresh at
+// every run cost more to plan than to run, and slowed every hand-off of a
+// slot), and the rest of the transaction plans as before.
+func TestReadStreamsOfKeepsItsPlan(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	s := New(pool)
+	ctx := context.Background()
+	for i := range 3 {
+		_, err := s.Append(ctx, fmt.Sprintf("job:%d", i), NoStream,
+			domain.NewEvent(domain.EventSubmitted, nil, domain.Metadata{}),
+			domain.NewEvent(domain.EventRouted, nil, domain.Metadata{}))
+		require.NoError(t, err)
+	}
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+
+	read := func(q BatchQuerier) {
+		one, err := ReadStreamsOf(ctx, q, []string{"job:1"})
+		require.NoError(t, err)
+		require.Len(t, one["job:1"], 2)
+		some, err := ReadStreamsOf(ctx, q, []string{"job:2", "job:9", "job:0", "job:2"})
+		require.NoError(t, err)
+		require.Len(t, some, 2, "job:9 has no events")
+		for _, stream := range []string{"job:0", "job:2"} {
+			require.Len(t, some[stream], 2, stream)
+			require.Equal(t, []domain.EventType{domain.EventSubmitted, domain.EventRouted},
+				[]domain.EventType{some[stream][0].Type, some[stream][1].Type}, stream)
+		}
+		none, err := ReadStreamsOf(ctx, q, nil)
+		require.NoError(t, err)
+		require.Empty(t, none)
+	}
+	read(conn) // outside a transaction too
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	for range 10 {
+		read(tx)
+	}
+	var mode string
+	require.NoError(t, tx.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode))
+	require.Equal(t, "auto", mode, "the rest of the transaction")
+	var generic, custom int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
+		qReadStream).Scan(&generic, &custom))
+	require.Equal(t, int64(40), generic, "the reads in the transaction (four a round), on its generic plan")
+	require.LessOrEqual(t, custom, int64(4), "at most the reads outside it")
+}

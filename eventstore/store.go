@@ -51,6 +51,13 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// BatchQuerier is a Querier that also sends batches: a pool, a
+// connection or a transaction.
+type BatchQuerier interface {
+	Querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // Record is a stored event: the event plus where it sits in the log.
 type Record struct {
 	Position   int64
@@ -412,6 +419,10 @@ SELECT id, v, t, d::jsonb, m::jsonb, events_stream_at(id) FROM unnest($1::text[]
 // partitioned stay (sql/migrations/0028_partitioned_events.sql).
 const inStream = `stream_at IN (events_stream_at($1), '-infinity')`
 
+// qReadStream reads the events of stream $1 in version order. Its generic
+// plan prunes the partitions as it starts, so a connection plans it once.
+const qReadStream = `SELECT ` + recordColumns + ` FROM events WHERE stream_id = $1 AND ` + inStream + ` ORDER BY version`
+
 // streamVersionKey reports whether constraint is the log's unique (stream,
 // version) key: the parent's, or its index on a partition, which
 // PostgreSQL names after the partition (events_kept_…, events_p…_…).
@@ -567,7 +578,7 @@ func (s *Store) ReadStream(ctx context.Context, q Querier, stream string) ([]Rec
 	if q == nil {
 		q = s.pool
 	}
-	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM events WHERE stream_id = $1 AND `+inStream+` ORDER BY version`, stream)
+	rows, err := q.Query(ctx, qReadStream, stream)
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}

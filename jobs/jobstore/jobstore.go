@@ -196,7 +196,7 @@ func (s *Store) Load(ctx context.Context, q eventstore.Querier, id string) (*Loa
 
 // LoadAll folds the jobs of ids in one read; a job with no stream is
 // absent.
-func (s *Store) LoadAll(ctx context.Context, q eventstore.Querier, ids []string) (map[string]*Loaded, error) {
+func (s *Store) LoadAll(ctx context.Context, q eventstore.BatchQuerier, ids []string) (map[string]*Loaded, error) {
 	if q == nil {
 		q = s.pool
 	}

@@ -70,21 +70,43 @@ func FirstOfType(ctx context.Context, q Querier, streams []string, t domain.Even
 }
 
 // ReadStreamsOf reads every event of each of streams, each stream in
-// version order, in one round trip; a stream with none is absent.
+// version order, in one round trip (QueueReadStreams); a stream with none
+// is absent.
+func ReadStreamsOf(ctx context.Context, q BatchQuerier, streams []string) (map[string][]Record, error) {
+	b := &pgx.Batch{}
+	_, inTx := q.(pgx.Tx)
+	out := QueueReadStreams(b, streams, inTx)
+	if b.Len() > 0 {
+		if err := q.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("read %d streams: %w", len(streams), err)
+		}
+	}
+	for stream, recs := range out {
+		if len(recs) == 0 {
+			delete(out, stream)
+		}
+	}
+	return out, nil
+}
+
+// QueueReadStreams queues in b a read of each of streams (ReadStream's
+// query), and answers the map each stream's events go into, in version
+// order, once b is sent (a stream with none has none there). With generic
+// (in a transaction only) they run on the query's generic plan, made once
+// a connection, as AppendAll's statements do (whose generic plans lock
+// every partition of the log already).
 //
-// It sends ReadStream's query once a stream, in a batch; in a transaction
-// they run on its generic plan, made once a connection (as AppendAll's,
-// whose generic plans have locked every partition of the log already).
 // One query over unnest($1) with a LATERAL read of each stream was planned
 // afresh at every run: its generic plan, not knowing the array's length,
 // looks dearer than a custom one, so PostgreSQL never kept it, and a plan
 // of a read of every partition took 1 ms with a handful of them, more
 // than the read.
-func ReadStreamsOf(ctx context.Context, q BatchQuerier, streams []string) (map[string][]Record, error) {
+func QueueReadStreams(b *pgx.Batch, streams []string, generic bool) map[string][]Record {
 	out := make(map[string][]Record, len(streams))
-	b := &pgx.Batch{}
-	_, inTx := q.(pgx.Tx)
-	if inTx {
+	if len(streams) == 0 {
+		return out
+	}
+	if generic {
 		b.Queue(genericPlansSQL)
 	}
 	for _, stream := range streams {
@@ -98,21 +120,10 @@ func ReadStreamsOf(ctx context.Context, q BatchQuerier, streams []string) (map[s
 			return err
 		})
 	}
-	if len(out) == 0 {
-		return out, nil
-	}
-	if inTx {
+	if generic {
 		b.Queue(customPlansSQL)
 	}
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("read %d streams: %w", len(streams), err)
-	}
-	for stream, recs := range out {
-		if len(recs) == 0 {
-			delete(out, stream)
-		}
-	}
-	return out, nil
+	return out
 }
 
 // Last returns the newest event of stream, and false when it has none.

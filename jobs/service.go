@@ -236,8 +236,8 @@ func NewService(pool *pgxpool.Pool, store *eventstore.Store, reg *registry.Regis
 		now: time.Now, pressureSeen: map[jobstore.Lane]bool{}, waiters: make(chan struct{}, 1)}
 	s.jobs = jobstore.New(pool, store, riverQueue{s}, jobstore.Config{Reads: cfg.ReadPool, LostAfter: cfg.LostAfter, CallbackGrace: cfg.CallbackGrace,
 		QueueLimit: cfg.Watermarks.Limit, AgentsChannel: registry.NotifyChannel, Woken: s.handOver,
-		Route: func(ctx context.Context, tx pgx.Tx, woken []jobstore.Woken) []jobstore.Routed {
-			return s.dispatcher.RouteWoken(ctx, tx, woken)
+		Route: func(ctx context.Context, woken []jobstore.Woken, loaded map[string]*jobstore.Loaded) []jobstore.Routed {
+			return s.dispatcher.RouteWoken(ctx, woken, loaded)
 		},
 		Now: func() time.Time { return s.now() }, Finished: s.countFinished, Ended: func(l *jobstore.Loaded) {
 			if f := s.onEnded.Load(); f != nil {

@@ -198,22 +198,15 @@ func (d *Dispatcher) deliverRouted(ctx context.Context, run Run, st Start) error
 	return d.deliverAndRecord(ctx, run, l, st.Agent, st.Deadline, md)
 }
 
-// RouteWoken routes in tx (the transaction whose slot given back woke
-// them, jobstore.Config.Route) the waiters woken for a slot of their
-// agent: a push agent's attempt is delivered by a direct dispatcher once
-// tx commits, a pull agent's waits in its inbox, its claim woken at the
-// commit. A waiter it cannot route to that agent here (its job moved on,
-// its low lane held back, the agent no longer a candidate, no direct
-// dispatcher free) is left to jobstore.Config.Woken.
-func (d *Dispatcher) RouteWoken(ctx context.Context, tx pgx.Tx, woken []jobstore.Woken) []jobstore.Routed {
-	ids := make([]string, len(woken))
-	for i, w := range woken {
-		ids[i] = w.JobID
-	}
-	loaded, err := d.jobs.LoadAll(ctx, tx, ids) // in one read
-	if err != nil {
-		return nil
-	}
+// RouteWoken routes, in the transaction whose slot given back woke them
+// (jobstore.Config.Route), the waiters woken for a slot of their agent,
+// from their jobs' folds read there (loaded): a push agent's attempt is
+// delivered by a direct dispatcher once that transaction commits, a pull
+// agent's waits in its inbox, its claim woken at the commit. A waiter it
+// cannot route to that agent here (its job moved on, its low lane held
+// back, the agent no longer a candidate, no direct dispatcher free) is
+// left to jobstore.Config.Woken.
+func (d *Dispatcher) RouteWoken(_ context.Context, woken []jobstore.Woken, loaded map[string]*jobstore.Loaded) []jobstore.Routed {
 	var out []jobstore.Routed
 	for _, w := range woken {
 		l := loaded[w.JobID]

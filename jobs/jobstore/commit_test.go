@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -90,4 +91,58 @@ func TestWriteOfAJobSendsItsAppendsWithBegin(t *testing.T) {
 	w = limited(newJobOf(t, s, "doc:parse", domain.PriorityNormal))
 	require.False(t, appendsAtBegin([]*Write{w}, nil, false))
 	require.EqualValues(t, 3, roundTrips(w), "BEGIN with the slot count, the appends, COMMIT")
+}
+
+// TestHandOffRoundTrips: the write that ends an attempt on a limited
+// agent's slot and routes the waiter the slot woke (Config.Route) takes
+// five round trips: BEGIN with its appends (the slot given back, the
+// waiter woken), the savepoint with the read of the waiter's job, the
+// slot count, the route's appends, COMMIT. One whose route writes nothing
+// takes three: no savepoint of its own, no rollback to it.
+func TestHandOffRoundTrips(t *testing.T) {
+	t.Parallel()
+	pool, proxy := pgtest.NewCountingPool(t)
+	var woken []Woken
+	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10e9, CallbackGrace: 45e9,
+		Woken: func(w []Woken) { woken = append(woken, w...) }})
+	agentRow(t, s, "one-slot", "doc:parse")
+	route := true
+	s.cfg.Route = func(_ context.Context, ws []Woken, loaded map[string]*Loaded) []Routed {
+		var out []Routed
+		for _, w := range ws {
+			if l := loaded[w.JobID]; l != nil && route {
+				out = append(out, Routed{JobID: w.JobID, Done: func(bool) {},
+					Write: &Write{L: l, Events: []domain.Event{routedEvent(l, w.Agent)},
+						Effects: domain.Effects{Timer: &domain.Timer{Attempt: w.Attempt, AgentID: w.Agent, Phase: domain.PhaseRouted, Due: time.Now().Add(time.Hour)}},
+						Slot:    &Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: w.Agent}, MaxConcurrent: 1, Attempt: w.Attempt}}})
+			}
+		}
+		return out
+	}
+	holder := newJobOf(t, s, "doc:parse", domain.PriorityNormal)
+	require.NoError(t, takeSlot(s, holder, "one-slot", time.Time{}))
+	handOff := func() int64 {
+		t.Helper()
+		waiter := waitingWrite(t, domain.PriorityNormal, time.Time{})
+		commitAll(t, s, []*Write{waiter})
+		l := mustLoad(t, s, holder.JobID)
+		before := proxy.RoundTrips()
+		endAttempt(t, s, l)
+		n := proxy.RoundTrips() - before
+		holder = mustLoad(t, s, waiter.jobID())
+		return n
+	}
+	for range 2 { // the first prepare their statements
+		handOff()
+	}
+	woken = nil
+	require.EqualValues(t, 5, handOff(), "BEGIN with the appends, the savepoint with the read, the slot count, the route's appends, COMMIT")
+	require.Empty(t, woken, "routed in the giving transaction")
+	require.Equal(t, "one-slot", holder.AgentID, "the waiter, routed")
+
+	route = false
+	waiting := holder.JobID
+	require.EqualValues(t, 3, handOff(), "BEGIN with the appends, the savepoint with the read, COMMIT")
+	require.Len(t, woken, 1, "left to Woken")
+	require.NotEqual(t, waiting, woken[0].JobID)
 }

@@ -68,12 +68,14 @@ type Config struct {
 	// deadline sweep instead (WakeWaiters).
 	Woken func([]Woken)
 	// Route, if set, routes the waiters a slot given back woke in the
-	// transaction that gave it back: the writes it answers (each taking
-	// the slot of its waiter's agent, ROUTED appended) are written there
-	// in a savepoint, so the next job's route costs no transaction of its
-	// own. A waiter it leaves out, or whose write fails (the savepoint
-	// rolled back, the rest of the transaction unharmed), goes to Woken.
-	Route func(ctx context.Context, tx pgx.Tx, woken []Woken) []Routed
+	// transaction that gave it back, from their jobs' folds read there
+	// (loaded; a job with no stream is absent): the writes it answers
+	// (each taking the slot of its waiter's agent, ROUTED appended) are
+	// written there after a savepoint, so the next job's route costs no
+	// transaction of its own. A waiter it leaves out, or whose write fails
+	// (rolled back to the savepoint, the rest of the transaction
+	// unharmed), goes to Woken.
+	Route func(ctx context.Context, woken []Woken, loaded map[string]*Loaded) []Routed
 	// Finished, if set, is told of every job a committed write ended.
 	Finished func(ctx context.Context, before, after domain.JobStatus)
 	// Ended, if set, is handed a copy of the fold of every job a shared
@@ -194,29 +196,44 @@ func (s *Store) Load(ctx context.Context, q eventstore.Querier, id string) (*Loa
 	return fold(id, recs)
 }
 
-// LoadAll folds the jobs of ids in one read; a job with no stream is
-// absent.
+// LoadAll folds the jobs of ids in one round trip; a job with no stream
+// is absent.
 func (s *Store) LoadAll(ctx context.Context, q eventstore.BatchQuerier, ids []string) (map[string]*Loaded, error) {
 	if q == nil {
 		q = s.pool
 	}
+	b := &pgx.Batch{}
+	_, inTx := q.(pgx.Tx)
+	folds := queueLoadAll(b, ids, inTx)
+	if b.Len() > 0 {
+		if err := q.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("load %d jobs: %w", len(ids), err)
+		}
+	}
+	return folds()
+}
+
+// queueLoadAll queues in b the reads of the jobs of ids (in a transaction:
+// generic), and answers what folds them once b is sent.
+func queueLoadAll(b *pgx.Batch, ids []string, generic bool) func() (map[string]*Loaded, error) {
 	streams := make([]string, len(ids))
 	for i, id := range ids {
 		streams[i] = domain.JobStream(id)
 	}
-	byStream, err := eventstore.ReadStreamsOf(ctx, q, streams)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]*Loaded, len(byStream))
-	for i, id := range ids {
-		if recs := byStream[streams[i]]; len(recs) > 0 {
-			if out[id], err = fold(id, recs); err != nil {
-				return nil, err
+	byStream := eventstore.QueueReadStreams(b, streams, generic)
+	return func() (map[string]*Loaded, error) {
+		out := make(map[string]*Loaded, len(ids))
+		for i, id := range ids {
+			if recs := byStream[streams[i]]; len(recs) > 0 && out[id] == nil {
+				l, err := fold(id, recs)
+				if err != nil {
+					return nil, err
+				}
+				out[id] = l
 			}
 		}
+		return out, nil
 	}
-	return out, nil
 }
 
 // fold folds job id's records, as stored.

@@ -353,11 +353,11 @@ func TestWokenWaiterRoutedInTheGivingTransaction(t *testing.T) {
 	agentRow(t, s, "one-slot", "doc:parse")
 	var done []bool
 	stale := false
-	s.cfg.Route = func(ctx context.Context, tx pgx.Tx, woken []Woken) []Routed {
+	s.cfg.Route = func(_ context.Context, woken []Woken, loaded map[string]*Loaded) []Routed {
 		var out []Routed
 		for _, w := range woken {
-			l, err := s.Load(ctx, tx, w.JobID)
-			require.NoError(t, err)
+			l := loaded[w.JobID]
+			require.NotNil(t, l, "read in the giving transaction")
 			if stale {
 				l.Version-- // another write came between: its append conflicts
 			}

@@ -607,17 +607,36 @@ func thenIn(ctx context.Context, tx pgx.Tx, then func(context.Context, pgx.Tx) e
 	_ = sp.Rollback(ctx)
 }
 
-// routeWoken writes in tx, in a savepoint, the routes Config.Route
-// decides for the waiters woken there, and answers those written. When
-// one fails (its job moved on, a slot taken after all), the savepoint is
-// rolled back and every waiter goes to Woken after the commit, as
-// without Route; the transaction's own writes are unharmed.
+// savepointRoute is the savepoint routeWoken writes its routes after: a
+// route that fails rolls back to it, the rest of the transaction unharmed;
+// one written is never released (the commit takes it with the rest).
+const savepointRoute = "route_woken"
+
+// routeWoken reads the jobs of the waiters woken in tx (with the
+// savepoint, in one round trip), writes the routes Config.Route decides
+// for them, and answers those written. When one fails (its job moved on,
+// a slot taken after all), tx is rolled back to the savepoint and every
+// waiter goes to Woken after the commit, as without Route.
 func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken, ws []*Write) []Routed {
-	sp, err := tx.Begin(ctx) // a savepoint
+	ids := make([]string, len(woken))
+	for i, w := range woken {
+		ids[i] = w.JobID
+	}
+	b := &pgx.Batch{}
+	b.Queue("SAVEPOINT " + savepointRoute)
+	folds := queueLoadAll(b, ids, true)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		rollbackRoute(ctx, tx)
+		return nil
+	}
+	loaded, err := folds()
 	if err != nil {
 		return nil
 	}
-	routed := s.cfg.Route(ctx, sp, woken)
+	routed := s.cfg.Route(ctx, woken, loaded)
+	if len(routed) == 0 {
+		return nil // nothing written after the savepoint
+	}
 	for _, r := range routed {
 		for _, w := range ws {
 			if w.TakeRouted != nil && w.Err == nil && len(w.Taken) < w.TakeMax && w.TakeRouted(r.Write) {
@@ -626,28 +645,28 @@ func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken, ws []*
 			}
 		}
 	}
-	if len(routed) > 0 {
-		err := s.writeRouted(ctx, sp, routed)
-		if err == nil {
-			err = sp.Commit(ctx) // RELEASE SAVEPOINT
-		}
-		if err == nil {
-			return routed
-		}
-		for _, r := range routed {
-			r.Done(false)
-		}
-		for _, w := range ws {
-			w.Taken = nil // not written
-		}
+	if err := s.writeRouted(ctx, tx, routed); err == nil {
+		return routed
 	}
-	_ = sp.Rollback(ctx) // nothing routed: as if never tried (a failure fails the commit)
+	for _, r := range routed {
+		r.Done(false)
+	}
+	for _, w := range ws {
+		w.Taken = nil // not written
+	}
+	rollbackRoute(ctx, tx)
 	return nil
 }
 
-// writeRouted writes the routes of routed in sp, each taking its agent's
+// rollbackRoute rolls tx back to the savepoint of routeWoken (should that
+// fail, so does the commit).
+func rollbackRoute(ctx context.Context, tx pgx.Tx) {
+	_, _ = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepointRoute)
+}
+
+// writeRouted writes the routes of routed in tx, each taking its agent's
 // slot; one refused a slot fails them all.
-func (s *Store) writeRouted(ctx context.Context, sp pgx.Tx, routed []Routed) error {
+func (s *Store) writeRouted(ctx context.Context, tx pgx.Tx, routed []Routed) error {
 	ws := make([]*Write, len(routed))
 	for i, r := range routed {
 		if err := r.Write.Decide(); err != nil {
@@ -659,11 +678,11 @@ func (s *Store) writeRouted(ctx context.Context, sp pgx.Tx, routed []Routed) err
 		// The agents' slot locks come after this transaction's timer
 		// rows, the reverse of every other writer's order: never wait
 		// for one (a writer holding it gives the waiter to Woken).
-		if err := sp.SendBatch(ctx, b).Close(); err != nil {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 	}
-	if _, err := s.writeIn(ctx, sp, ws, false, true, nil); err != nil {
+	if _, err := s.writeIn(ctx, tx, ws, false, true, nil); err != nil {
 		return err
 	}
 	for _, w := range ws {

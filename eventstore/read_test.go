@@ -5,16 +5,17 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentreach/agentreach/domain"
 	"github.com/agentreach/agentreach/internal/pgtest"
 )
 
-// TestReadsBeyondOneStream: streams by prefix in order, the first event of
-// a type per stream, a stream's last event, and a count of streams.
-func TestReadsBeyondOneStream(t *testing.T) {
-	t.Parallel()
+// threeJobs is a new log with streams job:0 to job:2, each SUBMITTED and
+// ROUTED.
+func threeJobs(t *testing.T) (*pgxpool.Pool, *Store, context.Context) {
+	t.Helper()
 	pool := pgtest.NewPool(t)
 	s := New(pool)
 	ctx := context.Background()
@@ -24,6 +25,14 @@ func TestReadsBeyondOneStream(t *testing.T) {
 			domain.NewEvent(domain.EventRouted, nil, domain.Metadata{}))
 		require.NoError(t, err)
 	}
+	return pool, s, ctx
+}
+
+// TestReadsBeyondOneStream: streams by prefix in order, the first event of
+// a type per stream, a stream's last event, and a count of streams.
+func TestReadsBeyondOneStream(t *testing.T) {
+	t.Parallel()
+	pool, s, ctx := threeJobs(t)
 	_, err := s.Append(ctx, "job:1", 2, domain.NewEvent(domain.EventDelivered, nil, domain.Metadata{}))
 	require.NoError(t, err)
 	_, err = s.Append(ctx, "other:1", NoStream, domain.NewEvent("X", nil, domain.Metadata{}))
@@ -66,15 +75,7 @@ func TestReadsBeyondOneStream(t *testing.T) {
 // slot), and the rest of the transaction plans as before.
 func TestReadStreamsOfKeepsItsPlan(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	s := New(pool)
-	ctx := context.Background()
-	for i := range 3 {
-		_, err := s.Append(ctx, fmt.Sprintf("job:%d", i), NoStream,
-			domain.NewEvent(domain.EventSubmitted, nil, domain.Metadata{}),
-			domain.NewEvent(domain.EventRouted, nil, domain.Metadata{}))
-		require.NoError(t, err)
-	}
+	pool, _, ctx := threeJobs(t)
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()

@@ -202,38 +202,42 @@ func (s *Store) LoadAll(ctx context.Context, q eventstore.BatchQuerier, ids []st
 	if q == nil {
 		q = s.pool
 	}
-	b := &pgx.Batch{}
-	_, inTx := q.(pgx.Tx)
-	folds := queueLoadAll(b, ids, inTx)
-	if b.Len() > 0 {
-		if err := q.SendBatch(ctx, b).Close(); err != nil {
-			return nil, fmt.Errorf("load %d jobs: %w", len(ids), err)
-		}
+	byStream, err := eventstore.ReadStreamsOf(ctx, q, jobStreams(ids))
+	if err != nil {
+		return nil, err
 	}
-	return folds()
+	return foldAll(ids, byStream)
 }
 
 // queueLoadAll queues in b the reads of the jobs of ids (in a transaction:
 // generic), and answers what folds them once b is sent.
 func queueLoadAll(b *pgx.Batch, ids []string, generic bool) func() (map[string]*Loaded, error) {
+	byStream := eventstore.QueueReadStreams(b, jobStreams(ids), generic)
+	return func() (map[string]*Loaded, error) { return foldAll(ids, byStream) }
+}
+
+func jobStreams(ids []string) []string {
 	streams := make([]string, len(ids))
 	for i, id := range ids {
 		streams[i] = domain.JobStream(id)
 	}
-	byStream := eventstore.QueueReadStreams(b, streams, generic)
-	return func() (map[string]*Loaded, error) {
-		out := make(map[string]*Loaded, len(ids))
-		for i, id := range ids {
-			if recs := byStream[streams[i]]; len(recs) > 0 && out[id] == nil {
-				l, err := fold(id, recs)
-				if err != nil {
-					return nil, err
-				}
-				out[id] = l
+	return streams
+}
+
+// foldAll folds the jobs of ids from their streams' records; a job with
+// none is absent.
+func foldAll(ids []string, byStream map[string][]eventstore.Record) (map[string]*Loaded, error) {
+	out := make(map[string]*Loaded, len(ids))
+	for _, id := range ids {
+		if recs := byStream[domain.JobStream(id)]; len(recs) > 0 && out[id] == nil {
+			l, err := fold(id, recs)
+			if err != nil {
+				return nil, err
 			}
+			out[id] = l
 		}
-		return out, nil
 	}
+	return out, nil
 }
 
 // fold folds job id's records, as stored.

@@ -91,7 +91,10 @@ func ReadStreamsOf(ctx context.Context, q BatchQuerier, streams []string) (map[s
 
 // QueueReadStreams queues in b a read of each of streams (ReadStream's
 // query), and answers the map each stream's events go into, in version
-// order, once b is sent (a stream with none has none there). With generic
+// order, once b is sent (a stream with none has none there). Each read
+// sees the log as of its own statement, not all at one instant: a writer
+// that decides on them appends at the versions it read, as every writer
+// does. With generic
 // (in a transaction only) they run on the query's generic plan, made once
 // a connection, as AppendAll's statements do (whose generic plans lock
 // every partition of the log already).

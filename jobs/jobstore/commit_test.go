@@ -98,7 +98,9 @@ func TestWriteOfAJobSendsItsAppendsWithBegin(t *testing.T) {
 // five round trips: BEGIN with its appends (the slot given back, the
 // waiter woken), the savepoint with the read of the waiter's job, the
 // slot count, the route's appends, COMMIT. One whose route writes nothing
-// takes three: no savepoint of its own, no rollback to it.
+// takes three: no savepoint of its own, no rollback to it. A route that
+// fails in the database (the transaction aborted) is rolled back to the
+// savepoint: the attempt's end commits, the waiter goes to Woken.
 func TestHandOffRoundTrips(t *testing.T) {
 	t.Parallel()
 	pool, proxy := pgtest.NewCountingPool(t)
@@ -106,14 +108,18 @@ func TestHandOffRoundTrips(t *testing.T) {
 	s := New(pool, eventstore.New(pool), &queued{}, Config{LostAfter: 10e9, CallbackGrace: 45e9,
 		Woken: func(w []Woken) { woken = append(woken, w...) }})
 	agentRow(t, s, "one-slot", "doc:parse")
-	route := true
+	route := "write" // or "none", or "fail": a timer phase the table's check refuses
 	s.cfg.Route = func(_ context.Context, ws []Woken, loaded map[string]*Loaded) []Routed {
 		var out []Routed
 		for _, w := range ws {
-			if l := loaded[w.JobID]; l != nil && route {
+			if l := loaded[w.JobID]; l != nil && route != "none" {
+				phase := domain.PhaseRouted
+				if route == "fail" {
+					phase = "unheard-of"
+				}
 				out = append(out, Routed{JobID: w.JobID, Done: func(bool) {},
 					Write: &Write{L: l, Events: []domain.Event{routedEvent(l, w.Agent)},
-						Effects: domain.Effects{Timer: &domain.Timer{Attempt: w.Attempt, AgentID: w.Agent, Phase: domain.PhaseRouted, Due: time.Now().Add(time.Hour)}},
+						Effects: domain.Effects{Timer: &domain.Timer{Attempt: w.Attempt, AgentID: w.Agent, Phase: phase, Due: time.Now().Add(time.Hour)}},
 						Slot:    &Slot{Agent: domain.AgentKey{Namespace: l.Namespace, ID: w.Agent}, MaxConcurrent: 1, Attempt: w.Attempt}}})
 			}
 		}
@@ -121,28 +127,44 @@ func TestHandOffRoundTrips(t *testing.T) {
 	}
 	holder := newJobOf(t, s, "doc:parse", domain.PriorityNormal)
 	require.NoError(t, takeSlot(s, holder, "one-slot", time.Time{}))
-	handOff := func() int64 {
+	// handOff ends the holder's attempt with a waiter behind it, and
+	// answers the round trips that took and the waiter, the next holder.
+	handOff := func() (int64, string) {
 		t.Helper()
 		waiter := waitingWrite(t, domain.PriorityNormal, time.Time{})
 		commitAll(t, s, []*Write{waiter})
 		l := mustLoad(t, s, holder.JobID)
+		woken = nil
 		before := proxy.RoundTrips()
 		endAttempt(t, s, l)
 		n := proxy.RoundTrips() - before
 		holder = mustLoad(t, s, waiter.jobID())
-		return n
+		return n, waiter.jobID()
 	}
 	for range 2 { // the first prepare their statements
 		handOff()
 	}
-	woken = nil
-	require.EqualValues(t, 5, handOff(), "BEGIN with the appends, the savepoint with the read, the slot count, the route's appends, COMMIT")
+	n, _ := handOff()
+	require.EqualValues(t, 5, n, "BEGIN with the appends, the savepoint with the read, the slot count, the route's appends, COMMIT")
 	require.Empty(t, woken, "routed in the giving transaction")
 	require.Equal(t, "one-slot", holder.AgentID, "the waiter, routed")
 
-	route = false
-	waiting := holder.JobID
-	require.EqualValues(t, 3, handOff(), "BEGIN with the appends, the savepoint with the read, COMMIT")
+	route = "none"
+	n, waiter := handOff()
+	require.EqualValues(t, 3, n, "BEGIN with the appends, the savepoint with the read, COMMIT")
 	require.Len(t, woken, 1, "left to Woken")
-	require.NotEqual(t, waiting, woken[0].JobID)
+	require.Equal(t, waiter, woken[0].JobID)
+
+	require.NoError(t, takeSlot(s, holder, "one-slot", time.Time{}))
+	ended := holder.JobID
+	route = "fail"
+	_, waiter = handOff()
+	require.Len(t, woken, 1, "left to Woken")
+	require.Equal(t, waiter, woken[0].JobID)
+	l := mustLoad(t, s, ended)
+	require.Equal(t, domain.EventAttemptFailed, l.Records[len(l.Records)-1].Type, "the attempt's end committed")
+	require.Empty(t, holder.AgentID, "the waiter's route rolled back")
+	var slots int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM agent_slots`).Scan(&slots))
+	require.Zero(t, slots, "the slot given back, none taken")
 }

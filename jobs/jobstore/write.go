@@ -616,7 +616,10 @@ const savepointRoute = "route_woken"
 // savepoint, in one round trip), writes the routes Config.Route decides
 // for them, and answers those written. When one fails (its job moved on,
 // a slot taken after all), tx is rolled back to the savepoint and every
-// waiter goes to Woken after the commit, as without Route.
+// waiter goes to Woken after the commit, as without Route. A batch that
+// fails before its savepoint ran (a lost connection, or the prepare pgx
+// sends first for statements new to the connection) fails the
+// transaction, which the unit of work runs again.
 func (s *Store) routeWoken(ctx context.Context, tx pgx.Tx, woken []Woken, ws []*Write) []Routed {
 	ids := make([]string, len(woken))
 	for i, w := range woken {

@@ -94,10 +94,9 @@ func ReadStreamsOf(ctx context.Context, q BatchQuerier, streams []string) (map[s
 // order, once b is sent (a stream with none has none there). Each read
 // sees the log as of its own statement, not all at one instant: a writer
 // that decides on them appends at the versions it read, as every writer
-// does. With generic
-// (in a transaction only) they run on the query's generic plan, made once
-// a connection, as AppendAll's statements do (whose generic plans lock
-// every partition of the log already).
+// does. With generic (in a transaction only) they run on the query's
+// generic plan, made once a connection, as AppendAll's statements do
+// (whose generic plans lock every partition of the log already).
 //
 // One query over unnest($1) with a LATERAL read of each stream was planned
 // afresh at every run: its generic plan, not knowing the array's length,

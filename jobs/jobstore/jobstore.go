@@ -216,6 +216,7 @@ func queueLoadAll(b *pgx.Batch, ids []string, generic bool) func() (map[string]*
 	return func() (map[string]*Loaded, error) { return foldAll(ids, byStream) }
 }
 
+// jobStreams are the streams of the jobs of ids.
 func jobStreams(ids []string) []string {
 	streams := make([]string, len(ids))
 	for i, id := range ids {

@@ -454,7 +454,14 @@ func (j *Job) applyData(e Event) error {
 			j.Submitted = d
 			return nil
 		}
-		return json.Unmarshal(e.Data, &j.Submitted)
+		// Decoded onto a copy, not into &j.Submitted: that pointer would
+		// put every fold's copy of the job (Apply's next) on the heap.
+		d := j.Submitted
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return err
+		}
+		j.Submitted = d
+		return nil
 	case EventIntentResolved:
 		if j.Attempts > 0 || j.Resolution != nil {
 			return &TransitionError{From: j.Status, Event: e.Type} // only once, before the first attempt

@@ -558,15 +558,21 @@ func scanRecordsWithin(rows pgx.Rows, maxBytes int) ([]Record, bool, error) {
 	defer rows.Close()
 	var out []Record
 	size := 0
+	// One set of destinations for every row, copied out: destinations made
+	// in the loop would each go to the heap, a row at a time.
+	var (
+		r         Record
+		txid, typ string
+		data      []byte // as stored: a json.RawMessage would be decoded (validated) again
+	)
+	md := &r.Metadata
+	dest := []any{&r.Position, &txid, &r.StreamID, &r.Version, &typ, &data, &md.TraceID, &md.Actor, &md.CausationID, &r.RecordedAt}
 	for rows.Next() {
 		if maxBytes > 0 && size >= maxBytes {
 			return out, true, nil
 		}
-		var r Record
-		var txid, typ string
-		var data []byte // as stored: a json.RawMessage would be decoded (validated) again
-		md := &r.Metadata
-		if err := rows.Scan(&r.Position, &txid, &r.StreamID, &r.Version, &typ, &data, &md.TraceID, &md.Actor, &md.CausationID, &r.RecordedAt); err != nil {
+		r, data = Record{}, nil
+		if err := rows.Scan(dest...); err != nil {
 			return nil, false, err
 		}
 		r.Data = data

@@ -315,10 +315,11 @@ func logMiddleware(logger *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
-		if c.FullPath() == "/healthz" || c.FullPath() == "/readyz" {
-			return
+		ctx := c.Request.Context()
+		if c.FullPath() == "/healthz" || c.FullPath() == "/readyz" || !logger.Enabled(ctx, slog.LevelDebug) {
+			return // its arguments cost allocations even when it is off
 		}
-		logger.DebugContext(c.Request.Context(), "http request", "method", c.Request.Method, "path", c.Request.URL.Path,
+		logger.DebugContext(ctx, "http request", "method", c.Request.Method, "path", c.Request.URL.Path,
 			"status", c.Writer.Status(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
 	}
 }

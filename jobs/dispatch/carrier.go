@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
@@ -79,8 +80,10 @@ func (d *Dispatcher) carry(ctx context.Context, a *registry.Agent, at Attempt) (
 	latency := time.Since(start)
 	d.deliveries.Add(ctx, 1, telemetry.WithAttrs(attribute.String("outcome", string(out.Kind)), attribute.String("reason", out.Reason)))
 	d.duration.Record(ctx, latency.Seconds(), telemetry.WithAttrs(attribute.String("outcome", string(out.Kind))))
-	d.logger.DebugContext(ctx, "delivery", "job_id", at.L.JobID, "trace_id", at.L.TraceID, "agent_id", a.AgentID,
-		"attempt", at.N, "outcome", out.Kind, "reason", out.Reason, "latency_ms", latency.Milliseconds())
+	if d.logger.Enabled(ctx, slog.LevelDebug) { // its arguments cost allocations even when it is off
+		d.logger.DebugContext(ctx, "delivery", "job_id", at.L.JobID, "trace_id", at.L.TraceID, "agent_id", a.AgentID,
+			"attempt", at.N, "outcome", out.Kind, "reason", out.Reason, "latency_ms", latency.Milliseconds())
+	}
 	return out, latency
 }
 

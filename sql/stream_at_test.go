@@ -3,6 +3,7 @@ package sql_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,7 +59,8 @@ func streamSamples(cutoff time.Time) []string {
 		"job:"+near[:3]+"G"+near[4:], "job:"+near[:3]+"A"+near[4:], "job:"+near[:10]+"é"+near[11:],
 		"direct:ns/agent/"+near[:3]+"g"+near[4:], "direct:ns/agent/"+near[:1]+"F"+near[2:],
 		"job:"+near+"0", "job:"+near[1:], "direct:x/"+near, "direct:ns/agent"+near, "direct:ns/agent/"+near+"0",
-		"job:"+near[:14]+"8"+near[15:], "agent:default/agent-1", "policy:x", "", "job:", "direct:")
+		"job:"+near[:14]+"8"+near[15:], "agent:default/agent-1", "policy:x", "", "job:", "direct:",
+		"direct:né/agént/"+near, "direct:ns/agent/"+near[:20]+"é"+near[21:], "direct:日本/エージェント/"+v7(1_700_000_000_001, tail))
 	return out
 }
 
@@ -69,7 +71,8 @@ func TestEventsStreamAtAnswersAsBefore(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
-	for _, cutoff := range []time.Time{{}, time.Now().Add(-90 * time.Minute).Round(time.Microsecond), time.UnixMilli(1_700_000_000_001).Add(500 * time.Microsecond)} {
+	for _, cutoff := range []time.Time{{}, time.Now().Add(-90 * time.Minute).Round(time.Microsecond),
+		time.UnixMilli(1_700_000_000_001).Add(500 * time.Microsecond), time.UnixMilli(1_700_000_000_001)} { // a cutoff on a whole millisecond: its own time is in
 		t.Run(fmt.Sprint(cutoff), func(t *testing.T) {
 			streams := streamSamples(cutoff)
 			if cutoff.IsZero() {
@@ -87,6 +90,9 @@ func TestEventsStreamAtAnswersAsBefore(t *testing.T) {
 			before := at(31)
 			after := at(38)
 			require.Equal(t, before, after)
+			var null bool
+			require.NoError(t, pool.QueryRow(ctx, `SELECT events_stream_at(NULL) = '-infinity'`).Scan(&null))
+			require.True(t, null, "no stream, no time")
 			var infinite int
 			for _, a := range after {
 				if a == "-infinity" {
@@ -97,6 +103,18 @@ func TestEventsStreamAtAnswersAsBefore(t *testing.T) {
 			require.Greater(t, infinite, 10, "the near misses have none")
 		})
 	}
+	t.Run("no cutoff row", func(t *testing.T) { // never so after migration 29; then no stream had a time, and has none
+		_, err := pool.Exec(ctx, `DELETE FROM event_log`)
+		require.NoError(t, err)
+		streams := streamSamples(time.Time{})
+		_, err = pool.Exec(ctx, migrationSQL(t, 31))
+		require.NoError(t, err)
+		before := streamTimes(t, pool, streams)
+		_, err = pool.Exec(ctx, migrationSQL(t, 38))
+		require.NoError(t, err)
+		require.Equal(t, before, streamTimes(t, pool, streams))
+		require.Equal(t, []string{"-infinity"}, slices.Compact(before))
+	})
 }
 
 // streamTimes answers events_stream_at of each stream, as text.

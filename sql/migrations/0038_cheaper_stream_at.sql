@@ -14,7 +14,7 @@ DECLARE
     direct_at text := $e$to_timestamp(('x' || substr(stream, length(stream) - 35, 8) || substr(stream, length(stream) - 26, 4))::bit(48)::bigint::float8 / 1000)$e$;
 BEGIN
     SELECT partitioned_from INTO cutoff FROM event_log;
-    IF cutoff > '-infinity' THEN
+    IF cutoff IS DISTINCT FROM '-infinity' THEN -- a NULL cutoff (no row) compares as before: no stream gets a time
         job_at := format($e$CASE WHEN %1$s >= %2$L::timestamptz THEN %1$s ELSE '-infinity'::timestamptz END$e$, job_at, cutoff);
         direct_at := format($e$CASE WHEN %1$s >= %2$L::timestamptz THEN %1$s ELSE '-infinity'::timestamptz END$e$, direct_at, cutoff);
     END IF;

@@ -17,6 +17,11 @@ var qFlushHeartbeats = queries.Must("FlushHeartbeats")
 type heartbeatBuffer struct {
 	mu      sync.Mutex
 	pending map[domain.AgentKey]heartbeat
+	// flushing holds what flushes took until their statement ends: a read
+	// of an agent between a flush's take and its commit finds the
+	// heartbeat in neither pending nor the table, and showed the figures
+	// before it.
+	flushing map[domain.AgentKey]heartbeat
 }
 
 type heartbeat struct {
@@ -25,7 +30,7 @@ type heartbeat struct {
 }
 
 func newHeartbeatBuffer() *heartbeatBuffer {
-	return &heartbeatBuffer{pending: map[domain.AgentKey]heartbeat{}}
+	return &heartbeatBuffer{pending: map[domain.AgentKey]heartbeat{}, flushing: map[domain.AgentKey]heartbeat{}}
 }
 
 func (b *heartbeatBuffer) add(id domain.AgentKey, at time.Time, report domain.HealthReport) {
@@ -46,14 +51,27 @@ func (b *heartbeatBuffer) forget(id domain.AgentKey) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.pending, id)
+	delete(b.flushing, id)
 }
 
-// overlay shows a heartbeat that is not written yet on a.
+// overlay shows the heartbeats that are not written yet on a: one a flush
+// is writing, then a later one still pending.
 func (b *heartbeatBuffer) overlay(a *Agent) {
 	b.mu.Lock()
-	hb, ok := b.pending[a.Key()]
+	fl, flushing := b.flushing[a.Key()]
+	hb, pending := b.pending[a.Key()]
 	b.mu.Unlock()
-	if !ok || !hb.at.After(a.LastSeenAt) {
+	if flushing {
+		fl.overlay(a)
+	}
+	if pending {
+		hb.overlay(a)
+	}
+}
+
+// overlay shows hb on a, unless a's table row is as recent already.
+func (hb heartbeat) overlay(a *Agent) {
+	if !hb.at.After(a.LastSeenAt) {
 		return
 	}
 	a.LastSeenAt = hb.at
@@ -68,12 +86,35 @@ func (b *heartbeatBuffer) overlay(a *Agent) {
 	a.ReportedPoolUsage = cmp.Or(hb.report.PoolUsage, a.ReportedPoolUsage)
 }
 
+// take hands the pending heartbeats to a flush; they are shown from
+// flushing until it calls done.
 func (b *heartbeatBuffer) take() map[domain.AgentKey]heartbeat {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := b.pending
 	b.pending = map[domain.AgentKey]heartbeat{}
+	for id, hb := range out {
+		if cur, ok := b.flushing[id]; !ok || cur.at.Before(hb.at) {
+			b.flushing[id] = hb
+		}
+	}
 	return out
+}
+
+// done ends the flush of batch: written, its heartbeats are in the table;
+// failed, they go back to pending (the next flush retries, keeping the
+// newest).
+func (b *heartbeatBuffer) done(batch map[domain.AgentKey]heartbeat, failed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, hb := range batch {
+		if cur, ok := b.flushing[id]; ok && cur.at.Equal(hb.at) {
+			delete(b.flushing, id)
+		}
+		if cur, ok := b.pending[id]; failed && (!ok || cur.at.Before(hb.at)) {
+			b.pending[id] = hb
+		}
+	}
 }
 
 // flushHeartbeats writes every buffered heartbeat in one statement. A
@@ -99,17 +140,9 @@ func (r *Registry) flushHeartbeats(ctx context.Context) error {
 		queues = append(queues, int32Of(hb.report.QueueLength))
 		errRates, pools = append(errRates, hb.report.ErrorRate), append(pools, hb.report.PoolUsage)
 	}
+	r.beforeFlush()
 	_, err := r.pool.Exec(ctx, qFlushHeartbeats, namespaces, ids, ats, inflight, queues, errRates, pools)
-	if err != nil {
-		// Put them back: the next flush retries, keeping the newest.
-		for id, hb := range batch {
-			r.heartbeats.mu.Lock()
-			if cur, ok := r.heartbeats.pending[id]; !ok || cur.at.Before(hb.at) {
-				r.heartbeats.pending[id] = hb
-			}
-			r.heartbeats.mu.Unlock()
-		}
-	}
+	r.heartbeats.done(batch, err != nil)
 	return err
 }
 

@@ -163,8 +163,11 @@ type Registry struct {
 
 	snap       *Snapshot
 	heartbeats *heartbeatBuffer
-	pokes      chan struct{}
-	probes     ProbeQueue
+	// beforeFlush runs between a heartbeat flush's take and its write
+	// (tests hold a flush there).
+	beforeFlush func()
+	pokes       chan struct{}
+	probes      ProbeQueue
 }
 
 // SetProbes gives the registry the queue it inserts probes with
@@ -188,7 +191,7 @@ func boundedRedirects(_ *http.Request, via []*http.Request) error {
 func New(pool *pgxpool.Pool, store *eventstore.Store, logger *slog.Logger, cfg Config) *Registry {
 	cfg = cfg.withDefaults()
 	r := &Registry{
-		pool: pool, store: store, logger: logger, cfg: cfg, now: time.Now,
+		pool: pool, store: store, logger: logger, cfg: cfg, now: time.Now, beforeFlush: func() {},
 		http: &http.Client{Timeout: cfg.ProbeTimeout, CheckRedirect: boundedRedirects, Transport: &http.Transport{Proxy: nil,
 			DialContext: cfg.Guard.DialContext(&net.Dialer{Timeout: cfg.ProbeTimeout})}},
 		cardHTTP: &http.Client{Timeout: 10 * time.Second, CheckRedirect: boundedRedirects, Transport: &http.Transport{Proxy: nil,

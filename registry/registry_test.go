@@ -589,3 +589,49 @@ func TestProbeOutcomeIsRecorded(t *testing.T) {
 	require.Equal(t, domain.AgentHealthy, got.State)
 	require.Empty(t, got.LastProbeError)
 }
+
+// TestHeartbeatShownWhileItsFlushWrites: an agent read while a flush has
+// taken its heartbeat and not yet written it shows that heartbeat's
+// figures, as a read before the flush and a read after it do (the table's
+// row, the figures kept while later heartbeats report none).
+func TestHeartbeatShownWhileItsFlushWrites(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, token := b.register(t, "f1", 60, "http://127.0.0.1:1/")
+	beat := func(report domain.HealthReport) {
+		t.Helper()
+		b.clock.advance(time.Second)
+		_, err := b.r.HeartbeatReport(b.ctx, "f1", token, report, nil, domain.Metadata{})
+		require.NoError(t, err)
+	}
+	figures := func() (queue, inFlight int) {
+		t.Helper()
+		a, err := b.r.Get(b.ctx, key("f1"))
+		require.NoError(t, err)
+		return a.ReportedQueueLength, a.ReportedInFlight
+	}
+	two, one := 2, 1
+	beat(domain.HealthReport{QueueLength: &two, InFlight: &one})
+	queue, inFlight := figures()
+	require.Equal(t, []int{2, 1}, []int{queue, inFlight}, "pending, before any flush")
+
+	held := false
+	b.r.beforeFlush = func() { // taken from pending, not yet in the table
+		held = true
+		queue, inFlight = figures()
+		require.Equal(t, []int{2, 1}, []int{queue, inFlight}, "while its flush writes it")
+		beat(domain.HealthReport{}) // a later heartbeat reports nothing
+		queue, inFlight = figures()
+		require.Equal(t, []int{2, 1}, []int{queue, inFlight}, "nor does a later one hide it")
+	}
+	require.NoError(t, b.r.flushHeartbeats(b.ctx))
+	require.True(t, held)
+	b.r.beforeFlush = func() {}
+	queue, inFlight = figures()
+	require.Equal(t, []int{2, 1}, []int{queue, inFlight}, "written")
+	require.NoError(t, b.r.flushHeartbeats(b.ctx))
+	queue, inFlight = figures()
+	require.Equal(t, []int{2, 1}, []int{queue, inFlight}, "kept by the heartbeat that reported nothing")
+	require.Empty(t, b.r.heartbeats.flushing, "nothing left shown from a flush")
+	require.Empty(t, b.r.heartbeats.pending)
+}

@@ -109,7 +109,7 @@ func QueueReadStreams(b *pgx.Batch, streams []string, generic bool) map[string][
 		return out
 	}
 	if generic {
-		b.Queue(genericPlansSQL)
+		queueAll(b, genericPlans)
 	}
 	for _, stream := range streams {
 		if _, queued := out[stream]; queued {
@@ -123,7 +123,7 @@ func QueueReadStreams(b *pgx.Batch, streams []string, generic bool) map[string][
 		})
 	}
 	if generic {
-		b.Queue(customPlansSQL)
+		queueAll(b, customPlans)
 	}
 	return out
 }

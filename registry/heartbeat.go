@@ -36,13 +36,20 @@ func newHeartbeatBuffer() *heartbeatBuffer {
 func (b *heartbeatBuffer) add(id domain.AgentKey, at time.Time, report domain.HealthReport) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if prev, ok := b.pending[id]; ok { // a figure not reported again keeps its last value
-		report.InFlight = cmp.Or(report.InFlight, prev.report.InFlight)
-		report.QueueLength = cmp.Or(report.QueueLength, prev.report.QueueLength)
-		report.ErrorRate = cmp.Or(report.ErrorRate, prev.report.ErrorRate)
-		report.PoolUsage = cmp.Or(report.PoolUsage, prev.report.PoolUsage)
+	if prev, ok := b.pending[id]; ok {
+		report = withFigures(report, prev.report)
 	}
 	b.pending[id] = heartbeat{at: at, report: report}
+}
+
+// withFigures is report with each figure it does not give taken from
+// older: a figure not reported again keeps its last value.
+func withFigures(report, older domain.HealthReport) domain.HealthReport {
+	report.InFlight = cmp.Or(report.InFlight, older.InFlight)
+	report.QueueLength = cmp.Or(report.QueueLength, older.QueueLength)
+	report.ErrorRate = cmp.Or(report.ErrorRate, older.ErrorRate)
+	report.PoolUsage = cmp.Or(report.PoolUsage, older.PoolUsage)
+	return report
 }
 
 // forget drops a buffered heartbeat of an agent that registered again: it
@@ -102,8 +109,9 @@ func (b *heartbeatBuffer) take() map[domain.AgentKey]heartbeat {
 }
 
 // done ends the flush of batch: written, its heartbeats are in the table;
-// failed, they go back to pending (the next flush retries, keeping the
-// newest).
+// failed, they go back to pending (the next flush retries), merged as add
+// merges: the newest heartbeat, with the figures it does not give from the
+// other.
 func (b *heartbeatBuffer) done(batch map[domain.AgentKey]heartbeat, failed bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -111,8 +119,16 @@ func (b *heartbeatBuffer) done(batch map[domain.AgentKey]heartbeat, failed bool)
 		if cur, ok := b.flushing[id]; ok && cur.at.Equal(hb.at) {
 			delete(b.flushing, id)
 		}
-		if cur, ok := b.pending[id]; failed && (!ok || cur.at.Before(hb.at)) {
+		if !failed {
+			continue
+		}
+		switch cur, ok := b.pending[id]; {
+		case !ok:
 			b.pending[id] = hb
+		case cur.at.Before(hb.at):
+			b.pending[id] = heartbeat{at: hb.at, report: withFigures(hb.report, cur.report)}
+		default:
+			b.pending[id] = heartbeat{at: cur.at, report: withFigures(cur.report, hb.report)}
 		}
 	}
 }

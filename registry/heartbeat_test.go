@@ -1,0 +1,40 @@
+package registry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentreach/agentreach/domain"
+)
+
+// TestFailedFlushKeepsItsFigures: a heartbeat whose flush failed goes back
+// to the buffer merged with one that came meanwhile, as two heartbeats
+// between flushes merge: a figure the newer one does not give keeps the
+// failed one's value, and the newer time and figures win.
+func TestFailedFlushKeepsItsFigures(t *testing.T) {
+	t.Parallel()
+	n := func(v int) *int { return &v }
+	id := domain.AgentKey{Namespace: "default", ID: "a1"}
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+
+	b := newHeartbeatBuffer()
+	b.add(id, t0, domain.HealthReport{QueueLength: n(3), InFlight: n(1)})
+	batch := b.take()
+	b.add(id, t0.Add(time.Second), domain.HealthReport{InFlight: n(2)}) // no queue_length
+	b.done(batch, true)
+
+	a := &Agent{AgentRegistration: domain.AgentRegistration{AgentID: id.ID, Namespace: id.Namespace, TTLSeconds: 30}}
+	b.overlay(a)
+	require.Equal(t, t0.Add(time.Second), a.LastSeenAt)
+	require.Equal(t, 3, a.ReportedQueueLength, "the failed flush's queue_length")
+	require.Equal(t, 2, a.ReportedInFlight, "the newer in_flight")
+	require.Empty(t, b.flushing)
+
+	// Written, a flush leaves nothing behind.
+	batch = b.take()
+	b.done(batch, false)
+	require.Empty(t, b.pending)
+	require.Empty(t, b.flushing)
+}

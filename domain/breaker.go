@@ -53,7 +53,9 @@ func DefaultBreakerConfig() BreakerConfig {
 	}
 }
 
-func (c BreakerConfig) withDefaults() BreakerConfig {
+// WithDefaults is c with the default of each setting it leaves unset: the
+// configuration EvaluateBreaker applies.
+func (c BreakerConfig) WithDefaults() BreakerConfig {
 	if c.Window <= 0 {
 		c.Window = DefaultBreakerWindow
 	}
@@ -125,7 +127,7 @@ func (s BreakerStatus) AllowsProbe() bool {
 // Attempts and ErrorRate in the result describe the window (now-Window, now]
 // whatever the state, which is what the router's failure term wants.
 func EvaluateBreaker(samples []AttemptSample, now time.Time, cfg BreakerConfig) BreakerStatus {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if !slices.IsSortedFunc(samples, compareSampleTime) {
 		samples = slices.Clone(samples)
 		slices.SortStableFunc(samples, compareSampleTime)
@@ -187,6 +189,14 @@ func EvaluateBreaker(samples []AttemptSample, now time.Time, cfg BreakerConfig) 
 		st.ErrorRate = float64(winFail) / float64(winAttempts)
 	}
 	return st
+}
+
+// BreakerOfSuccesses is EvaluateBreaker's answer for samples that are all
+// successes, inWindow of them in (now-Window, now]: closed, whatever came
+// before, with no error. A caller that knows an agent had no failure since
+// the horizon it would pass needs only that count, not the samples.
+func BreakerOfSuccesses(inWindow int) BreakerStatus {
+	return BreakerStatus{State: BreakerClosed, Attempts: inWindow}
 }
 
 func compareSampleTime(a, b AttemptSample) int {

@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -178,4 +179,35 @@ func TestBreakerConfigDefaults(t *testing.T) {
 	got := domain.EvaluateBreaker(samples(0, ".x.x"), bt(3), domain.BreakerConfig{Window: 10 * time.Second, MinAttempts: 4, ErrorRate: 0.5, CoolDown: 5 * time.Second})
 	require.Equal(t, domain.BreakerOpen, got.State)
 	require.True(t, got.RetryAt.Equal(bt(8)))
+}
+
+// TestBreakerOfSuccesses: for samples that are all successes,
+// EvaluateBreaker answers BreakerOfSuccesses of the count in its window,
+// whatever the configuration, the samples' spread and those past now.
+func TestBreakerOfSuccesses(t *testing.T) {
+	cases := []struct {
+		name    string
+		samples []domain.AttemptSample
+		now     time.Time
+		cfg     domain.BreakerConfig
+	}{
+		{"none", nil, bt(0), domain.DefaultBreakerConfig()},
+		{"all in the window", samples(0, "........."), bt(20), domain.DefaultBreakerConfig()},
+		{"some before it", samples(0, "...................."), bt(15), domain.BreakerConfig{Window: 10 * time.Second}},
+		{"some after now", samples(0, ".........."), bt(4.5), domain.BreakerConfig{Window: 3 * time.Second}},
+		{"on the window's edge", samples(0, "....."), bt(12), domain.BreakerConfig{Window: 10 * time.Second}},
+		{"the defaults", samples(0, strings.Repeat(".", 100)), bt(99), domain.BreakerConfig{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			win := c.cfg.WithDefaults().Window
+			n := 0
+			for _, s := range c.samples {
+				if s.At.After(c.now.Add(-win)) && !s.At.After(c.now) {
+					n++
+				}
+			}
+			require.Equal(t, domain.EvaluateBreaker(c.samples, c.now, c.cfg), domain.BreakerOfSuccesses(n))
+		})
+	}
 }

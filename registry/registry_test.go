@@ -403,6 +403,47 @@ func TestBreakerFromAttempts(t *testing.T) {
 	require.Equal(t, domain.RouteRejectBreakerOpen, res.Rejected[0].Reason)
 }
 
+// TestBreakerOfAgentsThatNeverFailed: an agent with no failure in the
+// breaker's horizon is closed, and its attempts are those of its
+// namespace's own window, up to now; an agent that failed is replayed
+// sample by sample, as before.
+func TestBreakerOfAgentsThatNeverFailed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := domain.DefaultRoutingPolicy()
+	p.BreakerWindowS = 20 // the namespace "short"; "default" keeps 60 s
+	_, err := b.r.SetRoutingPolicy(b.ctx, "short", p, domain.Metadata{})
+	require.NoError(t, err)
+	for _, a := range []domain.AgentKey{key("clean"), {Namespace: "short", ID: "clean"}, key("failing")} {
+		_, _, err := b.r.Register(b.ctx, domain.AgentRegistration{AgentID: a.ID, Namespace: a.Namespace, Capabilities: []string{"doc:parse"},
+			Endpoint: "http://127.0.0.1:1/", TTLSeconds: 60, RolloutPercent: 100}, domain.Metadata{Actor: "test"})
+		require.NoError(t, err)
+	}
+	now := b.clock.now()
+	batch := &pgx.Batch{}
+	sample := func(ns, agent string, secondsAgo int, ok bool) {
+		batch.Queue(`INSERT INTO agent_attempts (namespace, agent_id, at, ok) VALUES ($1, $2, $3, $4)`,
+			ns, agent, now.Add(-time.Duration(secondsAgo)*time.Second), ok)
+	}
+	for _, ago := range []int{80, 70, 50, 30, 10, 1, 0, -5} { // in the horizon, before and in the window, now, past now
+		sample("default", "clean", ago, true)
+		sample("short", "clean", ago, true)
+	}
+	for i := range 12 {
+		sample("default", "failing", 20-i, i%2 == 0)
+	}
+	require.NoError(t, b.r.pool.SendBatch(b.ctx, batch).Close())
+	require.NoError(t, b.r.snap.Refresh(b.ctx))
+
+	require.Equal(t, domain.BreakerStatus{State: domain.BreakerClosed, Attempts: 5}, b.r.snap.Breaker(key("clean")), "50, 30, 10, 1 and 0 s ago")
+	require.Equal(t, domain.BreakerStatus{State: domain.BreakerClosed, Attempts: 3},
+		b.r.snap.Breaker(domain.AgentKey{Namespace: "short", ID: "clean"}), "10, 1 and 0 s ago")
+	failing := b.r.snap.Breaker(key("failing"))
+	require.Equal(t, domain.BreakerOpen, failing.State)
+	require.Equal(t, 12, failing.Attempts)
+	require.InDelta(t, 0.5, failing.ErrorRate, 1e-9)
+}
+
 // TestTokenRotationOverlap: inside the overlap both tokens work and sign;
 // after it only the new one does.
 func TestTokenRotationOverlap(t *testing.T) {

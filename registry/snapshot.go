@@ -62,7 +62,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	s.policies = policies // the breakers below are judged by them
 	s.mu.Unlock()
-	samples, err := s.loadAttempts(ctx, now)
+	tried, err := s.loadAttempts(ctx, now)
 	if err != nil {
 		return fmt.Errorf("snapshot: load attempts: %w", err)
 	}
@@ -74,7 +74,7 @@ func (s *Snapshot) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("snapshot: load in-flight: %w", err)
 	}
-	breakers, index := s.routeView(now, agents, samples, recents, inFlight)
+	breakers, index := s.routeView(now, agents, tried, recents, inFlight)
 
 	s.mu.Lock()
 	s.agents, s.byTokens, s.breakers, s.inFlight, s.index, s.loadedAt = agents, byTokens, breakers, inFlight, index, now
@@ -107,28 +107,54 @@ func (s *Snapshot) loadAgents(ctx context.Context) (map[domain.AgentKey]*Agent, 
 	return agents, byTokens, rows.Err()
 }
 
-// loadAttempts reads the attempt samples of the breaker's window plus its
+// attempts are what the breakers are judged by: the samples of the agents
+// that failed within the horizon, and of the others only how many of their
+// samples fall in their window (SnapshotAttempts).
+type attempts struct {
+	samples   map[domain.AgentKey][]domain.AttemptSample
+	successes map[domain.AgentKey]int
+}
+
+// breaker judges agent id's breaker at now.
+func (a attempts) breaker(id domain.AgentKey, now time.Time, cfg domain.BreakerConfig) domain.BreakerStatus {
+	if n, ok := a.successes[id]; ok {
+		return domain.BreakerOfSuccesses(n)
+	}
+	return domain.EvaluateBreaker(a.samples[id], now, cfg)
+}
+
+// loadAttempts reads the attempts of the breaker's window plus its
 // cool-down, so that an opening and its cool-down are never forgotten (see
 // EvaluateBreaker).
-func (s *Snapshot) loadAttempts(ctx context.Context, now time.Time) (map[domain.AgentKey][]domain.AttemptSample, error) {
-	horizon := s.r.cfg.Breaker.Window + s.r.cfg.Breaker.CoolDown
+func (s *Snapshot) loadAttempts(ctx context.Context, now time.Time) (attempts, error) {
+	base := s.r.cfg.Breaker.WithDefaults()
+	horizon := base.Window + base.CoolDown
+	var namespaces []string
+	var since []time.Time
 	s.mu.RLock()
-	for _, p := range s.policies {
-		b := p.Breaker()
+	for ns, p := range s.policies {
+		b := p.Breaker().WithDefaults()
 		horizon = max(horizon, b.Window+b.CoolDown)
+		namespaces, since = append(namespaces, ns), append(since, now.Add(-b.Window))
 	}
 	s.mu.RUnlock()
-	samples := map[domain.AgentKey][]domain.AttemptSample{}
+	out := attempts{samples: map[domain.AgentKey][]domain.AttemptSample{}, successes: map[domain.AgentKey]int{}}
 	var id domain.AgentKey
-	var smp domain.AttemptSample
-	rows, err := s.r.pool.Query(ctx, qSnapshotAttempts, now.Add(-horizon))
+	var at *time.Time
+	var ok bool
+	var n int
+	rows, err := s.r.pool.Query(ctx, qSnapshotAttempts, now.Add(-horizon), namespaces, since, now.Add(-base.Window), now)
 	if err == nil {
-		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &smp.At, &smp.OK}, func() error {
-			samples[id] = append(samples[id], smp)
+		_, err = pgx.ForEachRow(rows, []any{&id.Namespace, &id.ID, &at, &ok, &n}, func() error {
+			if at == nil {
+				out.successes[id] = n
+				return nil
+			}
+			out.samples[id] = append(out.samples[id], domain.AttemptSample{At: *at, OK: ok})
 			return nil
 		})
 	}
-	return samples, err
+	return out, err
 }
 
 // recentStats are an agent's attempts and successes of the last minutes.
@@ -202,12 +228,12 @@ func slotsHeld(ctx context.Context, q interface {
 // (its slots); the in_flight a heartbeat reports shows beside it, never
 // in its place. The attempts it holds are pending, not failures: the
 // failure term counts only the recent attempts that settled.
-func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, samples map[domain.AgentKey][]domain.AttemptSample,
+func (s *Snapshot) routeView(now time.Time, agents map[domain.AgentKey]*Agent, tried attempts,
 	recents map[domain.AgentKey]recentStats, inFlight map[domain.AgentKey]int) (map[domain.AgentKey]domain.BreakerStatus, *domain.RouteIndex) {
 	breakers := make(map[domain.AgentKey]domain.BreakerStatus, len(agents))
 	view := make([]domain.RouteAgent, 0, len(agents))
 	for id, a := range agents {
-		b := domain.EvaluateBreaker(samples[id], now, s.breakerConfig(a.Namespace))
+		b := tried.breaker(id, now, s.breakerConfig(a.Namespace))
 		breakers[id] = b
 		n := inFlight[id]
 		// The state is the sweep's: it writes lease changes every

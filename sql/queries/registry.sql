@@ -132,8 +132,27 @@ SELECT agent_id, namespace, capabilities, aliases, endpoint, coalesce(health_url
 FROM agents WHERE NOT deregistered;
 
 -- name: SnapshotAttempts
--- Attempt samples since $1, oldest first, for the circuit breakers.
-SELECT namespace, agent_id, at, ok FROM agent_attempts WHERE at > $1 ORDER BY at;
+-- The circuit breakers' attempt samples since $1. Only an agent with a
+-- failure among them can have tripped: its samples come one a row, oldest
+-- first, for EvaluateBreaker to replay. An agent with none comes in one
+-- row, at NULL, with how many of its samples fall in its namespace's
+-- window: after $3[i] for namespace $2[i] (else after $4), and not after
+-- $5 (domain.BreakerOfSuccesses). At a steady load the horizon holds every
+-- job of the last minutes, and the snapshot reads it every second.
+WITH per_agent AS (
+    SELECT a.namespace, a.agent_id, bool_and(a.ok) AS clean,
+           count(*) FILTER (WHERE a.at > coalesce(w.since, $4) AND a.at <= $5)::int AS in_window
+    FROM agent_attempts a
+    LEFT JOIN unnest($2::text[], $3::timestamptz[]) AS w(namespace, since) ON w.namespace = a.namespace
+    WHERE a.at > $1
+    GROUP BY a.namespace, a.agent_id
+)
+SELECT namespace, agent_id, NULL::timestamptz AS at, true AS ok, in_window FROM per_agent WHERE clean
+UNION ALL
+SELECT a.namespace, a.agent_id, a.at, a.ok, 1
+FROM agent_attempts a JOIN per_agent p ON p.namespace = a.namespace AND p.agent_id = a.agent_id AND NOT p.clean
+WHERE a.at > $1
+ORDER BY at NULLS FIRST;
 
 -- name: SnapshotRecentStats
 -- Each agent's attempts and successes per minute over the $2 seconds before the minute of $1, for the router's failure term.

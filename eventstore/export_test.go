@@ -9,3 +9,7 @@ var GenericPlans = genericPlans
 
 // ReadStreamSQL is a stream's read, for the test of its plan.
 const ReadStreamSQL = qReadStream
+
+// InBracket is the mark of the statements AppendAll and QueueReadStreams
+// send on generic plans.
+const InBracket = inBracket

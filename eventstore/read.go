@@ -116,7 +116,11 @@ func QueueReadStreams(b *pgx.Batch, streams []string, generic bool) map[string][
 			continue
 		}
 		out[stream] = nil
-		b.Queue(qReadStream, stream).Query(func(rows pgx.Rows) error {
+		sql := qReadStream
+		if generic {
+			sql += inBracket
+		}
+		b.Queue(sql, stream).Query(func(rows pgx.Rows) error {
 			recs, err := scanRecords(rows)
 			out[stream] = recs
 			return err

@@ -106,9 +106,15 @@ func TestReadStreamsOfKeepsItsPlan(t *testing.T) {
 	var mode string
 	require.NoError(t, tx.QueryRow(ctx, "SHOW plan_cache_mode").Scan(&mode))
 	require.Equal(t, "auto", mode, "the rest of the transaction")
-	var generic, custom int64
-	require.NoError(t, tx.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
-		qReadStream).Scan(&generic, &custom))
+	plans := func(sql string) (generic, custom int64) {
+		require.NoError(t, tx.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
+			sql).Scan(&generic, &custom))
+		return generic, custom
+	}
+	generic, custom := plans(qReadStream + inBracket)
 	require.Equal(t, int64(40), generic, "the reads in the transaction (four a round), on its generic plan")
-	require.LessOrEqual(t, custom, int64(4), "at most the reads outside it")
+	require.Zero(t, custom)
+	generic, custom = plans(qReadStream)
+	require.Zero(t, generic, "the reads outside it, under a text of their own")
+	require.LessOrEqual(t, custom, int64(4))
 }

@@ -231,6 +231,13 @@ var (
 	customPlans  = []string{`SET LOCAL plan_cache_mode TO DEFAULT`, `SET LOCAL enable_seqscan TO DEFAULT`}
 )
 
+// inBracket marks a statement sent between genericPlans and customPlans.
+// A connection prepares each statement text once and keeps its plan (pgx
+// caches the prepared statement), so a text also sent outside the bracket
+// could bring in a generic plan made there, with sequential scans on; the
+// mark makes the bracket's text its own (TestGenericPlansProbeTheIndexOfASmallLog).
+const inBracket = "\n-- planned in AppendAll's bracket (eventstore.genericPlans)"
+
 // queueAll queues each of sqls on b.
 func queueAll(b *pgx.Batch, sqls []string) {
 	for _, q := range sqls {
@@ -359,7 +366,7 @@ func (s *Store) appendAll(ctx context.Context, b *pgx.Batch, send func(*pgx.Batc
 
 // queueStatement queues st on b, reading its rows with st.Rows if set.
 func queueStatement(b *pgx.Batch, st Statement) {
-	q := b.Queue(st.SQL, st.Args...)
+	q := b.Queue(st.SQL+inBracket, st.Args...)
 	if st.Rows != nil {
 		q.Query(st.Rows)
 	}

@@ -477,6 +477,42 @@ func TestGenericPlansProbeTheIndexOfASmallLog(t *testing.T) {
 	}
 }
 
+// TestBracketStatementsHaveTheirOwnText: what runs on generic plans made
+// in the bracket is sent under a text of its own, so that a plan the
+// connection made for the same statement outside it (with sequential
+// scans on, kept after five runs) is never the one used inside.
+func TestBracketStatementsHaveTheirOwnText(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	for _, generic := range []bool{false, true} {
+		b := &pgx.Batch{}
+		eventstore.QueueReadStreams(b, []string{"job:a"}, generic)
+		var reads []string
+		for _, q := range b.QueuedQueries {
+			if strings.HasPrefix(q.SQL, eventstore.ReadStreamSQL) {
+				reads = append(reads, q.SQL)
+			}
+		}
+		want := eventstore.ReadStreamSQL
+		if generic {
+			want += eventstore.InBracket
+		}
+		require.Equal(t, []string{want}, reads, "generic %v", generic)
+	}
+
+	tx, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var text string
+	query := eventstore.Statement{SQL: "SELECT current_query()", Rows: func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&text}, func() error { return nil })
+		return err
+	}}
+	require.NoError(t, s.AppendAll(ctx, tx, []eventstore.Statement{query},
+		[]eventstore.StreamAppend{{Stream: "job:own", Expected: eventstore.NoStream, Events: []domain.Event{ev("A", 0)}}}, nil))
+	require.Equal(t, "SELECT current_query()"+eventstore.InBracket, text)
+}
+
 // TestAppendAllRunsOnGenericPlans: AppendAll's statements run on generic
 // plans (their custom plans cost more to make than to run), and the rest
 // of the transaction, and the connection after it, plan as before.

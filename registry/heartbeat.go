@@ -111,15 +111,17 @@ func (b *heartbeatBuffer) take() map[domain.AgentKey]heartbeat {
 // done ends the flush of batch: written, its heartbeats are in the table;
 // failed, they go back to pending (the next flush retries), merged as add
 // merges: the newest heartbeat, with the figures it does not give from the
-// other.
+// other. A heartbeat of an agent that registered again meanwhile (forget)
+// belonged to the instance before, and does not go back.
 func (b *heartbeatBuffer) done(batch map[domain.AgentKey]heartbeat, failed bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for id, hb := range batch {
-		if cur, ok := b.flushing[id]; ok && cur.at.Equal(hb.at) {
+		cur, kept := b.flushing[id]
+		if kept && cur.at.Equal(hb.at) {
 			delete(b.flushing, id)
 		}
-		if !failed {
+		if !failed || !kept {
 			continue
 		}
 		switch cur, ok := b.pending[id]; {

@@ -38,3 +38,31 @@ func TestFailedFlushKeepsItsFigures(t *testing.T) {
 	require.Empty(t, b.pending)
 	require.Empty(t, b.flushing)
 }
+
+// TestFailedFlushOfAForgottenAgent: an agent that registered again while
+// its heartbeat was being flushed starts afresh; that flush failing puts
+// back nothing of the instance before.
+func TestFailedFlushOfAForgottenAgent(t *testing.T) {
+	t.Parallel()
+	n := func(v int) *int { return &v }
+	id := domain.AgentKey{Namespace: "default", ID: "a1"}
+	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+
+	b := newHeartbeatBuffer()
+	b.add(id, t0, domain.HealthReport{QueueLength: n(3), InFlight: n(1)})
+	batch := b.take()
+	b.forget(id)                                          // registered again
+	b.add(id, t0.Add(time.Second), domain.HealthReport{}) // the new instance's first heartbeat
+	b.done(batch, true)
+
+	require.Equal(t, map[domain.AgentKey]heartbeat{id: {at: t0.Add(time.Second)}}, b.pending)
+	require.Empty(t, b.flushing)
+
+	// Forgotten with nothing pending since, it stays forgotten.
+	b = newHeartbeatBuffer()
+	b.add(id, t0, domain.HealthReport{QueueLength: n(3)})
+	batch = b.take()
+	b.forget(id)
+	b.done(batch, true)
+	require.Empty(t, b.pending)
+}

@@ -114,7 +114,7 @@ func TestFailoverDrill(t *testing.T) {
 	}
 	accepted = append(accepted, held...)
 	for _, id := range accepted {
-		require.Equal(t, "SUCCESS", waitTerminal(t, base, id, 120*time.Second).Status, "job %s", id)
+		require.Equal(t, "SUCCESS", waitDrillJob(t, base, dsn, id, 120*time.Second), "job %s", id)
 	}
 	deadline := time.Now().Add(120 * time.Second)
 	for callbacks.distinct() < len(accepted) {
@@ -398,4 +398,52 @@ func (c *webhookCounter) ids(job string) []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// waitDrillJob waits up to within for job id to end and answers its
+// status. A job that does not end fails the test after logging what the
+// database holds of it (its timer, the locks on the timers and the open
+// transactions): a drill that fails once in many runs must say why the
+// first time.
+func waitDrillJob(t *testing.T, base, dsn, id string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if j := getJob(t, base, id); terminal[j.Status] {
+			return j.Status
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval while waiting on the condition
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if conn, err := pgx.Connect(ctx, dsn); err != nil {
+		t.Logf("the database's state of job %s: %v", id, err)
+	} else {
+		defer func() { _ = conn.Close(ctx) }()
+		for _, q := range []string{
+			`SELECT job_id::text, attempt, phase, due_at::text, now()::text, coalesce(agent_id, ''), river_job_id FROM job_timers WHERE job_id = $1::uuid`,
+			`SELECT job_id::text, agent_id, attempt FROM agent_slots WHERE job_id = $1::uuid`,
+			`SELECT version, type, recorded_at::text FROM events WHERE stream_id = 'job:' || $1 ORDER BY version`,
+			`SELECT count(*), min(due_at)::text FROM job_timers WHERE due_at <= now() AND $1 <> ''`,
+			`SELECT l.locktype, l.mode, l.granted, a.pid, a.state, coalesce(a.xact_start::text, ''), left(a.query, 160)
+			   FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+			  WHERE (l.relation = 'job_timers'::regclass OR l.locktype = 'advisory') AND $1 <> ''`,
+			`SELECT pid, state, coalesce(xact_start::text, ''), coalesce(wait_event, ''), left(query, 160)
+			   FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid() AND $1 <> ''`,
+		} {
+			rows, err := conn.Query(ctx, q, id)
+			if err != nil {
+				t.Logf("%s: %v", q, err)
+				continue
+			}
+			for rows.Next() {
+				v, _ := rows.Values()
+				t.Logf("%s\n  → %v", strings.Join(strings.Fields(q), " "), v)
+			}
+			rows.Close()
+		}
+	}
+	evs := jobEvents(t, base, id)
+	require.Fail(t, "job not done in time", "job %s not ended after %s: %v", id, within, types(evs))
+	return ""
 }

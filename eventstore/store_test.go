@@ -477,6 +477,15 @@ func TestGenericPlansProbeTheIndexOfASmallLog(t *testing.T) {
 	}
 }
 
+// readInto is a statement sql of AppendAll's that reads its one text
+// column into dst.
+func readInto(sql string, dst *string) eventstore.Statement {
+	return eventstore.Statement{SQL: sql, Rows: func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{dst}, func() error { return nil })
+		return err
+	}}
+}
+
 // TestBracketStatementsHaveTheirOwnText: what runs on generic plans made
 // in the bracket is sent under a text of its own, so that a plan the
 // connection made for the same statement outside it (with sequential
@@ -504,11 +513,7 @@ func TestBracketStatementsHaveTheirOwnText(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	var text string
-	query := eventstore.Statement{SQL: "SELECT current_query()", Rows: func(rows pgx.Rows) error {
-		_, err := pgx.ForEachRow(rows, []any{&text}, func() error { return nil })
-		return err
-	}}
-	require.NoError(t, s.AppendAll(ctx, tx, []eventstore.Statement{query},
+	require.NoError(t, s.AppendAll(ctx, tx, []eventstore.Statement{readInto("SELECT current_query()", &text)},
 		[]eventstore.StreamAppend{{Stream: "job:own", Expected: eventstore.NoStream, Events: []domain.Event{ev("A", 0)}}}, nil))
 	require.Equal(t, "SELECT current_query()"+eventstore.InBracket, text)
 }
@@ -533,10 +538,7 @@ func TestAppendAllRunsOnGenericPlans(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		var m string
-		show := eventstore.Statement{SQL: "SHOW plan_cache_mode", Rows: func(rows pgx.Rows) error {
-			_, err := pgx.ForEachRow(rows, []any{&m}, func() error { return nil })
-			return err
-		}}
+		show := readInto("SHOW plan_cache_mode", &m)
 		require.NoError(t, s.AppendAll(ctx, tx, nil, []eventstore.StreamAppend{{Stream: "job:g", Expected: expected, Events: []domain.Event{ev("A", 0)}}},
 			[]eventstore.Statement{show}))
 		require.Equal(t, "auto", mode(tx), "the rest of the transaction")

@@ -9,20 +9,26 @@ import (
 	"github.com/agentreach/agentreach/domain"
 )
 
+// taken is a buffer whose flush has taken agent a1's heartbeat at t0
+// (queue_length 3, in_flight 1), with that flush's batch.
+func taken() (b *heartbeatBuffer, batch map[domain.AgentKey]heartbeat, id domain.AgentKey, t0 time.Time) {
+	id = domain.AgentKey{Namespace: "default", ID: "a1"}
+	t0 = time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	b = newHeartbeatBuffer()
+	b.add(id, t0, domain.HealthReport{QueueLength: figure(3), InFlight: figure(1)})
+	return b, b.take(), id, t0
+}
+
+func figure(v int) *int { return &v }
+
 // TestFailedFlushKeepsItsFigures: a heartbeat whose flush failed goes back
 // to the buffer merged with one that came meanwhile, as two heartbeats
 // between flushes merge: a figure the newer one does not give keeps the
 // failed one's value, and the newer time and figures win.
 func TestFailedFlushKeepsItsFigures(t *testing.T) {
 	t.Parallel()
-	n := func(v int) *int { return &v }
-	id := domain.AgentKey{Namespace: "default", ID: "a1"}
-	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-
-	b := newHeartbeatBuffer()
-	b.add(id, t0, domain.HealthReport{QueueLength: n(3), InFlight: n(1)})
-	batch := b.take()
-	b.add(id, t0.Add(time.Second), domain.HealthReport{InFlight: n(2)}) // no queue_length
+	b, batch, id, t0 := taken()
+	b.add(id, t0.Add(time.Second), domain.HealthReport{InFlight: figure(2)}) // no queue_length
 	b.done(batch, true)
 
 	a := &Agent{AgentRegistration: domain.AgentRegistration{AgentID: id.ID, Namespace: id.Namespace, TTLSeconds: 30}}
@@ -44,13 +50,7 @@ func TestFailedFlushKeepsItsFigures(t *testing.T) {
 // back nothing of the instance before.
 func TestFailedFlushOfAForgottenAgent(t *testing.T) {
 	t.Parallel()
-	n := func(v int) *int { return &v }
-	id := domain.AgentKey{Namespace: "default", ID: "a1"}
-	t0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-
-	b := newHeartbeatBuffer()
-	b.add(id, t0, domain.HealthReport{QueueLength: n(3), InFlight: n(1)})
-	batch := b.take()
+	b, batch, id, t0 := taken()
 	b.forget(id)                                          // registered again
 	b.add(id, t0.Add(time.Second), domain.HealthReport{}) // the new instance's first heartbeat
 	b.done(batch, true)
@@ -59,9 +59,7 @@ func TestFailedFlushOfAForgottenAgent(t *testing.T) {
 	require.Empty(t, b.flushing)
 
 	// Forgotten with nothing pending since, it stays forgotten.
-	b = newHeartbeatBuffer()
-	b.add(id, t0, domain.HealthReport{QueueLength: n(3)})
-	batch = b.take()
+	b, batch, id, _ = taken()
 	b.forget(id)
 	b.done(batch, true)
 	require.Empty(t, b.pending)
